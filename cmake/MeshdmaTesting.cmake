@@ -1,0 +1,78 @@
+# Test registration. Three tiers (STYLE.md): threads in one process, the same
+# binary under mpirun at several process counts, and the inter-host path forced
+# on one machine (every process its own host; once more over Open MPI's TCP
+# transport only, so that nothing relies on MPI's shared memory).
+
+include(GoogleTest)
+find_package(GTest REQUIRED)
+
+# Flags mpirun needs here: Open MPI refuses more ranks than cores without
+# --oversubscribe and refuses root without --allow-run-as-root.
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version
+  OUTPUT_VARIABLE _meshdma_mpiexec_version ERROR_QUIET)
+set(_meshdma_default_flags "")
+if(_meshdma_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  list(APPEND _meshdma_default_flags --oversubscribe)
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _meshdma_uid
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(_meshdma_uid STREQUAL "0")
+    list(APPEND _meshdma_default_flags --allow-run-as-root)
+  endif()
+endif()
+set(MESHDMA_MPIEXEC_FLAGS "${_meshdma_default_flags}" CACHE STRING
+  "Extra mpiexec flags for the test suite (e.g. --oversubscribe;--allow-run-as-root)")
+set(MESHDMA_MPI_TEST_NP "1;2;4" CACHE STRING "Process counts for MPI tests")
+
+# meshdma_add_gtest(NAME SOURCES ... [DEPS ...] [MPI] [NP n...] [INTERHOST]
+#                   [TIMEOUT s] [LABELS ...])
+# Builds a gtest binary linked with the rank-aware main. Registers it once as
+# a plain single-process test and, with MPI, under mpirun at each NP; with
+# INTERHOST also with MESHDMA_FORCE_INTERHOST=1, and again restricted to TCP.
+function(meshdma_add_gtest name)
+  cmake_parse_arguments(ARG "MPI;INTERHOST" "TIMEOUT"
+    "SOURCES;DEPS;NP;LABELS;ARGS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  if(NOT ARG_NP)
+    set(ARG_NP ${MESHDMA_MPI_TEST_NP})
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE meshdma_gtest_main ${ARG_DEPS})
+  target_compile_options(${name} PRIVATE -Wall -Wno-unused-parameter)
+  add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    LABELS "threads;${ARG_LABELS}")
+  if(ARG_MPI)
+    foreach(np ${ARG_NP})
+      meshdma_add_mpi_test(${name}.np${np} ${name} ${np}
+        TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;${ARG_LABELS}" ARGS ${ARG_ARGS})
+      if(ARG_INTERHOST AND np GREATER 1)
+        meshdma_add_mpi_test(${name}.np${np}.interhost ${name} ${np}
+          TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;${ARG_LABELS}"
+          ENV MESHDMA_FORCE_INTERHOST=1 ARGS ${ARG_ARGS})
+        meshdma_add_mpi_test(${name}.np${np}.interhost_tcp ${name} ${np}
+          TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
+          ENV MESHDMA_FORCE_INTERHOST=1 OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
+      endif()
+    endforeach()
+  endif()
+endfunction()
+
+# meshdma_add_mpi_test(TEST_NAME TARGET NP [ENV k=v...] [ARGS ...] ...)
+# The one place an mpirun command line is built, from FindMPI's MPIEXEC_*.
+function(meshdma_add_mpi_test test_name target np)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "ENV;ARGS;LABELS" ${ARGN})
+  add_test(NAME ${test_name}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
+            ${MESHDMA_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
+  set(props PROCESSORS ${np} LABELS "${ARG_LABELS}")
+  if(ARG_TIMEOUT)
+    list(APPEND props TIMEOUT ${ARG_TIMEOUT})
+  endif()
+  set_tests_properties(${test_name} PROPERTIES ${props})
+  if(ARG_ENV)
+    set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${ARG_ENV}")
+  endif()
+endfunction()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages meshdma needs to build, test and benchmark.
+# Idempotent: when every package is already installed it only checks (seconds).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ccache
+  libopenmpi-dev openmpi-bin
+  libabsl-dev
+  libhwloc-dev hwloc
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
+  gnuplot-nox
+  libmlir-19-dev mlir-19-tools llvm-19-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "meshdma setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "meshdma setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
