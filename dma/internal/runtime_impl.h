@@ -1,0 +1,121 @@
+// The runtime's internals, shared by the devices and the transports.
+#ifndef MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
+#define MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dma/internal/copy_engine.h"
+#include "dma/internal/device.h"
+#include "dma/runtime.h"
+#include "dma/transport/transport.h"
+
+namespace meshdma::internal {
+
+class ShmSegment;
+class MpiTransport;
+
+class RuntimeImpl {
+ public:
+  static absl::StatusOr<std::unique_ptr<RuntimeImpl>> Create(
+      RuntimeOptions options);
+  ~RuntimeImpl();
+
+  const Launch& launch() const { return *launch_; }
+  const HostTopology& topology() const { return *topology_; }
+  DmaMode dma_mode() const { return dma_mode_; }
+  int64_t heap_bytes() const { return heap_bytes_; }
+  absl::Duration wait_timeout() const { return wait_timeout_; }
+  int64_t async_min_bytes() const { return options_.async_min_bytes; }
+  int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
+  Observer* observer() const { return options_.observer; }
+  int num_local_devices() const { return static_cast<int>(devices_.size()); }
+
+  // The transport that reaches `global_device`.
+  Transport* TransportTo(int global_device) const {
+    return transport_of_device_[global_device];
+  }
+  // Base address of `global_device`'s heap in this process, or null when it
+  // lives on another host.
+  std::byte* HeapBase(int global_device) const {
+    return heap_base_of_device_[global_device];
+  }
+  // The local device with this global index, or null.
+  Device* LocalDevice(int global_device) const;
+  CopyEngine* copy_engine() const { return copy_engine_.get(); }
+  uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
+
+  // Fails every wait in this launch: local waits return Aborted with `reason`
+  // and other processes are told. Idempotent; the first reason wins.
+  void Abort(const std::string& reason, bool notify_peers = true);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_reason() const;
+  // What each local device is doing, one line each.
+  std::string DescribeLocalDevices();
+
+  absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+  absl::Status Shutdown();
+
+ private:
+  explicit RuntimeImpl(RuntimeOptions options);
+  absl::Status Init();
+  absl::Status InitHeaps(MPI_Comm comm);
+  void DeviceThreadMain(int local_index);
+
+  RuntimeOptions options_;
+  DmaMode dma_mode_ = DmaMode::kAsync;
+  int64_t heap_bytes_ = 0;
+  absl::Duration wait_timeout_;
+  bool owns_mpi_ = false;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool use_mpi_ = false;
+  bool shut_down_ = false;
+  std::unique_ptr<HostTopology> topology_;
+  std::unique_ptr<Launch> launch_;
+
+  // Heaps: one region holding all local devices' heaps (private memory, or a
+  // shared-memory segment when other processes share the host), plus the
+  // mapped segments of same-host peers.
+  std::byte* local_heaps_ = nullptr;
+  size_t local_heaps_bytes_ = 0;
+  std::unique_ptr<ShmSegment> own_segment_;
+  std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
+  std::vector<std::byte*> heap_base_of_device_;
+  std::vector<Transport*> transport_of_device_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  MpiTransport* mpi_transport_ = nullptr;
+  std::unique_ptr<CopyEngine> copy_engine_;
+
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<int> local_of_global_;  // -1 for other processes' devices.
+
+  // Device threads and the task they run.
+  std::vector<std::thread> threads_;
+  std::mutex task_mu_;
+  std::condition_variable task_cv_;
+  std::condition_variable done_cv_;
+  uint64_t task_generation_ = 0;
+  std::function<void(int)> task_;
+  int tasks_pending_ = 0;
+  bool stopping_ = false;
+
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  std::string abort_reason_;
+  std::atomic<uint64_t> next_dma_id_{0};
+};
+
+}  // namespace meshdma::internal
+
+#endif  // MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
