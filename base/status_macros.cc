@@ -18,8 +18,10 @@ absl::Status AddCallSite(const absl::Status& status, std::string_view file,
       break;
     }
   }
-  return absl::Status(status.code(),
-                      absl::StrCat(status.message(), "\n  -> ", file, ":", line));
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), "\n  -> ",
+                   absl::string_view(file.data(), file.size()), ":", line));
 }
 
 }  // namespace meshdma::internal

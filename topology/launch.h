@@ -68,8 +68,10 @@ class Launch {
                                          const LaunchOptions& options,
                                          MPI_Comm comm);
   // Builds the global order from explicit process descriptions, indexed by
-  // rank (for tests and for `Discover`). Errors name the offending rank.
-  static absl::StatusOr<Launch> FromProcesses(std::vector<ProcessInfo> procs);
+  // rank (for tests and for `Discover`), as seen by process `this_rank`.
+  // Errors name the offending rank.
+  static absl::StatusOr<Launch> FromProcesses(std::vector<ProcessInfo> procs,
+                                              int this_rank = 0);
 
   int rank() const { return rank_; }  // This process.
   int num_processes() const { return static_cast<int>(processes_.size()); }
@@ -92,6 +94,7 @@ class Launch {
   std::vector<ProcessInfo> processes_;
   std::vector<GlobalDevice> devices_;
   std::vector<int> host_of_rank_;
+  std::vector<int> first_device_of_rank_;  // Global index of local device 0.
 };
 
 }  // namespace meshdma

@@ -25,7 +25,7 @@ class PartitionSpec {
   explicit PartitionSpec(std::vector<Dim> dims) : dims_(std::move(dims)) {}
 
   const std::vector<Dim>& dims() const { return dims_; }
-  std::string ToString() const;  // "P('x', None, ('x','y'))"
+  std::string ToString() const;  // "P('x', None, ('x', 'y'))"
 
   // Checks the spec against `mesh` and a global `shape`: no more entries than
   // dimensions, every axis known, no axis used twice, every sharded dimension
