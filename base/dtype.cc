@@ -4,7 +4,7 @@
 
 namespace meshdma {
 
-std::string_view DTypeName(DType t) {
+absl::string_view DTypeName(DType t) {
   switch (t) {
     case DType::kU8:
       return "u8";

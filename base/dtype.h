@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace meshdma {
 
@@ -40,7 +40,7 @@ constexpr size_t DTypeSize(DType t) {
 }
 
 // The short name used in error messages and benchmark output ("f32", "bf16").
-std::string_view DTypeName(DType t);
+absl::string_view DTypeName(DType t);
 
 // IEEE binary16 and bfloat16 storage types. Arithmetic happens in float: load
 // with `float(x)`, store with `Half(f)` (round to nearest even).

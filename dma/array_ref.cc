@@ -56,6 +56,14 @@ ArrayRef ArrayRef::Symmetric(std::byte* data, int64_t heap_offset,
   return r;
 }
 
+absl::StatusOr<ArrayRef> ArrayRef::SymmetricStrided(
+    std::byte* data, int64_t heap_offset, DType dtype,
+    std::span<const int64_t> shape, std::span<const int64_t> strides) {
+  auto r = FromPointer(data, dtype, shape, strides);
+  if (r.ok()) r->heap_offset_ = heap_offset;
+  return r;
+}
+
 int64_t ArrayRef::num_elements() const {
   int64_t n = 1;
   for (int d = 0; d < rank_; ++d) n *= shape_[d];

@@ -32,6 +32,11 @@ class ArrayRef {
   // address is `data`. Used by the heap; users get these from `Allocate`.
   static ArrayRef Symmetric(std::byte* data, int64_t heap_offset, DType dtype,
                             std::span<const int64_t> shape);
+  // A strided view of symmetric-heap bytes (for the C ABI, which checks that
+  // `data` is this device's address of `heap_offset`).
+  static absl::StatusOr<ArrayRef> SymmetricStrided(
+      std::byte* data, int64_t heap_offset, DType dtype,
+      std::span<const int64_t> shape, std::span<const int64_t> strides);
 
   DType dtype() const { return dtype_; }
   int rank() const { return rank_; }

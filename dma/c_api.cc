@@ -45,21 +45,21 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
     return absl::InvalidArgumentError(std::string("bad rank or dtype in ") +
                                       operand);
   }
-  auto ref = meshdma::ArrayRef::FromPointer(
-      v->data, static_cast<meshdma::DType>(v->dtype),
-      std::span<const int64_t>(v->shape, v->rank),
-      std::span<const int64_t>(v->strides, v->rank));
-  if (!ref.ok() || v->heap_offset < 0) return ref;
-  // Re-derive the symmetric view from the heap so its offset is trusted.
+  const std::span<const int64_t> shape(v->shape, v->rank);
+  const std::span<const int64_t> strides(v->strides, v->rank);
+  const auto dtype = static_cast<meshdma::DType>(v->dtype);
+  if (v->heap_offset < 0) {
+    return meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+  }
   meshdma::internal::Device* d = meshdma::internal::CurrentDevice();
   if (d == nullptr || d->heap_base() + v->heap_offset != v->data) {
-    return absl::InvalidArgumentError(std::string(operand) +
-                                      ": heap_offset does not match data");
+    return absl::InvalidArgumentError(
+        std::string(operand) +
+        ": heap_offset does not match data on the calling device");
   }
-  return meshdma::ArrayRef::Symmetric(static_cast<std::byte*>(v->data),
-                                      v->heap_offset, ref->dtype(), {})
-      .Reshape(ref->shape())
-      .value_or(*ref);
+  return meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
+                                             v->heap_offset, dtype, shape,
+                                             strides);
 }
 
 }  // namespace
@@ -108,7 +108,7 @@ int meshdma_semaphore_signal_remote(meshdma_semaphore sem, int64_t inc,
                                     int32_t logical_device_id) {
   auto s = ToSemaphore(sem);
   return Report(s.ok() ? meshdma::semaphore_signal(
-                             *s, inc, meshdma::DeviceId(logical_device_id),
+                             *s, inc, meshdma::DeviceId(int64_t{logical_device_id}),
                              meshdma::DeviceIdType::kLogical)
                        : s.status());
 }
@@ -150,7 +150,7 @@ int meshdma_async_remote_copy_start(const meshdma_view* src,
   if (!ss.ok()) return Report(ss.status());
   if (!rs.ok()) return Report(rs.status());
   return Report(meshdma::make_async_remote_copy(
-                    *s, *d, *ss, *rs, meshdma::DeviceId(logical_device_id),
+                    *s, *d, *ss, *rs, meshdma::DeviceId(int64_t{logical_device_id}),
                     meshdma::DeviceIdType::kLogical)
                     .start());
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -21,7 +22,7 @@ thread_local Device* tls_device = nullptr;
 constexpr int64_t kSpinNanos = 20'000;
 constexpr int64_t kSleepSliceNanos = 10'000'000;
 
-std::string_view WaitVerb(WaitKind kind) {
+absl::string_view WaitVerb(WaitKind kind) {
   switch (kind) {
     case WaitKind::kSemaphore:
       return "semaphore_wait";
@@ -50,7 +51,7 @@ int64_t ExtentBytes(const ArrayRef& ref) {
 Device* CurrentDevice() { return tls_device; }
 void SetCurrentDevice(Device* device) { tls_device = device; }
 
-absl::StatusOr<Device*> RequireDevice(std::string_view verb) {
+absl::StatusOr<Device*> RequireDevice(absl::string_view verb) {
   if (tls_device == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         verb,
@@ -95,7 +96,7 @@ absl::StatusOr<const Mesh*> Device::mesh() const {
 
 absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id,
                                           DeviceIdType type,
-                                          std::string_view what) const {
+                                          absl::string_view what) const {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
   auto logical = mesh->Resolve(logical_id_, id, type);
   if (!logical.ok()) {
@@ -158,7 +159,7 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
 
 absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
                                                    int count,
-                                                   std::string_view name) {
+                                                   absl::string_view name) {
   if (count < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("semaphore array '", name, "' on ", Name(), ": size ",
@@ -221,7 +222,7 @@ absl::Status Device::PopScope() {
 // --- DMA ----------------------------------------------------------------------
 
 absl::Status Device::CheckSemaphore(Semaphore sem,
-                                    std::string_view verb) const {
+                                    absl::string_view verb) const {
   if (!sem.valid()) {
     return absl::InvalidArgumentError(
         absl::StrCat(verb, " on ", Name(), ": semaphore was never allocated"));
@@ -240,7 +241,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                               Semaphore send_sem, Semaphore recv_sem,
                               std::optional<int> target_global) {
   const bool remote = target_global.has_value();
-  const std::string_view verb =
+  const absl::string_view verb =
       remote ? "make_async_remote_copy" : "make_async_copy";
   auto error = [&](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat(verb, " on ", Name(), ": ",
@@ -259,7 +260,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   }
   const Semaphore sems[] = {recv_sem, send_sem};
   for (int i = 0; i < (remote ? 2 : 1); ++i) {
-    const std::string_view role =
+    const absl::string_view role =
         i == 1 ? "send_sem" : (remote ? "recv_sem" : "sem");
     MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sems[i], verb));
     if (sems[i].type() != SemaphoreType::kDma) {

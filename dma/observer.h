@@ -8,6 +8,7 @@
 #ifndef MESHDMA_DMA_OBSERVER_H_
 #define MESHDMA_DMA_OBSERVER_H_
 
+#include "absl/strings/string_view.h"
 #include <cstdint>
 #include <string_view>
 
@@ -29,8 +30,8 @@ enum class WaitKind { kSemaphore, kDmaSend, kDmaRecv, kBarrier };
 class Observer {
  public:
   virtual ~Observer() = default;
-  virtual void OnKernelBegin(int device, std::string_view kernel) {}
-  virtual void OnKernelEnd(int device, std::string_view kernel) {}
+  virtual void OnKernelBegin(int device, absl::string_view kernel) {}
+  virtual void OnKernelEnd(int device, absl::string_view kernel) {}
   virtual void OnDmaStart(const DmaEvent& dma) {}
   // The source has been read and (direct paths) the destination written.
   virtual void OnDmaComplete(const DmaEvent& dma) {}

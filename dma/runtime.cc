@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,12 +24,12 @@ namespace {
 
 std::atomic<bool> g_runtime_alive{false};
 
-absl::Status MpiError(int code, std::string_view call) {
+absl::Status MpiError(int code, absl::string_view call) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(code, text, &len);
   return absl::InternalError(
-      absl::StrCat(call, " failed: ", std::string_view(text, len)));
+      absl::StrCat(call, " failed: ", absl::string_view(text, len)));
 }
 
 const char* GetEnv(const char* name) {
@@ -85,7 +86,7 @@ absl::Status RuntimeImpl::Init() {
   dma_mode_ = options_.dma_mode.value_or(DmaMode::kAsync);
   if (!options_.dma_mode.has_value()) {
     if (const char* v = GetEnv(kDmaModeEnv)) {
-      const std::string_view mode(v);
+      const absl::string_view mode(v);
       if (mode == "eager") {
         dma_mode_ = DmaMode::kEager;
       } else if (mode != "async") {

@@ -1,12 +1,13 @@
 #include "dma/semaphore.h"
 
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dma/internal/device.h"
 
 namespace meshdma {
 
-std::string_view SemaphoreTypeName(SemaphoreType type) {
+absl::string_view SemaphoreTypeName(SemaphoreType type) {
   switch (type) {
     case SemaphoreType::kRegular:
       return "REGULAR";

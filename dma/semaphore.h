@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "topology/mesh.h"
@@ -32,7 +33,7 @@
 namespace meshdma {
 
 enum class SemaphoreType { kRegular, kDma, kBarrier };
-std::string_view SemaphoreTypeName(SemaphoreType type);  // "REGULAR", ...
+absl::string_view SemaphoreTypeName(SemaphoreType type);  // "REGULAR", ...
 
 class Semaphore {
  public:

@@ -13,7 +13,7 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(DType dtype,
 }
 
 absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
-                                            std::string_view name) {
+                                            absl::string_view name) {
   MESHDMA_ASSIGN_OR_RETURN(internal::Device * d,
                            internal::RequireDevice("AllocateSemaphore"));
   MESHDMA_ASSIGN_OR_RETURN(int64_t offset, d->AllocateSemaphores(type, 1, name));
@@ -22,7 +22,7 @@ absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
 
 absl::StatusOr<SemaphoreArray> AllocateSemaphoreArray(SemaphoreType type,
                                                       int size,
-                                                      std::string_view name) {
+                                                      absl::string_view name) {
   MESHDMA_ASSIGN_OR_RETURN(internal::Device * d,
                            internal::RequireDevice("AllocateSemaphoreArray"));
   MESHDMA_ASSIGN_OR_RETURN(int64_t offset,

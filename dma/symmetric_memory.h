@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,9 +42,9 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(std::initializer_list<int64_t> shape)
 
 // Semaphores start at 0. `name` appears in diagnostics.
 absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
-                                            std::string_view name = "");
+                                            absl::string_view name = "");
 absl::StatusOr<SemaphoreArray> AllocateSemaphoreArray(
-    SemaphoreType type, int size, std::string_view name = "");
+    SemaphoreType type, int size, absl::string_view name = "");
 
 // Runs `body` with its own allocation scope (Pallas `run_scoped`): what it
 // allocates is freed when it returns. Semaphores allocated in it must be back

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dma/array_ref.h"
@@ -50,12 +51,12 @@ class Device {
   int logical_id() const { return logical_id_; }
   // Resolves a device id on the current mesh to a global device index.
   absl::StatusOr<int> ResolveTarget(const DeviceId& id, DeviceIdType type,
-                                    std::string_view what) const;
+                                    absl::string_view what) const;
 
   // --- Symmetric allocation (stack of scopes).
   absl::StatusOr<ArrayRef> Allocate(DType dtype, std::span<const int64_t> shape);
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
-                                             std::string_view name);
+                                             absl::string_view name);
   int64_t bytes_free() const { return heap_bytes_ - heap_top_; }
   void PushScope(std::string kernel_name, std::optional<int> collective_id);
   // Checks the exit contract of the innermost scope, drains this device's
@@ -102,7 +103,7 @@ class Device {
     std::vector<SemaphoreRecord> semaphores;
   };
 
-  absl::Status CheckSemaphore(Semaphore sem, std::string_view verb) const;
+  absl::Status CheckSemaphore(Semaphore sem, absl::string_view verb) const;
   absl::Status WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
@@ -131,7 +132,7 @@ class Device {
 Device* CurrentDevice();
 void SetCurrentDevice(Device* device);
 // CurrentDevice() or FailedPrecondition naming `verb`.
-absl::StatusOr<Device*> RequireDevice(std::string_view verb);
+absl::StatusOr<Device*> RequireDevice(absl::string_view verb);
 
 }  // namespace meshdma::internal
 

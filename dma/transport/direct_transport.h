@@ -7,6 +7,7 @@
 #ifndef MESHDMA_DMA_TRANSPORT_DIRECT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_DIRECT_TRANSPORT_H_
 
+#include "absl/strings/string_view.h"
 #include <string>
 
 #include "dma/transport/transport.h"
@@ -20,7 +21,7 @@ class DirectTransport : public Transport {
   DirectTransport(std::string name, RuntimeImpl* runtime)
       : name_(std::move(name)), runtime_(runtime) {}
 
-  std::string_view name() const override { return name_; }
+  absl::string_view name() const override { return name_; }
   // Copies inline (eager mode, or fewer than `async_min_bytes`), otherwise
   // hands the copy to the runtime's copy engine.
   void Put(std::unique_ptr<DmaOp> op) override;

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "dma/transport/transport.h"
 
@@ -41,7 +42,7 @@ class MpiTransport : public Transport {
   MpiTransport(RuntimeImpl* runtime, MPI_Comm comm);
   ~MpiTransport() override;
 
-  std::string_view name() const override { return "mpi"; }
+  absl::string_view name() const override { return "mpi"; }
   void Put(std::unique_ptr<DmaOp> op) override;
   void Signal(int target_device, int64_t sem_offset, int64_t inc) override;
   // Tells every other process that this launch failed (see Runtime::Abort).

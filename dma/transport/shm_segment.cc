@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,7 +34,7 @@ void UnlinkPendingAtExit() {
   PendingNames().clear();
 }
 
-absl::Status Errno(std::string_view what, const std::string& name) {
+absl::Status Errno(absl::string_view what, const std::string& name) {
   return absl::InternalError(
       absl::StrCat(what, " of shared-memory segment ", name, ": ",
                    std::strerror(errno)));

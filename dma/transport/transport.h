@@ -5,6 +5,7 @@
 #ifndef MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 
+#include "absl/strings/string_view.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +44,7 @@ class Transport {
  public:
   virtual ~Transport() = default;
   // "local", "shm" or "mpi": shown in diagnostics and benchmarks.
-  virtual std::string_view name() const = 0;
+  virtual absl::string_view name() const = 0;
   // Moves `op`'s bytes to `op->event.dst_device`. When the source has been
   // read it calls `Device::CompleteSend(op)`; the target's receive semaphore
   // grows by the byte count only after the data is in place.
