@@ -67,11 +67,13 @@ function(meshdma_add_mpi_test test_name target np)
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
             ${MESHDMA_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}
             $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
-  set(props PROCESSORS ${np} LABELS "${ARG_LABELS}")
+  # One property per call: a list value (LABELS) spliced into a longer
+  # argument list would be split into separate arguments.
+  set_tests_properties(${test_name} PROPERTIES PROCESSORS ${np})
+  set_tests_properties(${test_name} PROPERTIES LABELS "${ARG_LABELS}")
   if(ARG_TIMEOUT)
-    list(APPEND props TIMEOUT ${ARG_TIMEOUT})
+    set_tests_properties(${test_name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
   endif()
-  set_tests_properties(${test_name} PROPERTIES ${props})
   if(ARG_ENV)
     set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${ARG_ENV}")
   endif()

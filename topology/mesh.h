@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -48,8 +49,11 @@ class DeviceId {
   std::string ToString() const;
 
  private:
+  // Constrained so that `DeviceId(3)` with an `int` picks the public scalar
+  // constructor instead of this one.
   template <typename T>
-  explicit DeviceId(T v) : v_(std::move(v)) {}
+  requires(!std::is_arithmetic_v<T>) explicit DeviceId(T v)
+      : v_(std::move(v)) {}
   std::variant<int64_t, std::vector<int64_t>, std::vector<AxisIndex>> v_;
 };
 
@@ -105,7 +109,7 @@ class Mesh {
  private:
   std::vector<Axis> axes_;
   std::vector<int> devices_;
-  std::vector<int> strides_;  // Row-major stride of each axis.
+  std::vector<int> strides_;            // Row-major stride of each axis.
   std::vector<int> logical_of_global_;  // -1 where a device is not in the mesh.
 };
 
