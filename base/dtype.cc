@@ -30,7 +30,8 @@ Half::Half(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // Inf or NaN.
-    bits = static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+    bits = static_cast<uint16_t>(sign | 0x7c00u |
+                                 (abs > 0x7f800000u ? 0x200u : 0));
     return;
   }
   if (abs >= 0x477ff000u) {  // Rounds to a value beyond the largest half.

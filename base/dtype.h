@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
 #include "absl/strings/string_view.h"
 
 namespace meshdma {

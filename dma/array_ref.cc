@@ -17,14 +17,14 @@ absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
     void* data, DType dtype, std::span<const int64_t> shape,
     std::span<const int64_t> strides) {
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "array of rank ", shape.size(), " ", ShapeString(shape),
-        " exceeds the maximum rank ", kMaxRank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("array of rank ", shape.size(), " ", ShapeString(shape),
+                     " exceeds the maximum rank ", kMaxRank));
   }
   if (!strides.empty() && strides.size() != shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "array ", ShapeString(shape), " given ", strides.size(),
-        " strides; expected ", shape.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("array ", ShapeString(shape), " given ", strides.size(),
+                     " strides; expected ", shape.size()));
   }
   for (int64_t d : shape) {
     if (d < 0) {
@@ -49,8 +49,8 @@ absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
   return r;
 }
 
-ArrayRef ArrayRef::Symmetric(std::byte* data, int64_t heap_offset,
-                             DType dtype, std::span<const int64_t> shape) {
+ArrayRef ArrayRef::Symmetric(std::byte* data, int64_t heap_offset, DType dtype,
+                             std::span<const int64_t> shape) {
   ArrayRef r = *FromPointer(data, dtype, shape);
   r.heap_offset_ = heap_offset;
   return r;
@@ -141,10 +141,9 @@ absl::StatusOr<ArrayRef> ArrayRef::Reshape(
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != num_elements()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reshape of ", ToString(), " to ", ShapeString(shape),
-                     ": element counts differ (", num_elements(), " vs ", n,
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reshape of ", ToString(), " to ", ShapeString(shape),
+        ": element counts differ (", num_elements(), " vs ", n, ")"));
   }
   auto r = FromPointer(data_, dtype_, shape);
   if (!r.ok()) return r.status();

@@ -40,7 +40,9 @@ class ArrayRef {
 
   DType dtype() const { return dtype_; }
   int rank() const { return rank_; }
-  std::span<const int64_t> shape() const { return {shape_.data(), size_t(rank_)}; }
+  std::span<const int64_t> shape() const {
+    return {shape_.data(), size_t(rank_)};
+  }
   std::span<const int64_t> strides() const {
     return {strides_.data(), size_t(rank_)};
   }

@@ -31,12 +31,14 @@ AsyncCopyDescriptor make_async_remote_copy(ArrayRef src, ArrayRef dst,
 }
 
 absl::Status AsyncCopyDescriptor::start() {
-  MESHDMA_ASSIGN_OR_RETURN(internal::Device * d,
-                           internal::RequireDevice("AsyncCopyDescriptor::start"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      internal::Device * d,
+      internal::RequireDevice("AsyncCopyDescriptor::start"));
   std::optional<int> target;
   if (remote_) {
     MESHDMA_ASSIGN_OR_RETURN(
-        target, d->ResolveTarget(*device_id_, id_type_, "make_async_remote_copy"));
+        target,
+        d->ResolveTarget(*device_id_, id_type_, "make_async_remote_copy"));
   }
   return d->StartDma(src_, dst_, send_sem_, recv_sem_, target);
 }

@@ -27,7 +27,8 @@ int Report(const absl::StatusOr<T>& s, T* out) {
 }
 
 absl::StatusOr<meshdma::Semaphore> ToSemaphore(meshdma_semaphore s) {
-  if (s.type < MESHDMA_SEMAPHORE_REGULAR || s.type > MESHDMA_SEMAPHORE_BARRIER) {
+  if (s.type < MESHDMA_SEMAPHORE_REGULAR ||
+      s.type > MESHDMA_SEMAPHORE_BARRIER) {
     return absl::InvalidArgumentError("meshdma_semaphore: unknown type " +
                                       std::to_string(s.type));
   }
@@ -57,9 +58,8 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
         std::string(operand) +
         ": heap_offset does not match data on the calling device");
   }
-  return meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
-                                             v->heap_offset, dtype, shape,
-                                             strides);
+  return meshdma::ArrayRef::SymmetricStrided(
+      static_cast<std::byte*>(v->data), v->heap_offset, dtype, shape, strides);
 }
 
 }  // namespace
@@ -108,7 +108,8 @@ int meshdma_semaphore_signal_remote(meshdma_semaphore sem, int64_t inc,
                                     int32_t logical_device_id) {
   auto s = ToSemaphore(sem);
   return Report(s.ok() ? meshdma::semaphore_signal(
-                             *s, inc, meshdma::DeviceId(int64_t{logical_device_id}),
+                             *s, inc,
+                             meshdma::DeviceId(int64_t{logical_device_id}),
                              meshdma::DeviceIdType::kLogical)
                        : s.status());
 }
@@ -150,7 +151,8 @@ int meshdma_async_remote_copy_start(const meshdma_view* src,
   if (!ss.ok()) return Report(ss.status());
   if (!rs.ok()) return Report(rs.status());
   return Report(meshdma::make_async_remote_copy(
-                    *s, *d, *ss, *rs, meshdma::DeviceId(int64_t{logical_device_id}),
+                    *s, *d, *ss, *rs,
+                    meshdma::DeviceId(int64_t{logical_device_id}),
                     meshdma::DeviceIdType::kLogical)
                     .start());
 }

@@ -1,14 +1,15 @@
 // The verbs. Every DMA, signal and wait of the runtime is performed here, and
 // reported to the runtime's `Observer` here.
+#include "dma/internal/device.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "dma/internal/device.h"
 #include "dma/internal/runtime_impl.h"
 
 namespace meshdma::internal {
@@ -71,8 +72,7 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
 
 std::string Device::Name() const {
   return absl::StrCat("device ", global_index_, " (rank ",
-                      runtime_->launch().rank(), ", local ", local_index_,
-                      ")");
+                      runtime_->launch().rank(), ", local ", local_index_, ")");
 }
 
 void Device::EnterRun(const Mesh* mesh, int logical_id) {
@@ -94,15 +94,14 @@ absl::StatusOr<const Mesh*> Device::mesh() const {
   return mesh_;
 }
 
-absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id,
-                                          DeviceIdType type,
+absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id, DeviceIdType type,
                                           absl::string_view what) const {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
   auto logical = mesh->Resolve(logical_id_, id, type);
   if (!logical.ok()) {
-    return absl::Status(logical.status().code(),
-                        absl::StrCat(what, " on ", Name(), ": ",
-                                     logical.status().message()));
+    return absl::Status(
+        logical.status().code(),
+        absl::StrCat(what, " on ", Name(), ": ", logical.status().message()));
   }
   return mesh->GlobalDevice(*logical);
 }
@@ -111,7 +110,8 @@ absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id,
 
 void Device::PushScope(std::string kernel_name,
                        std::optional<int> collective_id) {
-  scopes_.push_back(Scope{heap_top_, std::move(kernel_name), collective_id, {}});
+  scopes_.push_back(
+      Scope{heap_top_, std::move(kernel_name), collective_id, {}});
 }
 
 std::optional<int> Device::collective_id() const {
@@ -124,9 +124,9 @@ std::optional<int> Device::collective_id() const {
 absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
                                           std::span<const int64_t> shape) {
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AllocateSymmetric on ", Name(), ": rank ", shape.size(),
-        " exceeds the maximum ", kMaxRank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": rank ", shape.size(),
+                     " exceeds the maximum ", kMaxRank));
   }
   int64_t elements = 1;
   for (int64_t d : shape) {
@@ -148,7 +148,8 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
         "symmetric heap of ", Name(), " exhausted: request ", DTypeName(dtype),
         "[", absl::StrJoin(shape, ","), "] needs ", bytes, " bytes, ",
         heap_bytes_ - heap_top_, " of ", heap_bytes_,
-        " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
+        " bytes left (raise RuntimeOptions::heap_bytes or "
+        "MESHDMA_HEAP_BYTES)"));
   }
   const int64_t offset = heap_top_;
   heap_top_ += aligned;
@@ -161,14 +162,14 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
                                                    int count,
                                                    absl::string_view name) {
   if (count < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("semaphore array '", name, "' on ", Name(), ": size ",
-                     count, " must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("semaphore array '", name,
+                                                   "' on ", Name(), ": size ",
+                                                   count, " must be >= 1"));
   }
   const int64_t shape[] = {count * kSemaphoreBytes};
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes, Allocate(DType::kU8, shape));
-  scopes_.back().semaphores.push_back(SemaphoreRecord{
-      bytes.heap_offset(), count, type, std::string(name)});
+  scopes_.back().semaphores.push_back(
+      SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
   return bytes.heap_offset();
 }
 
@@ -214,12 +215,13 @@ absl::Status Device::PopScope() {
   const std::string kernel = scope.kernel_name;
   scopes_.pop_back();
   if (violations.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "exit contract of '", kernel, "' violated on ", Name(), ": ",
-      absl::StrJoin(violations, "; ")));
+  return absl::FailedPreconditionError(
+      absl::StrCat("exit contract of '", kernel, "' violated on ", Name(), ": ",
+                   absl::StrJoin(violations, "; ")));
 }
 
-// --- DMA ----------------------------------------------------------------------
+// --- DMA
+// ----------------------------------------------------------------------
 
 absl::Status Device::CheckSemaphore(Semaphore sem,
                                     absl::string_view verb) const {
@@ -244,8 +246,8 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   const absl::string_view verb =
       remote ? "make_async_remote_copy" : "make_async_copy";
   auto error = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat(verb, " on ", Name(), ": ",
-                                                   parts...));
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", parts...));
   };
   if (src.data() == nullptr) return error("src is an empty ref");
   if (dst.data() == nullptr) return error("dst is an empty ref");
@@ -276,8 +278,8 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
     }
     if (dst.heap_offset() + ExtentBytes(dst) > heap_bytes_) {
       return error("dst ", dst.ToString(), " at heap offset ",
-                   dst.heap_offset(), " extends past the heap of ",
-                   heap_bytes_, " bytes");
+                   dst.heap_offset(), " extends past the heap of ", heap_bytes_,
+                   " bytes");
     }
   }
 
@@ -336,10 +338,11 @@ std::string Device::DescribeInflight() {
   if (inflight_.empty()) return "none";
   std::vector<std::string> parts;
   for (const DmaOp* op : inflight_) {
-    parts.push_back(absl::StrCat(
-        "#", op->event.id, " to device ", op->event.dst_device, " (",
-        op->event.bytes, " bytes, ", runtime_->TransportTo(op->event.dst_device)->name(),
-        ", recv_sem @", op->event.recv_sem, ")"));
+    parts.push_back(
+        absl::StrCat("#", op->event.id, " to device ", op->event.dst_device,
+                     " (", op->event.bytes, " bytes, ",
+                     runtime_->TransportTo(op->event.dst_device)->name(),
+                     ", recv_sem @", op->event.recv_sem, ")"));
   }
   return absl::StrJoin(parts, ", ");
 }
@@ -361,7 +364,8 @@ absl::Status Device::DrainInflight() {
   return absl::OkStatus();
 }
 
-// --- Semaphores ---------------------------------------------------------------
+// --- Semaphores
+// ---------------------------------------------------------------
 
 absl::Status Device::Signal(Semaphore sem, int64_t inc,
                             std::optional<int> target_global) {
@@ -395,7 +399,8 @@ absl::StatusOr<int64_t> Device::Read(Semaphore sem) {
 
 absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
   MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sem, WaitVerb(kind)));
-  const bool dma_wait = kind == WaitKind::kDmaSend || kind == WaitKind::kDmaRecv;
+  const bool dma_wait =
+      kind == WaitKind::kDmaSend || kind == WaitKind::kDmaRecv;
   if (dma_wait != (sem.type() == SemaphoreType::kDma)) {
     return absl::InvalidArgumentError(absl::StrCat(
         WaitVerb(kind), " on ", Name(), ": ", DescribeSemaphore(sem),
@@ -416,8 +421,8 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
   return s;
 }
 
-absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value,
-                              WaitKind kind, Semaphore sem) {
+absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
+                              Semaphore sem) {
   if (CellTryConsume(cell, value)) return absl::OkStatus();
   const int64_t start = absl::GetCurrentTimeNanos();
   for (int i = 0;; ++i) {
@@ -463,12 +468,13 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value,
 
 absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
                                   WaitKind kind, Semaphore sem) {
-  return absl::DeadlineExceededError(absl::StrCat(
-      WaitVerb(kind), " on ", Name(), " timed out after ",
-      absl::FormatDuration(runtime_->wait_timeout()), " on ",
-      DescribeSemaphore(sem), ": expected >= ", value, ", current ",
-      cell->count.load(), ". DMAs in flight from this device: ",
-      DescribeInflight(), ". Local devices:\n", runtime_->DescribeLocalDevices()));
+  return absl::DeadlineExceededError(
+      absl::StrCat(WaitVerb(kind), " on ", Name(), " timed out after ",
+                   absl::FormatDuration(runtime_->wait_timeout()), " on ",
+                   DescribeSemaphore(sem), ": expected >= ", value,
+                   ", current ", cell->count.load(),
+                   ". DMAs in flight from this device: ", DescribeInflight(),
+                   ". Local devices:\n", runtime_->DescribeLocalDevices()));
 }
 
 std::string Device::BlockedOn() {
@@ -502,7 +508,8 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
                       CellAt(off)->count.load(std::memory_order_relaxed), ")");
 }
 
-// --- Barrier ------------------------------------------------------------------
+// --- Barrier
+// ------------------------------------------------------------------
 
 absl::Status Device::Barrier() {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());

@@ -26,8 +26,8 @@ absl::Status RunKernel(const KernelOptions& options,
   absl::Status exit = d->PopScope();
   if (obs) obs->OnKernelEnd(d->global_index(), options.name);
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("kernel '", options.name,
-                                               "': ", s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("kernel '", options.name, "': ", s.message()));
   }
   return exit;
 }
@@ -37,10 +37,10 @@ absl::StatusOr<Semaphore> get_barrier_semaphore() {
                            internal::RequireDevice("get_barrier_semaphore"));
   std::optional<int> id = d->collective_id();
   if (!id.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "get_barrier_semaphore on ", d->Name(),
-        ": the running kernel has no collective_id (set "
-        "KernelOptions::collective_id)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("get_barrier_semaphore on ", d->Name(),
+                     ": the running kernel has no collective_id (set "
+                     "KernelOptions::collective_id)"));
   }
   return Semaphore(internal::kCollectiveCellsOffset + *id * kSemaphoreBytes,
                    SemaphoreType::kBarrier);

@@ -8,18 +8,18 @@
 #ifndef MESHDMA_DMA_OBSERVER_H_
 #define MESHDMA_DMA_OBSERVER_H_
 
-#include "absl/strings/string_view.h"
 #include <cstdint>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "dma/semaphore.h"
 
 namespace meshdma {
 
 struct DmaEvent {
-  uint64_t id = 0;        // Unique per issuing process.
-  int src_device = 0;     // Global index of the issuing device.
-  int dst_device = 0;     // Global index of the target device.
+  uint64_t id = 0;     // Unique per issuing process.
+  int src_device = 0;  // Global index of the issuing device.
+  int dst_device = 0;  // Global index of the target device.
   int64_t bytes = 0;
   int64_t send_sem = -1;  // Heap offset of the sender's semaphore, or -1.
   int64_t recv_sem = 0;   // Heap offset of the receiver's semaphore.

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <random>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "dma/internal/runtime_impl.h"
 #include "dma/transport/direct_transport.h"
@@ -110,10 +110,10 @@ absl::Status RuntimeImpl::Init() {
     return absl::InvalidArgumentError("wait timeout must be positive");
   }
   if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "async_min_bytes ", options_.async_min_bytes,
-        " must be >= 0 and copy_chunk_bytes ", options_.copy_chunk_bytes,
-        " >= 4096"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("async_min_bytes ", options_.async_min_bytes,
+                     " must be >= 0 and copy_chunk_bytes ",
+                     options_.copy_chunk_bytes, " >= 4096"));
   }
 
   // 2. MPI, when launched by mpirun.
@@ -130,7 +130,8 @@ absl::Status RuntimeImpl::Init() {
     }
     int provided = 0;
     if (!initialized) {
-      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      int rc =
+          MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
       if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Init_thread");
       owns_mpi_ = true;
     } else {
@@ -163,11 +164,10 @@ absl::Status RuntimeImpl::Init() {
   // 5. Copy workers (asynchronous mode).
   const int local = static_cast<int>(devices_.size());
   if (dma_mode_ == DmaMode::kAsync) {
-    const int threads = options_.copy_threads > 0
-                            ? options_.copy_threads
-                            : std::max(1, local / 2);
-    copy_engine_ = std::make_unique<CopyEngine>(threads,
-                                                options_.copy_chunk_bytes);
+    const int threads = options_.copy_threads > 0 ? options_.copy_threads
+                                                  : std::max(1, local / 2);
+    copy_engine_ =
+        std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
   }
 
   // 6. Device threads, pinned to their cores.
@@ -193,7 +193,8 @@ absl::Status RuntimeImpl::InitHeaps(MPI_Comm comm) {
   }
   uint64_t job_tag = 0;
   if (comm != MPI_COMM_NULL) {
-    if (rank == 0) job_tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);
+    if (rank == 0)
+      job_tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);
     MPI_Bcast(&job_tag, 1, MPI_UINT64_T, 0, comm);
   }
   if (host_peers.empty()) {
@@ -207,16 +208,16 @@ absl::Status RuntimeImpl::InitHeaps(MPI_Comm comm) {
     local_heaps_ = static_cast<std::byte*>(p);
   } else {
     MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_,
-        ShmSegment::Create(ShmSegment::NameFor(job_tag, rank), local_heaps_bytes_));
+        own_segment_, ShmSegment::Create(ShmSegment::NameFor(job_tag, rank),
+                                         local_heaps_bytes_));
     local_heaps_ = own_segment_->data();
   }
   for (size_t i = 0; i < mine.size(); ++i) {
     heap_base_of_device_[mine[i]] = local_heaps_ + i * per_device;
     local_of_global_[mine[i]] = static_cast<int>(i);
-    devices_.push_back(std::make_unique<Device>(
-        this, mine[i], static_cast<int>(i), local_heaps_ + i * per_device,
-        heap_bytes_));
+    devices_.push_back(
+        std::make_unique<Device>(this, mine[i], static_cast<int>(i),
+                                 local_heaps_ + i * per_device, heap_bytes_));
   }
   transports_.push_back(std::make_unique<DirectTransport>("local", this));
   Transport* local_transport = transports_.back().get();
@@ -253,7 +254,8 @@ absl::Status RuntimeImpl::InitHeaps(MPI_Comm comm) {
     mpi_transport_ = mpi.get();
     transports_.push_back(std::move(mpi));
     for (int g = 0; g < launch_->num_devices(); ++g) {
-      if (transport_of_device_[g] == nullptr) transport_of_device_[g] = mpi_transport_;
+      if (transport_of_device_[g] == nullptr)
+        transport_of_device_[g] = mpi_transport_;
     }
   }
   return absl::OkStatus();
@@ -276,7 +278,8 @@ void RuntimeImpl::DeviceThreadMain(int local_index) {
     std::function<void(int)> task;
     {
       std::unique_lock<std::mutex> lock(task_mu_);
-      task_cv_.wait(lock, [&] { return stopping_ || task_generation_ != seen; });
+      task_cv_.wait(lock,
+                    [&] { return stopping_ || task_generation_ != seen; });
       if (stopping_) return;
       seen = task_generation_;
       task = task_;
@@ -305,9 +308,9 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     return absl::FailedPreconditionError("Runtime::Run after Shutdown");
   }
   if (aborted()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Runtime::Run on a runtime whose earlier Run failed (", abort_reason(),
-        "); create a new runtime"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",
+                     abort_reason(), "); create a new runtime"));
   }
   for (int g : mesh.devices()) {
     if (g < 0 || g >= launch_->num_devices()) {
@@ -360,10 +363,10 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     }
   }
   if (lines.empty()) return absl::OkStatus();
-  return absl::Status(code, absl::StrCat("Run on mesh ", mesh.ToString(),
-                                         " failed on ", lines.size(),
-                                         " device(s):\n",
-                                         absl::StrJoin(lines, "\n")));
+  return absl::Status(
+      code,
+      absl::StrCat("Run on mesh ", mesh.ToString(), " failed on ", lines.size(),
+                   " device(s):\n", absl::StrJoin(lines, "\n")));
 }
 
 void RuntimeImpl::Abort(const std::string& reason, bool notify_peers) {
@@ -428,7 +431,8 @@ absl::Status RuntimeImpl::Shutdown() {
 
 }  // namespace internal
 
-// --- Runtime facade -----------------------------------------------------------
+// --- Runtime facade
+// -----------------------------------------------------------
 
 Runtime::Runtime(std::unique_ptr<internal::RuntimeImpl> impl)
     : impl_(std::move(impl)) {}

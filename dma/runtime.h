@@ -47,8 +47,8 @@ enum class DmaMode {
 };
 
 // Environment variables read when the matching option is unset.
-inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";          // async|eager
-inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";      // bytes
+inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
+inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
 inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
 
 struct RuntimeOptions {

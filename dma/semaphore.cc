@@ -1,7 +1,7 @@
 #include "dma/semaphore.h"
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "dma/internal/device.h"
 
@@ -25,9 +25,9 @@ std::string Semaphore::ToString() const {
 
 absl::StatusOr<Semaphore> SemaphoreArray::at(int i) const {
   if (i < 0 || i >= size_) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "index ", i, " into an array of ", size_, " ",
-        SemaphoreTypeName(type_), " semaphores @", offset_));
+    return absl::OutOfRangeError(
+        absl::StrCat("index ", i, " into an array of ", size_, " ",
+                     SemaphoreTypeName(type_), " semaphores @", offset_));
   }
   return (*this)[i];
 }
@@ -43,8 +43,7 @@ absl::Status semaphore_signal(Semaphore sem, int64_t inc) {
 }
 
 absl::Status semaphore_signal(Semaphore sem, int64_t inc,
-                              const DeviceId& device_id,
-                              DeviceIdType id_type) {
+                              const DeviceId& device_id, DeviceIdType id_type) {
   MESHDMA_ASSIGN_OR_RETURN(internal::Device * d,
                            internal::RequireDevice("semaphore_signal"));
   MESHDMA_ASSIGN_OR_RETURN(

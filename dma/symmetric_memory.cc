@@ -16,7 +16,8 @@ absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
                                             absl::string_view name) {
   MESHDMA_ASSIGN_OR_RETURN(internal::Device * d,
                            internal::RequireDevice("AllocateSemaphore"));
-  MESHDMA_ASSIGN_OR_RETURN(int64_t offset, d->AllocateSemaphores(type, 1, name));
+  MESHDMA_ASSIGN_OR_RETURN(int64_t offset,
+                           d->AllocateSemaphores(type, 1, name));
   return Semaphore(offset, type);
 }
 

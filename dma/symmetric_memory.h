@@ -13,10 +13,10 @@
 #include <span>
 #include <string_view>
 
-#include "absl/strings/string_view.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "base/dtype.h"
 #include "dma/array_ref.h"
 #include "dma/semaphore.h"
@@ -28,15 +28,16 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(DType dtype,
                                            std::span<const int64_t> shape);
 inline absl::StatusOr<ArrayRef> AllocateSymmetric(
     DType dtype, std::initializer_list<int64_t> shape) {
-  return AllocateSymmetric(dtype,
-                           std::span<const int64_t>(shape.begin(), shape.size()));
+  return AllocateSymmetric(
+      dtype, std::span<const int64_t>(shape.begin(), shape.size()));
 }
 template <typename T>
 absl::StatusOr<ArrayRef> AllocateSymmetric(std::span<const int64_t> shape) {
   return AllocateSymmetric(kDTypeOf<T>, shape);
 }
 template <typename T>
-absl::StatusOr<ArrayRef> AllocateSymmetric(std::initializer_list<int64_t> shape) {
+absl::StatusOr<ArrayRef> AllocateSymmetric(
+    std::initializer_list<int64_t> shape) {
   return AllocateSymmetric(kDTypeOf<T>, shape);
 }
 

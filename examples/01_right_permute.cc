@@ -31,8 +31,8 @@ absl::Status RightPermute(int* wrong) {
 
   // The kernel: its entry barrier makes sure the neighbour exists before we
   // push into its `output`.
-  MESHDMA_RETURN_IF_ERROR(meshdma::RunKernel(
-      {.name = "right_permute"}, [&]() -> absl::Status {
+  MESHDMA_RETURN_IF_ERROR(
+      meshdma::RunKernel({.name = "right_permute"}, [&]() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(
             auto send_sem,
             meshdma::AllocateSemaphore(meshdma::SemaphoreType::kDma, "send"));
@@ -59,7 +59,8 @@ absl::Status RightPermute(int* wrong) {
 int main() {
   auto runtime = meshdma::Runtime::Create();
   if (!runtime.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(runtime.status().message()).c_str());
+    std::fprintf(stderr, "%s\n",
+                 std::string(runtime.status().message()).c_str());
     return 1;
   }
   auto& rt = **runtime;
@@ -89,8 +90,8 @@ int main() {
       "rank %d: right permute of f32[%lld,%lld] over mesh %s (%d devices, %d "
       "in this process, %d process(es), DMA mode %s): %s\n",
       rt.launch().rank(), static_cast<long long>(kRows),
-      static_cast<long long>(kCols), mesh->ToString().c_str(),
-      rt.num_devices(), rt.num_local_devices(), rt.launch().num_processes(),
+      static_cast<long long>(kCols), mesh->ToString().c_str(), rt.num_devices(),
+      rt.num_local_devices(), rt.launch().num_processes(),
       rt.dma_mode() == meshdma::DmaMode::kAsync ? "async" : "eager",
       total_wrong == 0 ? "every device received its left neighbour's shard"
                        : "WRONG DATA");

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dma/array_ref.h"
 #include "dma/observer.h"
 #include "dma/semaphore.h"
@@ -54,7 +54,8 @@ class Device {
                                     absl::string_view what) const;
 
   // --- Symmetric allocation (stack of scopes).
-  absl::StatusOr<ArrayRef> Allocate(DType dtype, std::span<const int64_t> shape);
+  absl::StatusOr<ArrayRef> Allocate(DType dtype,
+                                    std::span<const int64_t> shape);
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
                                              absl::string_view name);
   int64_t bytes_free() const { return heap_bytes_ - heap_top_; }

@@ -19,7 +19,8 @@ namespace meshdma::internal {
 
 struct alignas(64) SemaphoreCell {
   std::atomic<int64_t> count;
-  std::atomic<uint32_t> wake_seq;  // Futex word: bumped by signals with waiters.
+  std::atomic<uint32_t>
+      wake_seq;  // Futex word: bumped by signals with waiters.
   std::atomic<uint32_t> sleepers;  // Threads asleep (or about to be) on it.
 };
 static_assert(sizeof(SemaphoreCell) == 64);

@@ -7,9 +7,9 @@
 #ifndef MESHDMA_DMA_TRANSPORT_DIRECT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_DIRECT_TRANSPORT_H_
 
-#include "absl/strings/string_view.h"
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "dma/transport/transport.h"
 
 namespace meshdma::internal {

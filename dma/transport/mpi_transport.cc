@@ -46,7 +46,7 @@ struct MpiTransport::Header {
   int64_t value;       // kPut: bytes; kSignal: increment.
   int64_t elem_bytes;
   ViewLayout dst_layout;
-  char reason[256];    // kAbort.
+  char reason[256];  // kAbort.
 };
 
 struct MpiTransport::Outgoing {
@@ -181,7 +181,8 @@ void MpiTransport::HandleHeader(const Header& h, int source) {
   }
   std::byte* heap = runtime_->HeapBase(h.dst_device);
   if (heap == nullptr || runtime_->LocalDevice(h.dst_device) == nullptr) {
-    runtime_->Abort(absl::StrCat("rank ", rank_, " received a message for device ",
+    runtime_->Abort(absl::StrCat("rank ", rank_,
+                                 " received a message for device ",
                                  h.dst_device, ", which it does not hold"));
     return;
   }
@@ -230,8 +231,8 @@ bool MpiTransport::TestPending() {
   bool any = false;
   for (auto it = sends_.begin(); it != sends_.end();) {
     int done = 0;
-    MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(),
-                &done, MPI_STATUSES_IGNORE);
+    MPI_Testall(static_cast<int>((*it)->requests.size()),
+                (*it)->requests.data(), &done, MPI_STATUSES_IGNORE);
     if (!done) {
       ++it;
       continue;
@@ -246,8 +247,8 @@ bool MpiTransport::TestPending() {
   }
   for (auto it = recvs_.begin(); it != recvs_.end();) {
     int done = 0;
-    MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(),
-                &done, MPI_STATUSES_IGNORE);
+    MPI_Testall(static_cast<int>((*it)->requests.size()),
+                (*it)->requests.data(), &done, MPI_STATUSES_IGNORE);
     if (!done) {
       ++it;
       continue;
@@ -301,9 +302,8 @@ void MpiTransport::ProgressMain() {
     }
     std::unique_lock<std::mutex> lock(mu_);
     const int64_t us = std::min<int64_t>(500, (idle - 200) * 5 + 5);
-    cv_.wait_for(lock, std::chrono::microseconds(us), [this] {
-      return !outgoing_.empty() || shutdown_requested_;
-    });
+    cv_.wait_for(lock, std::chrono::microseconds(us),
+                 [this] { return !outgoing_.empty() || shutdown_requested_; });
   }
 }
 

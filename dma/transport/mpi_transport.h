@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "dma/transport/transport.h"
 
 namespace meshdma::internal {

@@ -11,10 +11,10 @@
 #include <mutex>
 #include <set>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 
 namespace meshdma::internal {
 namespace {
@@ -35,9 +35,8 @@ void UnlinkPendingAtExit() {
 }
 
 absl::Status Errno(absl::string_view what, const std::string& name) {
-  return absl::InternalError(
-      absl::StrCat(what, " of shared-memory segment ", name, ": ",
-                   std::strerror(errno)));
+  return absl::InternalError(absl::StrCat(what, " of shared-memory segment ",
+                                          name, ": ", std::strerror(errno)));
 }
 
 absl::StatusOr<std::byte*> Map(int fd, size_t bytes, const std::string& name) {
@@ -53,8 +52,8 @@ std::string ShmSegment::NameFor(uint64_t job_tag, int rank) {
   return absl::StrFormat("/meshdma-%016x-%d", job_tag, rank);
 }
 
-absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(
-    std::string name, size_t bytes) {
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(std::string name,
+                                                               size_t bytes) {
   static const bool registered = [] {
     std::atexit(UnlinkPendingAtExit);
     return true;
@@ -91,9 +90,8 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(std::string name,
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
     close(fd);
     return absl::InternalError(absl::StrCat(
-        "shared-memory segment ", name, " is ", st.st_size,
-        " bytes, expected ", bytes,
-        " (do all processes use the same heap size?)"));
+        "shared-memory segment ", name, " is ", st.st_size, " bytes, expected ",
+        bytes, " (do all processes use the same heap size?)"));
   }
   auto data = Map(fd, bytes, name);
   close(fd);

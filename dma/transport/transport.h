@@ -5,13 +5,13 @@
 #ifndef MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 
-#include "absl/strings/string_view.h"
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "dma/internal/copy_plan.h"
 #include "dma/internal/semaphore_cell.h"
 #include "dma/observer.h"
@@ -23,8 +23,8 @@ class Device;
 // One started DMA, owned by the transport until it completes.
 struct DmaOp {
   DmaEvent event;
-  Device* issuer = nullptr;            // The device that called start().
-  const std::byte* src = nullptr;      // Local address of src element 0.
+  Device* issuer = nullptr;        // The device that called start().
+  const std::byte* src = nullptr;  // Local address of src element 0.
   ViewLayout src_layout;
   ViewLayout dst_layout;
   int64_t elem_bytes = 1;
