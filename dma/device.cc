@@ -193,22 +193,6 @@ absl::Status Device::PopScope() {
       }
     }
   }
-  // The kernel that chose a collective id owns its barrier semaphore.
-  const bool owns_collective =
-      scope.collective_id.has_value() &&
-      (scopes_.size() < 2 ||
-       scopes_[scopes_.size() - 2].collective_id != scope.collective_id);
-  if (owns_collective) {
-    SemaphoreCell* cell =
-        CellAt(kCollectiveCellsOffset + *scope.collective_id * kSemaphoreBytes);
-    const int64_t count = cell->count.load(std::memory_order_acquire);
-    if (count != 0) {
-      violations.push_back(absl::StrCat("barrier semaphore of collective id ",
-                                        *scope.collective_id, " is ", count,
-                                        ", expected 0"));
-      cell->count.store(0);
-    }
-  }
   // Keep free memory zero: the next allocation starts from zeros.
   std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
   heap_top_ = scope.heap_mark;

@@ -8,10 +8,12 @@
 //      the mesh has entered (a dissemination barrier over reserved
 //      semaphores), so no peer pushes into scratch that does not exist yet;
 //   3. runs `body`;
-//   4. checks the exit contract: every semaphore allocated in the scope and
-//      the barrier semaphore are back to 0 and every DMA this device started
-//      has completed. A violation is FailedPrecondition naming the device,
-//      the kernel, the semaphore and its count, and the DMAs in flight;
+//   4. checks the exit contract: every semaphore allocated in the scope is
+//      back to 0 and every DMA this device started has completed. (The
+//      barrier semaphore of a collective id outlives the call, as in Pallas:
+//      a neighbour that already entered the next call may have signalled it.) A
+//      violation is FailedPrecondition naming the device, the kernel, the
+//      semaphore and its count, and the DMAs in flight;
 //   5. closes the scope (after draining this device's own DMAs, so a failing
 //      body never leaves a copy writing into freed memory).
 #ifndef MESHDMA_DMA_KERNEL_H_

@@ -1,0 +1,261 @@
+// Bad input and broken contracts return errors that name the device, operand,
+// shape or semaphore (SEMANTICS.md §5-6): never a crash, a hang, or wrong data.
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "dma/async_copy.h"
+#include "dma/kernel.h"
+#include "dma/runtime.h"
+#include "dma/semaphore.h"
+#include "dma/symmetric_memory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/dma/runtime_test_util.h"
+
+namespace meshdma {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+class ErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.wait_timeout = absl::Seconds(2);
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    mesh_ = std::make_unique<Mesh>(*rt_->MakeMesh1D("x"));
+    n_ = rt_->num_devices();
+    local_ = testing::LocalDevices(*rt_);
+  }
+  bool HoldsDevice(int g) const {
+    return std::find(local_.begin(), local_.end(), g) != local_.end();
+  }
+  // Runs `body` on every device; each device records the status its body
+  // returned (the errors under test), and the Run itself must succeed.
+  std::vector<absl::Status> RunCollect(
+      std::function<absl::Status(int me)> body) {
+    std::vector<absl::Status> out(n_);
+    absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+      out[me] = body(me);
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return out;
+  }
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Mesh> mesh_;
+  int n_ = 0;
+  std::vector<int> local_;
+};
+
+TEST(RuntimeLifecycleTest, VerbsOutsideRunAreErrors) {
+  auto sem = AllocateSemaphore(SemaphoreType::kRegular);
+  EXPECT_EQ(sem.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(sem.status().message(), HasSubstr("outside Runtime::Run"));
+  EXPECT_FALSE(semaphore_signal(Semaphore(0, SemaphoreType::kRegular)).ok());
+  EXPECT_FALSE(axis_index("x").ok());
+  EXPECT_FALSE(device_barrier().ok());
+}
+
+TEST(RuntimeLifecycleTest, DoubleCreateAndRunAfterShutdown) {
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto second = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("already alive"));
+  auto mesh = (*rt)->MakeMesh1D();
+  ASSERT_TRUE(mesh.ok());
+  ASSERT_TRUE((*rt)->Shutdown().ok());
+  absl::Status s = (*rt)->Run(*mesh, [] { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("after Shutdown"));
+}
+
+TEST(RuntimeLifecycleTest, BadOptions) {
+  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+  o.heap_bytes = 100;
+  auto rt = Runtime::Create(o);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("heap size 100"));
+}
+
+TEST_F(ErrorsTest, ShapeDtypeAndSemaphoreTypeMismatches) {
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4, 8}));
+    MESHDMA_ASSIGN_OR_RETURN(auto g, AllocateSymmetric<float>({8, 4}));
+    MESHDMA_ASSIGN_OR_RETURN(auto i, AllocateSymmetric<int32_t>({4, 8}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dma,
+                             AllocateSemaphore(SemaphoreType::kDma, "d"));
+    MESHDMA_ASSIGN_OR_RETURN(auto reg,
+                             AllocateSemaphore(SemaphoreType::kRegular, "r"));
+    absl::Status s = make_async_remote_copy(f, g, dma, dma, me).start();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("f32[4,8]"), HasSubstr("f32[8,4]"),
+                                   HasSubstr("shape"),
+                                   HasSubstr(absl::StrCat("device ", me))));
+    s = make_async_copy(f, i, dma).start();
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("i32[4,8]"), HasSubstr("dtype")));
+    s = make_async_copy(f, f, reg).start();
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr("REGULAR"), HasSubstr("DMA semaphores")));
+    s = semaphore_wait(dma, 1);
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr("'d'"), HasSubstr("DMA semaphore")));
+    s = semaphore_signal(dma, 1);
+    EXPECT_THAT(s.message(), HasSubstr("only DMAs add to it"));
+    s = semaphore_signal(reg, 0);
+    EXPECT_THAT(s.message(), HasSubstr("increment 0"));
+    s = semaphore_wait(reg, 0);
+    EXPECT_THAT(s.message(), HasSubstr("value 0"));
+    s = make_async_copy(f, f, dma).wait_send();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr("local copy"));
+    s = semaphore_signal(Semaphore(), 1);
+    EXPECT_THAT(s.message(), HasSubstr("never allocated"));
+    // A non-symmetric destination cannot be reached by a peer.
+    std::vector<float> host(32);
+    MESHDMA_ASSIGN_OR_RETURN(auto h,
+                             ArrayRef::FromPointer(host.data(), DType::kF32,
+                                                   std::vector<int64_t>{4, 8}));
+    s = make_async_remote_copy(f, h, dma, dma, me).start();
+    EXPECT_THAT(s.message(), HasSubstr("not in the symmetric heap"));
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
+TEST_F(ErrorsTest, OutOfRangeIdsSlicesAndHeapExhaustion) {
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4, 8}));
+    MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                             AllocateSemaphore(SemaphoreType::kRegular));
+    absl::Status s = semaphore_signal(sem, 1, DeviceId(n_ + 3));
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(),
+                AllOf(HasSubstr(absl::StrCat(n_ + 3)), HasSubstr("{x: ")));
+    s = semaphore_signal(sem, 1, DeviceId::Coords({0, 0}));
+    EXPECT_THAT(s.message(), HasSubstr("{x: "));
+    s = semaphore_signal(sem, 1, DeviceId::Partial({{{"y"}, 0}}));
+    EXPECT_THAT(s.message(), HasSubstr("'y'"));
+    auto slice = f.Slice(0, 2, 3);
+    EXPECT_EQ(slice.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_THAT(slice.status().message(),
+                AllOf(HasSubstr("[2, 5)"), HasSubstr("f32[4,8]")));
+    auto huge = AllocateSymmetric<double>({1 << 20, 1 << 10});
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(huge.status().message(),
+                AllOf(HasSubstr("f64[1048576,1024]"), HasSubstr("bytes left")));
+    auto arr = AllocateSemaphoreArray(SemaphoreType::kRegular, 2, "pair");
+    EXPECT_TRUE(arr.ok());
+    EXPECT_EQ(arr->at(2).status().code(), absl::StatusCode::kOutOfRange);
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
+// §5 exit contract: an over-signalled semaphore is reported at kernel exit
+// with the device, the semaphore's name and its count.
+TEST_F(ErrorsTest, OverSignalIsAnExitContractError) {
+  auto results = RunCollect([&](int me) -> absl::Status {
+    return RunKernel({.name = "over_signal"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto sem, AllocateSemaphore(SemaphoreType::kRegular, "ready"));
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, 2, (me + 1) % n_));
+      MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
+      return device_barrier();  // Both signals have landed everywhere.
+    });
+  });
+  for (int g : local_) {
+    EXPECT_EQ(results[g].code(), absl::StatusCode::kFailedPrecondition)
+        << results[g];
+    EXPECT_THAT(
+        results[g].message(),
+        AllOf(HasSubstr("over_signal"), HasSubstr(absl::StrCat("device ", g)),
+              HasSubstr("'ready'"), HasSubstr("is 1, expected 0")));
+  }
+}
+
+// §5: a DMA that is started but never waited leaves its semaphores counted at
+// exit: the sender's send semaphore and the receiver's recv semaphore.
+TEST_F(ErrorsTest, NeverWaitedDmaIsReported) {
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<int32_t>({256}));
+    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<int32_t>({256}));
+    return RunKernel({.name = "forgetful"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma, "send"));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma, "recv"));
+      MESHDMA_RETURN_IF_ERROR(
+          make_async_remote_copy(buf, out, send, recv, (me + 1) % n_).start());
+      // Only the receive side is waited; the send side is forgotten.
+      MESHDMA_RETURN_IF_ERROR(
+          make_async_remote_copy(buf, out, send, recv, (me + 1) % n_)
+              .wait_recv());
+      return device_barrier();
+    });
+  });
+  for (int g : local_) {
+    EXPECT_EQ(results[g].code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(results[g].message(),
+                AllOf(HasSubstr("'send'"), HasSubstr("is 1024, expected 0")));
+  }
+}
+
+// §6: waiting for more than ever arrives fails after the timeout with a
+// diagnostic instead of hanging; the other devices are not left hanging
+// either (their waits are aborted).
+TEST_F(ErrorsTest, OverWaitTimesOutWithDiagnostic) {
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    return RunKernel({.name = "over_wait"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto sem, AllocateSemaphore(SemaphoreType::kRegular, "token"));
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, 1, (me + 1) % n_));
+      return semaphore_wait(sem, 2);  // Only one signal ever comes.
+    });
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("Run on mesh {x: "));
+  // Root causes come first: a timeout with expected and current counts and a
+  // picture of what the local devices were doing.
+  EXPECT_THAT(s.message(),
+              AnyOf(HasSubstr("timed out after 2s"), HasSubstr("abandoned")));
+  if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+    EXPECT_THAT(
+        s.message(),
+        AllOf(HasSubstr("'token'"), HasSubstr("expected >= 2, current 1"),
+              HasSubstr("DMAs in flight"), HasSubstr("Local devices:")));
+  }
+}
+
+// A body that fails on one device makes waits elsewhere end with Aborted,
+// naming the failed device, well before the timeout.
+TEST_F(ErrorsTest, FailureOnOneDeviceAbortsTheOthers) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  const absl::Time start = absl::Now();
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    return RunKernel({.name = "one_fails"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kRegular));
+      if (me == 0) return absl::InternalError("device zero gives up");
+      return semaphore_wait(sem, 1);  // Nobody signals.
+    });
+  });
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  if (HoldsDevice(0)) {
+    EXPECT_THAT(s.message(), HasSubstr("device zero gives up"));
+  } else {
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(s.message(), HasSubstr("device 0"));
+  }
+}
+
+}  // namespace
+}  // namespace meshdma

@@ -1,0 +1,43 @@
+// Shared fixture for runtime tests: one Runtime per test, sized for the tier
+// the binary runs in. Alone, a process holds `kThreadsDevices` devices
+// (threads); under mpirun each process holds the launch's default (or
+// MESHDMA_DEVICES_PER_PROCESS).
+#ifndef MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_
+#define MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "dma/runtime.h"
+#include "gtest/gtest.h"
+#include "topology/launch.h"
+
+namespace meshdma::testing {
+
+inline constexpr int kThreadsDevices = 4;
+
+inline RuntimeOptions TierOptions(DmaMode mode) {
+  RuntimeOptions o;
+  o.dma_mode = mode;
+  o.heap_bytes = 64ll << 20;
+  o.wait_timeout = absl::Seconds(60);
+  if (!LaunchedByMpi() && std::getenv(kDevicesPerProcessEnv) == nullptr) {
+    o.launch.devices_per_process = kThreadsDevices;
+  }
+  return o;
+}
+
+// The global indices of this process's devices.
+inline std::vector<int> LocalDevices(const Runtime& rt) {
+  return rt.launch().DevicesOfRank(rt.launch().rank());
+}
+
+inline std::string ModeName(DmaMode mode) {
+  return mode == DmaMode::kAsync ? "Async" : "Eager";
+}
+
+}  // namespace meshdma::testing
+
+#endif  // MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_

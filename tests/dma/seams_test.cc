@@ -1,0 +1,135 @@
+// The two seams later tools build on: the Observer sees every DMA, signal and
+// wait, and the C ABI reaches the same verbs.
+#include <atomic>
+
+#include "base/status_macros.h"
+#include "dma/async_copy.h"
+#include "dma/c_api.h"
+#include "dma/kernel.h"
+#include "dma/observer.h"
+#include "dma/runtime.h"
+#include "dma/symmetric_memory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/dma/runtime_test_util.h"
+
+namespace meshdma {
+namespace {
+
+class CountingObserver : public Observer {
+ public:
+  void OnKernelBegin(int, absl::string_view) override { ++kernels; }
+  void OnDmaStart(const DmaEvent& e) override {
+    ++dma_starts;
+    bytes += e.bytes;
+  }
+  void OnDmaComplete(const DmaEvent&) override { ++dma_completes; }
+  void OnSignal(int, int, Semaphore sem, int64_t inc) override {
+    if (sem.type() != SemaphoreType::kBarrier) signals += inc;
+  }
+  void OnWaitBegin(int, WaitKind kind, Semaphore, int64_t) override {
+    if (kind != WaitKind::kBarrier) ++waits;
+  }
+  void OnWaitEnd(int, WaitKind kind, Semaphore, int64_t, bool ok) override {
+    if (kind != WaitKind::kBarrier && ok) ++waits_ok;
+  }
+  std::atomic<int> kernels{0}, dma_starts{0}, dma_completes{0}, waits{0},
+      waits_ok{0};
+  std::atomic<int64_t> bytes{0}, signals{0};
+};
+
+TEST(ObserverTest, SeesEveryDmaSignalAndWait) {
+  CountingObserver obs;
+  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+  o.observer = &obs;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const int n = (*rt)->num_devices();
+  absl::Status s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<float>({1024}));
+    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({1024}));
+    return RunKernel({.name = "observed"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto reg,
+                               AllocateSemaphore(SemaphoreType::kRegular));
+      for (int i = 0; i < 3; ++i) {
+        auto copy = make_async_remote_copy(buf, out, send, recv, (me + 1) % n);
+        MESHDMA_RETURN_IF_ERROR(copy.start());
+        MESHDMA_RETURN_IF_ERROR(copy.wait());
+      }
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(reg, 5, (me + 1) % n));
+      return semaphore_wait(reg, 5);
+    });
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  const int local = (*rt)->num_local_devices();
+  EXPECT_EQ(obs.kernels.load(), local);
+  EXPECT_EQ(obs.dma_starts.load(), 3 * local);
+  EXPECT_EQ(obs.dma_completes.load(), 3 * local);
+  EXPECT_EQ(obs.bytes.load(), 3 * local * 4096);
+  EXPECT_EQ(obs.signals.load(), 5 * local);
+  EXPECT_EQ(obs.waits.load(), 7 * local);  // 3 x (send + recv) + 1.
+  EXPECT_EQ(obs.waits_ok.load(), 7 * local);
+}
+
+TEST(CApiTest, RingExchangeThroughTheCAbi) {
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const int n = (*rt)->num_devices();
+  absl::Status s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<int32_t>({64}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<int32_t>({64}));
+    return RunKernel({.name = "c_abi"}, [&]() -> absl::Status {
+      int32_t me = -1, size = -1;
+      EXPECT_EQ(meshdma_logical_device_id(&me), 0);
+      EXPECT_EQ(meshdma_axis_size("x", &size), 0);
+      EXPECT_EQ(size, n);
+      for (int i = 0; i < 64; ++i) src.data_as<int32_t>()[i] = me * 64 + i;
+      meshdma_semaphore send, recv, reg;
+      EXPECT_EQ(meshdma_allocate_semaphore(MESHDMA_SEMAPHORE_DMA, &send), 0);
+      EXPECT_EQ(meshdma_allocate_semaphore(MESHDMA_SEMAPHORE_DMA, &recv), 0);
+      EXPECT_EQ(meshdma_allocate_semaphore(MESHDMA_SEMAPHORE_REGULAR, &reg), 0);
+      meshdma_view s_view{src.data(),
+                          src.heap_offset(),
+                          static_cast<int32_t>(DType::kI32),
+                          1,
+                          {64},
+                          {1}};
+      meshdma_view d_view{dst.data(),
+                          dst.heap_offset(),
+                          static_cast<int32_t>(DType::kI32),
+                          1,
+                          {64},
+                          {1}};
+      EXPECT_EQ(meshdma_async_remote_copy_start(&s_view, &d_view, send, recv,
+                                                (me + 1) % n),
+                0)
+          << meshdma_last_error();
+      EXPECT_EQ(meshdma_dma_wait_send(send, 256), 0);
+      EXPECT_EQ(meshdma_dma_wait_recv(recv, 256), 0);
+      EXPECT_EQ(dst.data_as<int32_t>()[5], ((me + n - 1) % n) * 64 + 5);
+      EXPECT_EQ(meshdma_semaphore_signal_remote(reg, 2, (me + 1) % n), 0);
+      EXPECT_EQ(meshdma_semaphore_wait(reg, 2), 0);
+      int64_t v = -1;
+      EXPECT_EQ(meshdma_semaphore_read(reg, &v), 0);
+      EXPECT_EQ(v, 0);
+      // Errors come back as codes with a message.
+      EXPECT_EQ(meshdma_semaphore_wait(send, 1),
+                static_cast<int>(absl::StatusCode::kInvalidArgument));
+      EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("DMA semaphore"));
+      d_view.heap_offset += 64;  // Lies about where data lives.
+      EXPECT_NE(
+          meshdma_async_remote_copy_start(&s_view, &d_view, send, recv, 0), 0);
+      EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("heap_offset"));
+      return absl::OkStatus();
+    });
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace meshdma
