@@ -408,6 +408,14 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
 absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                               Semaphore sem) {
   if (CellTryConsume(cell, value)) return absl::OkStatus();
+  // Copies still queued (very likely the one being waited for) are run here
+  // first: a wait right after start() then costs what an eager copy costs.
+  CopyEngine* engine = runtime_->copy_engine();
+  if (engine != nullptr) {
+    while (engine->HelpOnce()) {
+      if (CellTryConsume(cell, value)) return absl::OkStatus();
+    }
+  }
   const int64_t start = absl::GetCurrentTimeNanos();
   for (int i = 0;; ++i) {
     CpuRelax();
@@ -427,7 +435,6 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   };
   const int64_t deadline =
       start + absl::ToInt64Nanoseconds(runtime_->wait_timeout());
-  CopyEngine* engine = runtime_->copy_engine();
   for (;;) {
     if (CellTryConsume(cell, value)) {
       clear_blocked();
