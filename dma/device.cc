@@ -17,10 +17,8 @@ namespace {
 
 thread_local Device* tls_device = nullptr;
 
-// Spinning before sleeping: a semaphore round trip through shared memory costs
-// well under a microsecond, a futex sleep and wake-up several. Spin this long
-// first, then sleep in slices so that aborts and deadlines are noticed.
-constexpr int64_t kSpinNanos = 20'000;
+// After spinning for `RuntimeOptions::spin_ns`, a wait sleeps in slices so
+// that aborts and deadlines are noticed.
 constexpr int64_t kSleepSliceNanos = 10'000'000;
 
 absl::string_view WaitVerb(WaitKind kind) {
@@ -420,7 +418,8 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
-    if ((i & 63) == 63 && absl::GetCurrentTimeNanos() - start > kSpinNanos) {
+    if ((i & 63) == 63 &&
+        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
       break;
     }
   }

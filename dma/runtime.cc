@@ -109,6 +109,13 @@ absl::Status RuntimeImpl::Init() {
   if (wait_timeout_ <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait timeout must be positive");
   }
+  if (const char* v = GetEnv(kSpinNsEnv)) {
+    if (!absl::SimpleAtoi(v, &options_.spin_ns) || options_.spin_ns < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kSpinNsEnv, "='", v,
+                       "' is not a non-negative number of nanoseconds"));
+    }
+  }
   if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("async_min_bytes ", options_.async_min_bytes,

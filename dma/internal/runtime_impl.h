@@ -39,6 +39,7 @@ class RuntimeImpl {
   absl::Duration wait_timeout() const { return wait_timeout_; }
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
+  int64_t spin_ns() const { return options_.spin_ns; }
   Observer* observer() const { return options_.observer; }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
 
