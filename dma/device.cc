@@ -397,7 +397,10 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
   }
   if (value == 0) return absl::OkStatus();  // A zero-byte DMA.
   Observer* obs = runtime_->observer();
-  if (obs) obs->OnWaitBegin(global_index_, kind, sem, value);
+  if (obs) {
+    obs->OnWaitBegin(global_index_, kind, sem, value,
+                     CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
+  }
   absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
   if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());
   return s;

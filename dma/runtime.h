@@ -76,6 +76,9 @@ struct RuntimeOptions {
   bool pin_threads = true;
   // Receives every DMA, signal and wait (dma/observer.h). Not owned.
   Observer* observer = nullptr;
+  // Writes a timeline trace (dma/trace.h) here at shutdown. Unset:
+  // MESHDMA_TRACE, else no tracing.
+  std::optional<std::string> trace_path;
 };
 
 namespace internal {
