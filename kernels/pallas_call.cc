@@ -58,42 +58,6 @@ absl::StatusOr<SemaphoreArray> KernelArgs::semaphores(int i) const {
       "kernel '", *name_, "': scratch ", i, " is not a semaphore array"));
 }
 
-namespace {
-
-std::string OutputLabel(const PallasCallParams& p, int i) {
-  std::string s = absl::StrCat("output ", i);
-  if (i < static_cast<int>(p.output_names.size()) &&
-      !p.output_names[i].empty()) {
-    absl::StrAppend(&s, " ('", p.output_names[i], "')");
-  }
-  return s;
-}
-
-absl::Status CheckOutShape(const PallasCallParams& p,
-                           std::span<const ArrayRef> outputs) {
-  if (p.out_shape.empty()) return absl::OkStatus();
-  if (p.out_shape.size() != outputs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", p.name, "': out_shape lists ", p.out_shape.size(),
-        " outputs, ", outputs.size(), " were given"));
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const ShapeDtype& want = p.out_shape[i];
-    const ArrayRef& got = outputs[i];
-    if (want.dtype != got.dtype() ||
-        !std::equal(want.shape.begin(), want.shape.end(), got.shape().begin(),
-                    got.shape().end())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kernel '", p.name, "': ", OutputLabel(p, static_cast<int>(i)),
-          " is ", got.ToString(), ", out_shape says ", DTypeName(want.dtype),
-          "[", absl::StrJoin(want.shape, ","), "]"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
                          std::span<const ArrayRef> inputs,
                          std::span<const ArrayRef> outputs) {
@@ -101,7 +65,6 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
     return absl::InvalidArgumentError(
         absl::StrCat("kernel '", params.name, "': no body"));
   }
-  MESHDMA_RETURN_IF_ERROR(CheckOutShape(params, outputs));
   // Scratch requests are checked before anything is allocated.
   for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
     const ScratchShape& s = params.scratch_shapes[i];
@@ -135,6 +98,7 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
   req.input_names = &params.input_names;
   req.output_names = &params.output_names;
   req.batching = &params.batching;
+  req.out_shape = &params.out_shape;
   req.allow_partial_blocks = params.allow_partial_blocks;
   req.stats = params.stats;
   MESHDMA_ASSIGN_OR_RETURN(

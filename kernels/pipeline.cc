@@ -120,6 +120,26 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
     batch_sizes[l] = size;
   }
 
+  // The optional `out_shape` describes the unbatched outputs.
+  if (req.out_shape != nullptr && !req.out_shape->empty()) {
+    if (static_cast<int>(req.out_shape->size()) != n_out) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel '", name, "': out_shape lists ", req.out_shape->size(),
+          " outputs, ", n_out, " were given"));
+    }
+    for (int i = 0; i < n_out; ++i) {
+      const ShapeDtype& want = (*req.out_shape)[i];
+      const std::vector<int64_t>& got = shapes[n_in + i];
+      if (want.dtype != outputs[i].dtype() || want.shape != got) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': ", Label(true, i, req.output_names), " is ",
+            outputs[i].ToString(), ", out_shape says ", DTypeName(want.dtype),
+            "[", absl::StrJoin(want.shape, ","), "]",
+            layers.empty() ? "" : " (per batch element)"));
+      }
+    }
+  }
+
   // 2. Resolve each operand's spec against its unbatched shape.
   for (int i = 0; i < n_in + n_out; ++i) {
     const bool out = i >= n_in;

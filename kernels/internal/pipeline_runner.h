@@ -21,7 +21,8 @@ struct PipelineRequest {
   const std::vector<BlockSpec>* out_specs;
   const std::vector<std::string>* input_names;
   const std::vector<std::string>* output_names;
-  const std::vector<BatchAxes>* batching;  // May be null.
+  const std::vector<BatchAxes>* batching;              // May be null.
+  const std::vector<ShapeDtype>* out_shape = nullptr;  // Unbatched; optional.
   bool allow_partial_blocks = true;
   PipelineStats* stats = nullptr;
 };

@@ -14,6 +14,11 @@ absl::Status AddVectors(const ArrayRef& x, const ArrayRef& y,
                      ", expected a 1-D f32 array"));
   }
   const int64_t n = x.dim(0);
+  if (y.dtype() != DType::kF32 || y.rank() != 1 || y.dim(0) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'add_vectors': input 1 ('y') is ", y.ToString(),
+                     ", input 0 ('x') is ", x.ToString(), "; they must match"));
+  }
   const int64_t bs = options.block_size;
   if (bs <= 0) {
     return absl::InvalidArgumentError(
