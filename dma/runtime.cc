@@ -327,6 +327,11 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
   if (shut_down_) {
     return absl::FailedPreconditionError("Runtime::Run after Shutdown");
   }
+  if (Device* d = CurrentDevice()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Runtime::Run called from inside Run on ", d->Name(),
+        ": the function passed to Run already runs on every device"));
+  }
   if (aborted()) {
     return absl::FailedPreconditionError(
         absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",

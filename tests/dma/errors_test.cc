@@ -83,7 +83,8 @@ TEST(RuntimeLifecycleTest, NoSharedMemoryNamesLeftBehind) {
   auto count = [] {
     int n = 0;
     if (DIR* d = opendir("/dev/shm")) {
-      while (dirent* e = readdir(d)) n += std::string(e->d_name).rfind("meshdma-", 0) == 0;
+      while (dirent* e = readdir(d))
+        n += std::string(e->d_name).rfind("meshdma-", 0) == 0;
       closedir(d);
     }
     return n;
@@ -94,6 +95,23 @@ TEST(RuntimeLifecycleTest, NoSharedMemoryNamesLeftBehind) {
   EXPECT_EQ(count(), before);
   ASSERT_TRUE((*rt)->Shutdown().ok());
   EXPECT_EQ(count(), before);
+}
+
+TEST(RuntimeLifecycleTest, NestedRunIsAnError) {
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D();
+  std::atomic<int> refused{0};
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    absl::Status inner = (*rt)->Run(*mesh, [] { return absl::OkStatus(); });
+    if (inner.code() == absl::StatusCode::kFailedPrecondition &&
+        inner.message().find("inside Run") != absl::string_view::npos) {
+      ++refused;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(refused.load(), (*rt)->num_local_devices());
 }
 
 TEST(RuntimeLifecycleTest, BadOptions) {
