@@ -385,8 +385,9 @@ absl::StatusOr<std::vector<ShardedArray>> ShardMapped::operator()(
         ArrayRef ref,
         ArrayRef::FromPointer(host.data(), args[i].dtype(), args[i].shape()));
     MESHDMA_ASSIGN_OR_RETURN(
-        args[i], ShardedArray::FromHost(runtime, mesh_, in_specs_[i], ref,
-                                        {.name = args[i].name()}));
+        args[i],
+        ShardedArray::FromHost(runtime, mesh_, in_specs_[i], ref,
+                               {.name = args[i].name(), .root = std::nullopt}));
   }
   // Step 3: zeroed outputs in their out_spec layouts.
   std::vector<ShardedArray> outs(out_shapes.size());

@@ -89,8 +89,11 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
                             o.block_k);
   int64_t products = 0;
 
-  MESHDMA_RETURN_IF_ERROR(
-      RunKernel({.name = "ring_attention"}, [&]() -> absl::Status {
+  MESHDMA_RETURN_IF_ERROR(RunKernel(
+      {.name = "ring_attention",
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&]() -> absl::Status {
         // Two receive slots, each holding one K and one V block.
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef slots, AllocateSymmetric<float>({2, 2, hkv, s_len, d}));
