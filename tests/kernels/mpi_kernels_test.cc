@@ -41,7 +41,9 @@ class MpiKernelsTest : public ::testing::Test {
     runtime_ = std::move(*r);
   }
   static void TearDownTestSuite() {
-    if (runtime_ != nullptr) EXPECT_TRUE(runtime_->Shutdown().ok());
+    if (runtime_ != nullptr) {
+      EXPECT_TRUE(runtime_->Shutdown().ok());
+    }
     runtime_.reset();
   }
   static absl::Status RunEverywhere(std::function<absl::Status()> fn) {

@@ -207,9 +207,13 @@ TEST(PallasCallTest, RaggedEdges) {
                   EXPECT_EQ(vc, std::min<int64_t>(4, cols - program_id(1) * 4));
                   Block<float> b = xr.Load();
                   // The padding reads as zero.
-                  for (int64_t i = 0; i < 8; ++i)
-                    for (int64_t j = 0; j < 4; ++j)
-                      if (i >= vr || j >= vc) EXPECT_EQ(b(i, j), 0.0f);
+                  for (int64_t i = 0; i < 8; ++i) {
+                    for (int64_t j = 0; j < 4; ++j) {
+                      if (i >= vr || j >= vc) {
+                        EXPECT_EQ(b(i, j), 0.0f);
+                      }
+                    }
+                  }
                   return orf.Store(b * 2.0f + 1.0f);
                 },
                 ins, outs));
