@@ -206,13 +206,15 @@ absl::Status Main(const Flags& flags) {
             model.Layer(l, x, k.data_as<float>(), v.data_as<float>());
             return absl::OkStatus();
           },
-          // Decode: attend over layer l's paged cache as soon as it is here.
-          // SEAM(paged_attention): swap NaivePagedAttention for
-          // meshdma::PagedAttention (kernels/ops/paged_attention.h).
-          [&](int l, const ArrayRef& key_cache, const ArrayRef& value_cache) {
+          // Decode: paged attention over layer l's cache as soon as it is
+          // here, while later layers' pages are still in flight.
+          [&](int l, const ArrayRef& key_cache,
+              const ArrayRef& value_cache) -> absl::Status {
             const std::vector<float> q = model.DecodeQuery(pair, l);
-            const std::vector<float> o = meshdma::NaivePagedAttention(
-                q.data(), h, key_cache, value_cache, s, table, scale);
+            MESHDMA_ASSIGN_OR_RETURN(
+                const std::vector<float> o,
+                meshdma::DecodePagedAttention(q.data(), h, key_cache,
+                                              value_cache, s, table, scale));
             decoded[me].insert(decoded[me].end(), o.begin(), o.end());
             return absl::OkStatus();
           }));

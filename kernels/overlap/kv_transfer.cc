@@ -11,6 +11,7 @@
 #include "dma/runtime.h"
 #include "dma/symmetric_memory.h"
 #include "dma/trace.h"
+#include "kernels/ops/paged_attention.h"
 
 namespace meshdma {
 
@@ -187,44 +188,37 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
       });
 }
 
-std::vector<float> NaivePagedAttention(const float* query, int64_t num_heads,
-                                       const ArrayRef& key_cache,
-                                       const ArrayRef& value_cache,
-                                       int64_t context_len,
-                                       std::span<const int32_t> block_table,
-                                       float scale) {
-  const int64_t hkv = key_cache.dim(0), ps = key_cache.dim(2),
-                d = key_cache.dim(3);
-  const int64_t pages = key_cache.dim(1);
-  const float* kc = key_cache.data_as<float>();
-  const float* vc = value_cache.data_as<float>();
+absl::StatusOr<std::vector<float>> DecodePagedAttention(
+    const float* query, int64_t num_heads, const ArrayRef& key_cache,
+    const ArrayRef& value_cache, int64_t context_len,
+    std::span<const int32_t> block_table, float scale) {
+  const int64_t d = key_cache.dim(3);
+  const int64_t pages = static_cast<int64_t>(block_table.size());
+  std::vector<float> q(query, query + num_heads * d);
   std::vector<float> out(num_heads * d, 0.0f);
-  std::vector<double> score(context_len);
-  for (int64_t h = 0; h < num_heads; ++h) {
-    const int64_t kvh = h / (num_heads / hkv);
-    const float* q = query + h * d;
-    double mx = -1e300;
-    for (int64_t t = 0; t < context_len; ++t) {
-      const int64_t row = ((kvh * pages + block_table[t / ps]) * ps + t % ps);
-      double s = 0;
-      for (int64_t c = 0; c < d; ++c) s += double(q[c]) * kc[row * d + c];
-      score[t] = s * scale;
-      mx = std::max(mx, score[t]);
-    }
-    double sum = 0;
-    for (int64_t t = 0; t < context_len; ++t) {
-      score[t] = std::exp(score[t] - mx);
-      sum += score[t];
-    }
-    for (int64_t c = 0; c < d; ++c) {
-      double acc = 0;
-      for (int64_t t = 0; t < context_len; ++t) {
-        const int64_t row = ((kvh * pages + block_table[t / ps]) * ps + t % ps);
-        acc += score[t] * vc[row * d + c];
-      }
-      out[h * d + c] = static_cast<float>(acc / sum);
-    }
-  }
+  std::vector<int32_t> lens = {static_cast<int32_t>(context_len)};
+  std::vector<int32_t> table(block_table.begin(), block_table.end());
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef q_ref,
+      ArrayRef::FromPointer(q.data(), DType::kF32,
+                            std::vector<int64_t>{1, num_heads, d}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef o_ref,
+      ArrayRef::FromPointer(out.data(), DType::kF32,
+                            std::vector<int64_t>{1, num_heads, d}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef lens_ref,
+      ArrayRef::FromPointer(lens.data(), DType::kI32, std::vector<int64_t>{1}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef table_ref,
+      ArrayRef::FromPointer(table.data(), DType::kI32,
+                            std::vector<int64_t>{1, pages}));
+  PagedAttentionOptions options;
+  options.sm_scale = scale;
+  options.pages_per_compute_block =
+      std::min<int64_t>(4, std::max<int64_t>(1, pages));
+  MESHDMA_RETURN_IF_ERROR(PagedAttention(q_ref, key_cache, value_cache,
+                                         lens_ref, table_ref, o_ref, options));
   return out;
 }
 

@@ -74,21 +74,15 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
                         const PrefillLayerFn& prefill,
                         const DecodeLayerFn& decode);
 
-// A naive paged attention over one sequence (the decode side's check):
-// query f32 [num_heads, head_dim]; caches as above; the first `context_len`
-// tokens, token t in page block_table[t / page_size] at row t % page_size.
-// out f32 [num_heads, head_dim]. Query head h reads kv head
-// h / (num_heads / num_kv_heads).
-//
-// SEAM(paged_attention): kernels/ops/paged_attention.h (query [num_seqs,
-// num_heads, head_dim], the same cache layout, context_lens, block_tables)
-// replaces this once it is in the tree; it is a drop-in for one sequence.
-std::vector<float> NaivePagedAttention(const float* query, int64_t num_heads,
-                                       const ArrayRef& key_cache,
-                                       const ArrayRef& value_cache,
-                                       int64_t context_len,
-                                       std::span<const int32_t> block_table,
-                                       float scale);
+// Decode attention for one sequence over a paged cache, with the paged
+// attention kernel (kernels/ops/paged_attention.h): query f32 [num_heads,
+// head_dim]; caches as above; the first `context_len` tokens, token t in page
+// block_table[t / page_size] at row t % page_size. Returns f32 [num_heads,
+// head_dim]. Query head h reads kv head h / (num_heads / num_kv_heads).
+absl::StatusOr<std::vector<float>> DecodePagedAttention(
+    const float* query, int64_t num_heads, const ArrayRef& key_cache,
+    const ArrayRef& value_cache, int64_t context_len,
+    std::span<const int32_t> block_table, float scale);
 
 }  // namespace meshdma
 

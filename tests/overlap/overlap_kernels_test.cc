@@ -240,9 +240,11 @@ TEST(KvTransfer, DecodeSeesThePrefillCache) {
           }
           return absl::OkStatus();
         },
-        [&](int l, const ArrayRef& kc, const ArrayRef& vc) {
+        [&](int l, const ArrayRef& kc, const ArrayRef& vc) -> absl::Status {
           std::vector<float> q = RandomVector(h * d, 100 + l);
-          auto o = NaivePagedAttention(q.data(), h, kc, vc, seq, table, scale);
+          MESHDMA_ASSIGN_OR_RETURN(
+              auto o,
+              DecodePagedAttention(q.data(), h, kc, vc, seq, table, scale));
           got[me].insert(got[me].end(), o.begin(), o.end());
           return absl::OkStatus();
         });
