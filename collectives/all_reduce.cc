@@ -1,0 +1,185 @@
+#include "collectives/all_reduce.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "collectives/internal/common.h"
+#include "collectives/internal/reduce.h"
+#include "collectives/internal/ring.h"
+#include "dma/async_copy.h"
+#include "dma/kernel.h"
+#include "dma/symmetric_memory.h"
+
+namespace meshdma {
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMean:
+      return "mean";
+  }
+  return "?";
+}
+
+absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kAuto:
+      return "auto";
+    case CollectiveAlgorithm::kRing:
+      return "ring";
+    case CollectiveAlgorithm::kBidirectionalRing:
+      return "bidirectional_ring";
+    case CollectiveAlgorithm::kOneShot:
+      return "one_shot";
+  }
+  return "?";
+}
+
+CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
+                                             const CollectiveOptions& options) {
+  if (options.algorithm != CollectiveAlgorithm::kAuto) return options.algorithm;
+  if (bytes <= options.one_shot_max_bytes) return CollectiveAlgorithm::kOneShot;
+  return group_size <= 2 ? CollectiveAlgorithm::kRing
+                         : CollectiveAlgorithm::kBidirectionalRing;
+}
+
+namespace {
+
+using internal::Group;
+using internal::Range;
+
+// One-shot all-reduce:
+//   step 1: push my whole input into row r of every peer's scratch [n, count]
+//           (one DMA per peer, all on one send and one receive semaphore);
+//   step 2: wait until n-1 rows have arrived (the receive semaphore counts
+//           their bytes) and my pushes have been read;
+//   step 3: reduce the n rows in group order (my input stands for row r).
+template <typename T>
+absl::Status OneShot(const Group& g, ReduceOp op, const ArrayRef& in,
+                     const ArrayRef& out) {
+  const int n = g.size();
+  const int r = g.rank;
+  const int64_t count = in.num_elements();
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                           AllocateSymmetric(in.dtype(), {n, count}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore send_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "one-shot send"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore recv_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "one-shot recv"));
+  std::vector<AsyncCopyDescriptor> sends;
+  sends.reserve(n - 1);
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
+  if (count > 0) {
+    for (int j = 1; j < n; ++j) {
+      sends.push_back(
+          internal::RemoteCopy(in, my_row, send_sem, recv_sem, g.Peer(j)));
+      MESHDMA_RETURN_IF_ERROR(sends.back().start());
+    }
+    for (int j = 1; j < n; ++j) {
+      MESHDMA_RETURN_IF_ERROR(
+          internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(-j))
+              .wait_recv());
+    }
+    for (AsyncCopyDescriptor& s : sends) MESHDMA_RETURN_IF_ERROR(s.wait_send());
+  }
+  std::vector<const T*> sources(n);
+  for (int i = 0; i < n; ++i) {
+    sources[i] =
+        i == r ? in.data_as<const T>() : scratch.data_as<const T>() + i * count;
+  }
+  internal::ReduceMany<T>(op, sources.data(), n, out.data_as<T>(), count);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
+                  const ArrayRef& out, int lanes,
+                  const CollectiveOptions& options) {
+  const int n = g.size();
+  const int64_t count = in.num_elements();
+  std::vector<int64_t> segments(n + 1);
+  for (int i = 0; i <= n; ++i) segments[i] = internal::PartBegin(count, n, i);
+  const ArrayRef mine =
+      Range(out, segments[g.rank], segments[g.rank + 1] - segments[g.rank]);
+  // Phase 1: reduce-scatter; segment r of `out` holds the total.
+  MESHDMA_RETURN_IF_ERROR(internal::RingReduceScatter<T>(
+      g, op, in, &out, mine, lanes, options.chunk_bytes, options.num_buffers));
+  // Phase 2: all-gather the totals straight into every member's `out`.
+  return internal::RingAllGather(g, mine, out, segments, lanes);
+}
+
+}  // namespace
+
+absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
+                        const ArrayRef& output,
+                        const std::vector<std::string>& axes,
+                        const CollectiveOptions& options) {
+  const std::string name =
+      op == ReduceOp::kSum ? "psum" : absl::StrCat("p", ReduceOpName(op));
+  MESHDMA_ASSIGN_OR_RETURN(Group g, internal::ResolveGroup(name, axes));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           internal::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           internal::Flatten(output, name, "output", g));
+  if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
+    return internal::CollectiveError(
+        name, g,
+        absl::StrCat("input ", input.ToString(), " and output ",
+                     output.ToString(),
+                     " must have the same dtype and element count"));
+  }
+  MESHDMA_RETURN_IF_ERROR(
+      internal::RequireSymmetric(name, g, "output", output));
+  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
+    return internal::CollectiveError(
+        name, g,
+        absl::StrCat("chunk_bytes (", options.chunk_bytes,
+                     ") and num_buffers (", options.num_buffers,
+                     ") must be >= 1"));
+  }
+  const CollectiveAlgorithm algorithm =
+      ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
+  absl::Status status;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    status = RunKernel(internal::KernelFor(name), [&]() -> absl::Status {
+      if (options.check_peers) {
+        MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
+            name, g, internal::CollectiveKind::kAllReduce, in.dtype(),
+            in.num_elements(), static_cast<int>(op)));
+      }
+      if (g.size() == 1) {
+        if (in.data() != out.data()) {
+          std::memmove(out.data(), in.data(), in.size_bytes());
+        }
+        return absl::OkStatus();
+      }
+      switch (algorithm) {
+        case CollectiveAlgorithm::kOneShot:
+          return OneShot<T>(g, op, in, out);
+        case CollectiveAlgorithm::kBidirectionalRing:
+          return Ring<T>(g, op, in, out, 2, options);
+        default:
+          return Ring<T>(g, op, in, out, 1, options);
+      }
+    });
+  };
+  if (!internal::DispatchReducible(in.dtype(), run)) {
+    return internal::CollectiveError(
+        name, g,
+        absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
+                     input.ToString(),
+                     "); reductions take f32, f64, bf16, f16, i32 or i64"));
+  }
+  return status;
+}
+
+}  // namespace meshdma

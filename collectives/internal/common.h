@@ -1,0 +1,102 @@
+// Helpers shared by the collectives: the device group of a call, operand
+// checks, the neighbour consistency check, and remote-copy shorthands.
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dma/array_ref.h"
+#include "dma/async_copy.h"
+#include "dma/kernel.h"
+#include "dma/semaphore.h"
+#include "topology/mesh.h"
+
+namespace meshdma::internal {
+
+// The devices one call of a collective talks to, as seen by the caller.
+struct Group {
+  const Mesh* mesh = nullptr;
+  std::vector<int> members;  // LOGICAL ids in ring order (Mesh::Group).
+  int rank = 0;              // The caller's position in `members`.
+  int size() const { return static_cast<int>(members.size()); }
+  // LOGICAL id of the member `offset` positions after the caller (wraps).
+  int Peer(int offset) const {
+    const int n = size();
+    return members[((rank + offset) % n + n) % n];
+  }
+  int Member(int position) const { return members[position]; }
+  // "device 5 (position 1 of 4 along {x})", for error messages.
+  std::string describe;
+};
+
+// The group of the calling device over `axes` on the current mesh. Errors
+// (outside `Runtime::Run`, empty or unknown axes) name `collective`.
+absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
+                                   std::span<const std::string> axes);
+
+// `a` as a 1-D contiguous view; an error naming `collective` and `operand`
+// when it is strided or empty-handed.
+absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
+                                 absl::string_view collective,
+                                 absl::string_view operand, const Group& group);
+
+// An InvalidArgument error "<collective> on <device>: <message>".
+absl::Status CollectiveError(absl::string_view collective, const Group& group,
+                             absl::string_view message);
+
+// `output` must be in the symmetric heap so peers can push into it.
+absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
+                              absl::string_view operand, const ArrayRef& a);
+
+// What the neighbour check compares.
+enum class CollectiveKind : int {
+  kPpermute = 1,
+  kAllGather = 2,
+  kReduceScatter = 3,
+  kAllReduce = 4,
+  kAllToAll = 5,
+};
+
+// Inside the kernel (after the entry barrier): tells the next device of the
+// ring what this call is and checks that the previous device is making the
+// same call (kind, dtype, element count, `aux` in [0, 64)). One REGULAR
+// semaphore allocated in the current scope.
+absl::Status CheckRingNeighbour(absl::string_view collective,
+                                const Group& group, CollectiveKind kind,
+                                DType dtype, int64_t count, int aux);
+
+// Bounds of part `i` of `count` elements split `n` ways: [Begin(i),
+// Begin(i+1)).
+inline int64_t PartBegin(int64_t count, int64_t n, int64_t i) {
+  return count * i / n;
+}
+
+// A remote copy to the group member with LOGICAL id `logical`.
+inline AsyncCopyDescriptor RemoteCopy(const ArrayRef& src, const ArrayRef& dst,
+                                      Semaphore send_sem, Semaphore recv_sem,
+                                      int logical) {
+  return make_async_remote_copy(src, dst, send_sem, recv_sem, DeviceId(logical),
+                                DeviceIdType::kLogical);
+}
+
+// The kernel of a collective: its name and the default entry barrier, which
+// keeps consecutive calls apart.
+inline KernelOptions KernelFor(absl::string_view name) {
+  KernelOptions options;
+  options.name = std::string(name);
+  return options;
+}
+
+// Elements [begin, begin + size) of a 1-D view (unchecked bounds: callers
+// compute them).
+ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size);
+
+}  // namespace meshdma::internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
