@@ -55,7 +55,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
               kName, g, internal::CollectiveKind::kAllGather, in.dtype(), count,
-              tiled ? 1 : 0));
+              tiled ? 1 : 0, &output));
         }
         // Step 0: my own block, unless the input already is it.
         const ArrayRef mine = internal::Range(out, g.rank * count, count);

@@ -154,7 +154,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       if (options.check_peers) {
         MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
             name, g, internal::CollectiveKind::kAllReduce, in.dtype(),
-            in.num_elements(), static_cast<int>(op)));
+            in.num_elements(), static_cast<int>(op), &output));
       }
       if (g.size() == 1) {
         if (in.data() != out.data()) {

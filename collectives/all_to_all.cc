@@ -80,7 +80,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
               kName, g, internal::CollectiveKind::kAllToAll, input.dtype(),
-              input.num_elements(), split_axis * 8 + concat_axis));
+              input.num_elements(), split_axis * 8 + concat_axis, &output));
         }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

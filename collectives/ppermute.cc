@@ -57,7 +57,8 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   const int r = g.rank;
   const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
   const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
-  if (remote_in) {
+  // A sender names the receiver's output by its own output's handle.
+  if (remote_in || remote_out) {
     MESHDMA_RETURN_IF_ERROR(
         internal::RequireSymmetric(kName, g, "output", output));
   }
@@ -66,7 +67,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
               kName, g, internal::CollectiveKind::kPpermute, in.dtype(),
-              in.num_elements(), 0));
+              in.num_elements(), 0, nullptr));
         }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

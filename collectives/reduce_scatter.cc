@@ -91,8 +91,6 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ", ", my_begin + my_len, ") of input ", input.ToString(),
                      " split ", n, " ways)"));
   }
-  MESHDMA_RETURN_IF_ERROR(
-      internal::RequireSymmetric(name, g, "output", output));
   if (options.chunk_bytes < 1 || options.num_buffers < 1) {
     return internal::CollectiveError(
         name, g,
@@ -109,7 +107,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       if (options.check_peers) {
         MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
             name, g, internal::CollectiveKind::kReduceScatter, in.dtype(),
-            in.num_elements(), static_cast<int>(op)));
+            in.num_elements(), static_cast<int>(op), nullptr));
       }
       if (n == 1) {
         if (in.data() != out.data()) {

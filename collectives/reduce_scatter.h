@@ -5,12 +5,10 @@
 // count*(i+1)/n) for the member at position i, and member i receives its
 // segment in `output` (so counts the group size does not divide give
 // segments that differ by one element; `ScatterSegment` says which).
-// `output` must be symmetric (peers push into the receive scratch of the same
-// call, and the one-shot algorithm into scratch; output itself is written
-// locally, but the rule is kept uniform with the other collectives) unless
-// the group has one device. Types, in-place rules and algorithms are those of
-// `all_reduce` (collectives/all_reduce.h): in place means `output` is the
-// segment of `input` that this device keeps.
+// `output` may be any contiguous memory: peers push partial sums into the
+// call's own bounded scratch and only this device writes `output`. Types and
+// algorithms are those of `all_reduce` (collectives/all_reduce.h); in place
+// means `output` is the segment of `input` that this device keeps.
 #ifndef MESHDMA_COLLECTIVES_REDUCE_SCATTER_H_
 #define MESHDMA_COLLECTIVES_REDUCE_SCATTER_H_
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "dma/kernel.h"
 #include "dma/runtime.h"
 #include "dma/symmetric_memory.h"
 
@@ -88,38 +89,58 @@ absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
 
 namespace {
 
-// Signature layout: [count + 1 : 44 bits][dtype : 6][kind : 6][aux : 6], so
-// that a zero signal never occurs and a mismatch can be decoded for the
-// message.
-constexpr int64_t kMaxCheckedCount = (int64_t{1} << 44) - 2;
-
-int64_t Signature(CollectiveKind kind, DType dtype, int64_t count, int aux) {
-  return ((std::min(count, kMaxCheckedCount) + 1) << 18) |
-         (static_cast<int64_t>(dtype) << 12) |
-         (static_cast<int64_t>(kind) << 6) | (aux & 63);
-}
-
-std::string DescribeSignature(int64_t sig) {
-  static constexpr const char* kKinds[] = {
-      "?", "ppermute", "all_gather", "psum_scatter", "psum", "all_to_all"};
-  const int kind = static_cast<int>((sig >> 6) & 63);
-  const auto dtype = static_cast<DType>((sig >> 12) & 63);
-  return absl::StrCat(kind >= 1 && kind <= 5 ? kKinds[kind] : "?", " of ",
-                      (sig >> 18) - 1, " ",
-                      static_cast<int>(dtype) <= 6 ? DTypeName(dtype) : "?",
-                      " elements (option ", sig & 63, ")");
-}
+// Signature layout (62 bits, never 0): [count + 1 mod 2^30 : 30][heap offset
+// / 64 mod 2^20 : 20][dtype : 3][kind : 3][aux : 6]. Decoded for messages.
+struct Signature {
+  int64_t count = 0;
+  int64_t offset = -1;
+  int dtype = 0, kind = 0, aux = 0;
+  int64_t Encode() const {
+    const int64_t off = offset < 0 ? 0 : (offset / 64 + 1) & ((1 << 20) - 1);
+    return (((count + 1) & ((int64_t{1} << 30) - 1)) << 32) | (off << 12) |
+           (int64_t{dtype & 7} << 9) | (int64_t{kind & 7} << 6) | (aux & 63);
+  }
+  static Signature Decode(int64_t v) {
+    Signature s;
+    s.count = ((v >> 32) & ((int64_t{1} << 30) - 1)) - 1;
+    const int64_t off = (v >> 12) & ((1 << 20) - 1);
+    s.offset = off == 0 ? -1 : (off - 1) * 64;
+    s.dtype = static_cast<int>((v >> 9) & 7);
+    s.kind = static_cast<int>((v >> 6) & 7);
+    s.aux = static_cast<int>(v & 63);
+    return s;
+  }
+  std::string ToString() const {
+    static constexpr const char* kKinds[] = {
+        "?",    "ppermute",   "all_gather", "psum_scatter",
+        "psum", "all_to_all", "?",          "?"};
+    return absl::StrCat(kKinds[kind], " of ", count, " ",
+                        dtype <= 6 ? DTypeName(static_cast<DType>(dtype)) : "?",
+                        " elements (option ", aux, ")",
+                        offset >= 0 ? absl::StrCat(" into the symmetric output "
+                                                   "at heap offset ~",
+                                                   offset)
+                                    : "");
+  }
+};
 
 }  // namespace
 
 absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
-                                DType dtype, int64_t count, int aux) {
+                                DType dtype, int64_t count, int aux,
+                                const ArrayRef* symmetric) {
   if (group.size() == 1) return absl::OkStatus();
-  MESHDMA_ASSIGN_OR_RETURN(
-      Semaphore sem,
-      AllocateSemaphore(SemaphoreType::kRegular, "peer signature"));
-  const int64_t mine = Signature(kind, dtype, count, aux);
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  Signature me;
+  me.count = count % ((int64_t{1} << 30) - 1);
+  me.offset = symmetric != nullptr && symmetric->is_symmetric()
+                  ? symmetric->heap_offset()
+                  : -1;
+  me.dtype = static_cast<int>(dtype);
+  me.kind = static_cast<int>(kind);
+  me.aux = aux;
+  const int64_t mine = me.Encode();
   // Step 1: tell the next device what this call is.
   MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, mine, DeviceId(group.Peer(1)),
                                            DeviceIdType::kLogical));
@@ -132,10 +153,12 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
   if (theirs != mine) {
     return CollectiveError(
         collective, group,
-        absl::StrCat("this device calls ", DescribeSignature(mine),
+        absl::StrCat("this device calls ", me.ToString(),
                      " but the previous device of the ring (LOGICAL id ",
-                     group.Peer(-1), ") calls ", DescribeSignature(theirs),
-                     "; every device of the group must make the same call"));
+                     group.Peer(-1), ") calls ",
+                     Signature::Decode(theirs).ToString(),
+                     "; every device of the group must make the same call, "
+                     "with outputs from the same symmetric allocation"));
   }
   return absl::OkStatus();
 }

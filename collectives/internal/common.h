@@ -65,11 +65,15 @@ enum class CollectiveKind : int {
 
 // Inside the kernel (after the entry barrier): tells the next device of the
 // ring what this call is and checks that the previous device is making the
-// same call (kind, dtype, element count, `aux` in [0, 64)). One REGULAR
-// semaphore allocated in the current scope.
+// same call: kind, dtype, element count (mod 2^30), `aux` in [0, 64), and the
+// heap offset of `symmetric` (the output peers write into, when it must be
+// symmetric), so that outputs allocated at different offsets are an error
+// rather than writes into the wrong bytes. One signal on the kernel's
+// BARRIER semaphore.
 absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
-                                DType dtype, int64_t count, int aux);
+                                DType dtype, int64_t count, int aux,
+                                const ArrayRef* symmetric);
 
 // Bounds of part `i` of `count` elements split `n` ways: [Begin(i),
 // Begin(i+1)).
@@ -85,11 +89,18 @@ inline AsyncCopyDescriptor RemoteCopy(const ArrayRef& src, const ArrayRef& dst,
                                 DeviceIdType::kLogical);
 }
 
-// The kernel of a collective: its name and the default entry barrier, which
-// keeps consecutive calls apart.
+// The collective id whose BARRIER semaphore the collectives use for the
+// neighbour check. It lives outside the heap's allocations, so the check
+// works even when devices have allocated different sequences (and catches
+// that).
+inline constexpr int kCollectivesCollectiveId = kMaxCollectiveIds - 1;
+
+// The kernel of a collective: its name, the default entry barrier (which
+// keeps consecutive calls apart) and `kCollectivesCollectiveId`.
 inline KernelOptions KernelFor(absl::string_view name) {
   KernelOptions options;
   options.name = std::string(name);
+  options.collective_id = kCollectivesCollectiveId;
   return options;
 }
 
