@@ -101,7 +101,7 @@ TEST(CollectiveErrors, MismatchedCountAcrossDevices) {
         MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, me == 0 ? 10 : 11));
         return psum(in, in, {"x"});
       }),
-      "every device of the group must make the same call");
+      "but the previous device of the ring");
 }
 
 }  // namespace
