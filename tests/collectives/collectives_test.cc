@@ -6,7 +6,10 @@
 // and device.
 #include "collectives/collectives.h"
 
+#include <mpi.h>
+
 #include <algorithm>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -474,6 +477,131 @@ TEST(Collectives, BackToBack) {
       return absl::OkStatus();
     });
   });
+}
+
+// Under mpirun with one device per process: the MPI library's own collectives
+// on the same data are the reference (uniform random f32 for psum, within
+// 1e-5 as in the Pallas tutorial; exact integers for the rest).
+TEST(Collectives, AgainstMpi) {
+  if (!LaunchedByMpi()) GTEST_SKIP() << "runs under mpirun";
+  auto rt = Runtime::Create(testing::OptionsFor(0));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  if ((*rt)->num_devices() != (*rt)->launch().num_processes()) {
+    GTEST_SKIP() << "needs one device per process";
+  }
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok());
+  const Launch& launch = (*rt)->launch();
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int n = who.n();
+    // MPI rank of each group member.
+    std::vector<int> rank_of(n);
+    for (int q = 0; q < n; ++q) {
+      rank_of[q] = launch.devices()[*mesh->GlobalDevice(who.members[q])].rank;
+    }
+    for (int64_t count : {int64_t{1}, int64_t{1001}, int64_t{3 * 4096}}) {
+      MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
+        // psum of random f32.
+        std::mt19937 gen(1234 + launch.rank());
+        std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
+                                 AllocateSymmetric(DType::kF32, {count}));
+        std::vector<float> in(count), want(count);
+        for (float& v : in) v = dist(gen);
+        MPI_Allreduce(in.data(), want.data(), static_cast<int>(count),
+                      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
+                                      CollectiveAlgorithm::kBidirectionalRing,
+                                      CollectiveAlgorithm::kOneShot}) {
+          std::copy(in.begin(), in.end(), buf.data_as<float>());
+          CollectiveOptions o;
+          o.algorithm = a;
+          o.chunk_bytes = 1024;
+          MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("psum f32[", count, "] ", CollectiveAlgorithmName(a),
+                           " vs MPI_Allreduce"),
+              buf, [&](int64_t i) { return double{want[i]}; }));
+        }
+        // pmax of i32.
+        std::vector<int32_t> ii(count), iw(count);
+        for (int64_t i = 0; i < count; ++i) {
+          ii[i] = static_cast<int32_t>(InputValue(who.me, i, DType::kI32));
+        }
+        MPI_Allreduce(ii.data(), iw.data(), static_cast<int>(count), MPI_INT,
+                      MPI_MAX, MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef ib,
+                                 AllocateSymmetric(DType::kI32, {count}));
+        std::copy(ii.begin(), ii.end(), ib.data_as<int32_t>());
+        MESHDMA_RETURN_IF_ERROR(pmax(ib, ib, {"x"}));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray("pmax i32 vs MPI_Allreduce", ib,
+                       [&](int64_t i) { return double{iw[i] * 1.0}; }));
+        // all_gather of f64 vs MPI_Allgather (blocks in rank order).
+        std::vector<double> gin(count), gall(count * n);
+        for (int64_t i = 0; i < count; ++i)
+          gin[i] = InputValue(who.me, i, DType::kF64);
+        MPI_Allgather(gin.data(), static_cast<int>(count), MPI_DOUBLE,
+                      gall.data(), static_cast<int>(count), MPI_DOUBLE,
+                      MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef gout,
+                                 AllocateSymmetric(DType::kF64, {n * count}));
+        const int64_t shape[] = {count};
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef gref,
+            ArrayRef::FromPointer(gin.data(), DType::kF64, shape));
+        MESHDMA_RETURN_IF_ERROR(all_gather(gref, gout, {"x"}, /*tiled=*/true));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray("all_gather f64 vs MPI_Allgather", gout, [&](int64_t i) {
+              return gall[rank_of[i / count] * count + i % count];
+            }));
+        // psum_scatter of i64 vs MPI_Reduce_scatter_block (n divides n*count).
+        std::vector<int64_t> rin(n * count), rwant(count);
+        for (int64_t i = 0; i < n * count; ++i) {
+          rin[i] = static_cast<int64_t>(InputValue(who.me, i, DType::kI64));
+        }
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef rbuf,
+                                 AllocateSymmetric(DType::kI64, {n * count}));
+        std::copy(rin.begin(), rin.end(), rbuf.data_as<int64_t>());
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef rout,
+                                 AllocateSymmetric(DType::kI64, {count}));
+        MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}));
+        // MPI scatters block q to rank q; meshdma to group position q.
+        MPI_Reduce_scatter_block(rin.data(), rwant.data(),
+                                 static_cast<int>(count), MPI_INT64_T, MPI_SUM,
+                                 MPI_COMM_WORLD);
+        if (who.pos == launch.rank()) {
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              "psum_scatter i64 vs MPI_Reduce_scatter_block", rout,
+              [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+        }
+        // all_to_all of u8 vs MPI_Alltoall, when group order is rank order.
+        std::vector<uint8_t> ain(n * count), aout(n * count);
+        for (int64_t i = 0; i < n * count; ++i) {
+          ain[i] = static_cast<uint8_t>(InputValue(who.me, i, DType::kU8));
+        }
+        MPI_Alltoall(ain.data(), static_cast<int>(count), MPI_UINT8_T,
+                     aout.data(), static_cast<int>(count), MPI_UINT8_T,
+                     MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef ab,
+                                 AllocateSymmetric(DType::kU8, {n * count}));
+        const int64_t ashape[] = {n * count};
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef aref,
+            ArrayRef::FromPointer(ain.data(), DType::kU8, ashape));
+        MESHDMA_RETURN_IF_ERROR(all_to_all(aref, ab, {"x"}, 0, 0));
+        if (who.pos == launch.rank()) {
+          MESHDMA_RETURN_IF_ERROR(
+              CheckArray("all_to_all u8 vs MPI_Alltoall", ab,
+                         [&](int64_t i) { return double{aout[i] * 1.0}; }));
+        }
+        return absl::OkStatus();
+      }));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace
