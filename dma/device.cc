@@ -17,10 +17,8 @@ namespace {
 
 thread_local Device* tls_device = nullptr;
 
-// Spinning before sleeping: a semaphore round trip through shared memory costs
-// well under a microsecond, a futex sleep and wake-up several. Spin this long
-// first, then sleep in slices so that aborts and deadlines are noticed.
-constexpr int64_t kSpinNanos = 20'000;
+// After spinning for `RuntimeOptions::spin_ns`, a wait sleeps in slices so
+// that aborts and deadlines are noticed.
 constexpr int64_t kSleepSliceNanos = 10'000'000;
 
 absl::string_view WaitVerb(WaitKind kind) {
@@ -399,7 +397,10 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
   }
   if (value == 0) return absl::OkStatus();  // A zero-byte DMA.
   Observer* obs = runtime_->observer();
-  if (obs) obs->OnWaitBegin(global_index_, kind, sem, value);
+  if (obs) {
+    obs->OnWaitBegin(global_index_, kind, sem, value,
+                     CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
+  }
   absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
   if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());
   return s;
@@ -408,11 +409,20 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
 absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                               Semaphore sem) {
   if (CellTryConsume(cell, value)) return absl::OkStatus();
+  // Copies still queued (very likely the one being waited for) are run here
+  // first: a wait right after start() then costs what an eager copy costs.
+  CopyEngine* engine = runtime_->copy_engine();
+  if (engine != nullptr) {
+    while (engine->HelpOnce()) {
+      if (CellTryConsume(cell, value)) return absl::OkStatus();
+    }
+  }
   const int64_t start = absl::GetCurrentTimeNanos();
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
-    if ((i & 63) == 63 && absl::GetCurrentTimeNanos() - start > kSpinNanos) {
+    if ((i & 63) == 63 &&
+        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
       break;
     }
   }
@@ -427,7 +437,6 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   };
   const int64_t deadline =
       start + absl::ToInt64Nanoseconds(runtime_->wait_timeout());
-  CopyEngine* engine = runtime_->copy_engine();
   for (;;) {
     if (CellTryConsume(cell, value)) {
       clear_blocked();

@@ -37,10 +37,14 @@ class Observer {
   virtual void OnDmaComplete(const DmaEvent& dma) {}
   virtual void OnSignal(int device, int target_device, Semaphore sem,
                         int64_t inc) {}
+  // `observed` is the semaphore's count when the wait began.
   virtual void OnWaitBegin(int device, WaitKind kind, Semaphore sem,
-                           int64_t value) {}
+                           int64_t value, int64_t observed) {}
   virtual void OnWaitEnd(int device, WaitKind kind, Semaphore sem,
                          int64_t value, bool ok) {}
+  // A user-named span of work on a device (`TraceSpan` in dma/trace.h).
+  virtual void OnSpanBegin(int device, absl::string_view name) {}
+  virtual void OnSpanEnd(int device, absl::string_view name) {}
 };
 
 }  // namespace meshdma

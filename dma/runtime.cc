@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "dma/internal/runtime_impl.h"
+#include "dma/trace.h"
 #include "dma/transport/direct_transport.h"
 #include "dma/transport/mpi_transport.h"
 #include "dma/transport/shm_segment.h"
@@ -109,6 +110,13 @@ absl::Status RuntimeImpl::Init() {
   if (wait_timeout_ <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait timeout must be positive");
   }
+  if (const char* v = GetEnv(kSpinNsEnv)) {
+    if (!absl::SimpleAtoi(v, &options_.spin_ns) || options_.spin_ns < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kSpinNsEnv, "='", v,
+                       "' is not a non-negative number of nanoseconds"));
+    }
+  }
   if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("async_min_bytes ", options_.async_min_bytes,
@@ -154,14 +162,26 @@ absl::Status RuntimeImpl::Init() {
                            Launch::Discover(*topology_, options_.launch, comm));
   launch_ = std::make_unique<Launch>(std::move(launch));
 
-  // 4. Heaps and transports.
+  // 4. Observation: the user's observer, behind the tracer when tracing.
+  observer_ = options_.observer;
+  trace_path_ = options_.trace_path.value_or("");
+  if (!options_.trace_path.has_value()) {
+    if (const char* v = GetEnv(kTraceEnv)) trace_path_ = v;
+  }
+  if (!trace_path_.empty()) {
+    tracer_ =
+        std::make_unique<TimelineTracer>(launch_->rank(), options_.observer);
+    observer_ = tracer_.get();
+  }
+
+  // 5. Heaps and transports.
   const int n = launch_->num_devices();
   heap_base_of_device_.assign(n, nullptr);
   transport_of_device_.assign(n, nullptr);
   local_of_global_.assign(n, -1);
   MESHDMA_RETURN_IF_ERROR(InitHeaps(comm));
 
-  // 5. Copy workers (asynchronous mode).
+  // 6. Copy workers (asynchronous mode).
   const int local = static_cast<int>(devices_.size());
   if (dma_mode_ == DmaMode::kAsync) {
     const int threads = options_.copy_threads > 0 ? options_.copy_threads
@@ -170,7 +190,7 @@ absl::Status RuntimeImpl::Init() {
         std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
   }
 
-  // 6. Device threads, pinned to their cores.
+  // 7. Device threads, pinned to their cores.
   for (int i = 0; i < local; ++i) {
     threads_.emplace_back([this, i] { DeviceThreadMain(i); });
   }
@@ -307,6 +327,11 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
   if (shut_down_) {
     return absl::FailedPreconditionError("Runtime::Run after Shutdown");
   }
+  if (Device* d = CurrentDevice()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Runtime::Run called from inside Run on ", d->Name(),
+        ": the function passed to Run already runs on every device"));
+  }
   if (aborted()) {
     return absl::FailedPreconditionError(
         absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",
@@ -418,6 +443,10 @@ absl::Status RuntimeImpl::Shutdown() {
   }
   local_heaps_ = nullptr;
   devices_.clear();
+  if (tracer_ != nullptr) {
+    absl::Status written = tracer_->Write(trace_path_, comm_);
+    if (status.ok()) status = written;
+  }
   if (comm_ != MPI_COMM_NULL) {
     MPI_Comm_free(&comm_);
   }

@@ -50,6 +50,7 @@ enum class DmaMode {
 inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
 inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
 inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
+inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
 
 struct RuntimeOptions {
   LaunchOptions launch;
@@ -64,6 +65,10 @@ struct RuntimeOptions {
   // Copy worker threads per process (kAsync). 0: one per two local devices,
   // at least one.
   int copy_threads = 0;
+  // How long a wait spins before it sleeps on a futex. Spinning answers a
+  // signal within ~100 ns but holds a core; sleeping frees the core and costs
+  // a few microseconds to wake (BENCHMARKS.md compares them).
+  int64_t spin_ns = 20'000;
   // A wait that cannot complete fails after this long. Unset:
   // MESHDMA_WAIT_TIMEOUT_S, else 120 s.
   std::optional<absl::Duration> wait_timeout;
@@ -71,6 +76,9 @@ struct RuntimeOptions {
   bool pin_threads = true;
   // Receives every DMA, signal and wait (dma/observer.h). Not owned.
   Observer* observer = nullptr;
+  // Writes a timeline trace (dma/trace.h) here at shutdown. Unset:
+  // MESHDMA_TRACE, else no tracing.
+  std::optional<std::string> trace_path;
 };
 
 namespace internal {

@@ -9,7 +9,7 @@ packages=(
   libabsl-dev
   libhwloc-dev hwloc
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev libeigen3-dev
   gnuplot-nox
   libmlir-19-dev mlir-19-tools llvm-19-dev
 )

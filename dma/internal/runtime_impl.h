@@ -24,6 +24,7 @@
 namespace meshdma::internal {
 
 class ShmSegment;
+class TimelineTracer;
 class MpiTransport;
 
 class RuntimeImpl {
@@ -39,7 +40,8 @@ class RuntimeImpl {
   absl::Duration wait_timeout() const { return wait_timeout_; }
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
-  Observer* observer() const { return options_.observer; }
+  int64_t spin_ns() const { return options_.spin_ns; }
+  Observer* observer() const { return observer_; }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
 
   // The transport that reaches `global_device`.
@@ -109,6 +111,10 @@ class RuntimeImpl {
   std::function<void(int)> task_;
   int tasks_pending_ = 0;
   bool stopping_ = false;
+
+  Observer* observer_ = nullptr;
+  std::unique_ptr<TimelineTracer> tracer_;
+  std::string trace_path_;
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;

@@ -6,7 +6,10 @@ namespace meshdma::internal {
 
 void DirectTransport::Put(std::unique_ptr<DmaOp> op) {
   std::byte* heap = runtime_->HeapBase(op->event.dst_device);
-  op->dst = heap + op->dst_heap_offset;
+  // A local copy may target ordinary (non-symmetric) memory: the issuer has
+  // already set `dst` to its address. Otherwise resolve the heap offset on the
+  // target device.
+  if (op->dst == nullptr) op->dst = heap + op->dst_heap_offset;
   op->recv_cell = reinterpret_cast<SemaphoreCell*>(heap + op->event.recv_sem);
   if (runtime_->dma_mode() == DmaMode::kEager ||
       op->event.bytes < runtime_->async_min_bytes()) {

@@ -1,12 +1,17 @@
 // Peers on other hosts, over MPI two-sided messages driven by one progress
-// thread per process. Why two-sided and not MPI RMA: a DMA must signal the
-// receiver's semaphore only after the data is in place, and a semaphore wait
-// must not call into MPI. With RMA that takes a put, a flush, and an atomic
-// (MPI_Accumulate) whose completion the target cannot observe without polling
-// the window from MPI; Open MPI's osc over TCP also progresses passive-target
-// epochs only inside MPI calls on the target. A receiver-side progress thread
-// that writes the payload into the heap and then bumps the semaphore cell with
-// a release store keeps the waiter's path identical on every transport.
+// thread per process.
+//
+// Why two-sided and not MPI RMA (measured with bench/mpi_path_probe.cc, see
+// BENCHMARKS.md): over Open MPI 4.1 restricted to TCP, the inter-host case
+// without UCX or InfiniBand, no one-sided component creates a window at
+// MPI_THREAD_MULTIPLE (osc/pt2pt refuses the thread level, osc/rdma needs an
+// RDMA-capable BTL); the fast RMA numbers on one machine come from osc/sm,
+// i.e. shared memory, which meshdma already uses directly. Where RMA does
+// work, a DMA still needs put + flush + a remote atomic + flush before the
+// receiver may count the bytes, and the receiver must call into MPI to see
+// the atomic. A receiver-side progress thread that writes the payload into
+// the heap and then bumps the semaphore cell with a release add keeps the
+// waiter's path identical on every transport and never calls MPI from a wait.
 //
 // Wire protocol, per (source, destination) pair in MPI's non-overtaking order:
 //   header (tag kHeaderTag) [, payload (tag kPayloadTag) in <= 1 GiB pieces]

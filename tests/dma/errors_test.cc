@@ -1,5 +1,7 @@
 // Bad input and broken contracts return errors that name the device, operand,
 // shape or semaphore (SEMANTICS.md §5-6): never a crash, a hang, or wrong data.
+#include <dirent.h>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dma/async_copy.h"
@@ -73,6 +75,43 @@ TEST(RuntimeLifecycleTest, DoubleCreateAndRunAfterShutdown) {
   absl::Status s = (*rt)->Run(*mesh, [] { return absl::OkStatus(); });
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("after Shutdown"));
+}
+
+// Shared-memory segments are private to the job and never outlive it: the
+// names are gone as soon as the runtime is up, whatever happens later.
+TEST(RuntimeLifecycleTest, NoSharedMemoryNamesLeftBehind) {
+  auto count = [] {
+    int n = 0;
+    if (DIR* d = opendir("/dev/shm")) {
+      while (dirent* e = readdir(d))
+        n += std::string(e->d_name).rfind("meshdma-", 0) == 0;
+      closedir(d);
+    }
+    return n;
+  };
+  const int before = count();
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  EXPECT_EQ(count(), before);
+  ASSERT_TRUE((*rt)->Shutdown().ok());
+  EXPECT_EQ(count(), before);
+}
+
+TEST(RuntimeLifecycleTest, NestedRunIsAnError) {
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D();
+  std::atomic<int> refused{0};
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    absl::Status inner = (*rt)->Run(*mesh, [] { return absl::OkStatus(); });
+    if (inner.code() == absl::StatusCode::kFailedPrecondition &&
+        inner.message().find("inside Run") != absl::string_view::npos) {
+      ++refused;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(refused.load(), (*rt)->num_local_devices());
 }
 
 TEST(RuntimeLifecycleTest, BadOptions) {

@@ -1,6 +1,9 @@
 // The two seams later tools build on: the Observer sees every DMA, signal and
 // wait, and the C ABI reaches the same verbs.
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "base/status_macros.h"
 #include "dma/async_copy.h"
@@ -9,6 +12,7 @@
 #include "dma/observer.h"
 #include "dma/runtime.h"
 #include "dma/symmetric_memory.h"
+#include "dma/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
@@ -27,7 +31,7 @@ class CountingObserver : public Observer {
   void OnSignal(int, int, Semaphore sem, int64_t inc) override {
     if (sem.type() != SemaphoreType::kBarrier) signals += inc;
   }
-  void OnWaitBegin(int, WaitKind kind, Semaphore, int64_t) override {
+  void OnWaitBegin(int, WaitKind kind, Semaphore, int64_t, int64_t) override {
     if (kind != WaitKind::kBarrier) ++waits;
   }
   void OnWaitEnd(int, WaitKind kind, Semaphore, int64_t, bool ok) override {
@@ -74,6 +78,67 @@ TEST(ObserverTest, SeesEveryDmaSignalAndWait) {
   EXPECT_EQ(obs.signals.load(), 5 * local);
   EXPECT_EQ(obs.waits.load(), 7 * local);  // 3 x (send + recv) + 1.
   EXPECT_EQ(obs.waits_ok.load(), 7 * local);
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos;
+       p = text.find(what, p + 1))
+    ++n;
+  return n;
+}
+
+// The timeline trace holds a track per device with its kernel, compute span,
+// DMAs (start and completion paired by id), signals and waits with expected
+// and observed counts; rank 0 writes one file for the whole launch.
+TEST(TraceTest, RingExchangeIsTraced) {
+  const std::string path = ::testing::TempDir() + "meshdma_trace_test.json";
+  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+  o.trace_path = path;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const int n = (*rt)->num_devices();
+  const int rank = (*rt)->launch().rank();
+  absl::Status s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<float>({256}));
+    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({256}));
+    return RunKernel({.name = "traced_ring"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      auto copy = make_async_remote_copy(buf, out, send, recv, (me + 1) % n);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      { TraceSpan span("compute while the copy flies"); }
+      return copy.wait();
+    });
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE((*rt)->Shutdown().ok());
+  if (rank != 0) return;
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path;
+  const std::string text((std::istreambuf_iterator<char>(f)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", 0), 0u);
+  EXPECT_EQ(Count(text, "{"), Count(text, "}"));
+  EXPECT_EQ(
+      Count(text, "\"name\":\"traced_ring\",\"cat\":\"kernel\",\"ph\":\"B\""),
+      n);
+  EXPECT_EQ(
+      Count(text, "\"name\":\"traced_ring\",\"cat\":\"kernel\",\"ph\":\"E\""),
+      n);
+  EXPECT_EQ(Count(text, "\"cat\":\"dma\",\"ph\":\"b\""), n);
+  EXPECT_EQ(Count(text, "\"cat\":\"dma\",\"ph\":\"e\""), n);
+  EXPECT_EQ(Count(text, "compute while the copy flies"), 2 * n);
+  EXPECT_EQ(Count(text, "\"name\":\"wait_send\",\"cat\":\"wait\",\"ph\":\"B\""),
+            n);
+  EXPECT_EQ(Count(text, "\"name\":\"wait_recv\",\"cat\":\"wait\",\"ph\":\"B\""),
+            n);
+  EXPECT_GE(Count(text, "\"expected\":1024,\"observed\":"), 2 * n);
+  EXPECT_EQ(Count(text, "\"process_name\""), (*rt)->launch().num_processes());
+  std::remove(path.c_str());
 }
 
 TEST(CApiTest, RingExchangeThroughTheCAbi) {

@@ -151,6 +151,26 @@ TEST_P(SemanticsTest, LocalStridedBlockCopy) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// §3: a local copy may target ordinary memory outside the symmetric heap.
+TEST_P(SemanticsTest, LocalCopyIntoOrdinaryMemory) {
+  absl::Status s = Run([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<int32_t>({100000}));
+    for (int i = 0; i < 100000; ++i) src.data_as<int32_t>()[i] = me + 3 * i;
+    std::vector<int32_t> host(100000, -1);
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto dst, ArrayRef::FromPointer(host.data(), DType::kI32,
+                                        std::vector<int64_t>{100000}));
+    MESHDMA_ASSIGN_OR_RETURN(auto sem, AllocateSemaphore(SemaphoreType::kDma));
+    auto copy = make_async_copy(src, dst, sem);
+    MESHDMA_RETURN_IF_ERROR(copy.start());
+    MESHDMA_RETURN_IF_ERROR(copy.wait());
+    for (int i = 0; i < 100000; ++i) EXPECT_EQ(host[i], me + 3 * i) << i;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // §3 on the remote path: a strided source block into a strided destination
 // block of the neighbour's array (column slices: every run is short).
 TEST_P(SemanticsTest, RemoteStridedColumnsCopy) {

@@ -1,0 +1,221 @@
+// meshdma-bench-kernels: compute-kernel throughput on one device.
+//
+//   meshdma-bench-kernels [--quick]
+//
+// 1. Block matmul libraries: OpenBLAS sgemm, Eigen, a plain loop, at the
+//    block sizes the kernels use (the measurement behind kernels/blas.h).
+// 2. The single-core sgemm rate (OpenBLAS, 1 thread, 1024^3) in this run:
+//    the yardstick for everything below.
+// 3. matmul (pallas_call, 3-D grid) GFLOP/s.
+// 4. flash attention forward GFLOP/s at head_dim 128, seq 2048 and 4096,
+//    non-causal (4*S*S*D flops per head) and causal (half).
+// 5. Peak attention memory per head versus sequence length, from the sizes
+//    each algorithm allocates: both hold q, k, v, o (linear in S); flash adds
+//    its staging buffers and scratch (counted by the pipeline, constant in
+//    S), naive adds the [S, S] f32 score matrix (quadratic).
+// Medians of several runs after a warm-up.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#ifdef MESHDMA_BENCH_EIGEN
+#include <Eigen/Core>
+#endif
+
+#include "base/status_macros.h"
+#include "dma/runtime.h"
+#include "kernels/blas.h"
+#include "kernels/ops/flash_attention.h"
+#include "kernels/ops/matmul.h"
+
+namespace meshdma {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of `fn` over `reps` runs after one warm-up.
+double Time(int reps, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - a)
+            .count());
+  }
+  return Median(t);
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+ArrayRef View(std::vector<float>& v, std::vector<int64_t> shape) {
+  return *ArrayRef::FromPointer(v.data(), DType::kF32, shape);
+}
+
+double SgemmGflops(int64_t n, int reps) {
+  auto a = Random(n * n, 1), b = Random(n * n, 2);
+  std::vector<float> c(n * n);
+  double t = Time(reps, [&] {
+    Gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+         n);
+  });
+  return 2.0 * n * n * n / t / 1e9;
+}
+
+absl::Status Bench(bool quick) {
+  std::printf("# meshdma-bench-kernels: one device (thread), %s\n",
+              BlasDescription());
+  // 1. Block matmul libraries.
+  std::printf(
+      "\n## block matmul C[m,n] += A[m,k] B[k,n], GFLOP/s (1 thread)\n");
+  std::printf("%-16s %10s %10s %10s\n", "m x n x k", "OpenBLAS", "Eigen",
+              "loop");
+  for (int64_t n : {64, 128, 256, 512}) {
+    auto a = Random(n * n, 1), b = Random(n * n, 2);
+    std::vector<float> c(n * n);
+    const double flop = 2.0 * n * n * n;
+    const int reps = n <= 128 ? 50 : 7;
+    double blas = flop /
+                  Time(reps,
+                       [&] {
+                         Gemm(false, false, n, n, n, 1.0f, a.data(), n,
+                              b.data(), n, 1.0f, c.data(), n);
+                       }) /
+                  1e9;
+    double eigen = 0;
+#ifdef MESHDMA_BENCH_EIGEN
+    {
+      using M =
+          Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      Eigen::Map<M> ea(a.data(), n, n), eb(b.data(), n, n), ec(c.data(), n, n);
+      Eigen::setNbThreads(1);
+      eigen = flop / Time(reps, [&] { ec.noalias() += ea * eb; }) / 1e9;
+    }
+#endif
+    double loop = flop /
+                  Time(n <= 128 ? 10 : 3,
+                       [&] {
+                         GemmNaive(false, false, n, n, n, 1.0f, a.data(), n,
+                                   b.data(), n, 1.0f, c.data(), n);
+                       }) /
+                  1e9;
+    std::printf("%4ld x %4ld x %4ld %10.1f %10.1f %10.1f\n", long(n), long(n),
+                long(n), blas, eigen, loop);
+  }
+
+  // 2. The yardstick.
+  const double sgemm = SgemmGflops(1024, quick ? 3 : 5);
+  std::printf("\n## single-core sgemm (OpenBLAS, 1024^3): %.1f GFLOP/s\n",
+              sgemm);
+
+  // 3. matmul kernel.
+  std::printf("\n## matmul (pallas_call, 3-D grid, blocks 256/256/256)\n");
+  for (int64_t n : {512, 1024, 1000}) {
+    auto x = Random(n * n, 3), y = Random(n * n, 4);
+    std::vector<float> o(n * n);
+    absl::Status st;
+    double t = Time(3, [&] {
+      st.Update(Matmul(View(x, {n, n}), View(y, {n, n}), View(o, {n, n}),
+                       {256, 256, 256, Activation::kRelu}));
+    });
+    MESHDMA_RETURN_IF_ERROR(st);
+    const double g = 2.0 * n * n * n / t / 1e9;
+    std::printf("matmul %4ld^3 + relu: %6.1f GFLOP/s = %3.0f%% of sgemm\n",
+                long(n), g, 100 * g / sgemm);
+  }
+
+  // 4. flash attention.
+  std::printf(
+      "\n## flash attention forward, head_dim 128, f32 (blocks q 256, k "
+      "512)\n");
+  const int64_t d = 128;
+  std::vector<int64_t> seqs = {2048, 4096};
+  if (quick) seqs = {2048};
+  for (int64_t s : seqs) {
+    for (bool causal : {false, true}) {
+      const int64_t h = 1;
+      auto q = Random(h * s * d, 5), k = Random(h * s * d, 6),
+           v = Random(h * s * d, 7);
+      std::vector<float> o(h * s * d);
+      FlashAttentionOptions opts;
+      opts.block_q = 256;
+      opts.block_k = 512;
+      opts.causal = causal;
+      absl::Status st;
+      double t = Time(3, [&] {
+        st.Update(FlashAttention(View(q, {1, h, s, d}), View(k, {1, h, s, d}),
+                                 View(v, {1, h, s, d}), View(o, {1, h, s, d}),
+                                 opts));
+      });
+      MESHDMA_RETURN_IF_ERROR(st);
+      const double flop = 4.0 * h * s * s * d * (causal ? 0.5 : 1.0);
+      const double g = flop / t / 1e9;
+      std::printf("seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm\n",
+                  long(s), causal ? "causal" : "non-causal", t * 1e3, g,
+                  100 * g / sgemm);
+    }
+  }
+
+  // 5. Memory growth.
+  std::printf("\n## attention working memory per head, head_dim 128, f32\n");
+  std::printf("%8s %14s %14s %14s %14s\n", "seq", "q,k,v,o", "flash work",
+              "flash total", "naive total");
+  for (int64_t s : {1024, 2048, 4096, 8192, 16384}) {
+    // Flash: the pipeline's staging buffers and scratch, measured from a call
+    // (a short one: the memory does not depend on how many blocks run).
+    PipelineStats stats;
+    FlashAttentionOptions opts;
+    opts.block_q = 256;
+    opts.block_k = 512;
+    opts.stats = &stats;
+    const int64_t sq = 256;  // One query block; kv length s.
+    auto q = Random(sq * d, 5), k = Random(s * d, 6), v = Random(s * d, 7);
+    std::vector<float> o(sq * d);
+    MESHDMA_RETURN_IF_ERROR(
+        FlashAttention(View(q, {1, 1, sq, d}), View(k, {1, 1, s, d}),
+                       View(v, {1, 1, s, d}), View(o, {1, 1, sq, d}), opts));
+    // Naive: the full [s, s] f32 score matrix plus its softmax in place.
+    const int64_t naive = s * s * 4;
+    const int64_t io = 4 * s * d * 4;  // q, k, v, o at sequence length s.
+    std::printf("%8ld %14ld %14ld %14ld %14ld\n", long(s), long(io),
+                long(stats.vmem_bytes), long(io + stats.vmem_bytes),
+                long(io + naive));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace meshdma
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  meshdma::RuntimeOptions o;
+  o.launch.devices_per_process = 1;
+  auto rt = meshdma::Runtime::Create(o);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(rt.status().message()).c_str());
+    return 1;
+  }
+  auto mesh = (*rt)->MakeMesh1D("x");
+  absl::Status s = (*rt)->Run(*mesh, [quick] { return meshdma::Bench(quick); });
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

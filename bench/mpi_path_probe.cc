@@ -1,0 +1,142 @@
+// mpi-path-probe: the measurement behind the inter-host transport's design
+// (dma/transport/mpi_transport.h). Two ranks ping-pong a "DMA" of `size` bytes
+// followed by its semaphore increment, done two ways:
+//   two-sided: MPI_Isend header+payload, receiver MPI_Irecv's into place and
+//              bumps its own counter (what meshdma does);
+//   one-sided: MPI_Put into the target's window, MPI_Win_flush, then
+//              MPI_Accumulate(+1) on the target's counter and flush; the
+//              target polls its counter with MPI_Fetch_and_op(MPI_NO_OP).
+// Prints round-trip/2 latency and bandwidth for each.
+//   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+namespace {
+
+double TwoSided(int rank, int64_t bytes, int iters, std::vector<char>& buf) {
+  const int peer = 1 - rank;
+  int64_t header[2] = {bytes, 0};
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) {
+    for (int turn = 0; turn < 2; ++turn) {
+      if (turn == rank) {
+        MPI_Request r[2];
+        MPI_Isend(header, 2, MPI_INT64_T, peer, 1, MPI_COMM_WORLD, &r[0]);
+        MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 2,
+                  MPI_COMM_WORLD, &r[1]);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+      } else {
+        int64_t h[2];
+        MPI_Recv(h, 2, MPI_INT64_T, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(buf.data(), static_cast<int>(h[0]), MPI_BYTE, peer, 2,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        ++header[1];  // The semaphore bump, after the data.
+      }
+    }
+  }
+  return (MPI_Wtime() - t0) / iters / 2;
+}
+
+double OneSided(int rank, int64_t bytes, int iters, MPI_Win data_win,
+                MPI_Win flag_win, std::vector<char>& buf) {
+  const int peer = 1 - rank;
+  int64_t one = 1, expect = 0, got = 0, dummy = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) {
+    for (int turn = 0; turn < 2; ++turn) {
+      if (turn == rank) {
+        MPI_Put(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 0,
+                static_cast<int>(bytes), MPI_BYTE, data_win);
+        MPI_Win_flush(peer, data_win);  // Data complete at the target...
+        MPI_Accumulate(&one, 1, MPI_INT64_T, peer, 0, 1, MPI_INT64_T, MPI_SUM,
+                       flag_win);
+        MPI_Win_flush(peer, flag_win);  // ...before the flag moves.
+      } else {
+        ++expect;
+        do {
+          MPI_Fetch_and_op(&dummy, &got, MPI_INT64_T, rank, 0, MPI_NO_OP,
+                           flag_win);
+          MPI_Win_flush(rank, flag_win);
+        } while (got < expect);
+      }
+    }
+  }
+  return (MPI_Wtime() - t0) / iters / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 2) {
+    if (rank == 0)
+      std::fprintf(stderr, "mpi-path-probe needs exactly 2 ranks\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const int64_t max_bytes = 4 << 20;
+  std::vector<char> buf(max_bytes, 1);
+  // Window creation may be refused (e.g. Open MPI over TCP only with
+  // MPI_THREAD_MULTIPLE): report it and measure two-sided alone.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  void* win_mem;
+  MPI_Win data_win = MPI_WIN_NULL, flag_win = MPI_WIN_NULL;
+  int64_t* flag = nullptr;
+  int rc = MPI_Win_allocate(max_bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD,
+                            &win_mem, &data_win);
+  if (rc == MPI_SUCCESS) {
+    rc = MPI_Win_allocate(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL,
+                          MPI_COMM_WORLD, &flag, &flag_win);
+  }
+  const bool rma = rc == MPI_SUCCESS;
+  if (!rma && rank == 0) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    std::printf("# RMA windows unavailable here (%.*s): two-sided only\n", len,
+                text);
+  }
+  if (rma) *flag = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rma) {
+    MPI_Win_lock_all(0, data_win);
+    MPI_Win_lock_all(0, flag_win);
+  }
+  if (rank == 0) {
+    std::printf("# %10s %14s %14s %14s %14s\n", "size(B)", "2sided_us",
+                "2sided_GB/s", "rma_us", "rma_GB/s");
+  }
+  for (int64_t bytes : {int64_t{8}, int64_t{4096}, int64_t{65536},
+                        int64_t{1} << 20, max_bytes}) {
+    const int iters = bytes <= 65536 ? 2000 : 50;
+    TwoSided(rank, bytes, 10, buf);
+    const double t2 = TwoSided(rank, bytes, iters, buf);
+    double t1 = 0;
+    if (rma) {
+      OneSided(rank, bytes, 10, data_win, flag_win, buf);
+      t1 = OneSided(rank, bytes, iters, data_win, flag_win, buf);
+    }
+    if (rank == 0) {
+      std::printf("  %10lld %14.2f %14.3f %14.2f %14.3f\n",
+                  static_cast<long long>(bytes), t2 * 1e6, bytes / t2 / 1e9,
+                  t1 * 1e6, rma ? bytes / t1 / 1e9 : 0.0);
+    }
+  }
+  if (rma) {
+    MPI_Win_unlock_all(flag_win);
+    MPI_Win_unlock_all(data_win);
+    MPI_Win_free(&flag_win);
+    MPI_Win_free(&data_win);
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,30 @@
+// The block matrix product every kernel uses for f32 (QK^T, PV, matmul
+// tiles), and the library behind it. meshdma calls OpenBLAS's `cblas_sgemm`,
+// single-threaded: each device is already a thread, so the BLAS must not
+// start its own (`Gemm` sets OpenBLAS to one thread on first use). The choice
+// was measured against Eigen and a hand loop (BENCHMARKS.md, "Kernels").
+#ifndef MESHDMA_KERNELS_BLAS_H_
+#define MESHDMA_KERNELS_BLAS_H_
+
+#include <cstdint>
+
+namespace meshdma {
+
+// C[m, n] = alpha * op(A) op(B) + beta * C, row-major, with leading
+// dimensions `lda`, `ldb`, `ldc`; op(A) is [m, k] (A stored [k, m] when
+// `transpose_a`), op(B) is [k, n] (B stored [n, k] when `transpose_b`).
+void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float beta, float* c, int64_t ldc);
+
+// The same product by a straightforward loop (reference and comparison).
+void GemmNaive(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+               int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// "OpenBLAS 0.3.21 (1 thread, core SkylakeX)".
+const char* BlasDescription();
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_KERNELS_BLAS_H_

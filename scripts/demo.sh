@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds the demo and runs it: devices as threads of
+# this process, one per core of the host topology (MESHDMA_DEVICES_PER_PROCESS
+# overrides). Under mpirun the same binary runs across processes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-debian.sh
+build_dir=${MESHDMA_BUILD_DIR:-build}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$build_dir" -j "$(nproc)" --target meshdma-info 01_right_permute > /dev/null
+"$build_dir"/tools/meshdma-info | sed -n '/^launch/,$p'
+"$build_dir"/examples/01_right_permute

@@ -1,0 +1,302 @@
+// Compute kernels against naive references over many shapes, including
+// sizes the block sizes do not divide.
+#include <cmath>
+
+#include "base/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/blas.h"
+#include "kernels/ops/add_vectors.h"
+#include "kernels/ops/attention_reference.h"
+#include "kernels/ops/flash_attention.h"
+#include "kernels/ops/iota.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/softmax.h"
+#include "kernels/vmap.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace meshdma {
+namespace {
+
+using ::meshdma::testing::MaxAbsDiff;
+using ::meshdma::testing::RandomVector;
+using ::meshdma::testing::RunOnDevices;
+using ::meshdma::testing::View;
+using ::testing::HasSubstr;
+
+#define RUN_ON_DEVICES(...)                                                    \
+  do {                                                                         \
+    absl::Status run_status = RunOnDevices([&]() -> absl::Status __VA_ARGS__); \
+    ASSERT_TRUE(run_status.ok()) << run_status;                                \
+  } while (0)
+
+TEST(AddVectorsTest, ManyLengths) {
+  RUN_ON_DEVICES({
+    for (int64_t n : {1, 7, 64, 1000, 4096, 5000}) {
+      for (int64_t bs : {8, 256, 4096}) {
+        auto x = RandomVector(n, 1), y = RandomVector(n, 2);
+        std::vector<float> o(n + 1, 9.0f);
+        MESHDMA_RETURN_IF_ERROR(
+            AddVectors(View(x, {n}), View(y, {n}),
+                       *ArrayRef::FromPointer(o.data(), DType::kF32,
+                                              std::vector<int64_t>{n}),
+                       {bs}));
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT_EQ(o[i], x[i] + y[i]) << n << " " << bs;
+        EXPECT_EQ(o[n], 9.0f);
+      }
+    }
+    std::vector<float> a(4), b(5), c(4);
+    absl::Status s = AddVectors(View(a, {4}), View(b, {5}), View(c, {4}));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("add_vectors"));
+    return absl::OkStatus();
+  });
+}
+
+TEST(IotaTest, I32AndF32) {
+  RUN_ON_DEVICES({
+    for (int64_t n : {1, 100, 4097}) {
+      std::vector<int32_t> o(n);
+      MESHDMA_RETURN_IF_ERROR(Iota(View(o, {n}), {64}));
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(o[i], i);
+      std::vector<float> f(n);
+      MESHDMA_RETURN_IF_ERROR(Iota(View(f, {n}), {100}));
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(f[i], static_cast<float>(i));
+    }
+    return absl::OkStatus();
+  });
+}
+
+std::vector<float> NaiveMatmul(const std::vector<float>& x,
+                               const std::vector<float>& y, int64_t m,
+                               int64_t n, int64_t k, Activation act) {
+  std::vector<float> o(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += double(x[i * k + p]) * y[p * n + j];
+      o[i * n + j] = ApplyActivation(act, static_cast<float>(acc));
+    }
+  return o;
+}
+
+TEST(MatmulTest, ShapesBlocksActivations) {
+  RUN_ON_DEVICES({
+    struct Case {
+      int64_t m, n, k, b;
+      Activation act;
+    };
+    for (const Case& c : {Case{1, 1, 1, 32, Activation::kNone},
+                          Case{64, 64, 64, 32, Activation::kRelu},
+                          Case{37, 53, 71, 16, Activation::kGelu},
+                          Case{100, 30, 129, 64, Activation::kSilu},
+                          Case{128, 96, 300, 128, Activation::kRelu}}) {
+      auto x = RandomVector(c.m * c.k, 3), y = RandomVector(c.k * c.n, 4);
+      std::vector<float> o(c.m * c.n);
+      PipelineStats stats;
+      MatmulOptions opts{c.b, c.b, c.b, c.act, &stats};
+      MESHDMA_RETURN_IF_ERROR(Matmul(View(x, {c.m, c.k}), View(y, {c.k, c.n}),
+                                     View(o, {c.m, c.n}), opts));
+      EXPECT_LT(MaxAbsDiff(o, NaiveMatmul(x, y, c.m, c.n, c.k, c.act)), 1e-4)
+          << c.m << "x" << c.n << "x" << c.k;
+      const int64_t bm = std::min(c.b, c.m), bn = std::min(c.b, c.n);
+      EXPECT_EQ(stats.output_copies[0],
+                ((c.m + bm - 1) / bm) * ((c.n + bn - 1) / bn));
+    }
+    // Batched matmul from the single kernel with vmap.
+    const int64_t batch = 3, m = 20, n = 24, k = 40;
+    auto x = RandomVector(batch * m * k, 5), y = RandomVector(batch * k * n, 6);
+    std::vector<float> o(batch * m * n);
+    MESHDMA_ASSIGN_OR_RETURN(Kernel single,
+                             MatmulKernel(m, n, k, {16, 16, 16}));
+    const ArrayRef ins[] = {View(x, {batch, m, k}), View(y, {batch, k, n})};
+    const ArrayRef outs[] = {View(o, {batch, m, n})};
+    MESHDMA_RETURN_IF_ERROR(vmap(single, {0, 0})(ins, outs));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<float> xb(x.begin() + b * m * k, x.begin() + (b + 1) * m * k);
+      std::vector<float> yb(y.begin() + b * k * n, y.begin() + (b + 1) * k * n);
+      std::vector<float> ob(o.begin() + b * m * n, o.begin() + (b + 1) * m * n);
+      EXPECT_LT(MaxAbsDiff(ob, NaiveMatmul(xb, yb, m, n, k, Activation::kNone)),
+                1e-4);
+    }
+    // Bad input names the operand.
+    std::vector<float> bad(6);
+    absl::Status s =
+        Matmul(View(x, {m, k}), View(bad, {3, 2}), View(o, {m, 2}));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("input 1 ('y')"));
+    return absl::OkStatus();
+  });
+}
+
+TEST(SoftmaxTest, Rows) {
+  RUN_ON_DEVICES({
+    for (int64_t rows : {1, 5, 64, 130}) {
+      for (int64_t cols : {1, 7, 128}) {
+        auto x = RandomVector(rows * cols, 7, -5.0f, 5.0f);
+        std::vector<float> o(rows * cols);
+        MESHDMA_RETURN_IF_ERROR(
+            Softmax(View(x, {rows, cols}), View(o, {rows, cols}), {16}));
+        for (int64_t r = 0; r < rows; ++r) {
+          double mx = -1e30, sum = 0;
+          for (int64_t c = 0; c < cols; ++c)
+            mx = std::max<double>(mx, x[r * cols + c]);
+          for (int64_t c = 0; c < cols; ++c)
+            sum += std::exp(x[r * cols + c] - mx);
+          for (int64_t c = 0; c < cols; ++c)
+            EXPECT_NEAR(o[r * cols + c], std::exp(x[r * cols + c] - mx) / sum,
+                        1e-6);
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+template <typename T>
+std::vector<T> Cast(const std::vector<float>& v) {
+  std::vector<T> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = T(v[i]);
+  return r;
+}
+template <typename T>
+std::vector<float> Uncast(const std::vector<T>& v) {
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<float>(v[i]);
+  return r;
+}
+
+struct FaCase {
+  int64_t b, h, hkv, sq, skv, d, bq, bk;
+  bool causal;
+};
+
+template <typename T>
+void CheckFlash(const FaCase& c, double tol) {
+  auto qf = RandomVector(c.b * c.h * c.sq * c.d, 11);
+  auto kf = RandomVector(c.b * c.hkv * c.skv * c.d, 12);
+  auto vf = RandomVector(c.b * c.hkv * c.skv * c.d, 13);
+  // Round inputs to T first so the reference sees the same values.
+  auto q = Cast<T>(qf), k = Cast<T>(kf), v = Cast<T>(vf);
+  qf = Uncast(q), kf = Uncast(k), vf = Uncast(v);
+  std::vector<T> o(q.size());
+  std::vector<float> lse(c.b * c.h * c.sq);
+  FlashAttentionOptions opts;
+  opts.block_q = c.bq;
+  opts.block_k = c.bk;
+  opts.causal = c.causal;
+  const ArrayRef lse_ref = View(lse, {c.b, c.h, c.sq});
+  absl::Status s = FlashAttention(
+      View(q, {c.b, c.h, c.sq, c.d}), View(k, {c.b, c.hkv, c.skv, c.d}),
+      View(v, {c.b, c.hkv, c.skv, c.d}), View(o, {c.b, c.h, c.sq, c.d}), opts,
+      &lse_ref);
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<float> ref_lse;
+  auto ref =
+      ReferenceAttention(qf, kf, vf, c.b, c.h, c.hkv, c.sq, c.skv, c.d,
+                         1.0f / std::sqrt(float(c.d)), c.causal, &ref_lse);
+  EXPECT_LT(MaxAbsDiff(Uncast(o), ref), tol)
+      << DTypeName(kDTypeOf<T>) << " b" << c.b << " h" << c.h << " hkv" << c.hkv
+      << " sq" << c.sq << " skv" << c.skv << " d" << c.d << " blocks " << c.bq
+      << "," << c.bk << (c.causal ? " causal" : "");
+  EXPECT_LT(MaxAbsDiff(lse, ref_lse), 1e-4);
+}
+
+TEST(FlashAttentionTest, MhaMqaGqaCausalRagged) {
+  RUN_ON_DEVICES({
+    for (const FaCase& c : {FaCase{1, 1, 1, 64, 64, 32, 32, 32, false},
+                            FaCase{2, 4, 4, 50, 70, 16, 16, 32, false},
+                            FaCase{1, 4, 1, 33, 33, 8, 16, 8, true},
+                            FaCase{2, 6, 2, 40, 40, 64, 16, 16, true},
+                            FaCase{1, 2, 2, 7, 100, 24, 8, 64, false},
+                            FaCase{1, 2, 1, 65, 65, 128, 32, 64, true}}) {
+      CheckFlash<float>(c, 2e-5);
+    }
+    CheckFlash<BFloat16>({1, 4, 2, 45, 45, 32, 16, 16, true}, 2e-2);
+    CheckFlash<Half>({2, 2, 1, 30, 47, 16, 16, 16, false}, 2e-3);
+    return absl::OkStatus();
+  });
+}
+
+// A key block above the causal diagonal is never copied.
+TEST(FlashAttentionTest, CausalSkipsCopies) {
+  RUN_ON_DEVICES({
+    const int64_t s = 64, d = 8;
+    auto q = RandomVector(s * d, 1), k = RandomVector(s * d, 2),
+         v = RandomVector(s * d, 3);
+    std::vector<float> o(s * d);
+    PipelineStats stats;
+    FlashAttentionOptions opts{16, 16, true, std::nullopt, &stats};
+    MESHDMA_RETURN_IF_ERROR(
+        FlashAttention(View(q, {1, 1, s, d}), View(k, {1, 1, s, d}),
+                       View(v, {1, 1, s, d}), View(o, {1, 1, s, d}), opts));
+    // Query block i needs key blocks 0..i; the key index sequence is
+    // 0000 0111 0122 0123, and a copy happens only where it changes: 9
+    // copies instead of 16.
+    EXPECT_EQ(stats.input_copies[1], 9);
+    EXPECT_EQ(stats.input_copies[0], 4);
+    return absl::OkStatus();
+  });
+}
+
+// MHA, batched MHA and MQA from the single-sequence kernel with vmap (the
+// Pallas talk), against the 4-D kernel's reference.
+TEST(FlashAttentionTest, VmapMhaAndMqa) {
+  RUN_ON_DEVICES({
+    const int64_t b = 2, h = 3, s = 40, d = 16;
+    FlashAttentionOptions opts;
+    opts.block_q = 16;
+    opts.block_k = 16;
+    MESHDMA_ASSIGN_OR_RETURN(Kernel single,
+                             FlashAttentionKernel(s, s, d, DType::kF32, opts));
+    auto q = RandomVector(b * h * s * d, 1), k = RandomVector(b * h * s * d, 2),
+         v = RandomVector(b * h * s * d, 3);
+    std::vector<float> o(q.size());
+    Kernel mha = vmap(single, {0, 0, 0});
+    Kernel batched = vmap(mha, {0, 0, 0});
+    const ArrayRef ins[] = {View(q, {b, h, s, d}), View(k, {b, h, s, d}),
+                            View(v, {b, h, s, d})};
+    const ArrayRef outs[] = {View(o, {b, h, s, d})};
+    MESHDMA_RETURN_IF_ERROR(batched(ins, outs));
+    const float scale = 1.0f / std::sqrt(float(d));
+    EXPECT_LT(MaxAbsDiff(o, ReferenceAttention(q, k, v, b, h, h, s, s, d, scale,
+                                               false)),
+              2e-5);
+    // MQA: K and V shared by every head (in_axes None).
+    std::vector<float> k1(k.begin(), k.begin() + s * d),
+        v1(v.begin(), v.begin() + s * d);
+    std::vector<float> q1(q.begin(), q.begin() + h * s * d), o1(h * s * d);
+    Kernel mqa = vmap(single, {0, std::nullopt, std::nullopt});
+    const ArrayRef ins2[] = {View(q1, {h, s, d}), View(k1, {s, d}),
+                             View(v1, {s, d})};
+    const ArrayRef outs2[] = {View(o1, {h, s, d})};
+    MESHDMA_RETURN_IF_ERROR(mqa(ins2, outs2));
+    EXPECT_LT(MaxAbsDiff(o1, ReferenceAttention(q1, k1, v1, 1, h, 1, s, s, d,
+                                                scale, false)),
+              2e-5);
+    return absl::OkStatus();
+  });
+}
+
+TEST(FlashAttentionTest, BadInput) {
+  RUN_ON_DEVICES({
+    std::vector<float> q(2 * 4 * 8 * 16), k(2 * 3 * 8 * 16), o(q.size());
+    std::vector<int32_t> qi(q.size());
+    absl::Status s =
+        FlashAttention(View(q, {2, 4, 8, 16}), View(k, {2, 3, 8, 16}),
+                       View(k, {2, 3, 8, 16}), View(o, {2, 4, 8, 16}));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("input 1 ('k')"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("flash_attention"));
+    s = FlashAttention(View(qi, {2, 4, 8, 16}), View(k, {2, 3, 8, 16}),
+                       View(k, {2, 3, 8, 16}), View(o, {2, 4, 8, 16}));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("input 0 ('q') has dtype i32"));
+    s = FlashAttention(View(q, {2, 4, 8, 16}), View(q, {2, 4, 8, 16}),
+                       View(q, {2, 4, 8, 16}), View(o, {2, 4, 16, 8}));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("output 0 ('out')"));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+}  // namespace meshdma
