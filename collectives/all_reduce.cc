@@ -122,8 +122,10 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                         const ArrayRef& output,
                         const std::vector<std::string>& axes,
                         const CollectiveOptions& options) {
-  const std::string name =
-      op == ReduceOp::kSum ? "psum" : absl::StrCat("p", ReduceOpName(op));
+  const absl::string_view name = op == ReduceOp::kSum   ? "psum"
+                                 : op == ReduceOp::kMax ? "pmax"
+                                 : op == ReduceOp::kMin ? "pmin"
+                                                        : "pmean";
   MESHDMA_ASSIGN_OR_RETURN(Group g, internal::ResolveGroup(name, axes));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
                            internal::Flatten(input, name, "input", g));

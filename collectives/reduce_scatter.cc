@@ -72,10 +72,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                             const ArrayRef& output,
                             const std::vector<std::string>& axes,
                             const CollectiveOptions& options) {
-  const std::string name =
-      op == ReduceOp::kSum
-          ? "psum_scatter"
-          : absl::StrCat("reduce_scatter(", ReduceOpName(op), ")");
+  const absl::string_view name = op == ReduceOp::kSum   ? "psum_scatter"
+                                 : op == ReduceOp::kMax ? "reduce_scatter(max)"
+                                 : op == ReduceOp::kMin
+                                     ? "reduce_scatter(min)"
+                                     : "reduce_scatter(mean)";
   MESHDMA_ASSIGN_OR_RETURN(Group g, internal::ResolveGroup(name, axes));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
                            internal::Flatten(input, name, "input", g));

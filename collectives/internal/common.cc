@@ -25,7 +25,6 @@ absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
   MESHDMA_ASSIGN_OR_RETURN(int global, global_device_id());
   Group g;
   g.mesh = *mesh;
-  const std::string axes_str = absl::StrCat("{", absl::StrJoin(axes, ","), "}");
   if (axes.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(collective, " on device ", global,
@@ -34,23 +33,28 @@ absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
   }
   auto members = (*mesh)->Group(me, axes);
   if (!members.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(collective, " on device ", global, " over axes ", axes_str,
-                     ": ", members.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, " on device ", global, " over axes {",
+        absl::StrJoin(axes, ","), "}: ", members.status().message()));
   }
   g.members = *std::move(members);
   g.rank = static_cast<int>(std::find(g.members.begin(), g.members.end(), me) -
                             g.members.begin());
-  g.describe =
-      absl::StrCat("device ", global, " (position ", g.rank, " of ", g.size(),
-                   " along ", axes_str, " of mesh ", (*mesh)->ToString(), ")");
+  g.global_device = global;
+  g.axes = axes;
   return g;
+}
+
+std::string Group::Describe() const {
+  return absl::StrCat("device ", global_device, " (position ", rank, " of ",
+                      size(), " along {", absl::StrJoin(axes, ","),
+                      "} of mesh ", mesh->ToString(), ")");
 }
 
 absl::Status CollectiveError(absl::string_view collective, const Group& group,
                              absl::string_view message) {
   return absl::InvalidArgumentError(
-      absl::StrCat(collective, " on ", group.describe, ": ", message));
+      absl::StrCat(collective, " on ", group.Describe(), ": ", message));
 }
 
 absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,

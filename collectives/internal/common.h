@@ -31,8 +31,11 @@ struct Group {
     return members[((rank + offset) % n + n) % n];
   }
   int Member(int position) const { return members[position]; }
-  // "device 5 (position 1 of 4 along {x})", for error messages.
-  std::string describe;
+  int global_device = 0;
+  std::span<const std::string> axes;  // The caller's; valid during the call.
+  // "device 5 (position 1 of 4 along {x} of mesh {x: 4})", for errors only
+  // (built on demand: the small-message path must not format strings).
+  std::string Describe() const;
 };
 
 // The group of the calling device over `axes` on the current mesh. Errors
