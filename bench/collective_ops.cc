@@ -166,7 +166,6 @@ absl::Status RunCollective(BenchContext& ctx, Op op) {
   }
   CollectiveOptions options;
   options.algorithm = algorithm;
-  if (std::getenv("NOCHECK")) options.check_peers = false;
   const char* name = op == Op::kAllReduce       ? "all_reduce"
                      : op == Op::kAllGather     ? "all_gather"
                      : op == Op::kReduceScatter ? "reduce_scatter"
