@@ -65,7 +65,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;
         // Steps 1..n-1: the ring, sending my block from `in` (single copy).
-        return internal::RingAllGather(g, in, out, blocks, lanes);
+        MESHDMA_ASSIGN_OR_RETURN(internal::AllGatherState state,
+                                 internal::AllocateAllGather(g, lanes));
+        return internal::RingAllGather(g, in, out, blocks, state);
       });
 }
 

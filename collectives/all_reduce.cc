@@ -109,11 +109,17 @@ absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
   for (int i = 0; i <= n; ++i) segments[i] = internal::PartBegin(count, n, i);
   const ArrayRef mine =
       Range(out, segments[g.rank], segments[g.rank + 1] - segments[g.rank]);
-  // Phase 1: reduce-scatter; segment r of `out` holds the total.
+  MESHDMA_ASSIGN_OR_RETURN(internal::AllGatherState gather,
+                           internal::AllocateAllGather(g, lanes));
+  // Phase 1: reduce-scatter; segment r of `out` holds the total, and each
+  // finished piece of it is already on its way to the next member (step 0
+  // of phase 2).
   MESHDMA_RETURN_IF_ERROR(internal::RingReduceScatter<T>(
-      g, op, in, &out, mine, lanes, options.chunk_bytes, options.num_buffers));
+      g, op, in, &out, mine, lanes, options.chunk_bytes, options.num_buffers,
+      &gather));
   // Phase 2: all-gather the totals straight into every member's `out`.
-  return internal::RingAllGather(g, mine, out, segments, lanes);
+  return internal::RingAllGather(g, mine, out, segments, gather,
+                                 /*step0_sent=*/true);
 }
 
 }  // namespace

@@ -2,29 +2,31 @@
 
 namespace meshdma::internal {
 
-absl::Status RingAllGather(const Group& g, const ArrayRef& own,
-                           const ArrayRef& output,
-                           const std::vector<int64_t>& blocks, int num_lanes) {
+absl::StatusOr<AllGatherState> AllocateAllGather(const Group& g,
+                                                 int num_lanes) {
+  AllGatherState lanes(num_lanes);
   const int n = g.size();
-  const int r = g.rank;
-  const int L = num_lanes;
-  if (n == 1) return absl::OkStatus();
-  struct Lane {
-    int dir = 1;
-    SemaphoreArray recv_sems;  // One per step.
-    Semaphore send_sem;
-    std::vector<AsyncCopyDescriptor> sends;
-  };
-  std::vector<Lane> lanes(L);
-  for (int l = 0; l < L; ++l) {
+  for (int l = 0; l < num_lanes; ++l) {
     lanes[l].dir = l == 0 ? 1 : -1;
     MESHDMA_ASSIGN_OR_RETURN(
         lanes[l].recv_sems,
-        AllocateSemaphoreArray(SemaphoreType::kDma, n - 1, "all-gather recv"));
+        AllocateSemaphoreArray(SemaphoreType::kDma, std::max(1, n - 1),
+                               "all-gather recv"));
     MESHDMA_ASSIGN_OR_RETURN(
         lanes[l].send_sem,
         AllocateSemaphore(SemaphoreType::kDma, "all-gather send"));
   }
+  return lanes;
+}
+
+absl::Status RingAllGather(const Group& g, const ArrayRef& own,
+                           const ArrayRef& output,
+                           const std::vector<int64_t>& blocks,
+                           AllGatherState& lanes, bool step0_sent) {
+  const int n = g.size();
+  const int r = g.rank;
+  const int L = static_cast<int>(lanes.size());
+  if (n == 1) return absl::OkStatus();
   // Lane l's part of block s, as [begin, begin + len) of `output`.
   auto part = [&](int s, int l, int64_t* begin, int64_t* len) {
     s = ((s % n) + n) % n;
@@ -35,7 +37,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
   };
   for (int k = 0; k < n; ++k) {
     for (int l = 0; l < L; ++l) {
-      Lane& lane = lanes[l];
+      AllGatherLane& lane = lanes[l];
       const int d = lane.dir;
       // Wait for the part that arrived in step k-1 (or, at k = n-1, the last).
       if (k > 0) {
@@ -48,7 +50,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                                       .wait_recv());
         }
       }
-      if (k == n - 1) continue;
+      if (k == n - 1 || (k == 0 && step0_sent)) continue;
       // Pass block r - d*k on to member r + d.
       int64_t b, len;
       part(r - d * k, l, &b, &len);
@@ -60,7 +62,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
       MESHDMA_RETURN_IF_ERROR(lane.sends.back().start());
     }
   }
-  for (Lane& lane : lanes) {
+  for (AllGatherLane& lane : lanes) {
     for (AsyncCopyDescriptor& send : lane.sends) {
       MESHDMA_RETURN_IF_ERROR(send.wait_send());
     }

@@ -38,9 +38,24 @@ namespace meshdma::internal {
 //                it on to member r+d;
 //   last:        wait for block r-d*(n-1) = r+d.
 // Finally wait until every push has been read (send semaphores).
+//
+// `state` holds the semaphores and sends of each lane (`AllocateAllGather`).
+// All-reduce allocates it before its reduce-scatter, which then pushes each
+// finished piece of its segment to the neighbour at once (step 0, while the
+// piece is still in cache); `step0_sent` tells this phase to skip step 0's
+// sends and only wait for them.
+struct AllGatherLane {
+  int dir = 1;
+  SemaphoreArray recv_sems;  // One per step.
+  Semaphore send_sem;
+  std::vector<AsyncCopyDescriptor> sends;
+};
+using AllGatherState = std::vector<AllGatherLane>;
+absl::StatusOr<AllGatherState> AllocateAllGather(const Group& g, int num_lanes);
 absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const ArrayRef& output,
-                           const std::vector<int64_t>& blocks, int num_lanes);
+                           const std::vector<int64_t>& blocks,
+                           AllGatherState& state, bool step0_sent = false);
 
 // Ring reduce-scatter phase over the 1-D `input` of `count` elements of type
 // T split into n segments ([count*s/n, count*(s+1)/n)). On return the
@@ -64,11 +79,16 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
 //        r-d*(1+k) into it (my input itself when k = 0).
 // Finally wait for the last sends to be read and for the last B capacity
 // signals, so that every semaphore ends at 0.
+//
+// With `gather` (all-reduce only, with `full`), each finished piece of
+// segment r is pushed at once into member r+d's `full` as step 0 of the
+// all-gather that follows.
 template <typename T>
 absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                const ArrayRef& input, const ArrayRef* full,
                                const ArrayRef& mine, int num_lanes,
-                               int64_t chunk_bytes, int num_buffers);
+                               int64_t chunk_bytes, int num_buffers,
+                               AllGatherState* gather = nullptr);
 
 // ---------------------------------------------------------------------------
 // Implementation.
@@ -77,7 +97,8 @@ template <typename T>
 absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                const ArrayRef& input, const ArrayRef* full,
                                const ArrayRef& mine, int num_lanes,
-                               int64_t chunk_bytes, int num_buffers) {
+                               int64_t chunk_bytes, int num_buffers,
+                               AllGatherState* gather) {
   using A = Acc<T>;
   const int n = g.size();
   const int r = g.rank;
@@ -180,6 +201,15 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
           if (k == n - 1) {
             T* out = mine.data_as<T>() + (b - mine_begin);
             CombineArrays<A>(op, in + b, got, out, len, n);
+            if (gather != nullptr) {
+              // All-gather step 0 for this piece: straight into the
+              // neighbour's output while it is hot in cache.
+              AllGatherLane& ag = (*gather)[l];
+              const ArrayRef piece_ref = Range(*full, b, len);
+              ag.sends.push_back(RemoteCopy(piece_ref, piece_ref, ag.send_sem,
+                                            ag.recv_sems[0], to));
+              MESHDMA_RETURN_IF_ERROR(ag.sends.back().start());
+            }
           } else {
             CombineArrays<A>(op, in + b, got, const_cast<A*>(partial), len, 1);
           }
