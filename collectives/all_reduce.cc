@@ -55,41 +55,83 @@ using internal::Group;
 using internal::Range;
 
 // One-shot all-reduce:
-//   step 1: push my whole input into row r of every peer's scratch [n, count]
-//           (one DMA per peer, all on one send and one receive semaphore);
-//   step 2: wait until n-1 rows have arrived (the receive semaphore counts
-//           their bytes) and my pushes have been read;
-//   step 3: reduce the n rows in group order (my input stands for row r).
+//   step 1: push a 64-byte header (the call's signature, see
+//           `CheckRingNeighbour`) and then my whole input into row r of every
+//           peer's header and data scratch (two DMAs per peer; one send and
+//           one receive semaphore for each kind);
+//   step 2: wait for the n-1 headers and compare them with mine, so that a
+//           peer making a different call is an error before any data wait;
+//   step 3: wait until n-1 rows of data have arrived and my pushes have been
+//           read;
+//   step 4: reduce the n rows in group order (my input stands for row r).
+// Carrying the check with the data keeps this to one exchange after the
+// kernel's entry barrier.
 template <typename T>
-absl::Status OneShot(const Group& g, ReduceOp op, const ArrayRef& in,
-                     const ArrayRef& out) {
+absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
+                     const ArrayRef& in, const ArrayRef& out, int64_t signature,
+                     bool check) {
   const int n = g.size();
   const int r = g.rank;
   const int64_t count = in.num_elements();
+  constexpr int64_t kHeader = 8;  // int64 words: one cache line.
+  // The fixed-size allocations come first, so that they stay symmetric (and
+  // the header check can report it) even when peers disagree on `count`.
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef headers,
+                           AllocateSymmetric(DType::kI64, {n, kHeader}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sems,
+      AllocateSemaphoreArray(SemaphoreType::kDma, 4, "one-shot"));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
                            AllocateSymmetric(in.dtype(), {n, count}));
+  const Semaphore hdr_send = sems[0], hdr_recv = sems[1], send_sem = sems[2],
+                  recv_sem = sems[3];
+  int64_t my_header[kHeader] = {signature};
+  const int64_t header_shape[] = {kHeader};
   MESHDMA_ASSIGN_OR_RETURN(
-      Semaphore send_sem,
-      AllocateSemaphore(SemaphoreType::kDma, "one-shot send"));
-  MESHDMA_ASSIGN_OR_RETURN(
-      Semaphore recv_sem,
-      AllocateSemaphore(SemaphoreType::kDma, "one-shot recv"));
-  std::vector<AsyncCopyDescriptor> sends;
-  sends.reserve(n - 1);
+      ArrayRef header_src,
+      ArrayRef::FromPointer(my_header, DType::kI64, header_shape));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_header_row, headers.At(r));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
-  if (count > 0) {
-    for (int j = 1; j < n; ++j) {
+  std::vector<AsyncCopyDescriptor> sends;
+  sends.reserve(2 * (n - 1));
+  // Step 1.
+  for (int j = 1; j < n; ++j) {
+    if (check) {
+      sends.push_back(internal::RemoteCopy(header_src, my_header_row, hdr_send,
+                                           hdr_recv, g.Peer(j)));
+      MESHDMA_RETURN_IF_ERROR(sends.back().start());
+    }
+    if (count > 0) {
       sends.push_back(
           internal::RemoteCopy(in, my_row, send_sem, recv_sem, g.Peer(j)));
       MESHDMA_RETURN_IF_ERROR(sends.back().start());
     }
+  }
+  // Step 2.
+  if (check) {
+    for (int j = 1; j < n; ++j) {
+      MESHDMA_RETURN_IF_ERROR(internal::RemoteCopy(my_header_row, my_header_row,
+                                                   hdr_send, hdr_recv,
+                                                   g.Peer(-j))
+                                  .wait_recv());
+    }
+    for (int i = 0; i < n; ++i) {
+      if (i == r) continue;
+      MESHDMA_RETURN_IF_ERROR(internal::CompareSignatures(
+          name, g, signature, headers.data_as<int64_t>()[i * kHeader],
+          g.Member(i)));
+    }
+  }
+  // Step 3.
+  if (count > 0) {
     for (int j = 1; j < n; ++j) {
       MESHDMA_RETURN_IF_ERROR(
           internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(-j))
               .wait_recv());
     }
-    for (AsyncCopyDescriptor& s : sends) MESHDMA_RETURN_IF_ERROR(s.wait_send());
   }
+  for (AsyncCopyDescriptor& s : sends) MESHDMA_RETURN_IF_ERROR(s.wait_send());
+  // Step 4.
   std::vector<const T*> sources(n);
   for (int i = 0; i < n; ++i) {
     sources[i] =
@@ -159,7 +201,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     status = RunKernel(internal::KernelFor(name), [&]() -> absl::Status {
-      if (options.check_peers) {
+      const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+      if (options.check_peers && !one_shot) {
         MESHDMA_RETURN_IF_ERROR(internal::CheckRingNeighbour(
             name, g, internal::CollectiveKind::kAllReduce, in.dtype(),
             in.num_elements(), static_cast<int>(op), &output));
@@ -172,7 +215,12 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       }
       switch (algorithm) {
         case CollectiveAlgorithm::kOneShot:
-          return OneShot<T>(g, op, in, out);
+          return OneShot<T>(
+              name, g, op, in, out,
+              internal::CallSignature(internal::CollectiveKind::kAllReduce,
+                                      in.dtype(), in.num_elements(),
+                                      static_cast<int>(op), &output),
+              options.check_peers);
         case CollectiveAlgorithm::kBidirectionalRing:
           return Ring<T>(g, op, in, out, 2, options);
         default:

@@ -130,12 +130,8 @@ struct Signature {
 
 }  // namespace
 
-absl::Status CheckRingNeighbour(absl::string_view collective,
-                                const Group& group, CollectiveKind kind,
-                                DType dtype, int64_t count, int aux,
-                                const ArrayRef* symmetric) {
-  if (group.size() == 1) return absl::OkStatus();
-  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
+                      const ArrayRef* symmetric) {
   Signature me;
   me.count = count % ((int64_t{1} << 30) - 1);
   me.offset = symmetric != nullptr && symmetric->is_symmetric()
@@ -144,7 +140,28 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
   me.dtype = static_cast<int>(dtype);
   me.kind = static_cast<int>(kind);
   me.aux = aux;
-  const int64_t mine = me.Encode();
+  return me.Encode();
+}
+
+absl::Status CompareSignatures(absl::string_view collective, const Group& group,
+                               int64_t mine, int64_t theirs, int peer) {
+  if (theirs == mine) return absl::OkStatus();
+  return CollectiveError(
+      collective, group,
+      absl::StrCat("this device calls ", Signature::Decode(mine).ToString(),
+                   " but device LOGICAL id ", peer, " calls ",
+                   Signature::Decode(theirs).ToString(),
+                   "; every device of the group must make the same call, "
+                   "with outputs from the same symmetric allocation"));
+}
+
+absl::Status CheckRingNeighbour(absl::string_view collective,
+                                const Group& group, CollectiveKind kind,
+                                DType dtype, int64_t count, int aux,
+                                const ArrayRef* symmetric) {
+  if (group.size() == 1) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  const int64_t mine = CallSignature(kind, dtype, count, aux, symmetric);
   // Step 1: tell the next device what this call is.
   MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, mine, DeviceId(group.Peer(1)),
                                            DeviceIdType::kLogical));
@@ -153,18 +170,7 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
   MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
   MESHDMA_ASSIGN_OR_RETURN(int64_t rest, semaphore_read(sem));
   if (rest > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, rest));
-  const int64_t theirs = rest + 1;
-  if (theirs != mine) {
-    return CollectiveError(
-        collective, group,
-        absl::StrCat("this device calls ", me.ToString(),
-                     " but the previous device of the ring (LOGICAL id ",
-                     group.Peer(-1), ") calls ",
-                     Signature::Decode(theirs).ToString(),
-                     "; every device of the group must make the same call, "
-                     "with outputs from the same symmetric allocation"));
-  }
-  return absl::OkStatus();
+  return CompareSignatures(collective, group, mine, rest + 1, group.Peer(-1));
 }
 
 ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size) {

@@ -78,6 +78,14 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
                                 DType dtype, int64_t count, int aux,
                                 const ArrayRef* symmetric);
 
+// The 62-bit value `CheckRingNeighbour` exchanges, for collectives that
+// carry it with their data instead (one round less), and the error when a
+// peer's differs.
+int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
+                      const ArrayRef* symmetric);
+absl::Status CompareSignatures(absl::string_view collective, const Group& group,
+                               int64_t mine, int64_t theirs, int peer);
+
 // Bounds of part `i` of `count` elements split `n` ways: [Begin(i),
 // Begin(i+1)).
 inline int64_t PartBegin(int64_t count, int64_t n, int64_t i) {

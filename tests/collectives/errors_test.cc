@@ -101,7 +101,7 @@ TEST(CollectiveErrors, MismatchedCountAcrossDevices) {
         MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, me == 0 ? 10 : 11));
         return psum(in, in, {"x"});
       }),
-      "but the previous device of the ring");
+      "this device calls psum of");
 }
 
 }  // namespace
