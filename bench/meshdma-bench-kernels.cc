@@ -13,6 +13,13 @@
 //    each algorithm allocates: both hold q, k, v, o (linear in S); flash adds
 //    its staging buffers and scratch (counted by the pipeline, constant in
 //    S), naive adds the [S, S] f32 score matrix (quadratic).
+// 6. Paged attention decode (one query token per sequence, GQA 32/8 heads,
+//    head_dim 128, pages of 16 tokens scattered at random through the cache)
+//    versus flash attention on the same K/V stored contiguously, at equal
+//    context lengths: decode tokens/s, GFLOP/s (4 * ctx * D per query head)
+//    and K/V read bandwidth.
+// 7. flash attention backward GFLOP/s (dq, dk, dv; 10*S*S*D flops per head,
+//    the five block products of FlashAttention-2, half when causal).
 // Medians of several runs after a warm-up.
 #include <algorithm>
 #include <chrono>
@@ -27,11 +34,14 @@
 #include <Eigen/Core>
 #endif
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "dma/runtime.h"
 #include "kernels/blas.h"
 #include "kernels/ops/flash_attention.h"
+#include "kernels/ops/flash_attention_backward.h"
 #include "kernels/ops/matmul.h"
+#include "kernels/ops/paged_attention.h"
 
 namespace meshdma {
 namespace {
@@ -63,8 +73,9 @@ std::vector<float> Random(int64_t n, uint32_t seed) {
   return v;
 }
 
-ArrayRef View(std::vector<float>& v, std::vector<int64_t> shape) {
-  return *ArrayRef::FromPointer(v.data(), DType::kF32, shape);
+template <typename T>
+ArrayRef View(std::vector<T>& v, std::vector<int64_t> shape) {
+  return *ArrayRef::FromPointer(v.data(), kDTypeOf<T>, shape);
 }
 
 double SgemmGflops(int64_t n, int reps) {
@@ -195,6 +206,109 @@ absl::Status Bench(bool quick) {
     std::printf("%8ld %14ld %14ld %14ld %14ld\n", long(s), long(io),
                 long(stats.vmem_bytes), long(io + stats.vmem_bytes),
                 long(io + naive));
+  }
+
+  // 6. Paged versus contiguous decode attention.
+  std::printf(
+      "\n## decode attention: paged (page 16, 8 pages per compute block, "
+      "random page order) vs contiguous flash, 8 seqs, 32 q / 8 kv heads, "
+      "head_dim 128, f32\n");
+  std::printf("%8s %-11s %10s %12s %10s %10s\n", "context", "kernel", "ms",
+              "tokens/s", "GFLOP/s", "KV GB/s");
+  {
+    const int64_t seqs = 8, h = 32, hkv = 8, ps = 16;
+    std::vector<int64_t> ctxs = {512, 2048, 4096};
+    if (quick) ctxs = {2048};
+    for (int64_t ctx : ctxs) {
+      const int64_t pps = ctx / ps, pages = seqs * pps;
+      auto q = Random(seqs * h * d, 8);
+      auto kc = Random(hkv * pages * ps * d, 9),
+           vc = Random(hkv * pages * ps * d, 10);
+      std::vector<int32_t> lens(seqs, static_cast<int32_t>(ctx)),
+          tables(seqs * pps);
+      for (int64_t i = 0; i < seqs * pps; ++i) tables[i] = int32_t(i);
+      std::shuffle(tables.begin(), tables.end(), std::mt19937(11));
+      // The same K/V contiguous: [seqs, hkv, ctx, d].
+      std::vector<float> kk(seqs * hkv * ctx * d), vv(kk.size());
+      for (int64_t s = 0; s < seqs; ++s)
+        for (int64_t kh = 0; kh < hkv; ++kh)
+          for (int64_t t = 0; t < ctx; ++t) {
+            const int64_t page = tables[s * pps + t / ps];
+            const float* src = &kc[((kh * pages + page) * ps + t % ps) * d];
+            const float* vsrc = &vc[((kh * pages + page) * ps + t % ps) * d];
+            std::copy(src, src + d, &kk[((s * hkv + kh) * ctx + t) * d]);
+            std::copy(vsrc, vsrc + d, &vv[((s * hkv + kh) * ctx + t) * d]);
+          }
+      std::vector<float> o(q.size()), o2(q.size());
+      PagedAttentionOptions po;
+      po.pages_per_compute_block = 8;
+      absl::Status st;
+      const int reps = ctx >= 4096 ? 5 : 9;
+      const double tp = Time(reps, [&] {
+        st.Update(PagedAttention(
+            View(q, {seqs, h, d}), View(kc, {hkv, pages, ps, d}),
+            View(vc, {hkv, pages, ps, d}), View(lens, {seqs}),
+            View(tables, {seqs, pps}), View(o, {seqs, h, d}), po));
+      });
+      FlashAttentionOptions fo;
+      fo.block_q = 1;
+      fo.block_k = 512;
+      const double tf = Time(reps, [&] {
+        st.Update(FlashAttention(
+            View(q, {seqs, h, 1, d}), View(kk, {seqs, hkv, ctx, d}),
+            View(vv, {seqs, hkv, ctx, d}), View(o2, {seqs, h, 1, d}), fo));
+      });
+      MESHDMA_RETURN_IF_ERROR(st);
+      double diff = 0;
+      for (size_t i = 0; i < o.size(); ++i)
+        diff = std::max<double>(diff, std::abs(o[i] - o2[i]));
+      if (diff > 1e-4) {
+        return absl::InternalError(
+            absl::StrCat("paged and contiguous attention differ by ", diff));
+      }
+      const double flop = 4.0 * seqs * h * ctx * d;
+      const double bytes = 2.0 * seqs * hkv * ctx * d * 4;
+      for (auto [name, t] :
+           {std::pair<const char*, double>{"paged", tp},
+            std::pair<const char*, double>{"contiguous", tf}}) {
+        std::printf("%8ld %-11s %10.2f %12.0f %10.1f %10.1f\n", long(ctx), name,
+                    t * 1e3, seqs / t, flop / t / 1e9, bytes / t / 1e9);
+      }
+    }
+  }
+
+  // 7. flash attention backward.
+  std::printf(
+      "\n## flash attention backward (dq, dk, dv), head_dim 128, f32 "
+      "(blocks q 128, k 128)\n");
+  std::vector<int64_t> bseqs = {1024, 2048};
+  if (quick) bseqs = {1024};
+  for (int64_t s : bseqs) {
+    for (bool causal : {false, true}) {
+      auto q = Random(s * d, 5), k = Random(s * d, 6), v = Random(s * d, 7),
+           dout = Random(s * d, 12);
+      std::vector<float> o(s * d), lse(s), dq(s * d), dk(s * d), dv(s * d);
+      FlashAttentionOptions opts;
+      opts.block_q = 128;
+      opts.block_k = 128;
+      opts.causal = causal;
+      const std::vector<int64_t> sh = {1, 1, s, d};
+      const ArrayRef lse_ref = View(lse, {1, 1, s});
+      MESHDMA_RETURN_IF_ERROR(FlashAttention(
+          View(q, sh), View(k, sh), View(v, sh), View(o, sh), opts, &lse_ref));
+      absl::Status st;
+      double t = Time(3, [&] {
+        st.Update(FlashAttentionBackward(
+            View(q, sh), View(k, sh), View(v, sh), View(o, sh), View(dout, sh),
+            lse_ref, View(dq, sh), View(dk, sh), View(dv, sh), opts));
+      });
+      MESHDMA_RETURN_IF_ERROR(st);
+      const double flop = 10.0 * s * s * d * (causal ? 0.5 : 1.0);
+      const double g = flop / t / 1e9;
+      std::printf("seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm\n",
+                  long(s), causal ? "causal" : "non-causal", t * 1e3, g,
+                  100 * g / sgemm);
+    }
   }
   return absl::OkStatus();
 }

@@ -173,12 +173,15 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
 
 absl::Status Device::PopScope() {
   Scope& scope = scopes_.back();
+  // Only DMAs started in this scope (or deeper) belong to it: an enclosing
+  // kernel may legitimately have copies in flight around a nested one.
+  const int depth = static_cast<int>(scopes_.size()) - 1;
   std::vector<std::string> violations;
-  const std::string inflight = DescribeInflight();
-  if (num_inflight() != 0) {
-    violations.push_back(absl::StrCat("DMAs still in flight: ", inflight));
+  if (num_inflight(depth) != 0) {
+    violations.push_back(
+        absl::StrCat("DMAs still in flight: ", DescribeInflight(depth)));
   }
-  absl::Status drained = DrainInflight();
+  absl::Status drained = DrainInflight(depth);
   if (!drained.ok()) violations.push_back(std::string(drained.message()));
   for (const SemaphoreRecord& rec : scope.semaphores) {
     for (int i = 0; i < rec.count; ++i) {
@@ -274,6 +277,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   op->event.recv_sem = recv_sem.heap_offset();
   op->event.send_sem = remote ? send_sem.heap_offset() : -1;
   op->issuer = this;
+  op->scope_depth = static_cast<int>(scopes_.size()) - 1;
   op->src = src.data();
   op->src_layout = ViewLayout::Of(src);
   op->dst_layout = ViewLayout::Of(dst);
@@ -310,35 +314,37 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
   if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
 }
 
-size_t Device::num_inflight() {
+size_t Device::num_inflight(int min_depth) {
   std::lock_guard<std::mutex> lock(inflight_mu_);
-  return inflight_.size();
+  return std::count_if(
+      inflight_.begin(), inflight_.end(),
+      [&](const DmaOp* op) { return op->scope_depth >= min_depth; });
 }
 
-std::string Device::DescribeInflight() {
+std::string Device::DescribeInflight(int min_depth) {
   std::lock_guard<std::mutex> lock(inflight_mu_);
-  if (inflight_.empty()) return "none";
   std::vector<std::string> parts;
   for (const DmaOp* op : inflight_) {
+    if (op->scope_depth < min_depth) continue;
     parts.push_back(
         absl::StrCat("#", op->event.id, " to device ", op->event.dst_device,
                      " (", op->event.bytes, " bytes, ",
                      runtime_->TransportTo(op->event.dst_device)->name(),
                      ", recv_sem @", op->event.recv_sem, ")"));
   }
-  return absl::StrJoin(parts, ", ");
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
 }
 
-absl::Status Device::DrainInflight() {
+absl::Status Device::DrainInflight(int min_depth) {
   const absl::Time deadline = absl::Now() + runtime_->wait_timeout();
-  while (num_inflight() != 0) {
+  while (num_inflight(min_depth) != 0) {
     if (runtime_->copy_engine() == nullptr ||
         !runtime_->copy_engine()->HelpOnce()) {
       if (absl::Now() > deadline) {
         return absl::DeadlineExceededError(
             absl::StrCat("DMAs of ", Name(), " did not complete within ",
                          absl::FormatDuration(runtime_->wait_timeout()), ": ",
-                         DescribeInflight()));
+                         DescribeInflight(min_depth)));
       }
       absl::SleepFor(absl::Microseconds(20));
     }
@@ -398,8 +404,9 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
   if (value == 0) return absl::OkStatus();  // A zero-byte DMA.
   Observer* obs = runtime_->observer();
   if (obs) {
-    obs->OnWaitBegin(global_index_, kind, sem, value,
-                     CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
+    obs->OnWaitBegin(
+        global_index_, kind, sem, value,
+        CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
   }
   absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
   if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());

@@ -81,9 +81,10 @@ class Device {
 
   // One line about what this device is blocked on, for diagnostics.
   std::string BlockedOn();
-  // The DMAs this device started that have not completed.
-  std::string DescribeInflight();
-  size_t num_inflight();
+  // The DMAs this device started (in scopes at depth >= `min_depth`) that
+  // have not completed.
+  std::string DescribeInflight(int min_depth = 0);
+  size_t num_inflight(int min_depth = 0);
 
   SemaphoreCell* CellAt(int64_t heap_offset) const {
     return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
@@ -109,7 +110,8 @@ class Device {
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
                             Semaphore sem);
-  absl::Status DrainInflight();
+  // Waits until no DMA started at scope depth >= `min_depth` is in flight.
+  absl::Status DrainInflight(int min_depth);
 
   RuntimeImpl* const runtime_;
   const int global_index_;

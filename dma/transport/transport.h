@@ -24,6 +24,7 @@ class Device;
 struct DmaOp {
   DmaEvent event;
   Device* issuer = nullptr;        // The device that called start().
+  int scope_depth = 0;             // The issuer's scope depth at start().
   const std::byte* src = nullptr;  // Local address of src element 0.
   ViewLayout src_layout;
   ViewLayout dst_layout;

@@ -19,6 +19,33 @@ std::vector<float> ReferenceAttention(const std::vector<float>& q,
                                       bool causal,
                                       std::vector<float>* lse = nullptr);
 
+// Paged decode attention by gathering: for each sequence, copy its first
+// context_lens[s] tokens out of the pages named by its block table into
+// contiguous K/V and run `ReferenceAttention` with one query. query
+// [num_seqs, H, D]; caches [Hkv, total_pages, page_size, D]; block_tables
+// [num_seqs, pages_per_seq]. A sequence of length 0 gets zeros.
+std::vector<float> ReferencePagedAttention(
+    const std::vector<float>& query, const std::vector<float>& key_cache,
+    const std::vector<float>& value_cache,
+    const std::vector<int32_t>& context_lens,
+    const std::vector<int32_t>& block_tables, int64_t num_seqs, int64_t h,
+    int64_t hkv, int64_t total_pages, int64_t page_size, int64_t pages_per_seq,
+    int64_t d, float scale);
+
+// Attention backward by the explicit softmax Jacobian, in double: for each
+// head, P = softmax(scale * q k^T [causal]), dV = P^T dO, dP = dO V^T,
+// dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik), dQ = scale dS K, dK = scale dS^T
+// Q; dK and dV of a kv head sum over the query heads that share it. Shapes
+// as `ReferenceAttention`; `d_out` is like q.
+void ReferenceAttentionBackward(const std::vector<float>& q,
+                                const std::vector<float>& k,
+                                const std::vector<float>& v,
+                                const std::vector<float>& d_out, int64_t b,
+                                int64_t h, int64_t hkv, int64_t sq, int64_t skv,
+                                int64_t d, float scale, bool causal,
+                                std::vector<float>* dq, std::vector<float>* dk,
+                                std::vector<float>* dv);
+
 }  // namespace meshdma
 
 #endif  // MESHDMA_KERNELS_OPS_ATTENTION_REFERENCE_H_

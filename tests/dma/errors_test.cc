@@ -1,6 +1,7 @@
 // Bad input and broken contracts return errors that name the device, operand,
 // shape or semaphore (SEMANTICS.md §5-6): never a crash, a hang, or wrong data.
 #include <dirent.h>
+#include <mpi.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -89,9 +90,17 @@ TEST(RuntimeLifecycleTest, NoSharedMemoryNamesLeftBehind) {
     }
     return n;
   };
+  // Every process counts at the same moment: between two barriers no peer is
+  // half-way through start-up.
+  auto sync = [] {
+    if (LaunchedByMpi()) MPI_Barrier(MPI_COMM_WORLD);
+  };
+  sync();
   const int before = count();
+  sync();
   auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
   ASSERT_TRUE(rt.ok()) << rt.status();
+  sync();
   EXPECT_EQ(count(), before);
   ASSERT_TRUE((*rt)->Shutdown().ok());
   EXPECT_EQ(count(), before);

@@ -171,6 +171,37 @@ TEST_P(SemanticsTest, LocalCopyIntoOrdinaryMemory) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// §5: the exit contract of a kernel covers the DMAs it started, not those of
+// an enclosing kernel still in flight around it (compute kernels nest inside
+// communication kernels that overlap them).
+TEST_P(SemanticsTest, NestedKernelIgnoresOuterDmasInFlight) {
+  absl::Status s = Run([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({1 << 18}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({1 << 18}));
+    return RunKernel({.name = "outer"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n_);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(
+          RunKernel({.name = "inner"}, [&]() -> absl::Status {
+            MESHDMA_ASSIGN_OR_RETURN(auto local,
+                                     AllocateSemaphore(SemaphoreType::kDma));
+            MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({64}));
+            MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({64}));
+            auto inner_copy = make_async_copy(a, b, local);
+            MESHDMA_RETURN_IF_ERROR(inner_copy.start());
+            return inner_copy.wait();
+          }));
+      return copy.wait();
+    });
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // §3 on the remote path: a strided source block into a strided destination
 // block of the neighbour's array (column slices: every run is short).
 TEST_P(SemanticsTest, RemoteStridedColumnsCopy) {

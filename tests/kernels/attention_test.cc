@@ -1,0 +1,271 @@
+// Paged attention (decode) and flash attention backward against naive
+// references: gathered contiguous attention, and the explicit softmax
+// Jacobian (itself checked by finite differences).
+#include <cmath>
+#include <random>
+
+#include "base/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/ops/attention_reference.h"
+#include "kernels/ops/flash_attention.h"
+#include "kernels/ops/flash_attention_backward.h"
+#include "kernels/ops/paged_attention.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace meshdma {
+namespace {
+
+using ::meshdma::testing::MaxAbsDiff;
+using ::meshdma::testing::RandomVector;
+using ::meshdma::testing::RunOnDevices;
+using ::meshdma::testing::View;
+using ::testing::HasSubstr;
+
+#define RUN_ON_DEVICES(...)                                                    \
+  do {                                                                         \
+    absl::Status run_status = RunOnDevices([&]() -> absl::Status __VA_ARGS__); \
+    ASSERT_TRUE(run_status.ok()) << run_status;                                \
+  } while (0)
+
+template <typename T>
+std::vector<T> Cast(const std::vector<float>& v) {
+  std::vector<T> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = T(v[i]);
+  return r;
+}
+template <typename T>
+std::vector<float> Uncast(const std::vector<T>& v) {
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<float>(v[i]);
+  return r;
+}
+
+struct PaCase {
+  int64_t seqs, h, hkv, page_size, pps, total_pages, d, ppcb;
+};
+
+// Random block tables (pages may be shared between sequences) and lengths
+// that include 0, 1, a full table and values that are not multiples of the
+// page size or compute block.
+template <typename T>
+void CheckPaged(const PaCase& c, uint32_t seed, double tol) {
+  std::mt19937 gen(seed);
+  const int64_t max_len = c.pps * c.page_size;
+  std::vector<int32_t> lens(c.seqs), tables(c.seqs * c.pps);
+  for (int64_t s = 0; s < c.seqs; ++s) {
+    if (s == 0) {
+      lens[s] = max_len;
+    } else if (s == 1) {
+      lens[s] = 1;
+    } else if (s == 2) {
+      lens[s] = 0;
+    } else {
+      lens[s] = std::uniform_int_distribution<int32_t>(1, max_len)(gen);
+    }
+  }
+  for (int32_t& t : tables) {
+    t = std::uniform_int_distribution<int32_t>(0, c.total_pages - 1)(gen);
+  }
+  const int64_t cache_n = c.hkv * c.total_pages * c.page_size * c.d;
+  auto q = Cast<T>(RandomVector(c.seqs * c.h * c.d, seed + 1));
+  auto k = Cast<T>(RandomVector(cache_n, seed + 2));
+  auto v = Cast<T>(RandomVector(cache_n, seed + 3));
+  std::vector<T> o(q.size());
+  const std::vector<int64_t> cache_shape = {c.hkv, c.total_pages, c.page_size,
+                                            c.d};
+  PagedAttentionOptions opts;
+  opts.pages_per_compute_block = c.ppcb;
+  int64_t copied = 0;
+  opts.pages_copied = &copied;
+  absl::Status s = PagedAttention(
+      View(q, {c.seqs, c.h, c.d}), View(k, cache_shape), View(v, cache_shape),
+      View(lens, {c.seqs}), View(tables, {c.seqs, c.pps}),
+      View(o, {c.seqs, c.h, c.d}), opts);
+  ASSERT_TRUE(s.ok()) << s;
+  auto ref = ReferencePagedAttention(
+      Uncast(q), Uncast(k), Uncast(v), lens, tables, c.seqs, c.h, c.hkv,
+      c.total_pages, c.page_size, c.pps, c.d, 1.0f / std::sqrt(float(c.d)));
+  EXPECT_LT(MaxAbsDiff(Uncast(o), ref), tol)
+      << DTypeName(kDTypeOf<T>) << " seqs " << c.seqs << " h " << c.h << " hkv "
+      << c.hkv << " page " << c.page_size << " pps " << c.pps << " d " << c.d
+      << " ppcb " << c.ppcb;
+  // Only the pages inside each context are copied, once per kv head.
+  int64_t used = 0;
+  for (int32_t len : lens) used += (len + c.page_size - 1) / c.page_size;
+  EXPECT_EQ(copied, used * c.hkv);
+}
+
+TEST(PagedAttentionTest, ShapesLengthsGroups) {
+  RUN_ON_DEVICES({
+    uint32_t seed = 100;
+    for (const PaCase& c : {PaCase{4, 4, 4, 16, 8, 40, 32, 4},  // MHA
+                            PaCase{5, 8, 2, 8, 6, 30, 16, 2},   // GQA
+                            PaCase{3, 4, 1, 4, 10, 50, 8, 3},   // MQA, 3∤10
+                            PaCase{6, 6, 3, 5, 7, 20, 24, 7},   // page 5
+                            PaCase{4, 2, 2, 16, 4, 8, 64, 1},   // ppcb 1
+                            PaCase{3, 2, 1, 32, 3, 9, 128, 8}}) {  // ppcb>pps
+      CheckPaged<float>(c, seed++, 2e-5);
+    }
+    CheckPaged<BFloat16>({5, 8, 2, 8, 6, 30, 32, 4}, 7, 2e-2);
+    CheckPaged<Half>({4, 4, 1, 16, 5, 25, 16, 2}, 8, 2e-3);
+    return absl::OkStatus();
+  });
+}
+
+TEST(PagedAttentionTest, BadInput) {
+  RUN_ON_DEVICES({
+    const int64_t seqs = 2, h = 4, hkv = 2, ps = 4, pps = 3, tp = 5, d = 8;
+    std::vector<float> q(seqs * h * d), k(hkv * tp * ps * d), o(q.size());
+    std::vector<int32_t> lens = {12, 5}, tables = {0, 1, 2, 3, 4, 0};
+    auto call = [&](const ArrayRef& qq, const ArrayRef& kk,
+                    const PagedAttentionOptions& opt = {}) {
+      return PagedAttention(qq, kk, kk, View(lens, {seqs}),
+                            View(tables, {seqs, pps}), View(o, {seqs, h, d}),
+                            opt);
+    };
+    const ArrayRef qv = View(q, {seqs, h, d}), kv = View(k, {hkv, tp, ps, d});
+    MESHDMA_RETURN_IF_ERROR(call(qv, kv));
+    auto expect = [](const absl::Status& s, const char* what) {
+      EXPECT_THAT(std::string(s.message()), HasSubstr("paged_attention"));
+      EXPECT_THAT(std::string(s.message()), HasSubstr(what));
+    };
+    tables[1] = 5;  // Out of range, used by sequence 0.
+    expect(call(qv, kv), "input 4 ('block_tables')[0, 1] = 5");
+    tables[1] = -1;
+    expect(call(qv, kv), "input 4 ('block_tables')[0, 1] = -1");
+    tables[1] = 1;
+    tables[5] = 99;  // Unused by sequence 1 (5 tokens: 2 pages): fine.
+    MESHDMA_RETURN_IF_ERROR(call(qv, kv));
+    lens[1] = 13;  // > pages_per_sequence * page_size.
+    expect(call(qv, kv), "input 3 ('context_lens')[1] = 13");
+    lens[1] = 5;
+    std::vector<float> k3(3 * tp * ps * d);
+    expect(call(qv, View(k3, {3, tp, ps, d})), "not a multiple of the 3 kv");
+    expect(call(qv, View(k, {hkv, tp, ps * 2, d / 2})),
+           "input 1 ('key_cache')");
+    PagedAttentionOptions zero;
+    zero.pages_per_compute_block = 0;
+    expect(call(qv, kv, zero), "pages_per_compute_block");
+    std::vector<int32_t> qi(q.size());
+    expect(call(View(qi, {seqs, h, d}), kv), "input 0 ('query') has dtype i32");
+    return absl::OkStatus();
+  });
+}
+
+// Finite differences of the naive forward (double precision loss) agree with
+// the naive backward: the reference itself is right.
+TEST(FlashAttentionBackwardTest, ReferenceMatchesFiniteDifferences) {
+  const int64_t b = 1, h = 2, hkv = 1, sq = 3, skv = 4, d = 3;
+  const float scale = 0.7f;
+  auto q = RandomVector(b * h * sq * d, 1),
+       k = RandomVector(b * hkv * skv * d, 2),
+       v = RandomVector(b * hkv * skv * d, 3),
+       w = RandomVector(b * h * sq * d, 4);
+  std::vector<float> dq, dk, dv;
+  ReferenceAttentionBackward(q, k, v, w, b, h, hkv, sq, skv, d, scale, true,
+                             &dq, &dk, &dv);
+  // loss = sum(out * w); its gradient wrt each input entry, centrally.
+  auto loss = [&](const std::vector<float>& qq, const std::vector<float>& kk,
+                  const std::vector<float>& vv) {
+    auto o = ReferenceAttention(qq, kk, vv, b, h, hkv, sq, skv, d, scale, true);
+    double l = 0;
+    for (size_t i = 0; i < o.size(); ++i) l += double(o[i]) * w[i];
+    return l;
+  };
+  const float eps = 1e-2f;
+  auto check = [&](std::vector<float>* x, const std::vector<float>& grad,
+                   const char* name) {
+    for (size_t i = 0; i < x->size(); ++i) {
+      const float saved = (*x)[i];
+      (*x)[i] = saved + eps;
+      const double up = loss(q, k, v);
+      (*x)[i] = saved - eps;
+      const double down = loss(q, k, v);
+      (*x)[i] = saved;
+      EXPECT_NEAR((up - down) / (2 * eps), grad[i], 2e-3) << name << " " << i;
+    }
+  };
+  check(&q, dq, "dq");
+  check(&k, dk, "dk");
+  check(&v, dv, "dv");
+}
+
+struct BwdCase {
+  int64_t b, h, hkv, sq, skv, d, bq, bk;
+  bool causal;
+};
+
+template <typename T>
+void CheckBackward(const BwdCase& c, double tol) {
+  const int64_t qn = c.b * c.h * c.sq * c.d, kn = c.b * c.hkv * c.skv * c.d;
+  auto q = Cast<T>(RandomVector(qn, 21)), k = Cast<T>(RandomVector(kn, 22)),
+       v = Cast<T>(RandomVector(kn, 23)), dout = Cast<T>(RandomVector(qn, 24));
+  std::vector<T> o(qn), dq(qn), dk(kn), dv(kn);
+  std::vector<float> lse(c.b * c.h * c.sq);
+  FlashAttentionOptions opts;
+  opts.block_q = c.bq;
+  opts.block_k = c.bk;
+  opts.causal = c.causal;
+  const std::vector<int64_t> qs = {c.b, c.h, c.sq, c.d},
+                             ks = {c.b, c.hkv, c.skv, c.d};
+  const ArrayRef lse_ref = View(lse, {c.b, c.h, c.sq});
+  absl::Status s = FlashAttention(View(q, qs), View(k, ks), View(v, ks),
+                                  View(o, qs), opts, &lse_ref);
+  ASSERT_TRUE(s.ok()) << s;
+  s = FlashAttentionBackward(View(q, qs), View(k, ks), View(v, ks), View(o, qs),
+                             View(dout, qs), lse_ref, View(dq, qs),
+                             View(dk, ks), View(dv, ks), opts);
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<float> rq, rk, rv;
+  ReferenceAttentionBackward(
+      Uncast(q), Uncast(k), Uncast(v), Uncast(dout), c.b, c.h, c.hkv, c.sq,
+      c.skv, c.d, 1.0f / std::sqrt(float(c.d)), c.causal, &rq, &rk, &rv);
+  const std::string what =
+      absl::StrCat(DTypeName(kDTypeOf<T>), " b", c.b, " h", c.h, " hkv", c.hkv,
+                   " sq", c.sq, " skv", c.skv, " d", c.d, " blocks ", c.bq, ",",
+                   c.bk, c.causal ? " causal" : "");
+  EXPECT_LT(MaxAbsDiff(Uncast(dq), rq), tol) << "dq " << what;
+  EXPECT_LT(MaxAbsDiff(Uncast(dk), rk), tol) << "dk " << what;
+  EXPECT_LT(MaxAbsDiff(Uncast(dv), rv), tol) << "dv " << what;
+}
+
+TEST(FlashAttentionBackwardTest, MhaMqaGqaCausalRagged) {
+  RUN_ON_DEVICES({
+    for (const BwdCase& c : {BwdCase{1, 1, 1, 32, 32, 16, 16, 16, false},
+                             BwdCase{2, 4, 4, 50, 70, 16, 16, 32, false},
+                             BwdCase{1, 4, 1, 33, 33, 8, 16, 8, true},
+                             BwdCase{1, 6, 2, 40, 40, 32, 16, 16, true},
+                             BwdCase{1, 2, 2, 7, 100, 24, 8, 64, false},
+                             BwdCase{1, 2, 1, 45, 30, 16, 8, 16, true}}) {
+      CheckBackward<float>(c, 1e-4);
+    }
+    CheckBackward<BFloat16>({1, 4, 2, 24, 24, 16, 8, 8, true}, 6e-2);
+    CheckBackward<Half>({1, 2, 1, 20, 30, 16, 8, 16, false}, 1e-2);
+    return absl::OkStatus();
+  });
+}
+
+TEST(FlashAttentionBackwardTest, BadInput) {
+  RUN_ON_DEVICES({
+    std::vector<float> q(2 * 4 * 8 * 16), k(2 * 2 * 8 * 16), lse(2 * 4 * 8);
+    const ArrayRef qv = View(q, {2, 4, 8, 16}), kv = View(k, {2, 2, 8, 16});
+    absl::Status s = FlashAttentionBackward(qv, kv, kv, qv, qv,
+                                            View(lse, {2, 4, 8}), qv, kv, kv);
+    MESHDMA_RETURN_IF_ERROR(s);
+    s = FlashAttentionBackward(qv, kv, kv, qv, qv, View(lse, {2, 4, 8}), qv, qv,
+                               kv);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("flash_attention_backward': output 1 ('dk')"));
+    s = FlashAttentionBackward(qv, kv, kv, qv, qv, View(lse, {2, 32}), qv, kv,
+                               kv);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("input 5 ('lse')"));
+    s = FlashAttentionBackward(qv, View(q, {2, 3, 8, 16}), kv, qv, qv,
+                               View(lse, {2, 4, 8}), qv, kv, kv);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("multiple"));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace
+}  // namespace meshdma

@@ -1,0 +1,273 @@
+// Ring attention, collective matmuls and the KV-cache transfer against
+// unsharded references, on every device of the launch (threads, or
+// processes under mpirun).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "dma/runtime.h"
+#include "gtest/gtest.h"
+#include "kernels/blas.h"
+#include "kernels/ops/attention_reference.h"
+#include "kernels/overlap/collective_matmul.h"
+#include "kernels/overlap/kv_transfer.h"
+#include "kernels/overlap/ring_attention.h"
+#include "kernels/shard_map.h"
+#include "overlap_test_util.h"
+
+namespace meshdma {
+namespace {
+
+using ::meshdma::testing::MaxAbsDiff;
+using ::meshdma::testing::RandomVector;
+using ::meshdma::testing::TestRuntime;
+
+// [H, S, D] rows permuted along S: out[h][r] = in[h][order[r]].
+std::vector<float> PermuteRows(const std::vector<float>& in, int64_t h,
+                               int64_t s, int64_t d,
+                               const std::vector<int64_t>& order,
+                               bool inverse) {
+  std::vector<float> out(in.size());
+  for (int64_t hh = 0; hh < h; ++hh) {
+    for (int64_t r = 0; r < s; ++r) {
+      const int64_t from = inverse ? r : order[r];
+      const int64_t to = inverse ? order[r] : r;
+      std::copy_n(&in[(hh * s + from) * d], d, &out[(hh * s + to) * d]);
+    }
+  }
+  return out;
+}
+
+struct RingCase {
+  bool causal;
+  SequenceLayout layout;
+  int64_t kv_heads;
+  OverlapMode mode;
+};
+
+class RingAttentionTest : public ::testing::TestWithParam<RingCase> {};
+
+TEST_P(RingAttentionTest, MatchesFullAttention) {
+  const RingCase c = GetParam();
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = *rt.MakeMesh1D("x");
+  const int n = mesh.size();
+  const int64_t h = 4, d = 16, s = 24 * n;
+  const int64_t hkv = c.kv_heads;
+  std::vector<float> q = RandomVector(h * s * d, 11);
+  std::vector<float> k = RandomVector(hkv * s * d, 12);
+  std::vector<float> v = RandomVector(hkv * s * d, 13);
+  const float scale = 1.0f / std::sqrt(float(d));
+  std::vector<float> want_lse;
+  std::vector<float> want = ReferenceAttention(q, k, v, 1, h, hkv, s, s, d,
+                                               scale, c.causal, &want_lse);
+  // Lay the sequence out for the ring (zig-zag permutes the rows first).
+  std::vector<int64_t> order(s);
+  for (int64_t i = 0; i < s; ++i) order[i] = i;
+  if (c.layout == SequenceLayout::kZigZag) order = ZigZagOrder(s, n);
+  std::vector<float> qp = PermuteRows(q, h, s, d, order, false);
+  std::vector<float> kp = PermuteRows(k, hkv, s, d, order, false);
+  std::vector<float> vp = PermuteRows(v, hkv, s, d, order, false);
+  const PartitionSpec seq{{}, {"x"}, {}};
+  auto qs = ShardedArray::FromHost(rt, mesh, seq, qp, {h, s, d});
+  auto ks = ShardedArray::FromHost(rt, mesh, seq, kp, {hkv, s, d});
+  auto vs = ShardedArray::FromHost(rt, mesh, seq, vp, {hkv, s, d});
+  ASSERT_TRUE(qs.ok() && ks.ok() && vs.ok());
+  std::vector<int64_t> products(mesh.size(), -1);
+  auto f = shard_map(
+      [&](std::span<const ArrayRef> in,
+          std::span<const ArrayRef> out) -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        return RingAttention(in[0], in[1], in[2], out[0],
+                             {.causal = c.causal,
+                              .layout = c.layout,
+                              .block_q = 6,
+                              .block_k = 6,
+                              .mode = c.mode,
+                              .products = &products[me]},
+                             &out[1]);
+      },
+      mesh, {seq, seq, seq}, {seq, PartitionSpec{{}, {"x"}}});
+  const ShardedArray args[] = {*qs, *ks, *vs};
+  const ShapeDtype outs_shape[] = {{DType::kF32, {h, s, d}},
+                                   {DType::kF32, {h, s}}};
+  auto outs = f(rt, args, outs_shape);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  std::vector<float> got =
+      PermuteRows(*(*outs)[0].ToHost<float>(), h, s, d, order, true);
+  std::vector<float> got_lse =
+      PermuteRows(*(*outs)[1].ToHost<float>(), h, s, 1, order, true);
+  EXPECT_LT(MaxAbsDiff(got, want), 2e-5);
+  EXPECT_LT(MaxAbsDiff(got_lse, want_lse), 2e-5);
+  // Load balance: with zig-zag every device computes the same number of
+  // block products; contiguous causal does not.
+  std::vector<int64_t> local;
+  for (int l : (*outs)[0].local_devices()) local.push_back(products[l]);
+  if (c.causal && c.layout == SequenceLayout::kZigZag) {
+    for (int64_t p : local) EXPECT_EQ(p, local[0]);
+  }
+  if (c.causal && c.layout == SequenceLayout::kContiguous && local.size() > 1) {
+    EXPECT_LT(local.front(), local.back());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RingAttentionTest,
+    ::testing::Values(
+        RingCase{false, SequenceLayout::kContiguous, 4,
+                 OverlapMode::kOverlapped},
+        RingCase{true, SequenceLayout::kContiguous, 4,
+                 OverlapMode::kOverlapped},
+        RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kOverlapped},
+        RingCase{true, SequenceLayout::kZigZag, 1, OverlapMode::kOverlapped},
+        RingCase{false, SequenceLayout::kZigZag, 2, OverlapMode::kSequential},
+        RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kSequential}));
+
+TEST(RingAttention, BadShapesNameTheOperand) {
+  Runtime& rt = TestRuntime();
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    std::vector<float> q(2 * 8 * 4), k(3 * 8 * 4), o(2 * 8 * 4);
+    auto qr = *ArrayRef::FromPointer(q.data(), DType::kF32,
+                                     std::vector<int64_t>{2, 8, 4});
+    auto kr = *ArrayRef::FromPointer(k.data(), DType::kF32,
+                                     std::vector<int64_t>{3, 8, 4});
+    auto orf = *ArrayRef::FromPointer(o.data(), DType::kF32,
+                                      std::vector<int64_t>{2, 8, 4});
+    absl::Status st = RingAttention(qr, kr, kr, orf);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(std::string(st.message()).find("'k'"), std::string::npos) << st;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+class CollectiveMatmulTest : public ::testing::TestWithParam<OverlapMode> {};
+
+TEST_P(CollectiveMatmulTest, AllGatherMatmulMatchesUnsharded) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = *rt.MakeMesh1D("x");
+  const int n = mesh.size();
+  const int64_t m = 6 * n, k = 20, c = 12;
+  std::vector<float> x = RandomVector(m * k, 21), w = RandomVector(k * c, 22);
+  std::vector<float> want(m * c);
+  GemmNaive(false, false, m, c, k, 1.0f, x.data(), k, w.data(), c, 0.0f,
+            want.data(), c);
+  auto xs = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, x, {m, k});
+  auto ws = ShardedArray::FromHost(rt, mesh, PartitionSpec{}, w, {k, c});
+  const OverlapMode mode = GetParam();
+  auto f = shard_map(
+      [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
+        return AllGatherMatmul(in[0], in[1], out[0], {.mode = mode});
+      },
+      mesh, {PartitionSpec{{"x"}}, PartitionSpec{}}, {PartitionSpec{}},
+      {.check_replication = true});
+  const ShardedArray args[] = {*xs, *ws};
+  const ShapeDtype out_shape[] = {{DType::kF32, {m, c}}};
+  auto outs = f(rt, args, out_shape);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  EXPECT_LT(MaxAbsDiff(*(*outs)[0].ToHost<float>(), want), 1e-4);
+}
+
+TEST_P(CollectiveMatmulTest, MatmulReduceScatterMatchesUnsharded) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = *rt.MakeMesh1D("x");
+  const int n = mesh.size();
+  const int64_t m = 4 * n, k = 8 * n, c = 10;
+  std::vector<float> x = RandomVector(m * k, 31), w = RandomVector(k * c, 32);
+  std::vector<float> want(m * c);
+  GemmNaive(false, false, m, c, k, 1.0f, x.data(), k, w.data(), c, 0.0f,
+            want.data(), c);
+  auto xs =
+      ShardedArray::FromHost(rt, mesh, PartitionSpec{{}, {"x"}}, x, {m, k});
+  auto ws = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, w, {k, c});
+  const OverlapMode mode = GetParam();
+  auto f = shard_map(
+      [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
+        return MatmulReduceScatter(in[0], in[1], out[0], {.mode = mode});
+      },
+      mesh, {PartitionSpec{{}, {"x"}}, PartitionSpec{{"x"}}},
+      {PartitionSpec{{"x"}}});
+  const ShardedArray args[] = {*xs, *ws};
+  const ShapeDtype out_shape[] = {{DType::kF32, {m, c}}};
+  auto outs = f(rt, args, out_shape);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  EXPECT_LT(MaxAbsDiff(*(*outs)[0].ToHost<float>(), want), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CollectiveMatmulTest,
+                         ::testing::Values(OverlapMode::kOverlapped,
+                                           OverlapMode::kSequential));
+
+// Synthetic per-layer keys and values, a function of (layer, pair, ...), so
+// the reference can recompute them.
+float KvValue(int layer, int pair, int kv, int64_t h, int64_t t, int64_t c) {
+  const uint32_t x = static_cast<uint32_t>(
+      ((((layer * 7 + pair) * 3 + kv) * 31 + h) * 4093 + t) * 131 + c);
+  return static_cast<float>((x * 2654435761u) >> 8) / float(1 << 24) - 0.5f;
+}
+
+TEST(KvTransfer, DecodeSeesThePrefillCache) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const int pairs = rt.num_devices() / 2;
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", pairs}});
+  const int layers = 3;
+  const int64_t hkv = 2, h = 4, d = 8, ps = 4, seq = 13, total_pages = 9;
+  const int64_t pages = (seq + ps - 1) / ps;
+  // The decode side's pages: scattered, in reverse.
+  std::vector<int32_t> table(pages);
+  for (int64_t p = 0; p < pages; ++p) table[p] = total_pages - 1 - 2 * p;
+  const float scale = 1.0f / std::sqrt(float(d));
+  std::vector<std::vector<float>> got(mesh.size());
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int pair, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    KvTransferOptions o{.num_layers = layers,
+                        .num_kv_heads = hkv,
+                        .head_dim = d,
+                        .page_size = ps,
+                        .total_pages = total_pages};
+    return KvTransfer(
+        seq, table, o,
+        [&](int l, const ArrayRef& k, const ArrayRef& v) {
+          for (int kv = 0; kv < 2; ++kv) {
+            float* dst = (kv == 0 ? k : v).data_as<float>();
+            for (int64_t hh = 0; hh < hkv; ++hh)
+              for (int64_t t = 0; t < seq; ++t)
+                for (int64_t c = 0; c < d; ++c)
+                  dst[(hh * seq + t) * d + c] = KvValue(l, pair, kv, hh, t, c);
+          }
+          return absl::OkStatus();
+        },
+        [&](int l, const ArrayRef& kc, const ArrayRef& vc) {
+          std::vector<float> q = RandomVector(h * d, 100 + l);
+          auto o = NaivePagedAttention(q.data(), h, kc, vc, seq, table, scale);
+          got[me].insert(got[me].end(), o.begin(), o.end());
+          return absl::OkStatus();
+        });
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int me = 0; me < mesh.size(); ++me) {
+    const auto coords = *mesh.Coords(me);
+    if (coords[0] != 1 || got[me].empty()) continue;  // Local decode devices.
+    const int pair = coords[1];
+    std::vector<float> want;
+    for (int l = 0; l < layers; ++l) {
+      std::vector<float> q = RandomVector(h * d, 100 + l);
+      std::vector<float> k(hkv * seq * d), v(hkv * seq * d);
+      for (int64_t hh = 0; hh < hkv; ++hh)
+        for (int64_t t = 0; t < seq; ++t)
+          for (int64_t c = 0; c < d; ++c) {
+            k[(hh * seq + t) * d + c] = KvValue(l, pair, 0, hh, t, c);
+            v[(hh * seq + t) * d + c] = KvValue(l, pair, 1, hh, t, c);
+          }
+      auto o = ReferenceAttention(q, k, v, 1, h, hkv, 1, seq, d, scale, false);
+      want.insert(want.end(), o.begin(), o.end());
+    }
+    EXPECT_LT(MaxAbsDiff(got[me], want), 1e-5) << "decode device " << me;
+  }
+}
+
+}  // namespace
+}  // namespace meshdma

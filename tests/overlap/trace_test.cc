@@ -1,0 +1,96 @@
+// A small ring-attention run with a timeline trace: the file must parse as
+// JSON and hold, for every device, the kernel, its compute spans, DMAs and
+// waits. The JSON is checked by Python's json module (an independent
+// parser), which also counts the events.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/status_macros.h"
+#include "dma/runtime.h"
+#include "gtest/gtest.h"
+#include "kernels/overlap/ring_attention.h"
+#include "overlap_test_util.h"
+
+namespace meshdma {
+namespace {
+
+// Prints one line per device: "tid kernels spans dma_begin dma_end waits".
+constexpr char kCounter[] = R"PY(
+import json, sys, collections
+events = json.load(open(sys.argv[1]))
+if isinstance(events, dict): events = events["traceEvents"]
+c = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
+for e in events:
+    if e.get("ph") == "M": continue
+    key = (e["pid"], e["tid"]); cat = e.get("cat"); ph = e.get("ph")
+    if cat == "kernel" and ph == "B" and e["name"] == "ring_attention": c[key][0] += 1
+    if cat == "compute" and ph == "B" and e["name"].startswith("ring_attention step"): c[key][1] += 1
+    if cat == "dma" and ph == "b": c[key][2] += 1
+    if cat == "dma" and ph == "e": c[key][3] += 1
+    if cat == "wait" and ph == "B": c[key][4] += 1
+for key in sorted(c): print(*c[key])
+)PY";
+
+TEST(Trace, RingAttentionTimeline) {
+  const std::string dir = ::testing::TempDir();
+  const std::string trace = dir + "/ring_attention_trace.json";
+  const std::string script = dir + "/count_trace_events.py";
+  const std::string counts = dir + "/trace_counts.txt";
+  std::remove(trace.c_str());
+  int n = 0;
+  {
+    RuntimeOptions o = testing::OverlapTestOptions();
+    o.trace_path = trace;
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    const Mesh mesh = *(*rt)->MakeMesh1D("x");
+    n = mesh.size();
+    const int64_t h = 2, s_local = 16, d = 8;
+    absl::Status s = (*rt)->Run(mesh, [&]() -> absl::Status {
+      std::vector<float> q = testing::RandomVector(h * s_local * d, 1);
+      std::vector<float> k = q, v = q, out(q.size());
+      const std::vector<int64_t> shape = {h, s_local, d};
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto qr, ArrayRef::FromPointer(q.data(), DType::kF32, shape));
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto kr, ArrayRef::FromPointer(k.data(), DType::kF32, shape));
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto vr, ArrayRef::FromPointer(v.data(), DType::kF32, shape));
+      MESHDMA_ASSIGN_OR_RETURN(
+          auto orf, ArrayRef::FromPointer(out.data(), DType::kF32, shape));
+      return RingAttention(qr, kr, vr, orf,
+                           {.causal = true, .layout = SequenceLayout::kZigZag});
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE((*rt)->Shutdown().ok());
+  }
+  std::ofstream(script) << kCounter;
+  const std::string cmd =
+      "python3 " + script + " " + trace + " > " + counts + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the trace did not parse";
+  std::ifstream in(counts);
+  std::vector<std::vector<int>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<int> row(5);
+    for (int& x : row) ls >> x;
+    rows.push_back(row);
+  }
+  ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[0], 1) << "one ring_attention kernel per device";
+    EXPECT_EQ(r[1], n) << "one compute span per ring step";
+    EXPECT_EQ(r[2], 2 * (n - 1))
+        << "K and V forwarded at each step but the last";
+    EXPECT_EQ(r[3], r[2]) << "every DMA completes";
+    EXPECT_GE(r[4], 4 * (n - 1)) << "wait_send and wait_recv per DMA";
+  }
+}
+
+}  // namespace
+}  // namespace meshdma
