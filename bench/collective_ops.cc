@@ -9,11 +9,13 @@
 // algbw * (n-1)/n. `--algo` takes auto, ring, bidirectional_ring, one_shot;
 // `--redop` sum, max, min, mean (all_reduce, reduce_scatter). #wrong counts the
 // elements of the last timed call that differ from a closed-form reference on
-// any device.
+// any device. MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
+// CollectiveOptions::chunk_bytes and num_buffers.
 #include <mpi.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -166,6 +168,13 @@ absl::Status RunCollective(BenchContext& ctx, Op op) {
   }
   CollectiveOptions options;
   options.algorithm = algorithm;
+  // Pipelining knobs of CollectiveOptions, for tuning sweeps.
+  if (const char* v = std::getenv("MESHDMA_BENCH_CHUNK_BYTES")) {
+    options.chunk_bytes = std::atoll(v);
+  }
+  if (const char* v = std::getenv("MESHDMA_BENCH_NUM_BUFFERS")) {
+    options.num_buffers = std::atoi(v);
+  }
   const char* name = op == Op::kAllReduce       ? "all_reduce"
                      : op == Op::kAllGather     ? "all_gather"
                      : op == Op::kReduceScatter ? "reduce_scatter"
