@@ -55,17 +55,17 @@ using internal::Group;
 using internal::Range;
 
 // One-shot all-reduce:
-//   step 1: push a 64-byte header (the call's signature, see
-//           `CheckRingNeighbour`) and then my whole input into row r of every
-//           peer's header and data scratch (two DMAs per peer; one send and
-//           one receive semaphore for each kind);
-//   step 2: wait for the n-1 headers and compare them with mine, so that a
-//           peer making a different call is an error before any data wait;
-//   step 3: wait until n-1 rows of data have arrived and my pushes have been
-//           read;
+//   step 1: stage a 64-byte header (the call's signature, see
+//           `CheckRingNeighbour`) followed by my input in one local buffer,
+//           and push it into row r of every peer's scratch [n, 64 + bytes]:
+//           one DMA per peer, all on one send and one receive semaphore;
+//   step 2: wait until n-1 rows have arrived and my pushes have been read;
+//   step 3: compare every peer's header with mine;
 //   step 4: reduce the n rows in group order (my input stands for row r).
-// Carrying the check with the data keeps this to one exchange after the
-// kernel's entry barrier.
+// Carrying the check in the data keeps this to one exchange after the
+// kernel's entry barrier. A peer that disagrees on the size sends another
+// byte count: whichever side gets its bytes first reports the mismatch, and
+// the runtime releases the other side's wait.
 template <typename T>
 absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
@@ -73,69 +73,46 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int n = g.size();
   const int r = g.rank;
   const int64_t count = in.num_elements();
-  constexpr int64_t kHeader = 8;  // int64 words: one cache line.
-  // The fixed-size allocations come first, so that they stay symmetric (and
-  // the header check can report it) even when peers disagree on `count`.
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef headers,
-                           AllocateSymmetric(DType::kI64, {n, kHeader}));
+  const int64_t header = check ? 64 : 0;
+  const int64_t row_bytes = header + in.size_bytes();
+  if (row_bytes == 0) return absl::OkStatus();
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sems,
-      AllocateSemaphoreArray(SemaphoreType::kDma, 4, "one-shot"));
+      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
+  const Semaphore send_sem = sems[0], recv_sem = sems[1];
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
-                           AllocateSymmetric(in.dtype(), {n, count}));
-  const Semaphore hdr_send = sems[0], hdr_recv = sems[1], send_sem = sems[2],
-                  recv_sem = sems[3];
-  int64_t my_header[kHeader] = {signature};
-  const int64_t header_shape[] = {kHeader};
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef header_src,
-      ArrayRef::FromPointer(my_header, DType::kI64, header_shape));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_header_row, headers.At(r));
+                           AllocateSymmetric(DType::kU8, {n, row_bytes}));
+  // Step 1. The staging row lives in scratch row r, which no peer writes.
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
-  std::vector<AsyncCopyDescriptor> sends;
-  sends.reserve(2 * (n - 1));
-  // Step 1.
+  std::byte* staged = my_row.data();
+  if (check) std::memcpy(staged, &signature, sizeof(signature));
+  std::memcpy(staged + header, in.data(), in.size_bytes());
   for (int j = 1; j < n; ++j) {
-    if (check) {
-      sends.push_back(internal::RemoteCopy(header_src, my_header_row, hdr_send,
-                                           hdr_recv, g.Peer(j)));
-      MESHDMA_RETURN_IF_ERROR(sends.back().start());
-    }
-    if (count > 0) {
-      sends.push_back(
-          internal::RemoteCopy(in, my_row, send_sem, recv_sem, g.Peer(j)));
-      MESHDMA_RETURN_IF_ERROR(sends.back().start());
-    }
+    MESHDMA_RETURN_IF_ERROR(
+        internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(j))
+            .start());
   }
-  // Step 2.
-  if (check) {
-    for (int j = 1; j < n; ++j) {
-      MESHDMA_RETURN_IF_ERROR(internal::RemoteCopy(my_header_row, my_header_row,
-                                                   hdr_send, hdr_recv,
-                                                   g.Peer(-j))
-                                  .wait_recv());
-    }
-    for (int i = 0; i < n; ++i) {
-      if (i == r) continue;
-      MESHDMA_RETURN_IF_ERROR(internal::CompareSignatures(
-          name, g, signature, headers.data_as<int64_t>()[i * kHeader],
-          g.Member(i)));
-    }
-  }
+  // Step 2: one wait for all rows, one for all sends (the counts add up).
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef rows, scratch.Slice(0, 0, n - 1));
+  AsyncCopyDescriptor all =
+      internal::RemoteCopy(rows, rows, send_sem, recv_sem, g.Peer(1));
+  MESHDMA_RETURN_IF_ERROR(all.wait_recv());
+  MESHDMA_RETURN_IF_ERROR(all.wait_send());
   // Step 3.
-  if (count > 0) {
-    for (int j = 1; j < n; ++j) {
-      MESHDMA_RETURN_IF_ERROR(
-          internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(-j))
-              .wait_recv());
-    }
+  const std::byte* base = scratch.data();
+  for (int i = 0; i < n && check; ++i) {
+    if (i == r) continue;
+    int64_t theirs;
+    std::memcpy(&theirs, base + i * row_bytes, sizeof(theirs));
+    MESHDMA_RETURN_IF_ERROR(
+        internal::CompareSignatures(name, g, signature, theirs, g.Member(i)));
   }
-  for (AsyncCopyDescriptor& s : sends) MESHDMA_RETURN_IF_ERROR(s.wait_send());
   // Step 4.
   std::vector<const T*> sources(n);
   for (int i = 0; i < n; ++i) {
     sources[i] =
-        i == r ? in.data_as<const T>() : scratch.data_as<const T>() + i * count;
+        i == r ? in.data_as<const T>()
+               : reinterpret_cast<const T*>(base + i * row_bytes + header);
   }
   internal::ReduceMany<T>(op, sources.data(), n, out.data_as<T>(), count);
   return absl::OkStatus();
