@@ -104,5 +104,24 @@ TEST(CollectiveErrors, MismatchedCountAcrossDevices) {
       "this device calls psum of");
 }
 
+// The same with the ring reduce-scatter (neighbour check before any data).
+TEST(CollectiveErrors, MismatchedCountRingReduceScatter) {
+  ExpectError(
+      RunFresh([]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({64}));
+        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({64}));
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        const int64_t count = me == 0 ? 30 : 33;
+        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, count));
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto out, o.Slice(0, 0, ScatterSegment(count, n, me).second));
+        CollectiveOptions opts;
+        opts.algorithm = CollectiveAlgorithm::kRing;
+        return psum_scatter(in, out, {"x"}, opts);
+      }),
+      "this device calls psum_scatter of");
+}
+
 }  // namespace
 }  // namespace meshdma
