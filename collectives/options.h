@@ -1,0 +1,54 @@
+// Options shared by meshdma's collectives (collectives/collectives.h).
+#ifndef MESHDMA_COLLECTIVES_OPTIONS_H_
+#define MESHDMA_COLLECTIVES_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace meshdma {
+
+// The reduction of `psum` and friends. `kMean` is the sum divided by the
+// group size; on integer types the division truncates toward zero.
+enum class ReduceOp { kSum, kMax, kMin, kMean };
+absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
+
+// How a collective moves data around its group.
+enum class CollectiveAlgorithm {
+  // `psum`: kOneShot up to `one_shot_max_bytes`, else kRing on two devices
+  // and kBidirectionalRing on more. Other collectives: kRing.
+  kAuto,
+  // One ring in group order: each device sends to the next and receives from
+  // the previous; n - 1 steps per phase.
+  kRing,
+  // Two rings in opposite directions, each carrying half of every block.
+  kBidirectionalRing,
+  // All-reduce only: every device pushes its whole input to every peer and
+  // reduces the n inputs locally (in group order, so that every device gets
+  // the same bits). Two hops of latency; scratch of n times the input.
+  kOneShot,
+};
+absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);
+
+struct CollectiveOptions {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;
+  // Ring reduction steps move partial sums through this many scratch slots
+  // per ring direction, each of `chunk_bytes`; a receiver hands a slot back
+  // to its sender by signalling the sender's REGULAR capacity semaphore.
+  // Scratch is therefore at most 2 directions x `num_buffers` x
+  // `chunk_bytes` x 2 (receive slots, and send staging where the partials
+  // cannot live in the output), whatever the message size.
+  int64_t chunk_bytes = 256 << 10;
+  int num_buffers = 2;
+  // kAuto picks kOneShot for all-reduce inputs up to this many bytes.
+  int64_t one_shot_max_bytes = 16 << 10;
+  // Before moving data, each device compares the collective, element type,
+  // element count and reduction of its ring predecessor with its own (one
+  // extra neighbour signal) and fails with both descriptions if they differ,
+  // instead of hanging on a byte count that never arrives.
+  bool check_peers = true;
+};
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_OPTIONS_H_

@@ -1,0 +1,608 @@
+// Every collective x algorithm x dtype x size against a naive reference that
+// each device computes from the inputs' closed form, on 1 to 8 devices as
+// threads and, under mpirun, on the launch's processes (shared memory, or MPI
+// with MESHDMA_FORCE_INTERHOST=1). Each device checks its own output; a case
+// that fails returns an error naming the collective, algorithm, dtype, size
+// and device.
+#include "collectives/collectives.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "collectives_test_util.h"
+#include "dma/runtime.h"
+#include "dma/symmetric_memory.h"
+#include "gtest/gtest.h"
+#include "topology/launch.h"
+
+namespace meshdma {
+namespace {
+
+using testing::CheckArray;
+using testing::ForEachRuntime;
+using testing::InputValue;
+using testing::Store;
+
+// A smaller sweep under mpirun keeps the whole suite within minutes.
+bool Small() { return LaunchedByMpi(); }
+
+struct Caller {
+  int me = 0;  // LOGICAL id.
+  std::vector<int> members;
+  int pos = 0;
+  int n() const { return static_cast<int>(members.size()); }
+};
+
+absl::StatusOr<Caller> Who(const std::vector<std::string>& axes) {
+  Caller c;
+  MESHDMA_ASSIGN_OR_RETURN(c.me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, current_mesh());
+  MESHDMA_ASSIGN_OR_RETURN(c.members, mesh->Group(c.me, axes));
+  c.pos = static_cast<int>(std::find(c.members.begin(), c.members.end(), c.me) -
+                           c.members.begin());
+  return c;
+}
+
+// Memory that is not in the symmetric heap, for inputs.
+struct HostArray {
+  std::vector<double> storage;
+  ArrayRef ref;
+  HostArray(DType t, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    storage.resize(n * DTypeSize(t) / sizeof(double) + 1);
+    ref = *ArrayRef::FromPointer(storage.data(), t, shape);
+  }
+};
+
+void Fill(const ArrayRef& a, int device) {
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    Store(a, i, InputValue(device, i, a.dtype()));
+  }
+}
+
+double Reference(ReduceOp op, const std::vector<int>& members, int64_t i,
+                 DType t) {
+  double acc = InputValue(members[0], i, t);
+  for (size_t j = 1; j < members.size(); ++j) {
+    const double v = InputValue(members[j], i, t);
+    if (op == ReduceOp::kMax) acc = std::max(acc, v);
+    if (op == ReduceOp::kMin) acc = std::min(acc, v);
+    if (op == ReduceOp::kSum || op == ReduceOp::kMean) acc += v;
+  }
+  if (op == ReduceOp::kMean) {
+    acc /= static_cast<double>(members.size());
+    if (!testing::IsFloat(t)) acc = std::trunc(acc);
+  }
+  return acc;
+}
+
+struct ReduceCase {
+  CollectiveAlgorithm algorithm;
+  DType dtype;
+  int64_t count;
+  ReduceOp op;
+  bool in_place;
+  int64_t chunk_bytes;
+  std::string Describe(absl::string_view what,
+                       const std::vector<std::string>& axes) const {
+    return absl::StrCat(what, " ", ReduceOpName(op), " ", DTypeName(dtype), "[",
+                        count, "] ", CollectiveAlgorithmName(algorithm),
+                        in_place ? " in place" : "", " chunk ", chunk_bytes,
+                        " over {", absl::StrJoin(axes, ","), "}");
+  }
+};
+
+std::vector<ReduceCase> ReduceCases() {
+  std::vector<ReduceCase> cases;
+  const std::vector<CollectiveAlgorithm> algorithms = {
+      CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
+      CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kAuto};
+  std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
+                               DType::kF16, DType::kI32, DType::kI64};
+  std::vector<int64_t> counts = {1, 13, 1003, 40009};
+  if (Small()) {
+    dtypes = {DType::kF32, DType::kBF16, DType::kI64};
+    counts = {13, 1003, 40009};
+  }
+  for (CollectiveAlgorithm a : algorithms) {
+    for (DType t : dtypes) {
+      std::vector<ReduceOp> ops = {ReduceOp::kSum};
+      if (t == DType::kF32 || t == DType::kI32) {
+        ops = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kMean};
+      } else if (t == DType::kBF16 || t == DType::kI64) {
+        ops = {ReduceOp::kSum, ReduceOp::kMean};
+      }
+      for (ReduceOp op : ops) {
+        for (int64_t count : counts) {
+          cases.push_back({a, t, count, op, false, 256 << 10});
+          if (count == 1003) {
+            // Many pieces per segment through two slots: the capacity
+            // handshake at work; and in place.
+            cases.push_back({a, t, count, op, true, 256});
+            if (op == ReduceOp::kSum)
+              cases.push_back({a, t, count, op, false, 64});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+absl::Status PsumCase(const ReduceCase& c,
+                      const std::vector<std::string>& axes) {
+  return run_scoped([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                             AllocateSymmetric(c.dtype, {c.count}));
+    HostArray host(c.dtype, {c.count});
+    ArrayRef in = c.in_place ? out : host.ref;
+    Fill(in, who.me);
+    CollectiveOptions o;
+    o.algorithm = c.algorithm;
+    o.chunk_bytes = c.chunk_bytes;
+    const std::string what = absl::StrCat(c.Describe("all_reduce", axes),
+                                          " on LOGICAL device ", who.me);
+    absl::Status s = all_reduce(c.op, in, out, axes, o);
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    return CheckArray(what, out, [&](int64_t i) {
+      return Reference(c.op, who.members, i, c.dtype);
+    });
+  });
+}
+
+absl::Status ReduceScatterCase(const ReduceCase& c,
+                               const std::vector<std::string>& axes) {
+  return run_scoped([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+    const auto [begin, len] = ScatterSegment(c.count, who.n(), who.pos);
+    HostArray host(c.dtype, {c.count});
+    ArrayRef in = host.ref, out;
+    if (c.in_place) {
+      MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
+      out = *in.Slice(0, begin, len);
+    } else {
+      // The same allocation on every device (the largest segment), so that
+      // later allocations stay symmetric; the output is its prefix.
+      MESHDMA_ASSIGN_OR_RETURN(
+          out, AllocateSymmetric(c.dtype, {(c.count + who.n() - 1) / who.n()}));
+      out = *out.Slice(0, 0, len);
+    }
+    Fill(in, who.me);
+    CollectiveOptions o;
+    o.algorithm = c.algorithm;
+    o.chunk_bytes = c.chunk_bytes;
+    const std::string what = absl::StrCat(c.Describe("reduce_scatter", axes),
+                                          " on LOGICAL device ", who.me);
+    absl::Status s = reduce_scatter(c.op, in, out, axes, o);
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    const int64_t b = begin;
+    return CheckArray(what, out, [&](int64_t i) {
+      return Reference(c.op, who.members, b + i, c.dtype);
+    });
+  });
+}
+
+void RunOnMesh(Runtime& rt, const Mesh& mesh,
+               const std::function<absl::Status()>& fn) {
+  absl::Status s = rt.Run(mesh, fn);
+  EXPECT_TRUE(s.ok()) << "mesh " << mesh.ToString() << ": " << s;
+}
+
+TEST(Collectives, AllReduce) {
+  const std::vector<ReduceCase> cases = ReduceCases();
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (const ReduceCase& c : cases) {
+        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+TEST(Collectives, ReduceScatter) {
+  const std::vector<ReduceCase> cases = ReduceCases();
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (const ReduceCase& c : cases) {
+        MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+absl::Status AllGatherCase(CollectiveAlgorithm a, DType t, int64_t count,
+                           bool tiled, bool in_place,
+                           const std::vector<std::string>& axes) {
+  return run_scoped([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+    const int n = who.n();
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                             tiled ? AllocateSymmetric(t, {n * count})
+                                   : AllocateSymmetric(t, {n, count}));
+    HostArray host(t, {count});
+    ArrayRef in = host.ref;
+    if (in_place) {
+      in = tiled ? *out.Slice(0, who.pos * count, count) : *out.At(who.pos);
+    }
+    Fill(in, who.me);
+    CollectiveOptions o;
+    o.algorithm = a;
+    const std::string what =
+        absl::StrCat("all_gather ", DTypeName(t), "[", count, "] ",
+                     CollectiveAlgorithmName(a), tiled ? " tiled" : " stacked",
+                     in_place ? " in place" : "", " over {",
+                     absl::StrJoin(axes, ","), "} on LOGICAL device ", who.me);
+    absl::Status s = all_gather(in, out, axes, tiled, o);
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    return CheckArray(what, out, [&](int64_t i) {
+      return InputValue(who.members[i / count], i % count, t);
+    });
+  });
+}
+
+TEST(Collectives, AllGather) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (CollectiveAlgorithm a :
+           {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
+            CollectiveAlgorithm::kAuto}) {
+        for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
+                        DType::kF16, DType::kI32, DType::kI64}) {
+          for (int64_t count :
+               {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+            if (Small() && t != DType::kU8 && t != DType::kF32) continue;
+            for (bool tiled : {false, true}) {
+              MESHDMA_RETURN_IF_ERROR(
+                  AllGatherCase(a, t, count, tiled, false, {"x"}));
+            }
+            if (count == 1001) {
+              MESHDMA_RETURN_IF_ERROR(
+                  AllGatherCase(a, t, count, true, true, {"x"}));
+            }
+          }
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
+                          int concat, const std::vector<std::string>& axes) {
+  return run_scoped([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+    const int n = who.n();
+    const int64_t in_shape[] = {rows, cols};
+    const std::vector<int64_t> out_shape =
+        AllToAllOutputShape(in_shape, split, concat, n, who.pos);
+    // Uneven splits give devices different output shapes: allocate the
+    // largest on every device (symmetric) and view its prefix.
+    int64_t largest = 0;
+    for (int q = 0; q < n; ++q) {
+      int64_t e = 1;
+      for (int64_t d : AllToAllOutputShape(in_shape, split, concat, n, q))
+        e *= d;
+      largest = std::max(largest, e);
+    }
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat, AllocateSymmetric(t, {largest}));
+    int64_t mine = 1;
+    for (int64_t d : out_shape) mine *= d;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                             flat.Slice(0, 0, mine)->Reshape(out_shape));
+    HostArray host(t, {rows, cols});
+    Fill(host.ref, who.me);
+    const std::string what =
+        absl::StrCat("all_to_all ", DTypeName(t), "[", rows, ",", cols,
+                     "] split ", split, " concat ", concat, " over {",
+                     absl::StrJoin(axes, ","), "} on LOGICAL device ", who.me);
+    absl::Status s = all_to_all(host.ref, out, axes, split, concat);
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    const int64_t split_size = split == 0 ? rows : cols;
+    const int64_t begin = split_size * who.pos / n;
+    const int64_t block = out_shape[concat] / n;
+    return CheckArray(what, out, [&](int64_t i) {
+      int64_t o[2] = {i / out_shape[1], i % out_shape[1]};
+      const int q = static_cast<int>(o[concat] / block);
+      o[concat] %= block;
+      o[split] += begin;
+      return InputValue(who.members[q], o[0] * cols + o[1], t);
+    });
+  });
+}
+
+TEST(Collectives, AllToAll) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const int n = rt.num_devices();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (DType t : {DType::kU8, DType::kF32, DType::kBF16, DType::kI64}) {
+        for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+                 {3 * n, 5}, {7, 3}, {1, 4}, {2 * n + 1, 300}}) {
+          for (auto [split, concat] : std::vector<std::pair<int, int>>{
+                   {0, 1}, {1, 0}, {0, 0}, {1, 1}}) {
+            MESHDMA_RETURN_IF_ERROR(
+                AllToAllCase(t, rows, cols, split, concat, {"x"}));
+          }
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+absl::Status PpermuteCase(DType t, int64_t count,
+                          const std::vector<std::pair<int, int>>& perm,
+                          const std::string& perm_name,
+                          const std::vector<std::string>& axes) {
+  return run_scoped([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric(t, {count}));
+    // Garbage that a missing write would leave behind.
+    for (int64_t i = 0; i < count; ++i) Store(out, i, 99);
+    HostArray host(t, {count});
+    Fill(host.ref, who.me);
+    const std::string what =
+        absl::StrCat("ppermute ", perm_name, " ", DTypeName(t), "[", count,
+                     "] on LOGICAL device ", who.me);
+    absl::Status s = ppermute(host.ref, out, axes, perm);
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+    int source = -1;
+    for (auto [src, dst] : perm) {
+      if (dst == who.pos) source = src;
+    }
+    return CheckArray(what, out, [&](int64_t i) {
+      return source < 0 ? 0.0 : InputValue(who.members[source], i, t);
+    });
+  });
+}
+
+TEST(Collectives, Ppermute) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const int n = rt.num_devices();
+    std::vector<std::pair<std::string, std::vector<std::pair<int, int>>>> perms;
+    std::vector<std::pair<int, int>> shift, reverse, self, evens;
+    for (int i = 0; i < n; ++i) {
+      shift.push_back({i, (i + 1) % n});
+      reverse.push_back({i, n - 1 - i});
+      self.push_back({i, i});
+      if (i % 2 == 0 && (i + 2) % n % 2 == 0) evens.push_back({i, (i + 2) % n});
+    }
+    perms = {{"shift", shift},          {"reverse", reverse}, {"self", self},
+             {"partial", {{0, n - 1}}}, {"evens", evens},     {"empty", {}}};
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (DType t : {DType::kU8, DType::kF32, DType::kI64}) {
+        for (int64_t count : {int64_t{1}, int64_t{999}, int64_t{65537}}) {
+          for (const auto& [name, perm] : perms) {
+            MESHDMA_RETURN_IF_ERROR(PpermuteCase(t, count, perm, name, {"x"}));
+          }
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// Collectives over some axes of a 2-D mesh run one independent group per
+// value of the other axes, in Mesh::Group's ring order.
+TEST(Collectives, MeshAxes) {
+  ForEachRuntime([&](Runtime& rt) {
+    const int n = rt.num_devices();
+    if (n < 4 || n % 2 != 0) return;  // Needs an even count >= 4.
+    auto mesh = rt.MakeMesh({{"a", 2}, {"b", n / 2}});
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      const std::vector<std::vector<std::string>> axes_list = {
+          {"b"}, {"a"}, {"a", "b"}, {"b", "a"}};
+      for (const auto& axes : axes_list) {
+        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
+                                      CollectiveAlgorithm::kBidirectionalRing,
+                                      CollectiveAlgorithm::kOneShot}) {
+          for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
+            for (int64_t count : {int64_t{5}, int64_t{4099}}) {
+              const ReduceCase c{a, t, count, ReduceOp::kSum, false, 1024};
+              MESHDMA_RETURN_IF_ERROR(PsumCase(c, axes));
+              MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, axes));
+              if (a != CollectiveAlgorithm::kOneShot) {
+                MESHDMA_RETURN_IF_ERROR(
+                    AllGatherCase(a, t, count, true, false, axes));
+              }
+            }
+          }
+        }
+        MESHDMA_RETURN_IF_ERROR(AllToAllCase(DType::kF32, 9, 4, 0, 1, axes));
+        MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
+        std::vector<std::pair<int, int>> shift;
+        for (int i = 0; i < who.n(); ++i)
+          shift.push_back({i, (i + 1) % who.n()});
+        MESHDMA_RETURN_IF_ERROR(
+            PpermuteCase(DType::kF32, 333, shift, "shift", axes));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// Back-to-back calls with no barrier of the caller's own between them: the
+// entry barrier keeps a fast device from pushing into the previous call.
+TEST(Collectives, BackToBack) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+      const int64_t count = 4001;
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
+                               AllocateSymmetric(DType::kF32, {count}));
+      CollectiveOptions o;
+      o.chunk_bytes = 512;
+      o.algorithm = CollectiveAlgorithm::kRing;
+      for (int iter = 0; iter < 30; ++iter) {
+        for (int64_t i = 0; i < count; ++i) {
+          buf.data_as<float>()[i] = static_cast<float>(who.me + iter + i % 5);
+        }
+        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 3);
+        MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
+        const int n = who.n();
+        const double base = n * (n - 1) / 2.0;
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray(absl::StrCat("iteration ", iter), buf,
+                       [&](int64_t i) { return base + n * (iter + i % 5); }));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// Under mpirun with one device per process: the MPI library's own collectives
+// on the same data are the reference (uniform random f32 for psum, within
+// 1e-5 as in the Pallas tutorial; exact integers for the rest).
+TEST(Collectives, AgainstMpi) {
+  if (!LaunchedByMpi()) GTEST_SKIP() << "runs under mpirun";
+  auto rt = Runtime::Create(testing::OptionsFor(0));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  if ((*rt)->num_devices() != (*rt)->launch().num_processes()) {
+    GTEST_SKIP() << "needs one device per process";
+  }
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok());
+  const Launch& launch = (*rt)->launch();
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int n = who.n();
+    // MPI rank of each group member.
+    std::vector<int> rank_of(n);
+    for (int q = 0; q < n; ++q) {
+      rank_of[q] = launch.devices()[*mesh->GlobalDevice(who.members[q])].rank;
+    }
+    for (int64_t count : {int64_t{1}, int64_t{1001}, int64_t{3 * 4096}}) {
+      MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
+        // psum of random f32.
+        std::mt19937 gen(1234 + launch.rank());
+        std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
+                                 AllocateSymmetric(DType::kF32, {count}));
+        std::vector<float> in(count), want(count);
+        for (float& v : in) v = dist(gen);
+        MPI_Allreduce(in.data(), want.data(), static_cast<int>(count),
+                      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
+                                      CollectiveAlgorithm::kBidirectionalRing,
+                                      CollectiveAlgorithm::kOneShot}) {
+          std::copy(in.begin(), in.end(), buf.data_as<float>());
+          CollectiveOptions o;
+          o.algorithm = a;
+          o.chunk_bytes = 1024;
+          MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("psum f32[", count, "] ", CollectiveAlgorithmName(a),
+                           " vs MPI_Allreduce"),
+              buf, [&](int64_t i) { return double{want[i]}; }));
+        }
+        // pmax of i32.
+        std::vector<int32_t> ii(count), iw(count);
+        for (int64_t i = 0; i < count; ++i) {
+          ii[i] = static_cast<int32_t>(InputValue(who.me, i, DType::kI32));
+        }
+        MPI_Allreduce(ii.data(), iw.data(), static_cast<int>(count), MPI_INT,
+                      MPI_MAX, MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef ib,
+                                 AllocateSymmetric(DType::kI32, {count}));
+        std::copy(ii.begin(), ii.end(), ib.data_as<int32_t>());
+        MESHDMA_RETURN_IF_ERROR(pmax(ib, ib, {"x"}));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray("pmax i32 vs MPI_Allreduce", ib,
+                       [&](int64_t i) { return double{iw[i] * 1.0}; }));
+        // all_gather of f64 vs MPI_Allgather (blocks in rank order).
+        std::vector<double> gin(count), gall(count * n);
+        for (int64_t i = 0; i < count; ++i)
+          gin[i] = InputValue(who.me, i, DType::kF64);
+        MPI_Allgather(gin.data(), static_cast<int>(count), MPI_DOUBLE,
+                      gall.data(), static_cast<int>(count), MPI_DOUBLE,
+                      MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef gout,
+                                 AllocateSymmetric(DType::kF64, {n * count}));
+        const int64_t shape[] = {count};
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef gref,
+            ArrayRef::FromPointer(gin.data(), DType::kF64, shape));
+        MESHDMA_RETURN_IF_ERROR(all_gather(gref, gout, {"x"}, /*tiled=*/true));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray("all_gather f64 vs MPI_Allgather", gout, [&](int64_t i) {
+              return gall[rank_of[i / count] * count + i % count];
+            }));
+        // psum_scatter of i64 vs MPI_Reduce_scatter_block (n divides n*count).
+        std::vector<int64_t> rin(n * count), rwant(count);
+        for (int64_t i = 0; i < n * count; ++i) {
+          rin[i] = static_cast<int64_t>(InputValue(who.me, i, DType::kI64));
+        }
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef rbuf,
+                                 AllocateSymmetric(DType::kI64, {n * count}));
+        std::copy(rin.begin(), rin.end(), rbuf.data_as<int64_t>());
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef rout,
+                                 AllocateSymmetric(DType::kI64, {count}));
+        MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}));
+        // MPI scatters block q to rank q; meshdma to group position q.
+        MPI_Reduce_scatter_block(rin.data(), rwant.data(),
+                                 static_cast<int>(count), MPI_INT64_T, MPI_SUM,
+                                 MPI_COMM_WORLD);
+        if (who.pos == launch.rank()) {
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              "psum_scatter i64 vs MPI_Reduce_scatter_block", rout,
+              [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+        }
+        // all_to_all of u8 vs MPI_Alltoall, when group order is rank order.
+        std::vector<uint8_t> ain(n * count), aout(n * count);
+        for (int64_t i = 0; i < n * count; ++i) {
+          ain[i] = static_cast<uint8_t>(InputValue(who.me, i, DType::kU8));
+        }
+        MPI_Alltoall(ain.data(), static_cast<int>(count), MPI_UINT8_T,
+                     aout.data(), static_cast<int>(count), MPI_UINT8_T,
+                     MPI_COMM_WORLD);
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef ab,
+                                 AllocateSymmetric(DType::kU8, {n * count}));
+        const int64_t ashape[] = {n * count};
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef aref,
+            ArrayRef::FromPointer(ain.data(), DType::kU8, ashape));
+        MESHDMA_RETURN_IF_ERROR(all_to_all(aref, ab, {"x"}, 0, 0));
+        if (who.pos == launch.rank()) {
+          MESHDMA_RETURN_IF_ERROR(
+              CheckArray("all_to_all u8 vs MPI_Alltoall", ab,
+                         [&](int64_t i) { return double{aout[i] * 1.0}; }));
+        }
+        return absl::OkStatus();
+      }));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace meshdma

@@ -1,0 +1,127 @@
+// Bad input to the collectives is an error naming the operand, shape or axis,
+// on every device, never a hang.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "base/status_macros.h"
+#include "collectives/collectives.h"
+#include "collectives_test_util.h"
+#include "dma/runtime.h"
+#include "dma/symmetric_memory.h"
+#include "gtest/gtest.h"
+#include "topology/launch.h"
+
+namespace meshdma {
+namespace {
+
+// Runs `fn` on every device of a fresh runtime (at least 2 devices) and
+// returns what `Run` returned.
+absl::Status RunFresh(const std::function<absl::Status()>& fn) {
+  const bool mpi = LaunchedByMpi();
+  RuntimeOptions o = testing::OptionsFor(mpi ? 0 : 3);
+  o.wait_timeout = absl::Seconds(20);
+  MESHDMA_ASSIGN_OR_RETURN(auto rt, Runtime::Create(o));
+  MESHDMA_ASSIGN_OR_RETURN(Mesh mesh, rt->MakeMesh1D("x"));
+  return rt->Run(mesh, fn);
+}
+
+void ExpectError(absl::Status s, absl::string_view needle) {
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), needle))
+      << "wanted '" << needle << "' in: " << s;
+}
+
+TEST(CollectiveErrors, UnknownAxis) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+                return psum(a, a, {"y"});
+              }),
+              "over axes {y}");
+}
+
+TEST(CollectiveErrors, MismatchedDtype) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+                MESHDMA_ASSIGN_OR_RETURN(auto b,
+                                         AllocateSymmetric<double>({8}));
+                return psum(a, b, {"x"});
+              }),
+              "must have the same dtype and element count");
+}
+
+TEST(CollectiveErrors, OutputTooSmall) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+                MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({9}));
+                return all_gather(a, b, {"x"}, /*tiled=*/true);
+              }),
+              "needs f32[");
+}
+
+TEST(CollectiveErrors, ReductionOfU8) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(auto a,
+                                         AllocateSymmetric<uint8_t>({8}));
+                return pmax(a, a, {"x"});
+              }),
+              "cannot reduce u8");
+}
+
+TEST(CollectiveErrors, OutputNotSymmetric) {
+  ExpectError(
+      RunFresh([]() -> absl::Status {
+        std::vector<float> in(8), out(8);
+        const int64_t shape[] = {8};
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto a, ArrayRef::FromPointer(in.data(), DType::kF32, shape));
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto b, ArrayRef::FromPointer(out.data(), DType::kF32, shape));
+        return psum(a, b, {"x"});
+      }),
+      "is not in the symmetric heap");
+}
+
+TEST(CollectiveErrors, BadPermutation) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+                MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({8}));
+                return ppermute(a, b, {"x"}, {{0, 1}, {1, 1}});
+              }),
+              "repeats a destination");
+}
+
+// Devices disagree on the element count: the neighbour check reports both
+// calls instead of waiting for bytes that never come.
+TEST(CollectiveErrors, MismatchedCountAcrossDevices) {
+  ExpectError(
+      RunFresh([]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({64}));
+        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, me == 0 ? 10 : 11));
+        return psum(in, in, {"x"});
+      }),
+      "this device calls psum of");
+}
+
+// The same with the ring reduce-scatter (neighbour check before any data).
+TEST(CollectiveErrors, MismatchedCountRingReduceScatter) {
+  ExpectError(
+      RunFresh([]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({64}));
+        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({64}));
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        const int64_t count = me == 0 ? 30 : 33;
+        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, count));
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto out, o.Slice(0, 0, ScatterSegment(count, n, me).second));
+        CollectiveOptions opts;
+        opts.algorithm = CollectiveAlgorithm::kRing;
+        return psum_scatter(in, out, {"x"}, opts);
+      }),
+      "this device calls psum_scatter of");
+}
+
+}  // namespace
+}  // namespace meshdma
