@@ -110,6 +110,13 @@ absl::Status RuntimeImpl::Init() {
   if (wait_timeout_ <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("wait timeout must be positive");
   }
+  if (const char* v = GetEnv(kStreamingMinBytesEnv)) {
+    if (!absl::SimpleAtoi(v, &options_.streaming_min_bytes) ||
+        options_.streaming_min_bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kStreamingMinBytesEnv, "='", v, "' is not a byte count"));
+    }
+  }
   if (const char* v = GetEnv(kSpinNsEnv)) {
     if (!absl::SimpleAtoi(v, &options_.spin_ns) || options_.spin_ns < 0) {
       return absl::InvalidArgumentError(

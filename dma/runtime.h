@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,8 @@ inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
 inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
 inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
 inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
+// Overrides streaming_min_bytes.
+inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 
 struct RuntimeOptions {
   LaunchOptions launch;
@@ -62,6 +65,11 @@ struct RuntimeOptions {
   int64_t async_min_bytes = 64 << 10;
   // Copy chunk size; chunks of one DMA may run on several threads.
   int64_t copy_chunk_bytes = 1 << 20;
+  // DMAs at least this large are copied with non-temporal stores (the
+  // destination bypasses the caches). Off by default: on the machines
+  // measured for BENCHMARKS.md it was no faster. MESHDMA_STREAMING_MIN_BYTES
+  // overrides.
+  int64_t streaming_min_bytes = std::numeric_limits<int64_t>::max();
   // Copy worker threads per process (kAsync). 0: one per two local devices,
   // at least one.
   int copy_threads = 0;

@@ -72,6 +72,7 @@ void CopyEngine::WorkerMain() {
 
 void CopyEngine::RunChunk(DmaOp* op, int64_t chunk) {
   CopyPlan plan(op->src_layout, op->dst_layout, op->elem_bytes);
+  plan.set_streaming(op->streaming);
   plan.CopyChunk(op->src, op->dst, chunk, op->num_chunks);
   if (op->done_chunks.fetch_add(1, std::memory_order_acq_rel) + 1 ==
       op->num_chunks) {

@@ -41,6 +41,7 @@ class RuntimeImpl {
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
+  int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
   Observer* observer() const { return observer_; }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
 

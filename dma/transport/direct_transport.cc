@@ -11,10 +11,12 @@ void DirectTransport::Put(std::unique_ptr<DmaOp> op) {
   // target device.
   if (op->dst == nullptr) op->dst = heap + op->dst_heap_offset;
   op->recv_cell = reinterpret_cast<SemaphoreCell*>(heap + op->event.recv_sem);
+  op->streaming = op->event.bytes >= runtime_->streaming_min_bytes();
   if (runtime_->dma_mode() == DmaMode::kEager ||
       op->event.bytes < runtime_->async_min_bytes()) {
-    CopyPlan(op->src_layout, op->dst_layout, op->elem_bytes)
-        .CopyAll(op->src, op->dst);
+    CopyPlan plan(op->src_layout, op->dst_layout, op->elem_bytes);
+    plan.set_streaming(op->streaming);
+    plan.CopyAll(op->src, op->dst);
     Device* issuer = op->issuer;
     issuer->CompleteDma(std::move(op));
     return;
