@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "dma/internal/runtime_impl.h"
 #include "dma/trace.h"
@@ -339,6 +340,11 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
         "Runtime::Run called from inside Run on ", d->Name(),
         ": the function passed to Run already runs on every device"));
   }
+  // Every process finishes the previous Run before any device starts this
+  // one: the reserved barrier semaphores are shared by all Runs, and a
+  // process holding no device of the previous mesh must not signal a device
+  // that is still in that mesh's barrier.
+  MESHDMA_RETURN_IF_ERROR(SyncProcesses("Runtime::Run"));
   if (aborted()) {
     return absl::FailedPreconditionError(
         absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",
@@ -399,6 +405,26 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
       code,
       absl::StrCat("Run on mesh ", mesh.ToString(), " failed on ", lines.size(),
                    " device(s):\n", absl::StrJoin(lines, "\n")));
+}
+
+absl::Status RuntimeImpl::SyncProcesses(absl::string_view what) {
+  if (comm_ == MPI_COMM_NULL) return absl::OkStatus();
+  MPI_Request request;
+  MPI_Ibarrier(comm_, &request);
+  const absl::Time deadline = absl::Now() + wait_timeout_;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      // The request cannot be cancelled; the process is expected to exit.
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " on rank ", launch_->rank(),
+                       ": not every process reached it within ",
+                       absl::FormatDuration(wait_timeout_)));
+    }
+    absl::SleepFor(absl::Microseconds(20));
+  }
 }
 
 void RuntimeImpl::Abort(const std::string& reason, bool notify_peers) {

@@ -12,7 +12,8 @@
 // SPMD. `Run(mesh, fn)` is called by every process with the same mesh; `fn`
 // runs once on each of this process's devices that the mesh contains, on that
 // device's thread, where the verbs (`axis_index`, `make_async_remote_copy`,
-// `semaphore_signal`, `pallas_call`, ...) act as that device. `Run` returns
+// `semaphore_signal`, `pallas_call`, ...) act as that device. `Run` starts
+// once every process has finished its previous `Run`, and returns
 // when all local devices are done: OK, or an error naming each device that
 // failed. When one device fails, waits on the others (in every process) end
 // with Aborted instead of hanging.

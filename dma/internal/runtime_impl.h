@@ -68,6 +68,9 @@ class RuntimeImpl {
   std::string DescribeLocalDevices();
 
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+  // A barrier across processes (no-op alone) that gives up after the wait
+  // timeout instead of hanging when a process never arrives.
+  absl::Status SyncProcesses(absl::string_view what);
   absl::Status Shutdown();
 
  private:
