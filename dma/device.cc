@@ -2,6 +2,8 @@
 // reported to the runtime's `Observer` here.
 #include "dma/internal/device.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -424,13 +426,24 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       if (CellTryConsume(cell, value)) return absl::OkStatus();
     }
   }
+  // Slow path: tell the MPI progress thread someone is waiting (it then polls
+  // instead of sleeping), spin, then sleep.
+  runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
+  struct Unregister {
+    std::atomic<int>& count;
+    ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } unregister{runtime_->waiting_devices()};
   const int64_t start = absl::GetCurrentTimeNanos();
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
-    if ((i & 63) == 63 &&
-        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
-      break;
+    if ((i & 63) == 63) {
+      const int64_t spun = absl::GetCurrentTimeNanos() - start;
+      if (spun > runtime_->spin_ns()) break;
+      // Past the first microseconds, give the core away between polls: the
+      // thread that will signal (a copy worker, the progress thread, a
+      // device) may be waiting for this very core.
+      if (spun > 2'000) sched_yield();
     }
   }
   {

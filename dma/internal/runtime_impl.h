@@ -58,6 +58,9 @@ class RuntimeImpl {
   Device* LocalDevice(int global_device) const;
   CopyEngine* copy_engine() const { return copy_engine_.get(); }
   uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
+  // Devices of this process inside a wait that did not complete at once; the
+  // MPI progress thread keeps polling instead of sleeping while any are.
+  std::atomic<int>& waiting_devices() { return waiting_devices_; }
 
   // Fails every wait in this launch: local waits return Aborted with `reason`
   // and other processes are told. Idempotent; the first reason wins.
@@ -124,6 +127,7 @@ class RuntimeImpl {
   mutable std::mutex abort_mu_;
   std::string abort_reason_;
   std::atomic<uint64_t> next_dma_id_{0};
+  std::atomic<int> waiting_devices_{0};
 };
 
 }  // namespace meshdma::internal

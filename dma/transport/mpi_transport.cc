@@ -296,7 +296,8 @@ void MpiTransport::ProgressMain() {
       if (done && recvs_.empty()) return;
     }
     ++idle;
-    if (idle < 200 || !sends_.empty() || !recvs_.empty()) {
+    if (idle < 200 || !sends_.empty() || !recvs_.empty() ||
+        runtime_->waiting_devices().load(std::memory_order_relaxed) > 0) {
       if (idle > 50) sched_yield();
       continue;
     }
