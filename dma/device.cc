@@ -2,8 +2,6 @@
 // reported to the runtime's `Observer` here.
 #include "dma/internal/device.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 
@@ -437,13 +435,12 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
-    if ((i & 63) == 63) {
-      const int64_t spun = absl::GetCurrentTimeNanos() - start;
-      if (spun > runtime_->spin_ns()) break;
-      // Past the first microseconds, give the core away between polls: the
-      // thread that will signal (a copy worker, the progress thread, a
-      // device) may be waiting for this very core.
-      if (spun > 2'000) sched_yield();
+    // Pure spinning: yielding here was measured to push waits past the spin
+    // window into futex sleeps, whose wake-up costs tens of microseconds on
+    // a virtual machine (BENCHMARKS.md).
+    if ((i & 63) == 63 &&
+        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
+      break;
     }
   }
   {
