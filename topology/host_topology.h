@@ -17,11 +17,11 @@
 namespace meshdma {
 
 struct CoreInfo {
-  int index = 0;        // Logical index, 0..num_cores-1, in hwloc order.
-  int os_index = 0;     // The OS's index for the core.
-  int package = 0;      // Logical index of the package that holds it.
-  int numa_node = 0;    // Logical index of its NUMA node.
-  int l3_domain = 0;    // Logical index of the L3 cache it shares.
+  int index = 0;      // Logical index, 0..num_cores-1, in hwloc order.
+  int os_index = 0;   // The OS's index for the core.
+  int package = 0;    // Logical index of the package that holds it.
+  int numa_node = 0;  // Logical index of its NUMA node.
+  int l3_domain = 0;  // Logical index of the L3 cache it shares.
   std::vector<int> pu_os_indices;  // OS indices of its hardware threads.
 };
 

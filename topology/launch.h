@@ -43,8 +43,8 @@ struct LaunchOptions {
 // What one process contributes to the launch.
 struct ProcessInfo {
   int rank = 0;
-  std::string hostname;   // As the OS reports it.
-  std::string host_key;   // Identifies the host; "hostname#rank" when forced.
+  std::string hostname;  // As the OS reports it.
+  std::string host_key;  // Identifies the host; "hostname#rank" when forced.
   int num_devices = 1;
   // Logical core index (of that host's topology) each local device pins to,
   // in local-device order; -1 when unpinned.
