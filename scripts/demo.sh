@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds the demo and runs it: the tutorial's right
-# permute, then ring attention with communication overlapped with compute;
-# devices as threads of this process, one per core of the host topology (MESHDMA_DEVICES_PER_PROCESS
-# overrides). Under mpirun the same binary runs across processes.
+# permute, then ring attention with communication overlapped with compute.
+# Devices are threads of this process, one per core of the host topology
+# (MESHDMA_DEVICES_PER_PROCESS overrides); under mpirun the same binaries run
+# across processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-debian.sh
