@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "collectives/internal/common.h"
+#include "collectives/internal/one_shot.h"
 #include "collectives/internal/reduce.h"
 #include "collectives/internal/ring.h"
 #include "dma/async_copy.h"
@@ -73,7 +74,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int n = g.size();
   const int r = g.rank;
   const int64_t count = in.num_elements();
-  const int64_t header = check ? 64 : 0;
+  const int64_t header = check ? internal::kOneShotHeaderBytes : 0;
   const int64_t row_bytes = header + in.size_bytes();
   if (row_bytes == 0) return absl::OkStatus();
   MESHDMA_ASSIGN_OR_RETURN(
@@ -98,23 +99,14 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
       internal::RemoteCopy(rows, rows, send_sem, recv_sem, g.Peer(1));
   MESHDMA_RETURN_IF_ERROR(all.wait_recv());
   MESHDMA_RETURN_IF_ERROR(all.wait_send());
-  // Step 3.
+  // Steps 3 and 4.
   const std::byte* base = scratch.data();
-  for (int i = 0; i < n && check; ++i) {
-    if (i == r) continue;
-    int64_t theirs;
-    std::memcpy(&theirs, base + i * row_bytes, sizeof(theirs));
+  if (check) {
     MESHDMA_RETURN_IF_ERROR(
-        internal::CompareSignatures(name, g, signature, theirs, g.Member(i)));
+        internal::CheckRowSignatures(name, g, signature, base, row_bytes));
   }
-  // Step 4.
-  std::vector<const T*> sources(n);
-  for (int i = 0; i < n; ++i) {
-    sources[i] =
-        i == r ? in.data_as<const T>()
-               : reinterpret_cast<const T*>(base + i * row_bytes + header);
-  }
-  internal::ReduceMany<T>(op, sources.data(), n, out.data_as<T>(), count);
+  internal::ReduceRows<T>(op, g, in.data_as<const T>(), base, row_bytes, header,
+                          out.data_as<T>(), count);
   return absl::OkStatus();
 }
 

@@ -6,6 +6,7 @@
 #include "base/status_macros.h"
 #include "collectives/all_reduce.h"
 #include "collectives/internal/common.h"
+#include "collectives/internal/one_shot.h"
 #include "collectives/internal/reduce.h"
 #include "collectives/internal/ring.h"
 #include "dma/async_copy.h"
@@ -36,7 +37,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int r = g.rank;
   const int64_t count = in.num_elements();
   const int64_t elem = static_cast<int64_t>(sizeof(T));
-  const int64_t header = check ? 64 : 0;
+  const int64_t header = check ? internal::kOneShotHeaderBytes : 0;
   const int64_t row = header + (count + n - 1) / n * elem;
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sems,
@@ -74,21 +75,13 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   MESHDMA_RETURN_IF_ERROR(
       internal::RemoteCopy(all_out, all_out, send_sem, recv_sem, g.Peer(1))
           .wait_send());
-  // Step 3.
-  for (int i = 0; i < n && check && in_bytes > 0; ++i) {
-    if (i == r) continue;
-    int64_t theirs;
-    std::memcpy(&theirs, recv + i * row, sizeof(theirs));
+  // Steps 3 and 4.
+  if (check && in_bytes > 0) {
     MESHDMA_RETURN_IF_ERROR(
-        internal::CompareSignatures(name, g, signature, theirs, g.Member(i)));
+        internal::CheckRowSignatures(name, g, signature, recv, row));
   }
-  // Step 4.
-  std::vector<const T*> sources(n);
-  for (int i = 0; i < n; ++i) {
-    sources[i] = i == r ? in.data_as<const T>() + my_begin
-                        : reinterpret_cast<const T*>(recv + i * row + header);
-  }
-  internal::ReduceMany<T>(op, sources.data(), n, out.data_as<T>(), my_len);
+  internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin, recv, row,
+                          header, out.data_as<T>(), my_len);
   return absl::OkStatus();
 }
 
