@@ -38,11 +38,15 @@
 #include "base/status_macros.h"
 #include "dma/kernel.h"
 #include "dma/runtime.h"
+#include "examples/example_util.h"
 #include "kernels/ops/attention_reference.h"
 #include "kernels/overlap/ring_attention.h"
 #include "kernels/shard_map.h"
 
 namespace {
+
+using meshdma::examples::Median;
+using meshdma::examples::Random;
 
 using meshdma::ArrayRef;
 using meshdma::OverlapMode;
@@ -61,37 +65,20 @@ struct Flags {
   bool check = true;
 };
 
-Flags ParseFlags(int argc, char** argv) {
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    auto value = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
-    if (!std::strcmp(argv[i], "--seq"))
-      f.seq = value();
-    else if (!std::strcmp(argv[i], "--heads"))
-      f.heads = value();
-    else if (!std::strcmp(argv[i], "--kv-heads"))
-      f.kv_heads = value();
-    else if (!std::strcmp(argv[i], "--dim"))
-      f.dim = value();
-    else if (!std::strcmp(argv[i], "--iters"))
-      f.iters = static_cast<int>(value());
-    else if (!std::strcmp(argv[i], "--no-causal"))
-      f.causal = false;
-    else if (!std::strcmp(argv[i], "--contiguous"))
-      f.zigzag = false;
-    else if (!std::strcmp(argv[i], "--no-check"))
-      f.check = false;
-  }
+  meshdma::examples::FlagParser p;
+  p.Int("--seq", &f.seq);
+  p.Int("--heads", &f.heads);
+  p.Int("--kv-heads", &f.kv_heads);
+  p.Int("--dim", &f.dim);
+  p.Int("--iters", &f.iters);
+  p.Switch("--no-causal", &f.causal, false);
+  p.Switch("--contiguous", &f.zigzag, false);
+  p.Switch("--no-check", &f.check, false);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   if (f.kv_heads == 0) f.kv_heads = f.heads;
   return f;
-}
-
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
 }
 
 // Rows of an [H, S, D] array in `order` (or back, with `inverse`).
@@ -107,11 +94,6 @@ std::vector<float> Permute(const std::vector<float>& in, int64_t h, int64_t s,
     }
   }
   return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 absl::Status Main(const Flags& flags) {
@@ -243,11 +225,7 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::Status s = Main(ParseFlags(argc, argv));
-  if (!s.ok()) {
-    std::fprintf(stderr, "06_ring_attention: %s\n",
-                 std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  auto flags = ParseFlags(argc, argv);
+  return meshdma::examples::Finish("06_ring_attention",
+                                   flags.ok() ? Main(*flags) : flags.status());
 }

@@ -35,11 +35,15 @@
 #include "base/status_macros.h"
 #include "dma/kernel.h"
 #include "dma/runtime.h"
+#include "examples/example_util.h"
 #include "kernels/blas.h"
 #include "kernels/overlap/collective_matmul.h"
 #include "kernels/shard_map.h"
 
 namespace {
+
+using meshdma::examples::Median;
+using meshdma::examples::Random;
 
 using meshdma::ArrayRef;
 using meshdma::OverlapMode;
@@ -52,35 +56,16 @@ struct Flags {
   bool check = true;
 };
 
-Flags ParseFlags(int argc, char** argv) {
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    auto value = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
-    if (!std::strcmp(argv[i], "--m"))
-      f.m = value();
-    else if (!std::strcmp(argv[i], "--k"))
-      f.k = value();
-    else if (!std::strcmp(argv[i], "--n"))
-      f.n = value();
-    else if (!std::strcmp(argv[i], "--iters"))
-      f.iters = static_cast<int>(value());
-    else if (!std::strcmp(argv[i], "--no-check"))
-      f.check = false;
-  }
+  meshdma::examples::FlagParser p;
+  p.Int("--m", &f.m);
+  p.Int("--k", &f.k);
+  p.Int("--n", &f.n);
+  p.Int("--iters", &f.iters);
+  p.Switch("--no-check", &f.check, false);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   return f;
-}
-
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 using Kernel = absl::Status (*)(const ArrayRef&, const ArrayRef&,
@@ -243,11 +228,7 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::Status s = Main(ParseFlags(argc, argv));
-  if (!s.ok()) {
-    std::fprintf(stderr, "07_collective_matmul: %s\n",
-                 std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  auto flags = ParseFlags(argc, argv);
+  return meshdma::examples::Finish("07_collective_matmul",
+                                   flags.ok() ? Main(*flags) : flags.status());
 }

@@ -43,12 +43,16 @@
 #include "base/status_macros.h"
 #include "dma/kernel.h"
 #include "dma/runtime.h"
+#include "examples/example_util.h"
 #include "kernels/blas.h"
 #include "kernels/ops/attention_reference.h"
 #include "kernels/overlap/kv_transfer.h"
 #include "kernels/overlap/online_attention.h"
 
 namespace {
+
+using meshdma::examples::Median;
+using meshdma::examples::Random;
 
 using meshdma::ArrayRef;
 using meshdma::OverlapMode;
@@ -59,41 +63,19 @@ struct Flags {
   int iters = 3;
 };
 
-Flags ParseFlags(int argc, char** argv) {
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    auto value = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
-    if (!std::strcmp(argv[i], "--layers"))
-      f.layers = static_cast<int>(value());
-    else if (!std::strcmp(argv[i], "--seq"))
-      f.seq = value();
-    else if (!std::strcmp(argv[i], "--heads"))
-      f.heads = value();
-    else if (!std::strcmp(argv[i], "--kv-heads"))
-      f.kv_heads = value();
-    else if (!std::strcmp(argv[i], "--dim"))
-      f.dim = value();
-    else if (!std::strcmp(argv[i], "--model"))
-      f.model = value();
-    else if (!std::strcmp(argv[i], "--page"))
-      f.page = value();
-    else if (!std::strcmp(argv[i], "--iters"))
-      f.iters = static_cast<int>(value());
-  }
+  meshdma::examples::FlagParser p;
+  p.Int("--layers", &f.layers);
+  p.Int("--seq", &f.seq);
+  p.Int("--heads", &f.heads);
+  p.Int("--kv-heads", &f.kv_heads);
+  p.Int("--dim", &f.dim);
+  p.Int("--model", &f.model);
+  p.Int("--page", &f.page);
+  p.Int("--iters", &f.iters);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   return f;
-}
-
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // The prefill model: per layer Wq [DM, H*D], Wk and Wv [DM, Hkv*D],
@@ -292,11 +274,7 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::Status s = Main(ParseFlags(argc, argv));
-  if (!s.ok()) {
-    std::fprintf(stderr, "08_kv_cache_transfer: %s\n",
-                 std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  auto flags = ParseFlags(argc, argv);
+  return meshdma::examples::Finish("08_kv_cache_transfer",
+                                   flags.ok() ? Main(*flags) : flags.status());
 }

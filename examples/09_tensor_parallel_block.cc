@@ -48,6 +48,7 @@
 #include "dma/kernel.h"
 #include "dma/runtime.h"
 #include "dma/trace.h"
+#include "examples/example_util.h"
 #include "kernels/blas.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/overlap/collective_matmul.h"
@@ -55,6 +56,9 @@
 #include "kernels/shard_map.h"
 
 namespace {
+
+using meshdma::examples::Median;
+using meshdma::examples::Random;
 
 using meshdma::ArrayRef;
 using meshdma::OverlapMode;
@@ -67,39 +71,18 @@ struct Flags {
   int iters = 3;
 };
 
-Flags ParseFlags(int argc, char** argv) {
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    auto value = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0; };
-    if (!std::strcmp(argv[i], "--seq"))
-      f.seq = value();
-    else if (!std::strcmp(argv[i], "--model"))
-      f.model = value();
-    else if (!std::strcmp(argv[i], "--heads"))
-      f.heads = value();
-    else if (!std::strcmp(argv[i], "--kv-heads"))
-      f.kv_heads = value();
-    else if (!std::strcmp(argv[i], "--dim"))
-      f.dim = value();
-    else if (!std::strcmp(argv[i], "--ffn"))
-      f.ffn = value();
-    else if (!std::strcmp(argv[i], "--iters"))
-      f.iters = static_cast<int>(value());
-  }
+  meshdma::examples::FlagParser p;
+  p.Int("--seq", &f.seq);
+  p.Int("--model", &f.model);
+  p.Int("--heads", &f.heads);
+  p.Int("--kv-heads", &f.kv_heads);
+  p.Int("--dim", &f.dim);
+  p.Int("--ffn", &f.ffn);
+  p.Int("--iters", &f.iters);
+  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
   return f;
-}
-
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 void RmsNorm(const float* x, int64_t rows, int64_t cols, float* out) {
@@ -347,11 +330,7 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::Status s = Main(ParseFlags(argc, argv));
-  if (!s.ok()) {
-    std::fprintf(stderr, "09_tensor_parallel_block: %s\n",
-                 std::string(s.message()).c_str());
-    return 1;
-  }
-  return 0;
+  auto flags = ParseFlags(argc, argv);
+  return meshdma::examples::Finish("09_tensor_parallel_block",
+                                   flags.ok() ? Main(*flags) : flags.status());
 }
