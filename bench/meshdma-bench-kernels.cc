@@ -317,7 +317,18 @@ absl::Status Bench(bool quick) {
 }  // namespace meshdma
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr,
+                   "meshdma-bench-kernels: unknown flag '%s'\n"
+                   "usage: meshdma-bench-kernels [--quick]\n",
+                   argv[i]);
+      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
+  }
   meshdma::RuntimeOptions o;
   o.launch.devices_per_process = 1;
   auto rt = meshdma::Runtime::Create(o);
