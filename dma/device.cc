@@ -309,9 +309,11 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
       inflight_.pop_back();
     }
   }
+  // The observer hears of the completion before any waiter can see it: a
+  // wait that returns has been preceded by its DMA's completion event.
+  if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
   if (op->recv_cell != nullptr) CellAdd(op->recv_cell, op->event.bytes);
   if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
-  if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
 }
 
 size_t Device::num_inflight(int min_depth) {

@@ -34,6 +34,7 @@ class Observer {
   virtual void OnKernelEnd(int device, absl::string_view kernel) {}
   virtual void OnDmaStart(const DmaEvent& dma) {}
   // The source has been read and (direct paths) the destination written.
+  // Called before the semaphores move, so before any wait on them returns.
   virtual void OnDmaComplete(const DmaEvent& dma) {}
   virtual void OnSignal(int device, int target_device, Semaphore sem,
                         int64_t inc) {}
