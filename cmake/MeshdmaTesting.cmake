@@ -29,8 +29,9 @@ set(MESHDMA_MPI_TEST_NP "1;2;4" CACHE STRING "Process counts for MPI tests")
 #                   [TIMEOUT s] [LABELS ...])
 # Builds a gtest binary linked with the rank-aware main. Registers it once as
 # a plain single-process test and, with MPI, under mpirun at each NP; with
-# INTERHOST also with MESHDMA_FORCE_INTERHOST=1, and (Open MPI) again
-# restricted to its TCP transport.
+# INTERHOST also with MESHDMA_FORCE_INTERHOST=1, at 4 processes as 2 simulated
+# hosts of 2 (MESHDMA_HOSTS=2: shared memory inside a host, MPI between),
+# and (Open MPI) again restricted to its TCP transport.
 function(meshdma_add_gtest name)
   cmake_parse_arguments(ARG "MPI;INTERHOST" "TIMEOUT"
     "SOURCES;DEPS;NP;LABELS;ARGS" ${ARGN})
@@ -54,6 +55,11 @@ function(meshdma_add_gtest name)
         meshdma_add_mpi_test(${name}.np${np}.interhost ${name} ${np}
           TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;${ARG_LABELS}"
           ENV MESHDMA_FORCE_INTERHOST=1 ARGS ${ARG_ARGS})
+        if(np EQUAL 4)
+          meshdma_add_mpi_test(${name}.np${np}.hosts2 ${name} ${np}
+            TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;hosts;${ARG_LABELS}"
+            ENV MESHDMA_HOSTS=2 ARGS ${ARG_ARGS})
+        endif()
         if(MESHDMA_MPI_IS_OPENMPI)
           meshdma_add_mpi_test(${name}.np${np}.interhost_tcp ${name} ${np}
             TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
@@ -54,6 +55,9 @@ namespace {
 
 using collectives_internal::Group;
 using collectives_internal::Range;
+
+// Channel paths keep their per-peer lists on the stack.
+constexpr int kMaxChannelPeers = 256;
 
 // One-shot all-reduce:
 //   step 1: stage a 64-byte header (the call's signature, see
@@ -108,6 +112,37 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base, row_bytes, header,
                           out.data_as<T>(), count);
   return absl::OkStatus();
+}
+
+// One-shot over the group's channel (collectives/internal/channel.h): the
+// same exchange as `OneShot` with no kernel entry barrier, for inputs that fit
+// a channel row.
+//   step 1: push my input to every peer (Channel::Exchange, steps 1-3);
+//   step 2: reduce the n rows in group order, my input standing for mine.
+template <typename T>
+absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
+                            const ArrayRef& in, const ArrayRef& out,
+                            int64_t signature) {
+  using collectives_internal::Channel;
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  const int n = g.size();
+  const int64_t bytes = in.size_bytes();
+  Channel::Outgoing outgoing[kMaxChannelPeers];
+  Channel::Incoming incoming[kMaxChannelPeers];
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i == g.rank) continue;
+    outgoing[k] = {i, in.data(), bytes};
+    incoming[k] = {i, bytes};
+    ++k;
+  }
+  return channel->Exchange(
+      name, g, signature, {outgoing, size_t(k)}, {incoming, size_t(k)},
+      [&](const std::byte* rows) {
+        collectives_internal::ReduceRows<T>(
+            op, g, in.data_as<const T>(), rows, Channel::kRowBytes,
+            Channel::kHeaderBytes, out.data_as<T>(), in.num_elements());
+      });
 }
 
 template <typename T>
@@ -167,8 +202,21 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm =
       ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
   absl::Status status;
+  const bool channel =
+      algorithm == CollectiveAlgorithm::kOneShot && g.size() > 1 &&
+      g.size() <= kMaxChannelPeers &&
+      in.size_bytes() <= collectives_internal::Channel::kMaxPayloadBytes &&
+      in.data() != out.data();
   auto run = [&](auto zero) {
     using T = decltype(zero);
+    if (channel) {
+      status = ChannelOneShot<T>(
+          name, g, op, in, out,
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+              in.num_elements(), static_cast<int>(op), &output));
+      return;
+    }
     status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
       const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
       if (options.check_peers && !one_shot) {

@@ -66,7 +66,8 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
       global_index_(global_index),
       local_index_(local_index),
       heap_base_(heap_base),
-      heap_bytes_(heap_bytes) {}
+      heap_bytes_(heap_bytes),
+      persistent_bottom_(heap_bytes) {}
 
 std::string Device::Name() const {
   return absl::StrCat("device ", global_index_, " (rank ",
@@ -141,11 +142,11 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   }
   const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
   const int64_t aligned = (bytes + 63) & ~int64_t{63};
-  if (aligned > heap_bytes_ - heap_top_) {
+  if (aligned > persistent_bottom_ - heap_top_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "symmetric heap of ", Name(), " exhausted: request ", DTypeName(dtype),
         "[", absl::StrJoin(shape, ","), "] needs ", bytes, " bytes, ",
-        heap_bytes_ - heap_top_, " of ", heap_bytes_,
+        persistent_bottom_ - heap_top_, " of ", heap_bytes_,
         " bytes left (raise RuntimeOptions::heap_bytes or "
         "MESHDMA_HEAP_BYTES)"));
   }
@@ -169,6 +170,85 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
   scopes_.back().semaphores.push_back(
       SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
   return bytes.heap_offset();
+}
+
+absl::StatusOr<ArrayRef> Device::AllocatePersistent(
+    DType dtype, std::span<const int64_t> shape, absl::string_view name) {
+  if (mesh_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "AllocatePersistent('", name, "') on ", Name(), " outside Runtime::Run"));
+  }
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && bytes > (int64_t{1} << 40) / d)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AllocatePersistent('", name, "') on ", Name(), ": bad shape [",
+          absl::StrJoin(shape, ","), "]"));
+    }
+    bytes *= d;
+  }
+  const int64_t aligned = (bytes + 63) & ~int64_t{63};
+  if (aligned > persistent_bottom_ - heap_top_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "symmetric heap of ", Name(), " exhausted: persistent '", name, "' ",
+        DTypeName(dtype), "[", absl::StrJoin(shape, ","), "] needs ", bytes,
+        " bytes, ", persistent_bottom_ - heap_top_, " of ", heap_bytes_,
+        " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
+  }
+  persistent_bottom_ -= aligned;
+  // Persistent memory is zero when the Run starts (ReleasePersistent zeroes
+  // what the previous Run used).
+  return ArrayRef::Symmetric(heap_base_ + persistent_bottom_,
+                             persistent_bottom_, dtype, shape);
+}
+
+absl::StatusOr<int64_t> Device::AllocatePersistentSemaphores(
+    SemaphoreType type, int count, absl::string_view name) {
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "persistent semaphore array '", name, "' on ", Name(), ": size ", count,
+        " must be >= 1"));
+  }
+  const int64_t shape[] = {count * kSemaphoreBytes};
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes,
+                           AllocatePersistent(DType::kU8, shape, name));
+  persistent_semaphores_.push_back(
+      SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
+  return bytes.heap_offset();
+}
+
+void Device::AtRunExit(std::function<absl::Status()> fn) {
+  run_exit_.push_back(std::move(fn));
+}
+
+absl::Status Device::ReleasePersistent(bool run_hooks) {
+  std::vector<std::string> problems;
+  for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend(); ++it) {
+    absl::Status s = (*it)();
+    if (!s.ok()) problems.push_back(std::string(s.message()));
+  }
+  run_exit_.clear();
+  if (run_hooks && problems.empty()) {
+    for (const SemaphoreRecord& rec : persistent_semaphores_) {
+      for (int i = 0; i < rec.count; ++i) {
+        const Semaphore sem(rec.offset + i * kSemaphoreBytes, rec.type);
+        const int64_t count =
+            CellAt(sem.heap_offset())->count.load(std::memory_order_acquire);
+        if (count != 0) {
+          problems.push_back(absl::StrCat(DescribeSemaphore(sem), " is ",
+                                          count, ", expected 0"));
+        }
+      }
+    }
+  }
+  persistent_semaphores_.clear();
+  std::memset(heap_base_ + persistent_bottom_, 0,
+              heap_bytes_ - persistent_bottom_);
+  persistent_bottom_ = heap_bytes_;
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("persistent state of ", Name(), " at the end of Run: ",
+                   absl::StrJoin(problems, "; ")));
 }
 
 absl::Status Device::PopScope() {
@@ -525,8 +605,8 @@ std::string Device::BlockedOn() {
 std::string Device::DescribeSemaphore(Semaphore sem) const {
   const int64_t off = sem.heap_offset();
   std::string name;
-  for (const Scope& scope : scopes_) {
-    for (const SemaphoreRecord& rec : scope.semaphores) {
+  auto find_in = [&](const std::vector<SemaphoreRecord>& records) {
+    for (const SemaphoreRecord& rec : records) {
       const int64_t end = rec.offset + rec.count * kSemaphoreBytes;
       if (off >= rec.offset && off < end) {
         name = rec.count == 1
@@ -535,7 +615,9 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
                                   (off - rec.offset) / kSemaphoreBytes, "] ");
       }
     }
-  }
+  };
+  for (const Scope& scope : scopes_) find_in(scope.semaphores);
+  find_in(persistent_semaphores_);
   if (off >= kBarrierCellsOffset && off < kCollectiveCellsOffset) {
     name = absl::StrCat("'device barrier round ",
                         (off - kBarrierCellsOffset) / kSemaphoreBytes, "' ");

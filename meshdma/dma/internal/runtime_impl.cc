@@ -352,8 +352,13 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     if (!logical.ok()) return;  // Not in this mesh.
     SetCurrentDevice(device);
     device->EnterRun(&mesh, *logical);
-    absl::Status s = fn();
+    absl::Status s = fn ? fn()
+                        : absl::InvalidArgumentError(absl::StrCat(
+                              "Runtime::Run on ", device->Name(),
+                              ": the function to run is empty"));
+    absl::Status persistent = device->ReleasePersistent(/*run_hooks=*/s.ok());
     absl::Status exit = device->PopScope();
+    if (s.ok()) s = persistent;
     if (s.ok()) s = exit;
     device->ExitRun();
     SetCurrentDevice(nullptr);

@@ -50,7 +50,7 @@ namespace meshdma::dma_internal {
 class MpiTransport : public Transport {
  public:
   // Payloads up to this many bytes travel inside the header's message.
-  static constexpr int64_t kInlineBytes = 16 << 10;
+  static constexpr int64_t kInlineBytes = 32 << 10;
 
   // `comm` is the runtime's own communicator (a dup of MPI_COMM_WORLD).
   MpiTransport(TransportHost* host, MPI_Comm comm);
