@@ -27,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "dma/runtime.h"
@@ -100,7 +101,7 @@ Setting Resolve(std::string name, std::string value, absl::string_view flag,
   Setting s{std::move(name), std::move(value), "default", ""};
   if (!flag.empty() && cli::Given(flag)) {
     s.source = "option";
-    s.where = absl::StrCat("--", flag);
+    s.where = absl::StrCat("--", absl::StrReplaceAll(flag, {{"_", "-"}}));
   } else if (env != nullptr && Env(env) != nullptr) {
     s.source = "environment";
     s.where = absl::StrCat(env, "=", Env(env));
