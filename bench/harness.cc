@@ -21,10 +21,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
-#include "dma/kernel.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/topology/launch.h"
 #include "tools/flags.h"
-#include "topology/launch.h"
 
 using meshdma::cli::ByteSize;
 

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/harness.h"
-#include "dma/runtime.h"
+#include "meshdma/dma/runtime.h"
 #include "tools/flags.h"
 
 int main(int argc, char** argv) {

@@ -29,12 +29,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
-#include "base/logging.h"
-#include "dma/runtime.h"
-#include "dma/trace.h"
+#include "meshdma/base/logging.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/trace.h"
+#include "meshdma/topology/host_topology.h"
+#include "meshdma/topology/launch.h"
 #include "tools/flags.h"
-#include "topology/host_topology.h"
-#include "topology/launch.h"
 
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
 ABSL_FLAG(int, devices_per_process, 0,
