@@ -59,7 +59,7 @@ absl::Status RuntimeImpl::Init() {
   MESHDMA_RETURN_IF_ERROR(ReadOptions());
   MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
   MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
-  StartObservation();
+  MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
   StartCopyEngine();
   StartDeviceThreads();
@@ -134,7 +134,8 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
   MESHDMA_ASSIGN_OR_RETURN(HostTopology topo, HostTopology::Discover());
   topology_ = std::make_unique<HostTopology>(std::move(topo));
   MESHDMA_ASSIGN_OR_RETURN(
-      Launch launch, Launch::Discover(*topology_, options_.launch, *processes_));
+      Launch launch,
+      Launch::Discover(*topology_, options_.launch, *processes_));
   launch_ = std::make_unique<Launch>(std::move(launch));
   const int n = launch_->num_devices();
   heap_base_of_device_.assign(n, nullptr);
@@ -144,15 +145,17 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
 }
 
 // Step 4: the user's observer, behind the timeline tracer when tracing.
-void RuntimeImpl::StartObservation() {
+absl::Status RuntimeImpl::StartObservation() {
   observer_ = options_.observer;
   trace_path_ = options_.trace_path.value_or(
       base_internal::EnvString(kTraceEnv).value_or(""));
   if (!trace_path_.empty()) {
-    tracer_ =
-        std::make_unique<TimelineTracer>(launch_->rank(), options_.observer);
+    MESHDMA_RETURN_IF_ERROR(
+        TimelineTracer::CheckWritable(trace_path_, *processes_));
+    tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
+  return absl::OkStatus();
 }
 
 // Step 6: copy workers, in the asynchronous DMA mode only.
@@ -161,7 +164,8 @@ void RuntimeImpl::StartCopyEngine() {
   const int local = static_cast<int>(devices_.size());
   const int threads = options_.copy_threads > 0 ? options_.copy_threads
                                                 : std::max(1, local / 2);
-  copy_engine_ = std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
+  copy_engine_ =
+      std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
 }
 
 // Step 7: device threads, pinned to their cores.
@@ -206,8 +210,8 @@ absl::Status RuntimeImpl::InitHeaps() {
     local_heaps_ = static_cast<std::byte*>(p);
   } else {
     MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
-                                         local_heaps_bytes_));
+        own_segment_,
+        ShmSegment::Create(ShmSegment::NameFor(tag, rank), local_heaps_bytes_));
     local_heaps_ = own_segment_->data();
   }
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -458,4 +462,3 @@ absl::Status RuntimeImpl::Shutdown() {
 }
 
 }  // namespace meshdma::dma_internal
-

@@ -89,7 +89,7 @@ class RuntimeImpl : public TransportHost {
   absl::Status ReadOptions();
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
-  void StartObservation();
+  absl::Status StartObservation();
   absl::Status InitHeaps();
   void StartCopyEngine();
   void StartDeviceThreads();
