@@ -90,6 +90,7 @@ class RuntimeImpl : public TransportHost {
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
   absl::Status StartObservation();
+  void LogLaunch() const;
   absl::Status InitHeaps();
   void StartCopyEngine();
   void StartDeviceThreads();
