@@ -356,6 +356,7 @@ std::string Device::DescribeInflight(int min_depth) {
 absl::Status Device::DrainInflight(int min_depth) {
   const absl::Time deadline = absl::Now() + runtime_->wait_timeout();
   while (num_inflight(min_depth) != 0) {
+    if (runtime_->PollRemote()) continue;
     if (runtime_->copy_engine() == nullptr ||
         !runtime_->copy_engine()->HelpOnce()) {
       if (absl::Now() > deadline) {
@@ -442,8 +443,9 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       if (CellTryConsume(cell, value)) return absl::OkStatus();
     }
   }
-  // Slow path: tell the MPI progress thread someone is waiting (it then polls
-  // instead of sleeping), spin, then sleep.
+  // Slow path: spin, progressing the MPI path from this thread while
+  // spinning, then sleep; a sleeping waiter is counted so that the MPI
+  // progress thread polls for it.
   runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
   struct Unregister {
     std::atomic<int>& count;
@@ -453,6 +455,9 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
+    if (runtime_->PollRemote() && CellTryConsume(cell, value)) {
+      return absl::OkStatus();
+    }
     // Pure spinning: yielding here was measured to push waits past the spin
     // window into futex sleeps, whose wake-up costs tens of microseconds on
     // a virtual machine (BENCHMARKS.md).
@@ -489,6 +494,13 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       absl::Status s = TimeoutError(cell, value, kind, sem);
       clear_blocked();
       return s;
+    }
+    // While messages to or from other hosts are in flight, keep progressing
+    // them here rather than sleeping: MPI moves a large message only while
+    // somebody polls.
+    if (runtime_->PollRemote() || runtime_->RemotePending()) {
+      CpuRelax();
+      continue;
     }
     CellSleep(cell, value, std::min(kSleepSliceNanos, deadline - now));
   }
