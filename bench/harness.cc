@@ -208,8 +208,8 @@ absl::StatusOr<std::vector<int64_t>> Sweep(const BenchConfig& c) {
     int64_t next = 0;
     if (c.factor > 0) {
       const double d = std::ceil(static_cast<double>(s) * c.factor);
-      next = d >= static_cast<double>(c.max_bytes) ? c.max_bytes + 1
-                                                   : static_cast<int64_t>(d);
+      next = d > static_cast<double>(c.max_bytes) ? c.max_bytes + 1
+                                                  : static_cast<int64_t>(d);
       // Each size grows by at least one byte, so the sweep ends.
       next = std::max(next, s + 1);
     } else {
