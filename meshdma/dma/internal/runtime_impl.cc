@@ -134,8 +134,7 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
   MESHDMA_ASSIGN_OR_RETURN(HostTopology topo, HostTopology::Discover());
   topology_ = std::make_unique<HostTopology>(std::move(topo));
   MESHDMA_ASSIGN_OR_RETURN(
-      Launch launch,
-      Launch::Discover(*topology_, options_.launch, *processes_));
+      Launch launch, Launch::Discover(*topology_, options_.launch, *processes_));
   launch_ = std::make_unique<Launch>(std::move(launch));
   const int n = launch_->num_devices();
   heap_base_of_device_.assign(n, nullptr);
@@ -164,8 +163,7 @@ void RuntimeImpl::StartCopyEngine() {
   const int local = static_cast<int>(devices_.size());
   const int threads = options_.copy_threads > 0 ? options_.copy_threads
                                                 : std::max(1, local / 2);
-  copy_engine_ =
-      std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
+  copy_engine_ = std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
 }
 
 // Step 7: device threads, pinned to their cores.
@@ -210,8 +208,8 @@ absl::Status RuntimeImpl::InitHeaps() {
     local_heaps_ = static_cast<std::byte*>(p);
   } else {
     MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_,
-        ShmSegment::Create(ShmSegment::NameFor(tag, rank), local_heaps_bytes_));
+        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
+                                         local_heaps_bytes_));
     local_heaps_ = own_segment_->data();
   }
   for (size_t i = 0; i < mine.size(); ++i) {
