@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
@@ -46,9 +47,21 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
 CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
                                              const CollectiveOptions& options) {
   if (options.algorithm != CollectiveAlgorithm::kAuto) return options.algorithm;
-  if (bytes <= options.one_shot_max_bytes) return CollectiveAlgorithm::kOneShot;
-  return group_size <= 2 ? CollectiveAlgorithm::kRing
-                         : CollectiveAlgorithm::kBidirectionalRing;
+  CollectiveAlgorithm chosen = CollectiveAlgorithm::kOneShot;
+  if (bytes > options.one_shot_max_bytes) {
+    chosen = group_size <= 2 ? CollectiveAlgorithm::kRing
+                             : CollectiveAlgorithm::kBidirectionalRing;
+  }
+  // MESHDMA_DEBUG=INFO: each choice once per process.
+  if (LogEnabled(LogLevel::kInfo, kLogCollectives) &&
+      LogFirstTime(absl::StrCat("all_reduce ", group_size, " ",
+                                CollectiveAlgorithmName(chosen)))) {
+    MESHDMA_LOG(kInfo, kLogCollectives, "all_reduce on ", group_size,
+                " devices: ", CollectiveAlgorithmName(chosen), " (auto; ",
+                bytes, " bytes, one_shot up to ", options.one_shot_max_bytes,
+                ")");
+  }
+  return chosen;
 }
 
 namespace {

@@ -602,7 +602,7 @@ std::string Device::BlockedOn() {
   return blocked_on_.empty() ? "running (not blocked)" : blocked_on_;
 }
 
-std::string Device::DescribeSemaphore(Semaphore sem) const {
+std::string Device::SemaphoreName(Semaphore sem) const {
   const int64_t off = sem.heap_offset();
   std::string name;
   auto find_in = [&](const std::vector<SemaphoreRecord>& records) {
@@ -625,9 +625,13 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
     name = absl::StrCat("'collective id ",
                         (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
   }
-  return absl::StrCat(name, SemaphoreTypeName(sem.type()), " semaphore @", off,
-                      " (count ",
-                      CellAt(off)->count.load(std::memory_order_relaxed), ")");
+  return absl::StrCat(name, SemaphoreTypeName(sem.type()), " semaphore @", off);
+}
+
+std::string Device::DescribeSemaphore(Semaphore sem) const {
+  return absl::StrCat(
+      SemaphoreName(sem), " (count ",
+      CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed), ")");
 }
 
 // --- Barrier

@@ -107,6 +107,11 @@ class Device {
   SemaphoreCell* CellAt(int64_t heap_offset) const {
     return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
   }
+  // "'recv' DMA semaphore @14336": the name the allocation gave (this
+  // device's scopes; symmetric, so every device's), its type and offset.
+  // Call on this device's thread.
+  std::string SemaphoreName(Semaphore sem) const;
+  // SemaphoreName plus the current count.
   std::string DescribeSemaphore(Semaphore sem) const;
 
  private:

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/base/env.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/timeline_tracer.h"
 #include "meshdma/dma/trace.h"
@@ -49,17 +51,15 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(
 
 RuntimeImpl::~RuntimeImpl() {
   absl::Status s = Shutdown();
-  if (!s.ok()) {
-    std::fprintf(stderr, "meshdma: runtime shutdown: %s\n",
-                 std::string(s.message()).c_str());
-  }
+  // Nobody can receive this error: it is printed whatever MESHDMA_DEBUG says.
+  if (!s.ok()) LogError(absl::StrCat("runtime shutdown: ", s.message()));
 }
 
 absl::Status RuntimeImpl::Init() {
   MESHDMA_RETURN_IF_ERROR(ReadOptions());
   MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
   MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
-  StartObservation();
+  MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
   StartCopyEngine();
   StartDeviceThreads();
@@ -144,15 +144,17 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
 }
 
 // Step 4: the user's observer, behind the timeline tracer when tracing.
-void RuntimeImpl::StartObservation() {
+absl::Status RuntimeImpl::StartObservation() {
   observer_ = options_.observer;
   trace_path_ = options_.trace_path.value_or(
       base_internal::EnvString(kTraceEnv).value_or(""));
   if (!trace_path_.empty()) {
-    tracer_ =
-        std::make_unique<TimelineTracer>(launch_->rank(), options_.observer);
+    MESHDMA_RETURN_IF_ERROR(
+        TimelineTracer::CheckWritable(trace_path_, *processes_));
+    tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
+  return absl::OkStatus();
 }
 
 // Step 6: copy workers, in the asynchronous DMA mode only.
@@ -257,7 +259,30 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
+  LogLaunch();
   return absl::OkStatus();
+}
+
+// MESHDMA_DEBUG=INFO: the launch (rank 0), this process's settings and the
+// path to every peer device, once per runtime.
+void RuntimeImpl::LogLaunch() const {
+  if (!LogEnabled(LogLevel::kInfo, kLogInit | kLogTransport)) return;
+  if (launch_->rank() == 0) MESHDMA_LOG(kInfo, kLogInit, launch_->Describe());
+  MESHDMA_LOG(kInfo, kLogInit, "rank ", launch_->rank(), ": DMA mode ",
+              dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ",
+              heap_bytes_, " bytes per device, wait timeout ",
+              absl::FormatDuration(wait_timeout_), ", spin ", options_.spin_ns,
+              " ns");
+  std::map<std::string, std::vector<int>> by_path;
+  for (int g = 0; g < launch_->num_devices(); ++g) {
+    if (transport_of_device_[g] != nullptr) {
+      by_path[std::string(transport_of_device_[g]->name())].push_back(g);
+    }
+  }
+  for (const auto& [path, devices] : by_path) {
+    MESHDMA_LOG(kInfo, kLogTransport, "rank ", launch_->rank(),
+                " reaches devices ", absl::StrJoin(devices, ","), " by ", path);
+  }
 }
 
 void RuntimeImpl::DeviceThreadMain(int local_index) {
@@ -267,8 +292,7 @@ void RuntimeImpl::DeviceThreadMain(int local_index) {
     if (core >= 0) {
       absl::Status s = topology_->PinThreadToCore(core);
       if (!s.ok()) {
-        std::fprintf(stderr, "meshdma: warning: %s: %s\n",
-                     device->Name().c_str(), std::string(s.message()).c_str());
+        MESHDMA_LOG(kWarn, kLogTopology, device->Name(), ": ", s.message());
       }
     }
   }
@@ -463,4 +487,3 @@ absl::Status RuntimeImpl::Shutdown() {
 }
 
 }  // namespace meshdma::dma_internal
-

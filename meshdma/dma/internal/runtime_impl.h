@@ -98,7 +98,8 @@ class RuntimeImpl : public TransportHost {
   absl::Status ReadOptions();
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
-  void StartObservation();
+  absl::Status StartObservation();
+  void LogLaunch() const;
   absl::Status InitHeaps();
   void StartCopyEngine();
   void StartDeviceThreads();
