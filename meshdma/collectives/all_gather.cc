@@ -58,7 +58,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
               tiled ? 1 : 0, &output));
         }
         // Step 0: my own block, unless the input already is it.
-        const ArrayRef mine = collectives_internal::Range(out, g.rank * count, count);
+        const ArrayRef mine =
+            collectives_internal::Range(out, g.index * count, count);
         if (in.data() != mine.data() && count > 0) {
           std::memmove(mine.data(), in.data(), in.size_bytes());
         }

@@ -24,12 +24,12 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const std::vector<int64_t>& blocks,
                            AllGatherState& lanes, bool step0_sent) {
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int L = static_cast<int>(lanes.size());
   if (n == 1) return absl::OkStatus();
-  // Lane l's part of block s, as [begin, begin + len) of `output`.
+  // Lane l's part of block s (a ring position), as [begin, begin + len) of
+  // `output`.
   auto part = [&](int s, int l, int64_t* begin, int64_t* len) {
-    s = ((s % n) + n) % n;
     const int64_t bb = blocks[s];
     const int64_t bl = blocks[s + 1] - bb;
     *begin = bb + PartBegin(bl, L, l);
@@ -42,7 +42,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
       // Wait for the part that arrived in step k-1 (or, at k = n-1, the last).
       if (k > 0) {
         int64_t b, len;
-        part(r - d * k, l, &b, &len);
+        part(g.PositionAt(-d * k), l, &b, &len);
         if (len > 0) {
           ArrayRef got = Range(output, b, len);
           MESHDMA_RETURN_IF_ERROR(RemoteCopy(got, got, lane.send_sem,
@@ -53,7 +53,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
       if (k == n - 1 || (k == 0 && step0_sent)) continue;
       // Pass block r - d*k on to member r + d.
       int64_t b, len;
-      part(r - d * k, l, &b, &len);
+      part(g.PositionAt(-d * k), l, &b, &len);
       if (len == 0) continue;
       const ArrayRef src =
           k == 0 ? Range(own, b - blocks[r], len) : Range(output, b, len);

@@ -101,7 +101,7 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                AllGatherState* gather) {
   using A = Acc<T>;
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int64_t count = input.num_elements();
   const int L = num_lanes;
   const int B = std::max(1, num_buffers);
