@@ -61,7 +61,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     Channel::Incoming incoming[Channel::kMaxMembers];
     int k = 0;
     for (int i = 0; i < n; ++i) {
-      if (i == g.rank) continue;
+      if (i == g.index) continue;
       outgoing[k] = {i, in.data(), in.size_bytes()};
       incoming[k] = {i, in.size_bytes()};
       ++k;
@@ -75,9 +75,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         [&](const std::byte* rows) {
           const int64_t bytes = in.size_bytes();
           std::byte* base = out.data();
-          std::memmove(base + g.rank * bytes, in.data(), bytes);
+          std::memmove(base + g.index * bytes, in.data(), bytes);
           for (int i = 0; i < n; ++i) {
-            if (i == g.rank) continue;
+            if (i == g.index) continue;
             std::memcpy(base + i * bytes,
                         rows + i * Channel::kRowBytes + Channel::kHeaderBytes,
                         bytes);
@@ -94,7 +94,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
               tiled ? 1 : 0, &output));
         }
         // Step 0: my own block, unless the input already is it.
-        const ArrayRef mine = collectives_internal::Range(out, g.rank * count, count);
+        const ArrayRef mine =
+            collectives_internal::Range(out, g.index * count, count);
         if (in.data() != mine.data() && count > 0) {
           std::memmove(mine.data(), in.data(), in.size_bytes());
         }

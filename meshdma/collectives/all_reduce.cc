@@ -87,7 +87,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
                      bool check) {
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int64_t count = in.num_elements();
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
   const int64_t row_bytes = header + in.size_bytes();
@@ -142,7 +142,7 @@ absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
   Channel::Incoming incoming[Channel::kMaxMembers];
   int k = 0;
   for (int i = 0; i < n; ++i) {
-    if (i == g.rank) continue;
+    if (i == g.index) continue;
     outgoing[k] = {i, in.data(), bytes};
     incoming[k] = {i, bytes};
     ++k;
@@ -165,7 +165,7 @@ absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
   std::vector<int64_t> segments(n + 1);
   for (int i = 0; i <= n; ++i) segments[i] = collectives_internal::PartBegin(count, n, i);
   const ArrayRef mine =
-      Range(out, segments[g.rank], segments[g.rank + 1] - segments[g.rank]);
+      Range(out, segments[g.index], segments[g.index + 1] - segments[g.index]);
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState gather,
                            collectives_internal::AllocateAllGather(g, lanes));
   // Phase 1: reduce-scatter; segment r of `out` holds the total, and each

@@ -29,7 +29,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int rank = input.rank();
   if (split_axis < 0 || split_axis >= rank || concat_axis < 0 ||
       concat_axis >= rank) {
@@ -141,7 +141,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           const ArrayRef out_j = ArrayRef::Symmetric(
               output.data(), output.heap_offset(), output.dtype(), shape_j);
           sends.push_back(collectives_internal::RemoteCopy(
-              src, recv_block(out_j, r), send_sem, recv_sem, g.Member(j)));
+              src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
           MESHDMA_RETURN_IF_ERROR(sends.back().start());
         }
         // Step 2: my own block, by a local copy.
@@ -155,12 +155,12 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
         const ArrayRef mine = recv_block(output, r);
         if (mine.num_elements() > 0) {
           for (int i = 1; i < n; ++i) {
-            const int src = (r - i + n) % n;
+            const int src = g.PositionAt(-i);
             const ArrayRef slot = recv_block(output, src);
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(slot, slot, send_sem,
-                                                         recv_sem,
-                                                         g.Member(src))
-                                        .wait_recv());
+            MESHDMA_RETURN_IF_ERROR(
+                collectives_internal::RemoteCopy(slot, slot, send_sem, recv_sem,
+                                                 g.members[src])
+                    .wait_recv());
           }
         }
         for (AsyncCopyDescriptor& s : sends)

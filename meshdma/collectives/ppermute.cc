@@ -55,7 +55,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     dest_of[src] = dst;
     source_of[dst] = src;
   }
-  const int r = g.rank;
+  const int r = g.index;
   const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
   const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
   // A sender names the receiver's output by its own output's handle.
@@ -115,7 +115,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         std::optional<AsyncCopyDescriptor> send;
         if (remote_out && !empty) {
           send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
-                                      g.Member(dest_of[r]));
+                                                  g.members[dest_of[r]]);
           MESHDMA_RETURN_IF_ERROR(send->start());
         } else if (dest_of[r] == r && !empty) {
           std::memcpy(out.data(), in.data(), in.size_bytes());
@@ -124,10 +124,10 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         if (source_of[r] < 0 && !empty) {
           std::memset(out.data(), 0, out.size_bytes());
         } else if (remote_in && !empty) {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(out, out, send_sem,
-                                                       recv_sem,
-                                                       g.Member(source_of[r]))
-                                      .wait_recv());
+          MESHDMA_RETURN_IF_ERROR(
+              collectives_internal::RemoteCopy(out, out, send_sem, recv_sem,
+                                               g.members[source_of[r]])
+                  .wait_recv());
         }
         // Step 3: my input may be reused once my push has been read.
         if (send.has_value()) MESHDMA_RETURN_IF_ERROR(send->wait_send());

@@ -35,7 +35,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
                      bool check) {
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int64_t count = in.num_elements();
   const int64_t elem = static_cast<int64_t>(sizeof(T));
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
@@ -62,9 +62,9 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     std::memcpy(staged + header, in.data() + b * elem, len * elem);
     const ArrayRef src = collectives_internal::Range(scratch, n * row + pos * row, bytes);
     const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::RemoteCopy(src, dst, send_sem, recv_sem, g.Member(pos))
-            .start());
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                                src, dst, send_sem, recv_sem, g.members[pos])
+                                .start());
     out_bytes += bytes;
   }
   // Step 2 (wait-only descriptors of the total byte counts).
@@ -99,12 +99,12 @@ absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int n = g.size();
   const int64_t count = in.num_elements();
   const int64_t elem = static_cast<int64_t>(DTypeSize(in.dtype()));
-  const auto [my_begin, my_len] = ScatterSegment(count, n, g.rank);
+  const auto [my_begin, my_len] = ScatterSegment(count, n, g.index);
   Channel::Outgoing outgoing[Channel::kMaxMembers];
   Channel::Incoming incoming[Channel::kMaxMembers];
   int k = 0;
   for (int j = 0; j < n; ++j) {
-    if (j == g.rank) continue;
+    if (j == g.index) continue;
     const auto [b, len] = ScatterSegment(count, n, j);
     outgoing[k] = {j, in.data() + b * elem, len * elem};
     incoming[k] = {j, my_len * elem};
@@ -136,7 +136,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                            collectives_internal::Flatten(output, name, "output", g));
   const int n = g.size();
-  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.rank);
+  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.index);
   if (in.dtype() != out.dtype() || out.num_elements() != my_len) {
     return collectives_internal::CollectiveError(
         name, g,

@@ -90,7 +90,7 @@ absl::Status Channel::Exchange(
   if (pushed_[p] > 0) {
     MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
   }
-  // Step 2: one DMA per receiver into row `g.rank` of its set p.
+  // Step 2: one DMA per receiver into row `g.index` of its set p.
   int64_t sent_bytes = 0;
   for (const Outgoing& o : out) {
     std::byte* row = staging_.data() + o.position * kRowBytes;
@@ -101,10 +101,10 @@ absl::Status Channel::Exchange(
     const int64_t shape[] = {bytes};
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
                              ArrayRef::FromPointer(row, DType::kU8, shape));
-    ArrayRef dst = Range(flat, g.rank * kRowBytes, bytes);
+    ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
     MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
-                                       arrived_[p * g.size() + g.rank],
-                                       g.Member(o.position))
+                                       arrived_[p * g.size() + g.index],
+                                       g.members[o.position])
                                 .start());
     sent_bytes += bytes;
   }
@@ -113,7 +113,7 @@ absl::Status Channel::Exchange(
   for (const Incoming& i : in) {
     MESHDMA_RETURN_IF_ERROR(
         WaitFor(Range(flat, 0, kHeaderBytes + i.bytes), sent_,
-                arrived_[p * g.size() + i.position], g.Member(i.position))
+                arrived_[p * g.size() + i.position], g.members[i.position])
             .wait_recv());
   }
   if (sent_bytes > 0) {
@@ -130,11 +130,11 @@ absl::Status Channel::Exchange(
     std::memcpy(&their_call, rows + i.position * kRowBytes + sizeof(theirs),
                 sizeof(their_call));
     MESHDMA_RETURN_IF_ERROR(
-        CompareSignatures(collective, g, signature, theirs, g.Member(i.position)));
+        CompareSignatures(collective, g, signature, theirs, g.members[i.position]));
     if (their_call != call) {
       return CollectiveError(
           collective, g,
-          absl::StrCat("device ", g.Member(i.position), " is at its call ",
+          absl::StrCat("device ", g.members[i.position], " is at its call ",
                        their_call, " of small collectives over this group, "
                        "this device at ", call,
                        ": the devices made different sequences of calls"));
@@ -144,7 +144,7 @@ absl::Status Channel::Exchange(
   // Step 5: hand each sender its row back.
   for (const Incoming& i : in) {
     MESHDMA_RETURN_IF_ERROR(semaphore_signal(
-        credits_[p], 1, DeviceId(g.Member(i.position)), DeviceIdType::kLogical));
+        credits_[p], 1, DeviceId(g.members[i.position]), DeviceIdType::kLogical));
   }
   return absl::OkStatus();
 }
