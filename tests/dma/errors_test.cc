@@ -1,17 +1,20 @@
 // Bad input and broken contracts return errors that name the device, operand,
-// shape or semaphore (docs/semantics.md §5-6): never a crash, a hang, or wrong data.
+// shape or semaphore (docs/semantics.md §5-6): never a crash, a hang, or wrong
+// data.
 #include <dirent.h>
 #include <mpi.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {
@@ -200,6 +203,60 @@ TEST_F(ErrorsTest, OutOfRangeIdsSlicesAndHeapExhaustion) {
     auto arr = AllocateSemaphoreArray(SemaphoreType::kRegular, 2, "pair");
     EXPECT_TRUE(arr.ok());
     EXPECT_EQ(arr->at(2).status().code(), absl::StatusCode::kOutOfRange);
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
+// Sizes are computed with overflow checks: a huge shape, slice or stride is
+// an error naming the operand, never a wrapped size that passes a bounds
+// check.
+TEST_F(ErrorsTest, SizeArithmeticOverflowIsAnError) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t k32 = int64_t{1} << 32;
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4, 8}));
+    auto slice = f.Slice(0, kMax, 1);
+    EXPECT_EQ(slice.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_THAT(slice.status().message(),
+                AllOf(HasSubstr("dimension 0"), HasSubstr("f32[4,8]")));
+    slice = f.Slice(1, 1, kMax);
+    EXPECT_EQ(slice.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ(f.At(kMax).status().code(), absl::StatusCode::kOutOfRange);
+    const int64_t starts[] = {kMax, kMax};
+    const int64_t sizes[] = {2, 2};
+    EXPECT_EQ(f.Block(starts, sizes).status().code(),
+              absl::StatusCode::kOutOfRange);
+
+    auto huge = AllocateSymmetric(DType::kF32, {k32, k32});
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        huge.status().message(),
+        AllOf(HasSubstr("AllocateSymmetric"),
+              HasSubstr(absl::StrCat("device ", me)),
+              HasSubstr("f32[4294967296,4294967296]"), HasSubstr("overflows")));
+    // Bytes overflow although the element count fits.
+    huge = AllocateSymmetric(DType::kF64, {kMax / 4});
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+    // Zero-sized arrays with huge other dimensions are fine.
+    EXPECT_TRUE(AllocateSymmetric(DType::kF32, {0, kMax}).ok());
+
+    auto reshaped = f.Reshape({k32, k32, 2});
+    EXPECT_EQ(reshaped.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(reshaped.status().message(), HasSubstr("f32[4,8]"));
+
+    std::vector<float> host(4);
+    auto view = ArrayRef::FromPointer(host.data(), DType::kF32,
+                                      std::vector<int64_t>{k32, k32});
+    EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        view.status().message(),
+        AllOf(HasSubstr("f32[4294967296,4294967296]"), HasSubstr("overflows")));
+    view = ArrayRef::FromPointer(host.data(), DType::kF32,
+                                 std::vector<int64_t>{4, 4},
+                                 std::vector<int64_t>{kMax / 2, 1});
+    EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(view.status().message(), HasSubstr("strides"));
     return absl::OkStatus();
   });
   for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];

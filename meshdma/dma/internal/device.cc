@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/checked_math.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
@@ -35,14 +36,13 @@ absl::string_view WaitVerb(WaitKind kind) {
   return "wait";
 }
 
-// Highest byte offset (exclusive) a view touches relative to element 0.
-int64_t ExtentBytes(const ArrayRef& ref) {
-  if (ref.num_elements() == 0) return 0;
-  int64_t last = 0;
-  for (int d = 0; d < ref.rank(); ++d) {
-    last += (ref.dim(d) - 1) * ref.strides()[d];
-  }
-  return (last + 1) * static_cast<int64_t>(DTypeSize(ref.dtype()));
+// The byte range a view touches relative to element 0. Cannot fail: every
+// ArrayRef was checked on construction to span a range that fits in int64.
+base_internal::ByteExtent Extent(const ArrayRef& ref) {
+  return base_internal::CheckedByteExtent(
+             ref.shape(), ref.strides(),
+             static_cast<int64_t>(DTypeSize(ref.dtype())))
+      .value_or(base_internal::ByteExtent{});
 }
 
 }  // namespace
@@ -126,21 +126,41 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
         absl::StrCat("AllocateSymmetric on ", Name(), ": rank ", shape.size(),
                      " exceeds the maximum ", kMaxRank));
   }
-  int64_t elements = 1;
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": invalid dtype ",
+                     static_cast<int>(dtype), " for shape [",
+                     absl::StrJoin(shape, ","), "]"));
+  }
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("AllocateSymmetric on ", Name(), ": negative dimension ",
                        d, " in shape [", absl::StrJoin(shape, ","), "]"));
     }
-    elements *= d;
   }
   if (scopes_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("AllocateSymmetric on ", Name(), ": no open scope"));
   }
-  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
-  const int64_t aligned = (bytes + 63) & ~int64_t{63};
+  // Elements, bytes and the 64-byte rounding, each checked for overflow.
+  const std::optional<int64_t> elements = base_internal::CheckedProduct(shape);
+  const std::optional<int64_t> bytes_or =
+      elements.has_value()
+          ? base_internal::CheckedMul(*elements,
+                                      static_cast<int64_t>(DTypeSize(dtype)))
+          : std::nullopt;
+  const std::optional<int64_t> padded =
+      bytes_or.has_value() ? base_internal::CheckedAdd(*bytes_or, 63)
+                           : std::nullopt;
+  if (!padded.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": shape ",
+                     DTypeName(dtype), "[", absl::StrJoin(shape, ","),
+                     "] has a size in bytes that overflows int64"));
+  }
+  const int64_t bytes = *bytes_or;
+  const int64_t aligned = *padded & ~int64_t{63};
   if (aligned > heap_bytes_ - heap_top_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "symmetric heap of ", Name(), " exhausted: request ", DTypeName(dtype),
@@ -261,10 +281,31 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                    " is not in the symmetric heap; a remote copy's destination "
                    "must come from AllocateSymmetric");
     }
-    if (dst.heap_offset() + ExtentBytes(dst) > heap_bytes_) {
-      return error("dst ", dst.ToString(), " at heap offset ",
-                   dst.heap_offset(), " extends past the heap of ", heap_bytes_,
-                   " bytes");
+  }
+  // A symmetric view (always the destination of a remote copy) must be this
+  // device's address of its heap offset and lie wholly in the user part of
+  // the heap: a forged or overflowing view must not reach the reserved
+  // semaphore cells, or bytes outside any heap.
+  const std::pair<const ArrayRef*, absl::string_view> views[] = {{&src, "src"},
+                                                                 {&dst, "dst"}};
+  for (const auto& [ref, role] : views) {
+    if (!ref->is_symmetric()) continue;
+    const base_internal::ByteExtent e = Extent(*ref);
+    const std::optional<int64_t> lo =
+        base_internal::CheckedAdd(ref->heap_offset(), e.lo);
+    const std::optional<int64_t> hi =
+        base_internal::CheckedAdd(ref->heap_offset(), e.hi);
+    if (ref->data() != heap_base_ + ref->heap_offset()) {
+      return error(role, " ", ref->ToString(), " claims heap offset ",
+                   ref->heap_offset(),
+                   " but its address is not that offset of this device's heap");
+    }
+    if (e.hi > e.lo && (!lo.has_value() || !hi.has_value() ||
+                        *lo < kReservedHeapBytes || *hi > heap_bytes_)) {
+      return error(role, " ", ref->ToString(), " at heap offset ",
+                   ref->heap_offset(), " spans bytes outside [",
+                   kReservedHeapBytes, ", ", heap_bytes_,
+                   "), the user part of the symmetric heap");
     }
   }
 
