@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
@@ -132,6 +133,61 @@ TEST(RuntimeLifecycleTest, BadOptions) {
   auto rt = Runtime::Create(o);
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(rt.status().message(), HasSubstr("heap size 100"));
+}
+
+// MESHDMA_WAIT_TIMEOUT_S=inf (or an infinite option) means no timeout: a wait
+// on the slow path must not fail at once because its deadline overflowed.
+// NaN, non-positive and absurd values are rejected naming the variable.
+TEST(RuntimeLifecycleTest, WaitTimeoutInfinityAndAbsurdValues) {
+  for (const char* bad : {"nan", "1e30", "-1", "0", "soon"}) {
+    setenv(kWaitTimeoutEnv, bad, 1);
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.wait_timeout.reset();
+    auto rt = Runtime::Create(o);
+    EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(rt.status().message(),
+                AllOf(HasSubstr("MESHDMA_WAIT_TIMEOUT_S"), HasSubstr(bad)));
+  }
+  unsetenv(kWaitTimeoutEnv);
+  RuntimeOptions absurd = testing::TierOptions(DmaMode::kAsync);
+  absurd.wait_timeout = absl::Hours(24 * 365 * 1000);
+  auto rt = Runtime::Create(absurd);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("wait_timeout"));
+
+  for (bool from_env : {true, false}) {
+    SCOPED_TRACE(from_env ? "MESHDMA_WAIT_TIMEOUT_S=inf"
+                          : "wait_timeout = InfiniteDuration");
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.spin_ns = 0;  // Straight to the deadline loop.
+    if (from_env) {
+      o.wait_timeout.reset();  // The option would win over the environment.
+      setenv(kWaitTimeoutEnv, "inf", 1);
+    } else {
+      o.wait_timeout = absl::InfiniteDuration();
+    }
+    auto inf = Runtime::Create(o);
+    unsetenv(kWaitTimeoutEnv);
+    ASSERT_TRUE(inf.ok()) << inf.status();
+    EXPECT_EQ((*inf)->wait_timeout(), absl::InfiniteDuration());
+    auto mesh = (*inf)->MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok());
+    const int n = (*inf)->num_devices();
+    absl::Status s = (*inf)->Run(*mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kRegular));
+      if (n < 2) return absl::OkStatus();
+      // Device 0 waits (on the slow path) for a signal sent 50 ms later.
+      if (me == 0) return semaphore_wait(sem, 1);
+      if (me == 1) {
+        absl::SleepFor(absl::Milliseconds(50));
+        return semaphore_signal(sem, 1, DeviceId(0));
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
 }
 
 TEST_F(ErrorsTest, ShapeDtypeAndSemaphoreTypeMismatches) {

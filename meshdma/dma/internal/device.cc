@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/checked_math.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
@@ -395,11 +396,12 @@ std::string Device::DescribeInflight(int min_depth) {
 }
 
 absl::Status Device::DrainInflight(int min_depth) {
-  const absl::Time deadline = absl::Now() + runtime_->wait_timeout();
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(runtime_->wait_timeout());
   while (num_inflight(min_depth) != 0) {
     if (runtime_->copy_engine() == nullptr ||
         !runtime_->copy_engine()->HelpOnce()) {
-      if (absl::Now() > deadline) {
+      if (deadline.Expired()) {
         return absl::DeadlineExceededError(
             absl::StrCat("DMAs of ", Name(), " did not complete within ",
                          absl::FormatDuration(runtime_->wait_timeout()), ": ",
@@ -490,7 +492,8 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     std::atomic<int>& count;
     ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
   } unregister{runtime_->waiting_devices()};
-  const int64_t start = absl::GetCurrentTimeNanos();
+  // Deadlines use the monotonic clock; an infinite wait timeout never expires.
+  const int64_t start = base_internal::MonotonicNanos();
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
@@ -498,7 +501,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     // window into futex sleeps, whose wake-up costs tens of microseconds on
     // a virtual machine (BENCHMARKS.md).
     if ((i & 63) == 63 &&
-        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
+        base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
       break;
     }
   }
@@ -511,8 +514,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_.clear();
   };
-  const int64_t deadline =
-      start + absl::ToInt64Nanoseconds(runtime_->wait_timeout());
+  const base_internal::Deadline deadline(start, runtime_->wait_timeout());
   for (;;) {
     if (CellTryConsume(cell, value)) {
       clear_blocked();
@@ -525,13 +527,13 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
           " abandoned: ", runtime_->abort_reason()));
     }
     if (engine != nullptr && engine->HelpOnce()) continue;
-    const int64_t now = absl::GetCurrentTimeNanos();
-    if (now >= deadline) {
+    const int64_t left = deadline.RemainingNanos();
+    if (left == 0) {
       absl::Status s = TimeoutError(cell, value, kind, sem);
       clear_blocked();
       return s;
     }
-    CellSleep(cell, value, std::min(kSleepSliceNanos, deadline - now));
+    CellSleep(cell, value, std::min(kSleepSliceNanos, left));
   }
 }
 
