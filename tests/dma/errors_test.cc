@@ -318,6 +318,62 @@ TEST_F(ErrorsTest, SizeArithmeticOverflowIsAnError) {
   for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
 }
 
+// Handles are validated where they enter: a semaphore or symmetric view forged
+// at a reserved offset, a cast enum, or a handle of the wrong type is an
+// error, and counts saturate instead of wrapping.
+TEST_F(ErrorsTest, ForgedHandlesAndBadEnumsAreErrors) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto reg,
+                             AllocateSemaphore(SemaphoreType::kRegular, "r"));
+    MESHDMA_ASSIGN_OR_RETURN(auto dma,
+                             AllocateSemaphore(SemaphoreType::kDma, "d"));
+    const std::string device = absl::StrCat("device ", me);
+    absl::Status s = semaphore_signal(Semaphore(0, SemaphoreType::kRegular));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("@0"), HasSubstr("reserved"),
+                                   HasSubstr(device)));
+    s = semaphore_signal(Semaphore(0, SemaphoreType::kBarrier), 1, me);
+    EXPECT_THAT(s.message(), HasSubstr("reserved device-barrier cell"));
+    s = semaphore_signal(
+        Semaphore(reg.heap_offset(), static_cast<SemaphoreType>(7)));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("invalid type 7"));
+    EXPECT_EQ(AllocateSemaphore(static_cast<SemaphoreType>(7)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    // The REGULAR semaphore's offset used as a DMA semaphore.
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4}));
+    s = make_async_copy(f, f, Semaphore(reg.heap_offset(), SemaphoreType::kDma))
+            .start();
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("'r'"), HasSubstr("REGULAR")));
+    // Not a semaphore at all: data.
+    s = semaphore_signal(Semaphore(f.heap_offset(), SemaphoreType::kRegular));
+    EXPECT_THAT(s.message(), HasSubstr("not a live semaphore"));
+    auto bad_dtype = AllocateSymmetric(static_cast<DType>(42), {4});
+    EXPECT_EQ(bad_dtype.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad_dtype.status().message(), HasSubstr("invalid dtype 42"));
+    // A symmetric view forged at offset 0 (the barrier cells) cannot be a
+    // DMA's destination, on this device or a peer.
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto base, ArrayRef::FromPointer(f.data() - f.heap_offset(),
+                                         DType::kF32, std::vector<int64_t>{4}));
+    MESHDMA_ASSIGN_OR_RETURN(auto forged,
+                             ArrayRef::Symmetric(base.data(), 0, DType::kF32,
+                                                 std::vector<int64_t>{4}));
+    s = make_async_remote_copy(f, forged, dma, dma, me).start();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("dst"), HasSubstr("user part")));
+    // Counts saturate: INT64_MAX twice does not wrap negative.
+    EXPECT_TRUE(semaphore_signal(reg, kMax).ok());
+    EXPECT_TRUE(semaphore_signal(reg, kMax).ok());
+    auto count = semaphore_read(reg);
+    EXPECT_EQ(*count, kMax);
+    EXPECT_TRUE(semaphore_wait(reg, kMax).ok());
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
 // §5 exit contract: an over-signalled semaphore is reported at kernel exit
 // with the device, the semaphore's name and its count.
 TEST_F(ErrorsTest, OverSignalIsAnExitContractError) {

@@ -180,6 +180,11 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
 absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
                                                    int count,
                                                    absl::string_view name) {
+  if (!IsValidSemaphoreType(type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("semaphore array '", name, "' on ", Name(),
+                     ": invalid semaphore type ", static_cast<int>(type)));
+  }
   if (count < 1) {
     return absl::InvalidArgumentError(absl::StrCat("semaphore array '", name,
                                                    "' on ", Name(), ": size ",
@@ -235,14 +240,52 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
     return absl::InvalidArgumentError(
         absl::StrCat(verb, " on ", Name(), ": semaphore was never allocated"));
   }
-  if (sem.heap_offset() < 0 ||
-      sem.heap_offset() + kSemaphoreBytes > heap_bytes_ ||
-      sem.heap_offset() % kSemaphoreBytes != 0) {
+  const int64_t off = sem.heap_offset();
+  if (!IsValidSemaphoreType(sem.type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": semaphore @", off,
+                     " has invalid type ", static_cast<int>(sem.type())));
+  }
+  if (off < 0 || off > heap_bytes_ - kSemaphoreBytes ||
+      off % kSemaphoreBytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         verb, " on ", Name(), ": ", sem.ToString(),
         " is not a semaphore of a heap of ", heap_bytes_, " bytes"));
   }
-  return absl::OkStatus();
+  // A handle is accepted only where it names a semaphore this device knows:
+  // a device-barrier round inside `device_barrier`, the per-collective-id
+  // BARRIER semaphore, or a live allocation of the same type.
+  if (off < kCollectiveCellsOffset) {
+    if (in_device_barrier_) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        verb, " on ", Name(), ": ", sem.ToString(),
+        " is a reserved device-barrier cell; use device_barrier()"));
+  }
+  if (off < kReservedHeapBytes) {
+    if (sem.type() == SemaphoreType::kBarrier) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(),
+                     " is the reserved BARRIER semaphore of collective id ",
+                     (off - kCollectiveCellsOffset) / kSemaphoreBytes,
+                     "; get it from get_barrier_semaphore()"));
+  }
+  for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+    for (const SemaphoreRecord& rec : scope->semaphores) {
+      if (off < rec.offset || off >= rec.offset + rec.count * kSemaphoreBytes) {
+        continue;
+      }
+      if (rec.type != sem.type()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(), " names ",
+                         DescribeSemaphore(Semaphore(off, rec.type)),
+                         ", allocated as ", SemaphoreTypeName(rec.type)));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      verb, " on ", Name(), ": ", sem.ToString(),
+      " is not a live semaphore (not allocated, or its scope has closed)"));
 }
 
 absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
@@ -589,6 +632,11 @@ absl::Status Device::Barrier() {
   // signal of device (me - 2^k) mod n. Counting semaphores make consecutive
   // barriers safe without sense reversal: a partner that runs ahead into the
   // next barrier adds a signal the next barrier consumes.
+  in_device_barrier_ = true;
+  struct Leave {
+    bool& flag;
+    ~Leave() { flag = false; }
+  } leave{in_device_barrier_};
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
     const Semaphore sem(kBarrierCellsOffset + k * kSemaphoreBytes,
                         SemaphoreType::kBarrier);
