@@ -138,8 +138,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           // shape.
           const std::vector<int64_t> shape_j =
               AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j);
-          const ArrayRef out_j = ArrayRef::Symmetric(
-              output.data(), output.heap_offset(), output.dtype(), shape_j);
+          MESHDMA_ASSIGN_OR_RETURN(
+              const ArrayRef out_j,
+              ArrayRef::Symmetric(output.data(), output.heap_offset(),
+                                  output.dtype(), shape_j));
           sends.push_back(collectives_internal::RemoteCopy(
               src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
           MESHDMA_RETURN_IF_ERROR(sends.back().start());

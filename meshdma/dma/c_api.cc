@@ -1,5 +1,6 @@
 #include "meshdma/dma/c_api.h"
 
+#include <cstdint>
 #include <string>
 
 #include "meshdma/dma/async_copy.h"
@@ -49,17 +50,33 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
   const std::span<const int64_t> shape(v->shape, v->rank);
   const std::span<const int64_t> strides(v->strides, v->rank);
   const auto dtype = static_cast<meshdma::DType>(v->dtype);
+  // The view's sizes are checked by ArrayRef (they must fit in int64); a
+  // symmetric view is checked against the heap when a DMA starts.
+  absl::StatusOr<meshdma::ArrayRef> ref;
   if (v->heap_offset < 0) {
-    return meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+    ref = meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+  } else {
+    meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
+    // Compared as integers: `heap_base() + heap_offset` may lie outside any
+    // object.
+    if (d == nullptr || reinterpret_cast<uintptr_t>(v->data) -
+                                reinterpret_cast<uintptr_t>(d->heap_base()) !=
+                            static_cast<uint64_t>(v->heap_offset)) {
+      return absl::InvalidArgumentError(
+          std::string(operand) + ": heap_offset " +
+          std::to_string(v->heap_offset) +
+          " does not match data on the calling device");
+    }
+    ref = meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
+                                              v->heap_offset, dtype, shape,
+                                              strides);
   }
-  meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
-  if (d == nullptr || d->heap_base() + v->heap_offset != v->data) {
-    return absl::InvalidArgumentError(
-        std::string(operand) +
-        ": heap_offset does not match data on the calling device");
+  if (!ref.ok()) {
+    return absl::Status(
+        ref.status().code(),
+        std::string(operand) + ": " + std::string(ref.status().message()));
   }
-  return meshdma::ArrayRef::SymmetricStrided(
-      static_cast<std::byte*>(v->data), v->heap_offset, dtype, shape, strides);
+  return ref;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/checked_math.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -359,8 +360,13 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
     p.grid_.insert(p.grid_.begin(), u.batch_sizes[l]);
   }
   p.batch_axes_ = static_cast<int>(u.layers->size());
-  p.steps_ = 1;
-  for (int64_t g : p.grid_) p.steps_ *= g;
+  const std::optional<int64_t> steps = base_internal::CheckedProduct(p.grid_);
+  if (!steps.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", p.name_, "': grid ", Tuple(p.grid_),
+                     " has more points than fit in int64"));
+  }
+  p.steps_ = *steps;
 
   // 5. Every staged operand's block index at every grid point.
   MESHDMA_RETURN_IF_ERROR(ScheduleBlocks(p.name_, p.grid_, p.steps_, p.ops_));

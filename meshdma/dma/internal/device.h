@@ -149,6 +149,8 @@ class Device {
   const Mesh* mesh_ = nullptr;
   int logical_id_ = -1;
   int64_t barrier_epoch_ = 0;
+  // True while `Barrier` runs: only then are device-barrier cells accepted.
+  bool in_device_barrier_ = false;
 
   std::mutex inflight_mu_;
   std::vector<DmaOp*> inflight_;

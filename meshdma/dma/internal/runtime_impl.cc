@@ -70,7 +70,7 @@ absl::Status RuntimeImpl::Init() {
 // default.
 absl::Status RuntimeImpl::ReadOptions() {
   using base_internal::EnvChoice;
-  using base_internal::EnvDouble;
+  using base_internal::EnvSeconds;
   using base_internal::EnvInt;
   using base_internal::Resolve;
   constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
@@ -92,14 +92,20 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
 
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<double> timeout_env,
-                           EnvDouble(kWaitTimeoutEnv, 0, 1e9));
-  std::optional<absl::Duration> timeout_from_env;
-  if (timeout_env.has_value()) timeout_from_env = absl::Seconds(*timeout_env);
+  // Infinite means no timeout; a finite timeout is at most ~31 years, so a
+  // deadline on the monotonic clock never overflows.
+  constexpr double kMaxTimeoutSeconds = 1e9;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<absl::Duration> timeout_from_env,
+                           EnvSeconds(kWaitTimeoutEnv, kMaxTimeoutSeconds));
   wait_timeout_ =
       Resolve(options_.wait_timeout, timeout_from_env, absl::Seconds(120));
-  if (wait_timeout_ <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("wait timeout must be positive");
+  if (wait_timeout_ <= absl::ZeroDuration() ||
+      (wait_timeout_ != absl::InfiniteDuration() &&
+       wait_timeout_ > absl::Seconds(kMaxTimeoutSeconds))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::wait_timeout ", absl::FormatDuration(wait_timeout_),
+        " must be positive and at most ", kMaxTimeoutSeconds,
+        " s, or absl::InfiniteDuration() for no timeout"));
   }
 
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
