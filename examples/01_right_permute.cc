@@ -13,6 +13,7 @@
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -54,10 +55,22 @@ absl::Status RightPermute(int* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = {
+    .name = "01_right_permute",
+    .synopsis = "[flags]   (also: mpirun -np N 01_right_permute)",
+    .summary =
+        "Every device pushes an f32[8,128] shard to its right neighbour along\n"
+        "mesh axis \"x\" with a remote async copy and checks the shard it\n"
+        "received.",
+    .aliases = {},
+    .footer = meshdma::cli::kRuntimeFlagsFooter};
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

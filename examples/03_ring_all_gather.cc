@@ -19,6 +19,7 @@
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -78,10 +79,21 @@ absl::Status RingAllGather(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = {
+    .name = "03_ring_all_gather",
+    .synopsis = "[flags]   (also: mpirun -np N 03_ring_all_gather)",
+    .summary =
+        "Ring all-gather written as a user kernel: every device ends with all\n"
+        "blocks in device order, checked against the expected values.",
+    .aliases = {},
+    .footer = meshdma::cli::kRuntimeFlagsFooter};
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

@@ -28,6 +28,7 @@
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -166,10 +167,22 @@ absl::Status BidirectionalReduceScatter(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = {
+    .name = "05_bidirectional_reduce_scatter",
+    .synopsis =
+        "[flags]   (also: mpirun -np N 05_bidirectional_reduce_scatter)",
+    .summary =
+        "Bidirectional ring reduce-scatter: each block's halves travel in\n"
+        "opposite directions; every device checks the block it keeps.",
+    .aliases = {},
+    .footer = meshdma::cli::kRuntimeFlagsFooter};
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

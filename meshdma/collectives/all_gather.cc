@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/ring.h"
@@ -50,6 +51,14 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   const int64_t count = in.num_elements();
   const int lanes =
       options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
+  // MESHDMA_DEBUG=INFO: each choice once per process.
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives, absl::StrCat(kName, " ", n, " ", lanes), kName,
+      " on ", n, " devices: ", lanes == 2 ? "bidirectional_ring" : "ring",
+      options.algorithm == CollectiveAlgorithm::kAuto
+          ? std::string(" (auto)")
+          : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
+                         " requested)"));
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

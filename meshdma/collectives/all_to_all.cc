@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
@@ -64,6 +65,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t split_size = input.dim(split_axis);
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (", n - 1,
+                   " pushes per device, the only algorithm)");
   // Block of `input` bound for position j.
   auto send_block = [&](int j) {
     const int64_t b = collectives_internal::PartBegin(split_size, n, j);

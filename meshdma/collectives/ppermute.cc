@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
@@ -57,6 +58,10 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   const int r = g.rank;
   const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
   const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n,
+                   " devices: direct (one push per pair, the only algorithm)");
   // A sender names the receiver's output by its own output's handle.
   if (remote_in || remote_out) {
     MESHDMA_RETURN_IF_ERROR(

@@ -119,7 +119,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ") must be >= 1"));
   }
   const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), n, options);
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name);
   absl::Status status;
   auto run = [&](auto zero) {
     using T = decltype(zero);
