@@ -8,6 +8,7 @@
 // mpirun:  mpirun -np 2 build/examples/01_right_permute
 #include <cstdio>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -55,15 +56,11 @@ absl::Status RightPermute(int* wrong) {
   return absl::OkStatus();
 }
 
-const meshdma::cli::Program kProgram = {
-    .name = "01_right_permute",
-    .synopsis = "[flags]   (also: mpirun -np N 01_right_permute)",
-    .summary =
-        "Every device pushes an f32[8,128] shard to its right neighbour along\n"
-        "mesh axis \"x\" with a remote async copy and checks the shard it\n"
-        "received.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "01_right_permute",
+    "Every device pushes an f32[8,128] shard to its right neighbour along\n"
+    "mesh axis \"x\" with a remote async copy and checks the shard it\n"
+    "received.");
 
 }  // namespace
 

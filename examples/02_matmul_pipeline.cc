@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/kernels/pallas_call.h"
@@ -135,15 +136,11 @@ absl::Status MatmulOnDevice(DeviceReport* report) {
   return absl::OkStatus();
 }
 
-const meshdma::cli::Program kProgram = {
-    .name = "02_matmul_pipeline",
-    .synopsis = "[flags]   (also: mpirun -np N 02_matmul_pipeline)",
-    .summary =
-        "Every device computes relu(x @ y) for its own x shard with a\n"
-        "pallas_call that stages blocks through double-buffered async copies,\n"
-        "and checks it.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "02_matmul_pipeline",
+    "Every device computes relu(x @ y) for its own x shard with a\n"
+    "pallas_call that stages blocks through double-buffered async copies,\n"
+    "and checks it.");
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -79,14 +80,10 @@ absl::Status RingAllGather(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
-const meshdma::cli::Program kProgram = {
-    .name = "03_ring_all_gather",
-    .synopsis = "[flags]   (also: mpirun -np N 03_ring_all_gather)",
-    .summary =
-        "Ring all-gather written as a user kernel: every device ends with all\n"
-        "blocks in device order, checked against the expected values.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "03_ring_all_gather",
+    "Ring all-gather written as a user kernel: every device ends with all\n"
+    "blocks in device order, checked against the expected values.");
 
 }  // namespace
 

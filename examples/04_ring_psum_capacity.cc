@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -111,14 +112,10 @@ absl::Status RingPsum(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
-const meshdma::cli::Program kProgram = {
-    .name = "04_ring_psum_capacity",
-    .synopsis = "[flags]   (also: mpirun -np N 04_ring_psum_capacity)",
-    .summary =
-        "Ring all-reduce (psum) with double-buffered receive slots and a\n"
-        "REGULAR capacity semaphore, checked against the sum.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "04_ring_psum_capacity",
+    "Ring all-reduce (psum) with double-buffered receive slots and a\n"
+    "REGULAR capacity semaphore, checked against the sum.");
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -167,15 +168,10 @@ absl::Status BidirectionalReduceScatter(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
-const meshdma::cli::Program kProgram = {
-    .name = "05_bidirectional_reduce_scatter",
-    .synopsis =
-        "[flags]   (also: mpirun -np N 05_bidirectional_reduce_scatter)",
-    .summary =
-        "Bidirectional ring reduce-scatter: each block's halves travel in\n"
-        "opposite directions; every device checks the block it keeps.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "05_bidirectional_reduce_scatter",
+    "Bidirectional ring reduce-scatter: each block's halves travel in\n"
+    "opposite directions; every device checks the block it keeps.");
 
 }  // namespace
 

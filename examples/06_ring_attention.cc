@@ -77,21 +77,17 @@ struct Flags {
   bool check = true;
 };
 
-const meshdma::cli::Program kProgram = {
-    .name = "06_ring_attention",
-    .synopsis = "[flags]   (also: mpirun -np N 06_ring_attention)",
-    .summary =
-        "Ring attention over a sequence sharded on mesh axis \"x\": KV blocks\n"
-        "travel the ring while each device attends to the block in hand;\n"
-        "checked against full attention and timed compute-only,\n"
-        "communication-only and overlapped.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter,
-    .ranges = {{"seq", 0, 1 << 24},
-               {"heads", 1, 1024},
-               {"kv_heads", 0, 1024},
-               {"dim", 1, 4096},
-               {"iters", 1, 10000}}};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "06_ring_attention",
+    "Ring attention over a sequence sharded on mesh axis \"x\": KV blocks\n"
+    "travel the ring while each device attends to the block in hand;\n"
+    "checked against full attention and timed compute-only,\n"
+    "communication-only and overlapped.",
+    {{"seq", 0, 1 << 24},
+     {"heads", 1, 1024},
+     {"kv_heads", 0, 1024},
+     {"dim", 1, 4096},
+     {"iters", 1, 10000}});
 
 Flags ReadFlags() {
   Flags f;

@@ -64,20 +64,16 @@ struct Flags {
   bool check = true;
 };
 
-const meshdma::cli::Program kProgram = {
-    .name = "07_collective_matmul",
-    .synopsis = "[flags]   (also: mpirun -np N 07_collective_matmul)",
-    .summary =
-        "All-gather matmul and matmul reduce-scatter with the ring's DMAs\n"
-        "hidden behind block products; checked against the unsharded matmul\n"
-        "and timed compute-only, communication-only, overlapped and\n"
-        "sequential.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter,
-    .ranges = {{"m", 0, 1 << 20},
-               {"k", 1, 1 << 20},
-               {"n", 1, 1 << 20},
-               {"iters", 1, 10000}}};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "07_collective_matmul",
+    "All-gather matmul and matmul reduce-scatter with the ring's DMAs\n"
+    "hidden behind block products; checked against the unsharded matmul\n"
+    "and timed compute-only, communication-only, overlapped and\n"
+    "sequential.",
+    {{"m", 0, 1 << 20},
+     {"k", 1, 1 << 20},
+     {"n", 1, 1 << 20},
+     {"iters", 1, 10000}});
 
 Flags ReadFlags() {
   Flags f;

@@ -74,23 +74,19 @@ struct Flags {
   int iters = 3;
 };
 
-const meshdma::cli::Program kProgram = {
-    .name = "08_kv_cache_transfer",
-    .synopsis = "[flags]   (also: mpirun -np N 08_kv_cache_transfer)",
-    .summary =
-        "Prefill devices stream each layer's KV-cache pages by remote DMA\n"
-        "into the decode devices' paged cache while computing the next layer;\n"
-        "decode attends over each layer as it arrives. Checked, then timed.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter,
-    .ranges = {{"layers", 1, 1024},
-               {"seq", 1, 1 << 20},
-               {"heads", 1, 1024},
-               {"kv_heads", 1, 1024},
-               {"dim", 1, 4096},
-               {"model", 1, 1 << 16},
-               {"page", 1, 1 << 20},
-               {"iters", 1, 10000}}};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "08_kv_cache_transfer",
+    "Prefill devices stream each layer's KV-cache pages by remote DMA\n"
+    "into the decode devices' paged cache while computing the next layer;\n"
+    "decode attends over each layer as it arrives. Checked, then timed.",
+    {{"layers", 1, 1024},
+     {"seq", 1, 1 << 20},
+     {"heads", 1, 1024},
+     {"kv_heads", 1, 1024},
+     {"dim", 1, 4096},
+     {"model", 1, 1 << 16},
+     {"page", 1, 1 << 20},
+     {"iters", 1, 10000}});
 
 Flags ReadFlags() {
   Flags f;

@@ -81,23 +81,19 @@ struct Flags {
   int iters = 3;
 };
 
-const meshdma::cli::Program kProgram = {
-    .name = "09_tensor_parallel_block",
-    .synopsis = "[flags]   (also: mpirun -np N 09_tensor_parallel_block)",
-    .summary =
-        "One pre-norm transformer block split over mesh axis \"tp\" with\n"
-        "sequence parallelism and collective matmuls; checked against the\n"
-        "block on one device, then timed compute-only, communication-only and\n"
-        "overlapped.",
-    .aliases = {},
-    .footer = meshdma::cli::kRuntimeFlagsFooter,
-    .ranges = {{"seq", 0, 1 << 20},
-               {"model", 1, 1 << 16},
-               {"heads", 1, 1024},
-               {"kv_heads", 1, 1024},
-               {"dim", 1, 4096},
-               {"ffn", 1, 1 << 20},
-               {"iters", 1, 10000}}};
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "09_tensor_parallel_block",
+    "One pre-norm transformer block split over mesh axis \"tp\" with\n"
+    "sequence parallelism and collective matmuls; checked against the\n"
+    "block on one device, then timed compute-only, communication-only and\n"
+    "overlapped.",
+    {{"seq", 0, 1 << 20},
+     {"model", 1, 1 << 16},
+     {"heads", 1, 1024},
+     {"kv_heads", 1, 1024},
+     {"dim", 1, 4096},
+     {"ffn", 1, 1 << 20},
+     {"iters", 1, 10000}});
 
 Flags ReadFlags() {
   Flags f;

@@ -1,6 +1,6 @@
 // Small helpers the numbered examples share: the random inputs they check
 // against references, the median of timings and the exit status. Their flags
-// are Abseil flags parsed by tools/flags.h.
+// are Abseil flags parsed by tools/flags.h (`ExampleProgram`).
 #ifndef MESHDMA_EXAMPLES_EXAMPLE_UTIL_H_
 #define MESHDMA_EXAMPLES_EXAMPLE_UTIL_H_
 
@@ -12,8 +12,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tools/flags.h"
+#include "tools/runtime_flags.h"
 
 namespace meshdma::examples {
+
+// The command line of an example: its own flags (with `ranges`) and the
+// runtime's settings (tools/runtime_flags.h).
+inline cli::Program ExampleProgram(const char* name, const char* summary,
+                                   std::vector<cli::Range> ranges = {}) {
+  return {.name = name,
+          .synopsis = "[flags]   (also under mpirun -np N)",
+          .summary = summary,
+          .aliases = {},
+          .footer = cli::kRuntimeFlagsFooter,
+          .ranges = std::move(ranges)};
+}
 
 // Uniform values in [-scale, scale], reproducible from `seed`.
 inline std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
