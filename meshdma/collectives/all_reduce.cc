@@ -74,8 +74,6 @@ namespace {
 using collectives_internal::Group;
 using collectives_internal::Range;
 
-// Channel paths keep their per-peer lists on the stack.
-constexpr int kMaxChannelPeers = 256;
 
 // One-shot all-reduce:
 //   step 1: stage a 64-byte header (the call's signature, see
@@ -145,8 +143,8 @@ absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
   MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
   const int n = g.size();
   const int64_t bytes = in.size_bytes();
-  Channel::Outgoing outgoing[kMaxChannelPeers];
-  Channel::Incoming incoming[kMaxChannelPeers];
+  Channel::Outgoing outgoing[Channel::kMaxMembers];
+  Channel::Incoming incoming[Channel::kMaxMembers];
   int k = 0;
   for (int i = 0; i < n; ++i) {
     if (i == g.rank) continue;
@@ -220,11 +218,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm =
       ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
   absl::Status status;
-  const bool channel =
-      algorithm == CollectiveAlgorithm::kOneShot && g.size() > 1 &&
-      g.size() <= kMaxChannelPeers &&
-      in.size_bytes() <= collectives_internal::Channel::kMaxPayloadBytes &&
-      in.data() != out.data();
+  const bool channel = algorithm == CollectiveAlgorithm::kOneShot &&
+                       collectives_internal::Channel::Fits(g, in.size_bytes());
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {

@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -80,6 +81,44 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     const int64_t c = out_of_dst.dim(concat_axis) / n;
     return *out_of_dst.Slice(concat_axis, src * c, c);
   };
+  using collectives_internal::Channel;
+  const ArrayRef mine_in_output = recv_block(output, r);
+  if (options.algorithm == CollectiveAlgorithm::kAuto &&
+      split_axis == 0 && concat_axis == 0 && input.is_contiguous() &&
+      Channel::Fits(g, send_block(0).size_bytes())) {
+    // Small, blocks contiguous in both arrays: one exchange over the group's
+    // channel, no entry barrier.
+    //   step 1: push block j of my input to member j (Channel::Exchange);
+    //   step 2: copy each arrived block, and my own, into my output.
+    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    Channel::Outgoing outgoing[Channel::kMaxMembers];
+    Channel::Incoming incoming[Channel::kMaxMembers];
+    const int64_t block_bytes = mine_in_output.size_bytes();
+    int k = 0;
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      const ArrayRef src = send_block(j);
+      outgoing[k] = {j, src.data(), src.size_bytes()};
+      incoming[k] = {j, block_bytes};
+      ++k;
+    }
+    return channel->Exchange(
+        kName, g,
+        collectives_internal::CallSignature(
+            collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+            input.num_elements(), split_axis * 8 + concat_axis, &output),
+        {outgoing, size_t(k)}, {incoming, size_t(k)},
+        [&](const std::byte* rows) {
+          const ArrayRef own = send_block(r);
+          std::memcpy(mine_in_output.data(), own.data(), own.size_bytes());
+          for (int j = 0; j < n; ++j) {
+            if (j == r) continue;
+            std::memcpy(recv_block(output, j).data(),
+                        rows + j * Channel::kRowBytes + Channel::kHeaderBytes,
+                        block_bytes);
+          }
+        });
+  }
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

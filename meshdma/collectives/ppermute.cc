@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -66,6 +67,40 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   if (remote_in || remote_out) {
     MESHDMA_RETURN_IF_ERROR(
         collectives_internal::RequireSymmetric(kName, g, "output", output));
+  }
+  using collectives_internal::Channel;
+  if (options.algorithm == CollectiveAlgorithm::kAuto &&
+      Channel::Fits(g, in.size_bytes())) {
+    // Small: one exchange over the group's channel, no entry barrier.
+    //   step 1: push my input to my destination (Channel::Exchange);
+    //   step 2: my source's row into `out` (zeros without a source).
+    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    Channel::Outgoing outgoing[1];
+    Channel::Incoming incoming[1];
+    const bool empty = in.num_elements() == 0;
+    const bool push = remote_out && !empty;
+    const bool pull = remote_in && !empty;
+    if (push) outgoing[0] = {dest_of[r], in.data(), in.size_bytes()};
+    if (pull) incoming[0] = {source_of[r], in.size_bytes()};
+    return channel->Exchange(
+        kName, g,
+        collectives_internal::CallSignature(
+            collectives_internal::CollectiveKind::kPpermute, in.dtype(),
+            in.num_elements(), 0, nullptr),
+        {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
+        [&](const std::byte* rows) {
+          if (empty) return;
+          if (pull) {
+            std::memcpy(out.data(),
+                        rows + source_of[r] * Channel::kRowBytes +
+                            Channel::kHeaderBytes,
+                        in.size_bytes());
+          } else if (dest_of[r] == r) {
+            std::memcpy(out.data(), in.data(), in.size_bytes());
+          } else if (source_of[r] < 0) {
+            std::memset(out.data(), 0, out.size_bytes());
+          }
+        });
   }
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {

@@ -40,7 +40,8 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(c->slots_,
                            AllocatePersistent(DType::kU8, shape, "channel"));
   MESHDMA_ASSIGN_OR_RETURN(
-      c->arrived_, AllocatePersistentSemaphores(SemaphoreType::kDma, kSlotSets,
+      c->arrived_, AllocatePersistentSemaphores(SemaphoreType::kDma,
+                                                kSlotSets * n,
                                                 "channel arrived"));
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sent,
@@ -101,23 +102,24 @@ absl::Status Channel::Exchange(
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
                              ArrayRef::FromPointer(row, DType::kU8, shape));
     ArrayRef dst = Range(flat, g.rank * kRowBytes, bytes);
-    MESHDMA_RETURN_IF_ERROR(
-        RemoteCopy(src, dst, sent_, arrived_[p], g.Member(o.position))
-            .start());
+    MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
+                                       arrived_[p * g.size() + g.rank],
+                                       g.Member(o.position))
+                                .start());
     sent_bytes += bytes;
   }
   pushed_[p] = static_cast<int>(out.size());
   // Step 3: every expected row is here, and my rows have been read.
-  int64_t expected = 0;
-  for (const Incoming& i : in) expected += kHeaderBytes + i.bytes;
-  if (expected > 0) {
+  for (const Incoming& i : in) {
     MESHDMA_RETURN_IF_ERROR(
-        WaitFor(Range(flat, 0, expected), sent_, arrived_[p], g.Peer(1))
+        WaitFor(Range(flat, 0, kHeaderBytes + i.bytes), sent_,
+                arrived_[p * g.size() + i.position], g.Member(i.position))
             .wait_recv());
   }
   if (sent_bytes > 0) {
     MESHDMA_RETURN_IF_ERROR(
-        WaitFor(Range(flat, 0, sent_bytes), sent_, arrived_[p], g.Peer(1))
+        WaitFor(Range(flat, 0, sent_bytes), sent_, arrived_[p * g.size()],
+                g.Peer(1))
             .wait_send());
   }
   // Step 4: every sender made this call.

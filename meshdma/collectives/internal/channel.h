@@ -8,8 +8,9 @@
 //
 // Layout on every member, allocated by the group's first small call of the
 // Run in the same order everywhere: for each of `kSlotSets` slot sets, one
-// row of `kRowBytes` per member position (row i is written only by member i),
-// a DMA semaphore `arrived[p]` and a REGULAR semaphore `credits[p]`.
+// row of `kRowBytes` per member position (row i is written only by member i)
+// with a DMA semaphore `arrived[p][i]` counting its bytes, and a REGULAR
+// semaphore `credits[p]`.
 //
 // Call m of the channel uses slot set p = m % kSlotSets:
 //   step 1: if this device pushed rows in slot set p at call m - kSlotSets,
@@ -17,8 +18,8 @@
 //           receiver has consumed it, so the rows may be overwritten;
 //   step 2: push each outgoing row, [header | payload] staged in private
 //           memory, into row `rank` of the receiver's slot set p: one DMA per
-//           receiver, all counted on the receiver's arrived[p];
-//   step 3: wait on arrived[p] for the bytes of every row this device
+//           receiver, counted on the receiver's arrived[p][rank];
+//   step 3: wait on arrived[p][i] for the row of every member i this device
 //           expects, then for its own pushes to have been read;
 //   step 4: check every received header against this call's signature and
 //           call number (a peer making another call is an error at once),
@@ -26,7 +27,11 @@
 //   step 5: give one credit back to each sender (a remote signal on its
 //           credits[p]).
 // Two slot sets suffice for flow control because step 1 makes a sender wait
-// for the consumer of the rows it is about to overwrite. When the Run ends,
+// for the consumer of the rows it is about to overwrite. Counting each
+// sender's row on its own semaphore matters when senders run ahead: a member
+// that does not wait for this device (a partial permutation) may push its
+// row for a later call while this device still waits for another sender's
+// row of the current call, and the two byte counts must not mix. When the Run ends,
 // each device waits for the credits still owed to it, so every semaphore is
 // back to 0 before the persistent memory is released.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
@@ -55,6 +60,15 @@ class Channel {
   static constexpr int64_t kHeaderBytes = 64;
   static constexpr int64_t kMaxPayloadBytes = 16 << 10;
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
+  // Callers keep per-member lists on the stack.
+  static constexpr int kMaxMembers = 256;
+
+  // True when a call of group `g` whose largest row is `max_row_bytes` can
+  // go through a channel. Depends only on values every member shares.
+  static bool Fits(const Group& g, int64_t max_row_bytes) {
+    return g.size() > 1 && g.size() <= kMaxMembers &&
+           max_row_bytes <= kMaxPayloadBytes;
+  }
 
   // What this device pushes to the member at `position`.
   struct Outgoing {
@@ -87,7 +101,7 @@ class Channel {
   std::vector<int> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
   ArrayRef slots_;                // u8[kSlotSets, n, kRowBytes].
-  SemaphoreArray arrived_;        // DMA, one per slot set.
+  SemaphoreArray arrived_;        // DMA, [kSlotSets * n]: per set and sender.
   Semaphore sent_;                // DMA: this device's pushes being read.
   SemaphoreArray credits_;        // REGULAR, one per slot set.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
