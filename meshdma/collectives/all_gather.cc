@@ -54,6 +54,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm != CollectiveAlgorithm::kRing &&
       options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
       Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small: one exchange over the group's channel, no entry barrier.
     //   step 1: push my block to every peer (Channel::Exchange);
     //   step 2: copy every arrived block, and mine, into place.

@@ -66,10 +66,6 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t split_size = input.dim(split_axis);
-  // MESHDMA_DEBUG=INFO: once per group size.
-  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
-                   " on ", n, " devices: direct (", n - 1,
-                   " pushes per device, the only algorithm)");
   // Block of `input` bound for position j.
   auto send_block = [&](int j) {
     const int64_t b = collectives_internal::PartBegin(split_size, n, j);
@@ -86,6 +82,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
       split_axis == 0 && concat_axis == 0 && input.is_contiguous() &&
       Channel::Fits(g, send_block(0).size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small, blocks contiguous in both arrays: one exchange over the group's
     // channel, no entry barrier.
     //   step 1: push block j of my input to member j (Channel::Exchange);
@@ -119,6 +118,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           }
         });
   }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (", n - 1,
+                   " DMA pushes per device)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

@@ -59,10 +59,6 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   const int r = g.rank;
   const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
   const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
-  // MESHDMA_DEBUG=INFO: once per group size.
-  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
-                   " on ", n,
-                   " devices: direct (one push per pair, the only algorithm)");
   // A sender names the receiver's output by its own output's handle.
   if (remote_in || remote_out) {
     MESHDMA_RETURN_IF_ERROR(
@@ -71,6 +67,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   using collectives_internal::Channel;
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
       Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small: one exchange over the group's channel, no entry barrier.
     //   step 1: push my input to my destination (Channel::Exchange);
     //   step 2: my source's row into `out` (zeros without a source).
@@ -102,6 +101,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
           }
         });
   }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (one DMA push per pair)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {
