@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <set>
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/flags/commandlineflag.h"
@@ -24,8 +25,9 @@
 namespace meshdma::cli {
 namespace {
 
-std::set<std::string>& GivenFlags() {
-  static auto* given = new std::set<std::string>();
+// The flags the last `Parse` set, with the text each was given.
+std::map<std::string, std::string>& GivenFlags() {
+  static auto* given = new std::map<std::string, std::string>();
   return *given;
 }
 
@@ -86,7 +88,48 @@ absl::Status SetFlag(const Program& program, absl::CommandLineFlag& flag,
         absl::StrCat("flag ", Spelling(program, flag.Name()), ": bad value '",
                      value, "'", reason.empty() ? "" : ": ", reason));
   }
-  GivenFlags().insert(std::string(flag.Name()));
+  GivenFlags()[std::string(flag.Name())] = std::string(value);
+  return absl::OkStatus();
+}
+
+// The value of an integer or ByteSize flag.
+std::optional<int64_t> IntegerValue(const absl::CommandLineFlag& flag) {
+  if (auto v = flag.TryGet<int>()) return *v;
+  if (auto v = flag.TryGet<int64_t>()) return *v;
+  if (auto v = flag.TryGet<ByteSize>()) return v->bytes;
+  return std::nullopt;
+}
+
+std::string FormatBound(const absl::CommandLineFlag& flag, int64_t bound) {
+  return flag.IsOfType<ByteSize>() ? FormatBytes(bound) : absl::StrCat(bound);
+}
+
+std::string RangeText(const absl::CommandLineFlag& flag, const Range& range) {
+  return absl::StrCat("[", FormatBound(flag, range.min), ", ",
+                      FormatBound(flag, range.max), "]");
+}
+
+const Range* RangeOf(const Program& program, absl::string_view flag) {
+  for (const Range& r : program.ranges) {
+    if (flag == r.flag) return &r;
+  }
+  return nullptr;
+}
+
+absl::Status CheckRanges(const Program& program) {
+  for (const Range& range : program.ranges) {
+    absl::CommandLineFlag* flag = Find(range.flag);
+    const std::optional<int64_t> v =
+        flag == nullptr ? std::nullopt : IntegerValue(*flag);
+    if (!v.has_value()) {
+      return absl::InternalError(
+          absl::StrCat("range for --", range.flag, " names no integer flag"));
+    }
+    if (Given(range.flag) && (*v < range.min || *v > range.max)) {
+      return BadValue(program, range.flag,
+                      absl::StrCat("not in ", RangeText(*flag, range)));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -156,7 +199,9 @@ absl::StatusOr<std::vector<std::string>> Parse(const Program& program, int argc,
     absl::StrReplaceAll({{"-", "_"}}, &name);
     absl::CommandLineFlag* flag = Find(name);
     if (flag == nullptr && !has_value && absl::StartsWith(name, "no")) {
-      absl::CommandLineFlag* negated = Find(name.substr(2));
+      // "--nocheck" and "--no-check".
+      absl::CommandLineFlag* negated =
+          Find(absl::StripPrefix(absl::StripPrefix(name, "no"), "_"));
       if (negated != nullptr && negated->IsOfType<bool>()) {
         if (absl::Status s = SetFlag(program, *negated, "false"); !s.ok()) {
           return s;
@@ -180,6 +225,7 @@ absl::StatusOr<std::vector<std::string>> Parse(const Program& program, int argc,
     }
     if (absl::Status s = SetFlag(program, *flag, value); !s.ok()) return s;
   }
+  if (absl::Status s = CheckRanges(program); !s.ok()) return s;
   return positional;
 }
 
@@ -215,8 +261,18 @@ std::string Usage(const Program& program) {
     if (!flag->IsOfType<bool>())
       absl::StrAppend(&lead, " ", Placeholder(*flag));
     std::string help = flag->Help();
+    if (const Range* range = RangeOf(program, flag->Name())) {
+      absl::StrAppend(&help, ", in ", RangeText(*flag, *range));
+    }
     const std::string def = flag->DefaultValue();
-    if (!flag->IsOfType<bool>() && !def.empty()) {
+    if (flag->IsOfType<bool>()) {
+      // Only a switch that is on by default needs saying: --noNAME.
+      if (def == "true") {
+        absl::StrAppend(&help, " (on by default; --no-",
+                        absl::StrReplaceAll(flag->Name(), {{"_", "-"}}),
+                        " turns it off)");
+      }
+    } else if (!def.empty()) {
       absl::StrAppend(&help, " (default ", def, ")");
     }
     // The help text wrapped at 79 columns, indented past the flag.
@@ -244,7 +300,6 @@ std::string Usage(const Program& program) {
 
 std::vector<std::string> ParseOrExit(const Program& program, int argc,
                                      char** argv, bool allow_positional) {
-  const bool report = LauncherRank() == 0;
   absl::StatusOr<std::vector<std::string>> positional =
       Parse(program, argc, argv);
   if (positional.ok() && !allow_positional && !positional->empty()) {
@@ -252,19 +307,38 @@ std::vector<std::string> ParseOrExit(const Program& program, int argc,
         "unexpected argument '", absl::CEscape(positional->front()), "'"));
   }
   if (positional.ok()) return *std::move(positional);
-  if (positional.status().code() == absl::StatusCode::kCancelled) {
+  ExitWithStatus(program, positional.status());
+}
+
+void ExitWithStatus(const Program& program, const absl::Status& status) {
+  const bool report = LauncherRank() == 0;
+  if (status.code() == absl::StatusCode::kCancelled) {
     if (report) {
-      std::fputs(std::string(positional.status().message()).c_str(), stdout);
+      std::fputs(std::string(status.message()).c_str(), stdout);
       std::fflush(stdout);
     }
     std::exit(0);
   }
   if (report) {
-    std::fprintf(
-        stderr, "%s: %s\nTry '%s --help' for the flags.\n", program.name,
-        std::string(positional.status().message()).c_str(), program.name);
+    std::fprintf(stderr, "%s: %s\nTry '%s --help' for the flags.\n",
+                 program.name, std::string(status.message()).c_str(),
+                 program.name);
   }
   std::exit(2);
+}
+
+absl::Status BadValue(const Program& program, absl::string_view name,
+                      absl::string_view reason) {
+  std::string value;
+  if (auto it = GivenFlags().find(std::string(name));
+      it != GivenFlags().end()) {
+    value = it->second;
+  } else if (absl::CommandLineFlag* flag = Find(name)) {
+    value = flag->CurrentValue();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag ", Spelling(program, name), ": bad value '",
+                   absl::CEscape(value), "': ", reason));
 }
 
 bool Given(absl::string_view name) {

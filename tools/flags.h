@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -34,19 +35,30 @@ struct Alias {
   const char* flag;
 };
 
+// The values an integer or `ByteSize` flag may take when given: {"page", 1,
+// 4096} makes `--page 0` an error naming the flag and the value.
+struct Range {
+  const char* flag;
+  int64_t min;
+  int64_t max;
+};
+
 struct Program {
   const char* name;      // "meshdma-bench": prefixes errors and the usage.
   const char* synopsis;  // What follows "usage: NAME " (may be empty).
   const char* summary;   // One paragraph printed above the flags.
   std::vector<Alias> aliases;
   const char* footer = "";  // Printed after the flags (environment, ...).
+  std::vector<Range> ranges = {};  // Checked by `Parse`, listed by `Usage`.
 };
 
 // Parses `argv` into the program's Abseil flags and returns the positional
 // arguments (without argv[0]). `--help`, `-h` and `-help` return Cancelled
 // with the usage text; anything else wrong returns InvalidArgument with
-// "flag -b (--minbytes): bad value 'x': ..." or "unknown flag '--foo'".
-// Flags are set in order: on an error, earlier ones keep their new values.
+// "flag -b (--minbytes): bad value 'x': ..." or "unknown flag '--foo'"; a
+// given value outside the program's `ranges` is "flag --page: bad value '0':
+// not in [1, 4096]". Flags are set in order: on an error, earlier ones keep
+// their new values.
 absl::StatusOr<std::vector<std::string>> Parse(const Program& program, int argc,
                                                char** argv);
 
@@ -61,6 +73,17 @@ std::string Usage(const Program& program);
 std::vector<std::string> ParseOrExit(const Program& program, int argc,
                                      char** argv,
                                      bool allow_positional = false);
+
+// How `ParseOrExit` ends on `status`: Cancelled prints its message (the
+// usage) to stdout and exits 0; anything else prints "NAME: message" and a
+// hint to stderr and exits 2. Only rank 0 prints. For checks a program makes
+// after parsing (a value that depends on another flag).
+[[noreturn]] void ExitWithStatus(const Program& program,
+                                 const absl::Status& status);
+
+// "flag --page: bad value '0': REASON", quoting the value as it was given.
+absl::Status BadValue(const Program& program, absl::string_view name,
+                      absl::string_view reason);
 
 // Whether flag `name` was set on the command line by the last `Parse` (by any
 // spelling).

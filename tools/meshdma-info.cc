@@ -23,7 +23,6 @@
 
 #include "absl/base/config.h"
 #include "absl/flags/flag.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -35,19 +34,9 @@
 #include "meshdma/topology/host_topology.h"
 #include "meshdma/topology/launch.h"
 #include "tools/flags.h"
+#include "tools/runtime_flags.h"
 
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
-ABSL_FLAG(int, devices_per_process, 0,
-          "devices (threads) per process, 1..1024; 0: MESHDMA_DEVICES_PER_"
-          "PROCESS, else the host's cores divided among its processes");
-ABSL_FLAG(bool, force_interhost, false,
-          "treat every process as its own host (the MPI path on one machine)");
-ABSL_FLAG(std::string, dma_mode, "",
-          "async or eager; empty: MESHDMA_DMA_MODE, else async");
-ABSL_FLAG(meshdma::cli::ByteSize, heap_bytes, meshdma::cli::ByteSize{0},
-          "symmetric heap per device; 0: MESHDMA_HEAP_BYTES, else 256M");
-ABSL_FLAG(double, wait_timeout_s, 0,
-          "wait timeout in seconds; 0: MESHDMA_WAIT_TIMEOUT_S, else 120");
 
 namespace meshdma {
 namespace {
@@ -61,12 +50,7 @@ const cli::Program kProgram = {
         "settings and where each\ncame from, and warnings. Under mpirun rank "
         "0 prints for every rank.",
     .aliases = {},
-    .footer =
-        "The settings flags mirror RuntimeOptions; unset, the "
-        "environment decides\n(MESHDMA_DEVICES_PER_PROCESS, "
-        "MESHDMA_FORCE_INTERHOST, MESHDMA_DMA_MODE,\nMESHDMA_HEAP_BYTES, "
-        "MESHDMA_WAIT_TIMEOUT_S, MESHDMA_SPIN_NS, MESHDMA_TRACE,\n"
-        "MESHDMA_DEBUG, MESHDMA_DEBUG_SUBSYS, MESHDMA_DEBUG_FILE).\n"};
+    .footer = cli::kRuntimeFlagsFooter};
 
 std::string JsonString(absl::string_view s) {
   std::string out = "\"";
@@ -380,43 +364,7 @@ std::string Json(const Report& r) {
 }
 
 int Main(int argc, char** argv) {
-  cli::ParseOrExit(kProgram, argc, argv);
-  RuntimeOptions options;
-  const int dpp = absl::GetFlag(FLAGS_devices_per_process);
-  if (cli::Given("devices_per_process")) {
-    if (dpp < 1 || dpp > 1024) {
-      if (cli::LauncherRank() == 0) {
-        std::fprintf(stderr,
-                     "meshdma-info: flag --devices-per-process: bad value "
-                     "'%d': not in [1, 1024]\n",
-                     dpp);
-      }
-      return 2;
-    }
-    options.launch.devices_per_process = dpp;
-  }
-  if (cli::Given("force_interhost")) {
-    options.launch.force_interhost = absl::GetFlag(FLAGS_force_interhost);
-  }
-  if (cli::Given("dma_mode")) {
-    const std::string mode = absl::GetFlag(FLAGS_dma_mode);
-    if (mode != "async" && mode != "eager") {
-      if (cli::LauncherRank() == 0) {
-        std::fprintf(stderr,
-                     "meshdma-info: flag --dma-mode: bad value '%s': "
-                     "expected async or eager\n",
-                     absl::CEscape(mode).c_str());
-      }
-      return 2;
-    }
-    options.dma_mode = mode == "async" ? DmaMode::kAsync : DmaMode::kEager;
-  }
-  if (cli::Given("heap_bytes")) {
-    options.heap_bytes = absl::GetFlag(FLAGS_heap_bytes).bytes;
-  }
-  if (cli::Given("wait_timeout_s")) {
-    options.wait_timeout = absl::Seconds(absl::GetFlag(FLAGS_wait_timeout_s));
-  }
+  RuntimeOptions options = cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
   options.trace_path = "";  // Report MESHDMA_TRACE; write no trace.
   options.pin_threads = false;
   absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(options);

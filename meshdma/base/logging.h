@@ -80,4 +80,16 @@ bool LogFirstTime(absl::string_view key);
     }                                                                  \
   } while (0)
 
+// MESHDMA_LOG_ONCE(kInfo, kLogCollectives, key, "message", ...): the first
+// time this process logs `key` (evaluated only when the level and subsystem
+// are on), for choices made on every call.
+#define MESHDMA_LOG_ONCE(level, subsys, key, ...)                      \
+  do {                                                                 \
+    if (::meshdma::LogEnabled(::meshdma::LogLevel::level, (subsys)) && \
+        ::meshdma::LogFirstTime(key)) {                                \
+      ::meshdma::LogMessage(::meshdma::LogLevel::level, (subsys),      \
+                            ::absl::StrCat(__VA_ARGS__));              \
+    }                                                                  \
+  } while (0)
+
 #endif  // MESHDMA_BASE_LOGGING_H_

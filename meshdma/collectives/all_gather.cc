@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
@@ -53,6 +54,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm != CollectiveAlgorithm::kRing &&
       options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
       Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small: one exchange over the group's channel, no entry barrier.
     //   step 1: push my block to every peer (Channel::Exchange);
     //   step 2: copy every arrived block, and mine, into place.
@@ -86,6 +90,14 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   }
   const int lanes =
       options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
+  // MESHDMA_DEBUG=INFO: each choice once per process.
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives, absl::StrCat(kName, " ", n, " ", lanes), kName,
+      " on ", n, " devices: ", lanes == 2 ? "bidirectional_ring" : "ring",
+      options.algorithm == CollectiveAlgorithm::kAuto
+          ? std::string(" (auto)")
+          : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
+                         " requested)"));
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

@@ -45,22 +45,27 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
 }
 
 CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
-                                             const CollectiveOptions& options) {
-  if (options.algorithm != CollectiveAlgorithm::kAuto) return options.algorithm;
-  CollectiveAlgorithm chosen = CollectiveAlgorithm::kOneShot;
-  if (bytes > options.one_shot_max_bytes) {
-    chosen = group_size <= 2 ? CollectiveAlgorithm::kRing
-                             : CollectiveAlgorithm::kBidirectionalRing;
+                                             const CollectiveOptions& options,
+                                             absl::string_view collective) {
+  const bool requested = options.algorithm != CollectiveAlgorithm::kAuto;
+  CollectiveAlgorithm chosen = options.algorithm;
+  if (!requested) {
+    chosen = CollectiveAlgorithm::kOneShot;
+    if (bytes > options.one_shot_max_bytes) {
+      chosen = group_size <= 2 ? CollectiveAlgorithm::kRing
+                               : CollectiveAlgorithm::kBidirectionalRing;
+    }
   }
   // MESHDMA_DEBUG=INFO: each choice once per process.
-  if (LogEnabled(LogLevel::kInfo, kLogCollectives) &&
-      LogFirstTime(absl::StrCat("all_reduce ", group_size, " ",
-                                CollectiveAlgorithmName(chosen)))) {
-    MESHDMA_LOG(kInfo, kLogCollectives, "all_reduce on ", group_size,
-                " devices: ", CollectiveAlgorithmName(chosen), " (auto; ",
-                bytes, " bytes, one_shot up to ", options.one_shot_max_bytes,
-                ")");
-  }
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives,
+      absl::StrCat(collective, " ", group_size, " ",
+                   CollectiveAlgorithmName(chosen), requested),
+      collective, " on ", group_size,
+      " devices: ", CollectiveAlgorithmName(chosen),
+      requested ? std::string(" (requested)")
+                : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
+                               options.one_shot_max_bytes, ")"));
   return chosen;
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
@@ -81,6 +82,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
       split_axis == 0 && concat_axis == 0 && input.is_contiguous() &&
       Channel::Fits(g, send_block(0).size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small, blocks contiguous in both arrays: one exchange over the group's
     // channel, no entry barrier.
     //   step 1: push block j of my input to member j (Channel::Exchange);
@@ -114,6 +118,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           }
         });
   }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (", n - 1,
+                   " DMA pushes per device)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

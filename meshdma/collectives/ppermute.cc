@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
@@ -66,6 +67,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   using collectives_internal::Channel;
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
       Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
     // Small: one exchange over the group's channel, no entry barrier.
     //   step 1: push my input to my destination (Channel::Exchange);
     //   step 2: my source's row into `out` (zeros without a source).
@@ -97,6 +101,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
           }
         });
   }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (one DMA push per pair)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {

@@ -153,7 +153,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ") must be >= 1"));
   }
   const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), n, options);
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name);
   absl::Status status;
   const int64_t largest_segment =
       (in.num_elements() + n - 1) / n * static_cast<int64_t>(DTypeSize(in.dtype()));

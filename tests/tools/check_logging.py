@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """MESHDMA_DEBUG / MESHDMA_DEBUG_SUBSYS / MESHDMA_DEBUG_FILE on a program.
 
-  check_logging.py PROGRAM [ARGS...]
+  check_logging.py [--algorithm=NAME] PROGRAM [ARGS...]
 
 1. unset: nothing on stderr;
 2. INFO into a file: the launch (every device), the path to peers, and the
-   all_reduce algorithm choice (which the program must make), each once;
+   algorithm choice of collective NAME (default all_reduce, which the
+   program must make), each once;
 3. INFO with SUBSYS=collectives: only collectives lines;
 4. INFO with SUBSYS=^collectives: no collectives line.
 """
@@ -13,6 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
+
+
+ALGORITHM = "all_reduce"
+if len(sys.argv) > 1 and sys.argv[1].startswith("--algorithm="):
+    ALGORITHM = sys.argv.pop(1).split("=", 1)[1]
 
 
 def run(extra):
@@ -52,7 +58,8 @@ def main():
     expect(len(devices) >= 1, "the launch's devices")
     expect(any("INFO transport: rank 0 reaches devices" in l for l in lines),
            "the paths")
-    algo = [l for l in lines if "INFO collectives: all_reduce on" in l]
+    algo = [l for l in lines
+            if f"INFO collectives: {ALGORITHM} on " in l]
     expect(len(algo) >= 1 and len(algo) == len(set(l.split(" meshdma ")[1]
                                                    for l in algo)),
            f"each algorithm choice once: {algo}")
