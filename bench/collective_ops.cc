@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "bench/harness.h"
-#include "collectives/collectives.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/collectives/collectives.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma::bench {
 namespace {

@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "topology/launch.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma::bench {
 namespace {

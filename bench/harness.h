@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "base/dtype.h"
-#include "dma/runtime.h"
-#include "topology/mesh.h"
+#include "meshdma/base/dtype.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/topology/mesh.h"
 
 namespace meshdma::bench {
 

@@ -35,13 +35,13 @@
 #endif
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "dma/runtime.h"
-#include "kernels/blas.h"
-#include "kernels/ops/flash_attention.h"
-#include "kernels/ops/flash_attention_backward.h"
-#include "kernels/ops/matmul.h"
-#include "kernels/ops/paged_attention.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/flash_attention.h"
+#include "meshdma/kernels/ops/flash_attention_backward.h"
+#include "meshdma/kernels/ops/matmul.h"
+#include "meshdma/kernels/ops/paged_attention.h"
 
 namespace meshdma {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "bench/harness.h"
-#include "dma/runtime.h"
+#include "meshdma/dma/runtime.h"
 
 int main(int argc, char** argv) {
   auto config = meshdma::bench::ParseArgs(argc, argv);

@@ -6,11 +6,11 @@
 #include <atomic>
 #include <cstring>
 
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "bench/harness.h"
-#include "dma/async_copy.h"
-#include "dma/kernel.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma::bench {
 namespace {

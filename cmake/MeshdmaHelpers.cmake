@@ -1,23 +1,17 @@
-# meshdma_add_library(NAME SOURCES ... [HEADERS ...] [DEPS ...])
-# One static library per layer. Includes are rooted at the repository root
-# (`#include "dma/semaphore.h"`) in the tree and at include/meshdma/ when
-# installed; HEADERS are installed under the same relative paths.
-function(meshdma_add_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS;DEPS" ${ARGN})
-  add_library(${name} STATIC ${ARG_SOURCES})
-  add_library(meshdma::${name} ALIAS ${name})
-  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  target_include_directories(${name} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/meshdma>)
-  target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-parameter)
-  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+# meshdma_sources(SOURCES ... [PUBLIC_HEADERS ...])
+# Adds one folder's sources to the `meshdma` library and installs its public
+# headers under include/<path from the repository root>, so that
+# `#include "meshdma/dma/runtime.h"` reads the same in the tree and installed.
+# Headers not listed (internal/, transport/) are never installed.
+function(meshdma_sources)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_HEADERS" ${ARGN})
+  target_sources(meshdma PRIVATE ${ARG_SOURCES})
   file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
-  foreach(h ${ARG_HEADERS})
+  foreach(h ${ARG_PUBLIC_HEADERS})
     get_filename_component(dir ${h} DIRECTORY)
-    install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/meshdma/${rel}/${dir})
+    install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${rel}/${dir})
+    set_property(GLOBAL APPEND PROPERTY MESHDMA_PUBLIC_HEADERS ${rel}/${h})
   endforeach()
-  meshdma_install_targets(${name})
 endfunction()
 
 function(meshdma_install_targets)

@@ -1,4 +1,4 @@
-# Test registration. Three tiers (STYLE.md): threads in one process, the same
+# Test registration. Three tiers (docs/architecture.md): threads in one process, the same
 # binary under mpirun at several process counts, and the inter-host path forced
 # on one machine (every process its own host; once more over Open MPI's TCP
 # transport only, so that nothing relies on MPI's shared memory).

@@ -16,9 +16,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/runtime.h"
-#include "kernels/pallas_call.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/kernels/pallas_call.h"
 
 namespace {
 

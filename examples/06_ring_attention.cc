@@ -35,13 +35,13 @@
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
 #include "examples/example_util.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/overlap/ring_attention.h"
-#include "kernels/shard_map.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/sharding/shard_map.h"
 
 namespace {
 

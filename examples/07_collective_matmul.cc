@@ -32,13 +32,13 @@
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
 #include "examples/example_util.h"
-#include "kernels/blas.h"
-#include "kernels/overlap/collective_matmul.h"
-#include "kernels/shard_map.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
+#include "meshdma/sharding/shard_map.h"
 
 namespace {
 

@@ -40,14 +40,14 @@
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
 #include "examples/example_util.h"
-#include "kernels/blas.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/overlap/kv_transfer.h"
-#include "kernels/overlap/online_attention.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/collectives/fused/kv_transfer.h"
+#include "meshdma/collectives/fused/online_attention.h"
 
 namespace {
 

@@ -44,16 +44,16 @@
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
-#include "dma/trace.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/trace.h"
 #include "examples/example_util.h"
-#include "kernels/blas.h"
-#include "kernels/ops/matmul.h"
-#include "kernels/overlap/collective_matmul.h"
-#include "kernels/overlap/online_attention.h"
-#include "kernels/shard_map.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/matmul.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
+#include "meshdma/collectives/fused/online_attention.h"
+#include "meshdma/sharding/shard_map.h"
 
 namespace {
 

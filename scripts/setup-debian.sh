@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config ccache
+  build-essential cmake pkg-config ccache python3
   libopenmpi-dev openmpi-bin
   libabsl-dev
   libhwloc-dev hwloc

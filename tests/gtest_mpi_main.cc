@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace {
 

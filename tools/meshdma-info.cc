@@ -13,13 +13,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "absl/base/config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "topology/host_topology.h"
-#include "topology/launch.h"
+#include "meshdma/topology/host_topology.h"
+#include "meshdma/dma/transport/mpi/mpi_process_group.h"
+#include "meshdma/topology/launch.h"
 
 namespace {
 
@@ -122,8 +124,18 @@ int main(int argc, char** argv) {
                  std::string(topology.status().message()).c_str());
     return finish(1);
   }
-  absl::StatusOr<meshdma::Launch> launch = meshdma::Launch::Discover(
-      *topology, flags.options, under_mpi ? MPI_COMM_WORLD : MPI_COMM_NULL);
+  std::unique_ptr<meshdma::ProcessGroup> processes;
+  if (under_mpi) {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    processes = std::make_unique<meshdma::dma_internal::MpiProcessGroup>(
+        comm, /*owns_mpi=*/false);
+  } else {
+    processes = meshdma::MakeSingleProcessGroup();
+  }
+  absl::StatusOr<meshdma::Launch> launch =
+      meshdma::Launch::Discover(*topology, flags.options, *processes);
+  processes.reset();
   if (!launch.ok()) {
     std::fprintf(stderr, "meshdma-info: rank %d: %s\n", rank,
                  std::string(launch.status().message()).c_str());

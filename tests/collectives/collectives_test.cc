@@ -4,7 +4,7 @@
 // with MESHDMA_FORCE_INTERHOST=1). Each device checks its own output; a case
 // that fails returns an error naming the collective, algorithm, dtype, size
 // and device.
-#include "collectives/collectives.h"
+#include "meshdma/collectives/collectives.h"
 
 #include <mpi.h>
 
@@ -16,12 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "collectives_test_util.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma {
 namespace {

@@ -13,11 +13,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "base/dtype.h"
-#include "dma/array_ref.h"
-#include "dma/runtime.h"
+#include "meshdma/base/dtype.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {
 

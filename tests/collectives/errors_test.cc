@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "base/status_macros.h"
-#include "collectives/collectives.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/collectives.h"
 #include "collectives_test_util.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma {
 namespace {

@@ -1,12 +1,12 @@
 // CopyPlan against a naive element-by-element strided copy, over random
 // shapes, strides and chunkings.
-#include "dma/internal/copy_plan.h"
+#include "meshdma/dma/internal/copy_plan.h"
 
 #include <random>
 
 #include "gtest/gtest.h"
 
-namespace meshdma::internal {
+namespace meshdma::dma_internal {
 namespace {
 
 TEST(CopyPlanTest, MatchesNaiveStridedCopy) {
@@ -69,4 +69,4 @@ TEST(CopyPlanTest, LongRunSplitsIntoAlignedChunks) {
 }
 
 }  // namespace
-}  // namespace meshdma::internal
+}  // namespace meshdma::dma_internal

@@ -1,15 +1,15 @@
 // Bad input and broken contracts return errors that name the device, operand,
-// shape or semaphore (SEMANTICS.md §5-6): never a crash, a hang, or wrong data.
+// shape or semaphore (docs/semantics.md §5-6): never a crash, a hang, or wrong data.
 #include <dirent.h>
 #include <mpi.h>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "dma/async_copy.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
-#include "dma/semaphore.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"

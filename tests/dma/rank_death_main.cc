@@ -6,10 +6,10 @@
 
 #include <cstdio>
 
-#include "base/status_macros.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 
 int main() {
   meshdma::RuntimeOptions o;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dma/runtime.h"
+#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {
 

@@ -5,14 +5,14 @@
 #include <fstream>
 #include <iterator>
 
-#include "base/status_macros.h"
-#include "dma/async_copy.h"
-#include "dma/c_api.h"
-#include "dma/kernel.h"
-#include "dma/observer.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
-#include "dma/trace.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/c_api.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/observer.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"

@@ -1,4 +1,4 @@
-// One test per rule of SEMANTICS.md §2-5, run on every transport: alone
+// One test per rule of docs/semantics.md §2-5, run on every transport: alone
 // (devices as threads: "local"), under mpirun (processes on one host: "shm"),
 // with several devices per process, and with every process its own host
 // ("mpi"), in both DMA modes.
@@ -7,12 +7,12 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "dma/async_copy.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
-#include "dma/semaphore.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"

@@ -1,19 +1,29 @@
 # Proves the installed package works for a project outside this tree and is
 # relocatable. Run with cmake -P and:
-#   -DBUILD_DIR=<meshdma build tree>  -DCONSUMER_DIR=<consumer sources>
-#   -DWORK_DIR=<scratch folder>        -DCXX_COMPILER=<compiler to use>
+#   -DCONSUMER_DIR=<consumer sources>  -DWORK_DIR=<scratch folder>
+#   -DREADME=<README.md>               -DCXX_COMPILER=<compiler to use>
+#   -DLANGUAGES=<"CXX" or "C;CXX">, the consumer project's languages
+# and either -DBUILD_DIR=<a configured meshdma build tree> to install, or
+# -DSOURCE_DIR=<meshdma sources> to configure, build and install a shared
+# meshdma without MLIR, tests, examples or benchmarks first.
 # Steps:
-#   1. install the build tree into prefix A;
+#   1. install into prefix A (building it first with SOURCE_DIR);
 #   2. copy A to B and delete A, so nothing can still point into A;
-#   3. configure and build the consumer against B, then run it;
-#   4. run the installed meshdma-info from B.
+#   3. configure and build the consumer and the README's program against B,
+#      then run both;
+#   4. run the installed meshdma-info from B;
+#   5. with a shared library, build the README's program with pkg-config.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var BUILD_DIR CONSUMER_DIR WORK_DIR)
+foreach(var CONSUMER_DIR WORK_DIR README)
   if(NOT ${var})
     message(FATAL_ERROR "install_consumer.cmake: ${var} is not set")
   endif()
 endforeach()
+if(NOT LANGUAGES)
+  set(LANGUAGES CXX)
+endif()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/MeshdmaReadme.cmake)
 
 function(run step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -25,21 +35,40 @@ endfunction()
 set(prefix_a ${WORK_DIR}/prefix-a)
 set(prefix_b ${WORK_DIR}/relocated/prefix-b)
 set(consumer_build ${WORK_DIR}/consumer-build)
-file(REMOVE_RECURSE ${WORK_DIR})
+file(REMOVE_RECURSE ${prefix_a} ${WORK_DIR}/relocated ${consumer_build})
 file(MAKE_DIRECTORY ${WORK_DIR})
+set(compiler_args "")
+if(CXX_COMPILER)
+  set(compiler_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
 
-# Step 1: install.
+# Step 1: install (after building a shared library from the sources).
+if(SOURCE_DIR)
+  set(BUILD_DIR ${WORK_DIR}/meshdma-shared-build)
+  run("configure shared meshdma" ${CMAKE_COMMAND} -S ${SOURCE_DIR}
+    -B ${BUILD_DIR} -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+    -DMESHDMA_WITH_MLIR=OFF -DMESHDMA_BUILD_TESTS=OFF
+    -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF ${compiler_args})
+  cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
+  run("build shared meshdma" ${CMAKE_COMMAND} --build ${BUILD_DIR} -j ${cores})
+endif()
 run("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix_a})
-if(NOT EXISTS ${prefix_a}/lib/cmake/meshdma/meshdmaConfig.cmake AND
-   NOT EXISTS ${prefix_a}/lib64/cmake/meshdma/meshdmaConfig.cmake)
+file(GLOB config ${prefix_a}/lib*/cmake/meshdma/meshdmaConfig.cmake)
+if(NOT config)
   message(FATAL_ERROR "install_consumer: no meshdmaConfig.cmake under ${prefix_a}")
+endif()
+file(GLOB_RECURSE installed_internal LIST_DIRECTORIES false
+  ${prefix_a}/include/meshdma/dma/internal/*
+  ${prefix_a}/include/meshdma/dma/transport/*)
+if(installed_internal)
+  message(FATAL_ERROR "install_consumer: internal headers installed: ${installed_internal}")
 endif()
 
 # Step 2: relocate.
 file(MAKE_DIRECTORY ${WORK_DIR}/relocated)
 file(COPY ${prefix_a}/ DESTINATION ${prefix_b})
 file(REMOVE_RECURSE ${prefix_a})
-file(GLOB_RECURSE cmake_files ${prefix_b}/*.cmake)
+file(GLOB_RECURSE cmake_files ${prefix_b}/*.cmake ${prefix_b}/*.pc)
 foreach(f ${cmake_files})
   file(READ ${f} text)
   string(FIND "${text}" "${prefix_a}" pos)
@@ -48,16 +77,40 @@ foreach(f ${cmake_files})
   endif()
 endforeach()
 
-# Step 3: the consumer, against the relocated prefix only.
-set(configure_args -S ${CONSUMER_DIR} -B ${consumer_build}
-  -DCMAKE_PREFIX_PATH=${prefix_b} -DCMAKE_BUILD_TYPE=Release)
-if(CXX_COMPILER)
-  list(APPEND configure_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
-endif()
-run("configure consumer" ${CMAKE_COMMAND} ${configure_args})
+# Step 3: the consumer and the README's program, against the relocated prefix.
+meshdma_extract_readme_program(${README} ${WORK_DIR}/readme_program.cc)
+run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR}
+  -B ${consumer_build} -DCMAKE_PREFIX_PATH=${prefix_b}
+  -DCMAKE_BUILD_TYPE=Release "-DCONSUMER_LANGUAGES=${LANGUAGES}"
+  -DREADME_PROGRAM=${WORK_DIR}/readme_program.cc ${compiler_args})
 run("build consumer" ${CMAKE_COMMAND} --build ${consumer_build})
 run("run consumer" ${consumer_build}/consumer)
+run("run the README's program" ${CMAKE_COMMAND} -E env
+  MESHDMA_DEVICES_PER_PROCESS=2 ${consumer_build}/readme_program)
 
 # Step 4: the installed tool.
 run("run meshdma-info" ${prefix_b}/bin/meshdma-info --help)
+
+# Step 5: pkg-config, for the shared library.
+file(GLOB shared_lib ${prefix_b}/lib*/libmeshdma.so)
+if(shared_lib)
+  get_filename_component(libdir ${shared_lib} DIRECTORY)
+  find_program(PKG_CONFIG pkg-config REQUIRED)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${libdir}/pkgconfig
+      ${PKG_CONFIG} --cflags --libs meshdma
+    OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install_consumer: pkg-config --cflags --libs meshdma failed")
+  endif()
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  if(NOT CXX_COMPILER)
+    set(CXX_COMPILER c++)
+  endif()
+  run("build the README's program with pkg-config" ${CXX_COMPILER}
+    ${WORK_DIR}/readme_program.cc -o ${WORK_DIR}/readme_program_pc ${pc_flags}
+    -Wl,-rpath,${libdir})
+  run("run the pkg-config build" ${CMAKE_COMMAND} -E env
+    MESHDMA_DEVICES_PER_PROCESS=2 ${WORK_DIR}/readme_program_pc)
+endif()
 message(STATUS "install_consumer: OK")

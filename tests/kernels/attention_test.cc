@@ -4,13 +4,13 @@
 #include <cmath>
 #include <random>
 
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/ops/flash_attention.h"
-#include "kernels/ops/flash_attention_backward.h"
-#include "kernels/ops/paged_attention.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/kernels/ops/flash_attention.h"
+#include "meshdma/kernels/ops/flash_attention_backward.h"
+#include "meshdma/kernels/ops/paged_attention.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

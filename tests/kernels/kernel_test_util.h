@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dma/array_ref.h"
-#include "dma/runtime.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
 
 namespace meshdma::testing {

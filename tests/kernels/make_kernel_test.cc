@@ -1,13 +1,13 @@
 // make_kernel and the op registry: adopted kernels and built-in ops by name,
 // checked against naive loops; unknown names, arity and attributes fail.
-#include "kernels/make_kernel.h"
+#include "meshdma/kernels/make_kernel.h"
 
 #include <cmath>
 
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/ops/attention_reference.h"
+#include "meshdma/kernels/ops/attention_reference.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

@@ -8,17 +8,17 @@
 #include <cstdlib>
 #include <memory>
 
-#include "base/status_macros.h"
-#include "dma/async_copy.h"
-#include "dma/kernel.h"
-#include "dma/runtime.h"
-#include "dma/symmetric_memory.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "gtest/gtest.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/ops/flash_attention.h"
-#include "kernels/ops/flash_attention_backward.h"
-#include "kernels/ops/matmul.h"
-#include "kernels/ops/paged_attention.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/kernels/ops/flash_attention.h"
+#include "meshdma/kernels/ops/flash_attention_backward.h"
+#include "meshdma/kernels/ops/matmul.h"
+#include "meshdma/kernels/ops/paged_attention.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

@@ -2,17 +2,17 @@
 // sizes the block sizes do not divide.
 #include <cmath>
 
-#include "base/status_macros.h"
+#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/blas.h"
-#include "kernels/ops/add_vectors.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/ops/flash_attention.h"
-#include "kernels/ops/iota.h"
-#include "kernels/ops/matmul.h"
-#include "kernels/ops/softmax.h"
-#include "kernels/vmap.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/add_vectors.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/kernels/ops/flash_attention.h"
+#include "meshdma/kernels/ops/iota.h"
+#include "meshdma/kernels/ops/matmul.h"
+#include "meshdma/kernels/ops/softmax.h"
+#include "meshdma/kernels/vmap.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

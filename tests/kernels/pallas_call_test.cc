@@ -1,18 +1,18 @@
 // pallas_call, refs, blocks and pipelining: grid iteration, program_id,
 // copy counts (a block is fetched only when its index changes), ragged edges,
 // scratch and semaphores, vmap, emit_pipeline, and every bad-input error.
-#include "kernels/pallas_call.h"
+#include "meshdma/kernels/pallas_call.h"
 
 #include <atomic>
 #include <numeric>
 
-#include "base/status_macros.h"
-#include "dma/async_copy.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/block.h"
-#include "kernels/pipeline.h"
-#include "kernels/vmap.h"
+#include "meshdma/kernels/block.h"
+#include "meshdma/kernels/pipeline.h"
+#include "meshdma/kernels/vmap.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

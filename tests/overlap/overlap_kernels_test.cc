@@ -5,15 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/runtime.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
-#include "kernels/blas.h"
-#include "kernels/ops/attention_reference.h"
-#include "kernels/overlap/collective_matmul.h"
-#include "kernels/overlap/kv_transfer.h"
-#include "kernels/overlap/ring_attention.h"
-#include "kernels/shard_map.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
+#include "meshdma/collectives/fused/kv_transfer.h"
+#include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/sharding/shard_map.h"
 #include "overlap_test_util.h"
 
 namespace meshdma {

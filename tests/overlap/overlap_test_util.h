@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "dma/runtime.h"
+#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {
 

@@ -1,18 +1,18 @@
 // ShardedArray and shard_map: layouts, round trips through the host,
 // kernels inside the mapped function, replication and validation errors.
 // Runs as threads and under mpirun (shards then live in several processes).
-#include "kernels/shard_map.h"
+#include "meshdma/sharding/shard_map.h"
 
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include "base/status_macros.h"
-#include "dma/runtime.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/blas.h"
-#include "kernels/ops/matmul.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/matmul.h"
 #include "overlap_test_util.h"
 
 namespace meshdma {

@@ -1,4 +1,4 @@
-#include "topology/host_topology.h"
+#include "meshdma/topology/host_topology.h"
 
 #include <sched.h>
 

@@ -1,4 +1,4 @@
-#include "topology/launch.h"
+#include "meshdma/topology/launch.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,7 +15,9 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "topology/host_topology.h"
+#include "meshdma/dma/transport/mpi/mpi_process_group.h"
+#include "meshdma/topology/host_topology.h"
+#include "meshdma/topology/process_group.h"
 
 namespace meshdma {
 namespace {
@@ -156,11 +159,19 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// MPI_COMM_WORLD as a process group (the test's main initialised MPI).
+std::unique_ptr<ProcessGroup> WorldGroup() {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return std::make_unique<dma_internal::MpiProcessGroup>(comm,
+                                                         /*owns_mpi=*/false);
+}
+
 TEST(LaunchDiscoverTest, SingleProcessWithoutMpi) {
   HostTopology topo = HostTopology::Flat(4);
   ScopedEnv dpp(kDevicesPerProcessEnv, nullptr);
   ScopedEnv force(kForceInterhostEnv, nullptr);
-  auto launch = Launch::Discover(topo, {}, MPI_COMM_NULL);
+  auto launch = Launch::Discover(topo, {}, *MakeSingleProcessGroup());
   ASSERT_TRUE(launch.ok()) << launch.status();
   EXPECT_EQ(launch->num_processes(), 1);
   EXPECT_EQ(launch->num_hosts(), 1);
@@ -176,7 +187,7 @@ TEST(LaunchDiscoverTest, SingleProcessWithoutMpi) {
   LaunchOptions six;
   six.devices_per_process = 6;
   six.force_interhost = true;
-  launch = Launch::Discover(topo, six, MPI_COMM_NULL);
+  launch = Launch::Discover(topo, six, *MakeSingleProcessGroup());
   ASSERT_TRUE(launch.ok()) << launch.status();
   std::vector<int> cores;
   for (const GlobalDevice& d : launch->devices()) cores.push_back(d.core);
@@ -189,7 +200,7 @@ TEST(LaunchDiscoverTest, EnvironmentVariables) {
   {
     ScopedEnv dpp(kDevicesPerProcessEnv, "3");
     ScopedEnv force(kForceInterhostEnv, "yes");
-    auto launch = Launch::Discover(topo, {}, MPI_COMM_NULL);
+    auto launch = Launch::Discover(topo, {}, *MakeSingleProcessGroup());
     ASSERT_TRUE(launch.ok()) << launch.status();
     EXPECT_EQ(launch->num_devices(), 3);
     EXPECT_THAT(launch->processes()[0].host_key, HasSubstr("#0"));
@@ -197,7 +208,7 @@ TEST(LaunchDiscoverTest, EnvironmentVariables) {
     LaunchOptions options;
     options.devices_per_process = 1;
     options.force_interhost = false;
-    launch = Launch::Discover(topo, options, MPI_COMM_NULL);
+    launch = Launch::Discover(topo, options, *MakeSingleProcessGroup());
     ASSERT_TRUE(launch.ok()) << launch.status();
     EXPECT_EQ(launch->num_devices(), 1);
     EXPECT_THAT(launch->processes()[0].host_key,
@@ -205,17 +216,17 @@ TEST(LaunchDiscoverTest, EnvironmentVariables) {
   }
   for (const char* bad : {"abc", "0", "-1", "1025", "2x"}) {
     ScopedEnv dpp(kDevicesPerProcessEnv, bad);
-    ExpectError(Launch::Discover(topo, {}, MPI_COMM_NULL),
+    ExpectError(Launch::Discover(topo, {}, *MakeSingleProcessGroup()),
                 {kDevicesPerProcessEnv, std::string("'") + bad + "'"});
   }
   {
     ScopedEnv force(kForceInterhostEnv, "maybe");
-    ExpectError(Launch::Discover(topo, {}, MPI_COMM_NULL),
+    ExpectError(Launch::Discover(topo, {}, *MakeSingleProcessGroup()),
                 {kForceInterhostEnv, "'maybe'"});
   }
   LaunchOptions zero;
   zero.devices_per_process = 0;
-  ExpectError(Launch::Discover(topo, zero, MPI_COMM_NULL),
+  ExpectError(Launch::Discover(topo, zero, *MakeSingleProcessGroup()),
               {"devices_per_process = 0"});
 }
 
@@ -253,7 +264,7 @@ TEST_P(LaunchMpiTest, DiscoverMatchesAllgather) {
   ASSERT_TRUE(topo.ok()) << topo.status();
   LaunchOptions options;
   options.devices_per_process = dpp;
-  auto launch = Launch::Discover(*topo, options, MPI_COMM_WORLD);
+  auto launch = Launch::Discover(*topo, options, *WorldGroup());
   ASSERT_TRUE(launch.ok()) << launch.status();
 
   EXPECT_EQ(launch->rank(), rank);
@@ -324,7 +335,7 @@ TEST(LaunchMpiDefaultTest, DefaultDevicesDivideTheCores) {
   // Every rank must take part in the collective discovery, so all use the
   // same flat topology.
   HostTopology topo = HostTopology::Flat(8);
-  auto launch = Launch::Discover(topo, {}, MPI_COMM_WORLD);
+  auto launch = Launch::Discover(topo, {}, *WorldGroup());
   ASSERT_TRUE(launch.ok()) << launch.status();
   std::map<std::string, int> sharing;
   for (const ProcessInfo& p : launch->processes()) ++sharing[p.hostname];

@@ -1,4 +1,4 @@
-#include "topology/mesh.h"
+#include "meshdma/topology/mesh.h"
 
 #include <cstdint>
 #include <string>

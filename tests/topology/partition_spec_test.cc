@@ -1,4 +1,4 @@
-#include "topology/partition_spec.h"
+#include "meshdma/topology/partition_spec.h"
 
 #include <cstdint>
 #include <string>
@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "topology/mesh.h"
+#include "meshdma/topology/mesh.h"
 
 namespace meshdma {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "topology/host_topology.h"
-#include "topology/mesh.h"
-#include "topology/partition_spec.h"
+#include <meshdma/topology/host_topology.h>
+#include <meshdma/topology/mesh.h>
+#include <meshdma/topology/partition_spec.h>
 
 namespace {
 

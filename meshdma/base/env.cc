@@ -1,0 +1,72 @@
+#include "meshdma/base/env.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace meshdma::base_internal {
+namespace {
+
+absl::Status Invalid(const char* name, const std::string& value,
+                     absl::string_view expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, "='", value, "' is not ", expected));
+}
+
+}  // namespace
+
+std::optional<std::string> EnvString(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+absl::StatusOr<std::optional<int64_t>> EnvInt(const char* name, int64_t min,
+                                              int64_t max) {
+  std::optional<std::string> v = EnvString(name);
+  if (!v.has_value()) return std::nullopt;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(*v, &n) || n < min || n > max) {
+    return Invalid(name, *v, absl::StrCat("an integer in [", min, ", ", max, "]"));
+  }
+  return n;
+}
+
+absl::StatusOr<std::optional<double>> EnvDouble(const char* name,
+                                                double min_exclusive,
+                                                double max) {
+  std::optional<std::string> v = EnvString(name);
+  if (!v.has_value()) return std::nullopt;
+  double x = 0;
+  if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || x <= min_exclusive ||
+      x > max) {
+    return Invalid(name, *v,
+                   absl::StrCat("a number in (", min_exclusive, ", ", max, "]"));
+  }
+  return x;
+}
+
+absl::StatusOr<std::optional<bool>> EnvBool(const char* name) {
+  std::optional<std::string> v = EnvString(name);
+  if (!v.has_value()) return std::nullopt;
+  const std::string lower = absl::AsciiStrToLower(*v);
+  if (lower == "1" || lower == "true" || lower == "yes") return true;
+  if (lower == "0" || lower == "false" || lower == "no") return false;
+  return Invalid(name, *v, "one of 1, true, yes, 0, false, no");
+}
+
+absl::StatusOr<std::optional<std::string>> EnvChoice(
+    const char* name, std::initializer_list<absl::string_view> choices) {
+  std::optional<std::string> v = EnvString(name);
+  if (!v.has_value()) return std::nullopt;
+  for (absl::string_view c : choices) {
+    if (*v == c) return v;
+  }
+  return Invalid(name, *v, absl::StrCat("one of ", absl::StrJoin(choices, ", ")));
+}
+
+}  // namespace meshdma::base_internal

@@ -1,0 +1,44 @@
+// Options read from environment variables, parsed one way everywhere. Each
+// reader returns nullopt when the variable is unset or empty, the parsed value
+// when it is valid, and InvalidArgument naming the variable, its value and
+// what was expected otherwise. `Resolve` applies the precedence every option
+// keeps: an explicit option, else the environment, else the default.
+#ifndef MESHDMA_BASE_ENV_H_
+#define MESHDMA_BASE_ENV_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace meshdma::base_internal {
+
+// The variable's value, or nullopt when unset or empty.
+std::optional<std::string> EnvString(const char* name);
+// An integer in [min, max].
+absl::StatusOr<std::optional<int64_t>> EnvInt(const char* name, int64_t min,
+                                              int64_t max);
+// A finite number in (min_exclusive, max].
+absl::StatusOr<std::optional<double>> EnvDouble(const char* name,
+                                                double min_exclusive,
+                                                double max);
+// 1/true/yes or 0/false/no, in any case.
+absl::StatusOr<std::optional<bool>> EnvBool(const char* name);
+// One of `choices`.
+absl::StatusOr<std::optional<std::string>> EnvChoice(
+    const char* name, std::initializer_list<absl::string_view> choices);
+
+template <typename T>
+T Resolve(const std::optional<T>& option, const std::optional<T>& env,
+          T default_value) {
+  if (option.has_value()) return *option;
+  if (env.has_value()) return *env;
+  return default_value;
+}
+
+}  // namespace meshdma::base_internal
+
+#endif  // MESHDMA_BASE_ENV_H_

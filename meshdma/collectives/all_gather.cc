@@ -1,0 +1,74 @@
+#include "meshdma/collectives/all_gather.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/ring.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma {
+
+absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
+                        const std::vector<std::string>& axes, bool tiled,
+                        const CollectiveOptions& options) {
+  constexpr absl::string_view kName = "all_gather";
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                           collectives_internal::ResolveGroup(kName, axes));
+  const int n = g.size();
+  std::vector<int64_t> want(input.shape().begin(), input.shape().end());
+  if (tiled) {
+    if (want.empty()) {
+      return collectives_internal::CollectiveError(
+          kName, g, "a tiled all_gather needs an input of rank >= 1");
+    }
+    want[0] *= n;
+  } else {
+    want.insert(want.begin(), n);
+  }
+  if (output.dtype() != input.dtype() ||
+      !std::equal(want.begin(), want.end(), output.shape().begin(),
+                  output.shape().end())) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        absl::StrCat("output is ", output.ToString(), " but a ",
+                     tiled ? "tiled" : "stacked", " gather of input ",
+                     input.ToString(), " over ", n, " devices needs ",
+                     DTypeName(input.dtype()), "[", absl::StrJoin(want, ","),
+                     "]"));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           collectives_internal::Flatten(input, kName, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           collectives_internal::Flatten(output, kName, "output", g));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::RequireSymmetric(kName, g, "output", output));
+  const int64_t count = in.num_elements();
+  const int lanes =
+      options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
+  return RunKernel(
+      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+        if (options.check_peers) {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+              kName, g, collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
+              tiled ? 1 : 0, &output));
+        }
+        // Step 0: my own block, unless the input already is it.
+        const ArrayRef mine = collectives_internal::Range(out, g.rank * count, count);
+        if (in.data() != mine.data() && count > 0) {
+          std::memmove(mine.data(), in.data(), in.size_bytes());
+        }
+        std::vector<int64_t> blocks(n + 1);
+        for (int i = 0; i <= n; ++i) blocks[i] = i * count;
+        // Steps 1..n-1: the ring, sending my block from `in` (single copy).
+        MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState state,
+                                 collectives_internal::AllocateAllGather(g, lanes));
+        return collectives_internal::RingAllGather(g, in, out, blocks, state);
+      });
+}
+
+}  // namespace meshdma

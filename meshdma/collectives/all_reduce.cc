@@ -1,0 +1,210 @@
+#include "meshdma/collectives/all_reduce.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/reduce.h"
+#include "meshdma/collectives/internal/ring.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma {
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMean:
+      return "mean";
+  }
+  return "?";
+}
+
+absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kAuto:
+      return "auto";
+    case CollectiveAlgorithm::kRing:
+      return "ring";
+    case CollectiveAlgorithm::kBidirectionalRing:
+      return "bidirectional_ring";
+    case CollectiveAlgorithm::kOneShot:
+      return "one_shot";
+  }
+  return "?";
+}
+
+CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
+                                             const CollectiveOptions& options) {
+  if (options.algorithm != CollectiveAlgorithm::kAuto) return options.algorithm;
+  if (bytes <= options.one_shot_max_bytes) return CollectiveAlgorithm::kOneShot;
+  return group_size <= 2 ? CollectiveAlgorithm::kRing
+                         : CollectiveAlgorithm::kBidirectionalRing;
+}
+
+namespace {
+
+using collectives_internal::Group;
+using collectives_internal::Range;
+
+// One-shot all-reduce:
+//   step 1: stage a 64-byte header (the call's signature, see
+//           `CheckRingNeighbour`) followed by my input in one local buffer,
+//           and push it into row r of every peer's scratch [n, 64 + bytes]:
+//           one DMA per peer, all on one send and one receive semaphore;
+//   step 2: wait until n-1 rows have arrived and my pushes have been read;
+//   step 3: compare every peer's header with mine;
+//   step 4: reduce the n rows in group order (my input stands for row r).
+// Carrying the check in the data keeps this to one exchange after the
+// kernel's entry barrier. A peer that disagrees on the size sends another
+// byte count: whichever side gets its bytes first reports the mismatch, and
+// the runtime releases the other side's wait.
+template <typename T>
+absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
+                     const ArrayRef& in, const ArrayRef& out, int64_t signature,
+                     bool check) {
+  const int n = g.size();
+  const int r = g.rank;
+  const int64_t count = in.num_elements();
+  const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
+  const int64_t row_bytes = header + in.size_bytes();
+  if (row_bytes == 0) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sems,
+      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
+  const Semaphore send_sem = sems[0], recv_sem = sems[1];
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                           AllocateSymmetric(DType::kU8, {n, row_bytes}));
+  // Step 1. The staging row lives in scratch row r, which no peer writes.
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
+  std::byte* staged = my_row.data();
+  if (check) std::memcpy(staged, &signature, sizeof(signature));
+  std::memcpy(staged + header, in.data(), in.size_bytes());
+  for (int j = 1; j < n; ++j) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(j))
+            .start());
+  }
+  // Step 2: one wait for all rows, one for all sends (the counts add up).
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef rows, scratch.Slice(0, 0, n - 1));
+  AsyncCopyDescriptor all =
+      collectives_internal::RemoteCopy(rows, rows, send_sem, recv_sem, g.Peer(1));
+  MESHDMA_RETURN_IF_ERROR(all.wait_recv());
+  MESHDMA_RETURN_IF_ERROR(all.wait_send());
+  // Steps 3 and 4.
+  const std::byte* base = scratch.data();
+  if (check) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::CheckRowSignatures(name, g, signature, base, row_bytes));
+  }
+  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base, row_bytes, header,
+                          out.data_as<T>(), count);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
+                  const ArrayRef& out, int lanes,
+                  const CollectiveOptions& options) {
+  const int n = g.size();
+  const int64_t count = in.num_elements();
+  std::vector<int64_t> segments(n + 1);
+  for (int i = 0; i <= n; ++i) segments[i] = collectives_internal::PartBegin(count, n, i);
+  const ArrayRef mine =
+      Range(out, segments[g.rank], segments[g.rank + 1] - segments[g.rank]);
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState gather,
+                           collectives_internal::AllocateAllGather(g, lanes));
+  // Phase 1: reduce-scatter; segment r of `out` holds the total, and each
+  // finished piece of it is already on its way to the next member (step 0
+  // of phase 2).
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::RingReduceScatter<T>(
+      g, op, in, &out, mine, lanes, options.chunk_bytes, options.num_buffers,
+      &gather));
+  // Phase 2: all-gather the totals straight into every member's `out`.
+  return collectives_internal::RingAllGather(g, mine, out, segments, gather,
+                                 /*step0_sent=*/true);
+}
+
+}  // namespace
+
+absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
+                        const ArrayRef& output,
+                        const std::vector<std::string>& axes,
+                        const CollectiveOptions& options) {
+  const absl::string_view name = op == ReduceOp::kSum   ? "psum"
+                                 : op == ReduceOp::kMax ? "pmax"
+                                 : op == ReduceOp::kMin ? "pmin"
+                                                        : "pmean";
+  MESHDMA_ASSIGN_OR_RETURN(Group g, collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           collectives_internal::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           collectives_internal::Flatten(output, name, "output", g));
+  if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("input ", input.ToString(), " and output ",
+                     output.ToString(),
+                     " must have the same dtype and element count"));
+  }
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::RequireSymmetric(name, g, "output", output));
+  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("chunk_bytes (", options.chunk_bytes,
+                     ") and num_buffers (", options.num_buffers,
+                     ") must be >= 1"));
+  }
+  const CollectiveAlgorithm algorithm =
+      ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
+  absl::Status status;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
+      const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+      if (options.check_peers && !one_shot) {
+        MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+            name, g, collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+            in.num_elements(), static_cast<int>(op), &output));
+      }
+      if (g.size() == 1) {
+        if (in.data() != out.data()) {
+          std::memmove(out.data(), in.data(), in.size_bytes());
+        }
+        return absl::OkStatus();
+      }
+      switch (algorithm) {
+        case CollectiveAlgorithm::kOneShot:
+          return OneShot<T>(
+              name, g, op, in, out,
+              collectives_internal::CallSignature(collectives_internal::CollectiveKind::kAllReduce,
+                                      in.dtype(), in.num_elements(),
+                                      static_cast<int>(op), &output),
+              options.check_peers);
+        case CollectiveAlgorithm::kBidirectionalRing:
+          return Ring<T>(g, op, in, out, 2, options);
+        default:
+          return Ring<T>(g, op, in, out, 1, options);
+      }
+    });
+  };
+  if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
+                     input.ToString(),
+                     "); reductions take f32, f64, bf16, f16, i32 or i64"));
+  }
+  return status;
+}
+
+}  // namespace meshdma

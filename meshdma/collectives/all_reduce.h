@@ -1,0 +1,68 @@
+// All-reduce: `psum`, `pmax`, `pmin`, `pmean` over one or more mesh axes.
+//
+// Called SPMD from inside `Runtime::Run` by every device of the mesh (the
+// kernel's entry barrier spans the mesh), each with its own `input`. Every
+// device of a group (the devices whose coordinates differ only along `axes`;
+// psum over "x" of a {host, x} mesh runs one ring per host) gets, in
+// `output`, the element-wise reduction of the group's inputs. Every member
+// gets the same bits.
+//
+// Operands: `input` and `output` are contiguous arrays of the same dtype and
+// element count (shapes may differ); `output` must come from
+// `AllocateSymmetric` (peers write into it) unless the group has one device;
+// `input` may be any memory and may be `output` itself (in place). Element
+// types f32, f64, bf16, f16, i32, i64; bf16 and f16 are combined in f32 and
+// rounded once. Integer means truncate. Any element count works: segments of
+// a ring are [count*i/n, count*(i+1)/n).
+//
+// Algorithms (CollectiveOptions::algorithm): kRing (reduce-scatter then
+// all-gather, 2(n-1) steps, partial sums pipelined through bounded scratch),
+// kBidirectionalRing (two counter-rotating rings on halves), kOneShot (each
+// device pushes its input to all, reduces locally; for small messages), and
+// kAuto, which picks by size.
+#ifndef MESHDMA_COLLECTIVES_ALL_REDUCE_H_
+#define MESHDMA_COLLECTIVES_ALL_REDUCE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "meshdma/collectives/options.h"
+#include "meshdma/dma/array_ref.h"
+
+namespace meshdma {
+
+absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
+                        const ArrayRef& output,
+                        const std::vector<std::string>& axes,
+                        const CollectiveOptions& options = {});
+
+inline absl::Status psum(const ArrayRef& input, const ArrayRef& output,
+                         const std::vector<std::string>& axes,
+                         const CollectiveOptions& options = {}) {
+  return all_reduce(ReduceOp::kSum, input, output, axes, options);
+}
+inline absl::Status pmax(const ArrayRef& input, const ArrayRef& output,
+                         const std::vector<std::string>& axes,
+                         const CollectiveOptions& options = {}) {
+  return all_reduce(ReduceOp::kMax, input, output, axes, options);
+}
+inline absl::Status pmin(const ArrayRef& input, const ArrayRef& output,
+                         const std::vector<std::string>& axes,
+                         const CollectiveOptions& options = {}) {
+  return all_reduce(ReduceOp::kMin, input, output, axes, options);
+}
+inline absl::Status pmean(const ArrayRef& input, const ArrayRef& output,
+                          const std::vector<std::string>& axes,
+                          const CollectiveOptions& options = {}) {
+  return all_reduce(ReduceOp::kMean, input, output, axes, options);
+}
+
+// The algorithm `all_reduce` runs for `bytes` of input on `group_size`
+// devices with `options`.
+CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
+                                             const CollectiveOptions& options);
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_ALL_REDUCE_H_

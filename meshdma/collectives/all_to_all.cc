@@ -1,0 +1,133 @@
+#include "meshdma/collectives/all_to_all.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma {
+
+std::vector<int64_t> AllToAllOutputShape(std::span<const int64_t> input_shape,
+                                         int split_axis, int concat_axis,
+                                         int group_size, int index) {
+  std::vector<int64_t> shape(input_shape.begin(), input_shape.end());
+  const int64_t s = shape[split_axis];
+  shape[split_axis] = collectives_internal::PartBegin(s, group_size, index + 1) -
+                      collectives_internal::PartBegin(s, group_size, index);
+  shape[concat_axis] *= group_size;
+  return shape;
+}
+
+absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
+                        const std::vector<std::string>& axes, int split_axis,
+                        int concat_axis, const CollectiveOptions& options) {
+  constexpr absl::string_view kName = "all_to_all";
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                           collectives_internal::ResolveGroup(kName, axes));
+  const int n = g.size();
+  const int r = g.rank;
+  const int rank = input.rank();
+  if (split_axis < 0 || split_axis >= rank || concat_axis < 0 ||
+      concat_axis >= rank) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        absl::StrCat("split_axis ", split_axis, " and concat_axis ",
+                     concat_axis, " must be dimensions of input ",
+                     input.ToString()));
+  }
+  const std::vector<int64_t> want =
+      AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, r);
+  if (output.dtype() != input.dtype() ||
+      !std::equal(want.begin(), want.end(), output.shape().begin(),
+                  output.shape().end())) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        absl::StrCat("output is ", output.ToString(), " but input ",
+                     input.ToString(), " split along ", split_axis,
+                     " and concatenated along ", concat_axis, " over ", n,
+                     " devices needs ", DTypeName(input.dtype()), "[",
+                     absl::StrJoin(want, ","), "] here"));
+  }
+  if (!output.is_contiguous()) {
+    return collectives_internal::CollectiveError(
+        kName, g, absl::StrCat("output ", output.ToString(), " is strided"));
+  }
+  if (n > 1 && input.data() == output.data() && input.num_elements() > 0) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        "input and output are the same buffer; all_to_all does not "
+        "run in place");
+  }
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::RequireSymmetric(kName, g, "output", output));
+  const int64_t split_size = input.dim(split_axis);
+  // Block of `input` bound for position j.
+  auto send_block = [&](int j) {
+    const int64_t b = collectives_internal::PartBegin(split_size, n, j);
+    return *input.Slice(split_axis, b,
+                        collectives_internal::PartBegin(split_size, n, j + 1) - b);
+  };
+  // Where position `src` puts its block in the output of position `dst`.
+  auto recv_block = [&](const ArrayRef& out_of_dst, int src) {
+    const int64_t c = out_of_dst.dim(concat_axis) / n;
+    return *out_of_dst.Slice(concat_axis, src * c, c);
+  };
+  return RunKernel(
+      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+        if (options.check_peers) {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+              kName, g, collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+              input.num_elements(), split_axis * 8 + concat_axis, &output));
+        }
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore send_sem,
+            AllocateSemaphore(SemaphoreType::kDma, "all_to_all send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore recv_sem,
+            AllocateSemaphore(SemaphoreType::kDma, "all_to_all recv"));
+        // Step 1: push block j into member j's output, starting with the next
+        // member so that not everyone targets position 0 first.
+        std::vector<AsyncCopyDescriptor> sends;
+        for (int i = 1; i < n; ++i) {
+          const int j = (r + i) % n;
+          const ArrayRef src = send_block(j);
+          if (src.num_elements() == 0) continue;
+          // Member j's output, described by the same heap offset with j's
+          // shape.
+          const std::vector<int64_t> shape_j =
+              AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j);
+          const ArrayRef out_j = ArrayRef::Symmetric(
+              output.data(), output.heap_offset(), output.dtype(), shape_j);
+          sends.push_back(collectives_internal::RemoteCopy(
+              src, recv_block(out_j, r), send_sem, recv_sem, g.Member(j)));
+          MESHDMA_RETURN_IF_ERROR(sends.back().start());
+        }
+        // Step 2: my own block, by a local copy.
+        const ArrayRef own = send_block(r);
+        if (own.num_elements() > 0) {
+          auto local = make_async_copy(own, recv_block(output, r), recv_sem);
+          MESHDMA_RETURN_IF_ERROR(local.start());
+          MESHDMA_RETURN_IF_ERROR(local.wait());
+        }
+        // Step 3: the n-1 blocks for me (all the same size), then my sends.
+        const ArrayRef mine = recv_block(output, r);
+        if (mine.num_elements() > 0) {
+          for (int i = 1; i < n; ++i) {
+            const int src = (r - i + n) % n;
+            const ArrayRef slot = recv_block(output, src);
+            MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(slot, slot, send_sem,
+                                                         recv_sem,
+                                                         g.Member(src))
+                                        .wait_recv());
+          }
+        }
+        for (AsyncCopyDescriptor& s : sends)
+          MESHDMA_RETURN_IF_ERROR(s.wait_send());
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace meshdma

@@ -1,0 +1,40 @@
+// All-to-all over mesh axes (`jax.lax.all_to_all` with tiled blocks).
+//
+// `input` is split along `split_axis` into n blocks, block j being rows
+// [S*j/n, S*(j+1)/n) of that dimension (S its size; S need not divide by n);
+// block j goes to the member at position j, which concatenates the blocks it
+// receives from positions 0..n-1 along `concat_axis`. So the output of the
+// member at position r has the input's shape except: dimension `split_axis`
+// is the size of block r, and dimension `concat_axis` is n times what it was
+// (times block r's size when the two axes are the same).
+//
+// `output` must be symmetric (peers write their blocks straight into it)
+// unless the group has one device; `input` may be any memory but not
+// `output` itself. Any element type, u8 included. Each block is one DMA, from
+// its place in `input` to its place in the receiver's `output` (strided
+// views, single copy).
+#ifndef MESHDMA_COLLECTIVES_ALL_TO_ALL_H_
+#define MESHDMA_COLLECTIVES_ALL_TO_ALL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "meshdma/collectives/options.h"
+#include "meshdma/dma/array_ref.h"
+
+namespace meshdma {
+
+absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
+                        const std::vector<std::string>& axes, int split_axis,
+                        int concat_axis, const CollectiveOptions& options = {});
+
+// The output shape of position `index` of a group of `group_size`.
+std::vector<int64_t> AllToAllOutputShape(std::span<const int64_t> input_shape,
+                                         int split_axis, int concat_axis,
+                                         int group_size, int index);
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_ALL_TO_ALL_H_

@@ -1,0 +1,207 @@
+#include "meshdma/collectives/fused/collective_matmul.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/trace.h"
+#include "meshdma/kernels/blas.h"
+
+namespace meshdma {
+namespace {
+
+absl::Status CheckMatrix(absl::string_view kernel, absl::string_view name,
+                         const ArrayRef& a) {
+  if (a.dtype() != DType::kF32 || a.rank() != 2 || !a.is_contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", kernel, "': operand '", name, "' is ",
+                     a.ToString(), ", expected a contiguous f32 matrix"));
+  }
+  return absl::OkStatus();
+}
+
+// c[m, n] (+)= a[m, k] b[k, n], row-major contiguous.
+void MatMul(const ArrayRef& a, const ArrayRef& b, float* c, float beta) {
+  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  Gemm(false, false, m, n, k, 1.0f, a.data_as<float>(), k, b.data_as<float>(),
+       n, beta, c, n);
+}
+
+}  // namespace
+
+absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
+                             const ArrayRef& out,
+                             const CollectiveMatmulOptions& o) {
+  constexpr absl::string_view kName = "all_gather_matmul";
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
+  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
+  const int n = ring.size, me = ring.index;
+  const int64_t mb = x.dim(0), k = x.dim(1), n_out = w.dim(1);
+  if (w.dim(0) != k || out.dim(0) != mb * n || out.dim(1) != n_out) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", kName, "': x ", x.ToString(), ", w ", w.ToString(),
+        " and out ", out.ToString(), " do not fit: expected w [", k,
+        ", n_out] and out [", mb * n, ", n_out] over mesh axis '", o.axis,
+        "' of size ", n));
+  }
+  return RunKernel(
+      {.name = std::string(kName),
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
+                                 AllocateSymmetric<float>({2, mb, k}));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            SemaphoreArray recv,
+            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore free_sem,
+            AllocateSemaphore(SemaphoreType::kRegular, "free"));
+        for (int s = 0; s < n; ++s) {
+          const int src_device = (me - s + n) % n;
+          const int cur = s % 2, next = (s + 1) % 2;
+          const ArrayRef block = s == 0 ? x : *slots.At(cur);
+          const bool forward = Communicates(o.mode) && s < n - 1;
+          AsyncCopyDescriptor copy =
+              make_async_remote_copy(block, *slots.At(next), send, recv[next],
+                                     ring.right, DeviceIdType::kLogical);
+          // Step 1: forward the x block in hand (from step 2 on, once the right
+          // neighbour has consumed the slot it lands in: `free`).
+          if (forward) {
+            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
+            MESHDMA_RETURN_IF_ERROR(copy.start());
+            if (o.mode == OverlapMode::kSequential) {
+              MESHDMA_RETURN_IF_ERROR(copy.wait());
+            }
+          }
+          // Step 2: rows block `src_device` of out = block @ w.
+          if (Computes(o.mode)) {
+            TraceSpan span(absl::StrCat(kName, " step ", s));
+            const ArrayRef a = Communicates(o.mode) ? block : x;
+            MatMul(a, w, out.data_as<float>() + src_device * mb * n_out, 0.0f);
+          }
+          // Step 3: my block has left and the next has arrived.
+          if (forward && o.mode != OverlapMode::kSequential) {
+            MESHDMA_RETURN_IF_ERROR(copy.wait());
+          }
+          // Step 4: slot `cur` is consumed; the left neighbour may refill it.
+          if (Communicates(o.mode) && s >= 1 && s + 1 <= n - 2) {
+            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+                                                     DeviceIdType::kLogical));
+          }
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
+                                 const ArrayRef& out,
+                                 const CollectiveMatmulOptions& o) {
+  constexpr absl::string_view kName = "matmul_reduce_scatter";
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
+  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
+  const int n = ring.size, me = ring.index;
+  const int64_t m = x.dim(0), k = x.dim(1), n_out = w.dim(1);
+  if (w.dim(0) != k || m % n != 0 || out.dim(0) != m / n ||
+      out.dim(1) != n_out) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", kName, "': x ", x.ToString(), ", w ", w.ToString(),
+        " and out ", out.ToString(), " do not fit: expected w [", k,
+        ", n_out], x rows divisible by ", n, " (mesh axis '", o.axis,
+        "') and out [", m / n, ", n_out]"));
+  }
+  const int64_t mb = m / n;
+  auto rows = [&](int block) { return *x.Slice(0, block * mb, mb); };
+  return RunKernel(
+      {.name = std::string(kName),
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&]() -> absl::Status {
+        // Received accumulators (symmetric, double-buffered) and the partial
+        // sums this device computes and sends (local, double-buffered).
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef recv_buf,
+                                 AllocateSymmetric<float>({2, mb, n_out}));
+        std::vector<float> send_store(2 * mb * n_out);
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef send_buf,
+            ArrayRef::FromPointer(send_store.data(), DType::kF32,
+                                  std::vector<int64_t>{2, mb, n_out}));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            SemaphoreArray recv,
+            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore free_sem,
+            AllocateSemaphore(SemaphoreType::kRegular, "free"));
+        const bool comm = Communicates(o.mode);
+        std::optional<AsyncCopyDescriptor>
+            in_flight;  // The previous step's send.
+        for (int s = 0; s < n; ++s) {
+          const int block = ((me - s - 1) % n + n) % n;
+          const int cur = s % 2, next = (s + 1) % 2;
+          const bool last = s == n - 1;
+          float* acc = last ? out.data_as<float>()
+                            : send_buf.data_as<float>() + cur * mb * n_out;
+          // Step 1: my partial product for rows block `block`, computed while
+          // the previous step's sum travels.
+          if (Computes(o.mode)) {
+            TraceSpan span(absl::StrCat(kName, " step ", s));
+            MatMul(rows(block), w, acc, 0.0f);
+          }
+          // Step 2: the sum of the devices to my left for this block arrives in
+          // slot `cur`; add it, then release the slot to my left neighbour
+          // (`free`) if it will fill it again.
+          if (comm && s >= 1) {
+            AsyncCopyDescriptor incoming = make_async_remote_copy(
+                *send_buf.At(cur), *recv_buf.At(cur), send, recv[cur],
+                ring.right, DeviceIdType::kLogical);
+            MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
+            if (Computes(o.mode)) {
+              TraceSpan span(absl::StrCat(kName, " add ", s));
+              const float* in = recv_buf.data_as<float>() + cur * mb * n_out;
+              for (int64_t i = 0; i < mb * n_out; ++i) acc[i] += in[i];
+            }
+            if (s + 1 <= n - 2) {
+              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+                                                       DeviceIdType::kLogical));
+            }
+          }
+          // Step 3: the previous send has left: its source buffer is reused at
+          // the next step.
+          if (in_flight.has_value()) {
+            MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
+            in_flight.reset();
+          }
+          // Step 4: forward the running sum into the right neighbour's slot
+          // `next` (from step 2 on, once it has consumed that slot: `free`).
+          if (comm && !last) {
+            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
+            AsyncCopyDescriptor copy = make_async_remote_copy(
+                *send_buf.At(cur), *recv_buf.At(next), send, recv[next],
+                ring.right, DeviceIdType::kLogical);
+            MESHDMA_RETURN_IF_ERROR(copy.start());
+            if (o.mode == OverlapMode::kSequential) {
+              MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+            } else {
+              in_flight = copy;
+            }
+          }
+        }
+        if (in_flight.has_value()) {
+          MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
+        }
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace meshdma

@@ -1,0 +1,51 @@
+// Collective matmuls: a matrix product fused with the collective that feeds
+// or follows it, so that the communication of one block overlaps the product
+// of another (the "collective matmul" decomposition used for tensor
+// parallelism).
+//
+// All-gather matmul. x is sharded by rows over the ring axis (device i holds
+// rows block i, [m/n, k]); w is local ([k, n_out], replicated or one
+// column shard of a larger weight). out = all_gather(x) @ w, [m, n_out]. At
+// step s a device multiplies the x block that started s places to its left
+// into rows block (i - s) mod n of `out` while the DMA forwards that block to
+// its right neighbour. Semaphores as in ring attention: `send`, `recv[2]`,
+// and a REGULAR `free` from the right neighbour once its slot is consumed.
+//
+// Matmul reduce-scatter. x is sharded along the contraction ([m, k/n] on
+// each device), w correspondingly ([k/n, n_out]); out = reduce_scatter(x @
+// w) over rows: device i receives rows block i ([m/n, n_out]) of the sum
+// over devices. An accumulator per rows block travels the ring: at step s
+// device i computes its partial product for block (i - s - 1) mod n, adds
+// the accumulator that arrived from its left and forwards the sum; at step
+// n - 1 the block is its own and the sum is complete. The partial product of
+// step s + 1 is computed while the sum of step s travels.
+#ifndef MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
+#define MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/collectives/fused/overlap.h"
+
+namespace meshdma {
+
+struct CollectiveMatmulOptions {
+  std::string axis = "x";
+  OverlapMode mode = OverlapMode::kOverlapped;
+};
+
+// x f32 [m/n, k], w f32 [k, n_out], out f32 [m, n_out] (contiguous). Call on
+// every device of the current mesh; one kernel with an entry barrier.
+absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
+                             const ArrayRef& out,
+                             const CollectiveMatmulOptions& options = {});
+
+// x f32 [m, k/n], w f32 [k/n, n_out], out f32 [m/n, n_out] (contiguous).
+absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
+                                 const ArrayRef& out,
+                                 const CollectiveMatmulOptions& options = {});
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_

@@ -1,0 +1,225 @@
+#include "meshdma/collectives/fused/kv_transfer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/trace.h"
+#include "meshdma/kernels/ops/paged_attention.h"
+
+namespace meshdma {
+
+absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
+                        const KvTransferOptions& o,
+                        const PrefillLayerFn& prefill,
+                        const DecodeLayerFn& decode) {
+  auto err = [](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'kv_transfer': ", parts...));
+  };
+  MESHDMA_ASSIGN_OR_RETURN(int role, axis_index(o.role_axis));
+  MESHDMA_ASSIGN_OR_RETURN(int roles, axis_size(o.role_axis));
+  if (roles != 2) {
+    return err("mesh axis '", o.role_axis, "' has size ", roles,
+               "; it must be 2 (prefill, decode)");
+  }
+  const int64_t hkv = o.num_kv_heads, d = o.head_dim, ps = o.page_size;
+  const int64_t pages = (seq_len + ps - 1) / ps;
+  const int layers = o.num_layers;
+  if (seq_len <= 0 || hkv <= 0 || d <= 0 || ps <= 0 || layers <= 0) {
+    return err("seq_len ", seq_len, ", num_kv_heads ", hkv, ", head_dim ", d,
+               ", page_size ", ps, " and num_layers ", layers,
+               " must be positive");
+  }
+  if (o.total_pages < pages) {
+    return err("the decode cache has ", o.total_pages,
+               " pages per layer; the prompt of ", seq_len, " tokens needs ",
+               pages, " pages of ", ps);
+  }
+  const bool is_decode = role == 1;
+  if (is_decode) {
+    if (static_cast<int64_t>(block_table.size()) != pages) {
+      return err("block_table has ", block_table.size(), " entries; ", seq_len,
+                 " tokens in pages of ", ps, " need ", pages);
+    }
+    for (int32_t p : block_table) {
+      if (p < 0 || p >= o.total_pages) {
+        return err("block_table names page ", p, " of a cache of ",
+                   o.total_pages, " pages");
+      }
+    }
+  }
+  // The peer: same coordinates, the other role.
+  const DeviceId peer = DeviceId::Partial({{{o.role_axis}, 1 - role}});
+  const int64_t layer_bytes = 2 * hkv * seq_len * d * 4;
+
+  return RunKernel(
+      {.name = "kv_transfer",
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&]() -> absl::Status {
+        // Symmetric allocations, the same sequence on both roles.
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef cache,
+            AllocateSymmetric<float>({layers, 2, hkv, o.total_pages, ps, d}));
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
+                                 AllocateSymmetric<int32_t>({pages}));
+        MESHDMA_ASSIGN_OR_RETURN(
+            SemaphoreArray send,
+            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            SemaphoreArray layer_recv,
+            AllocateSemaphoreArray(SemaphoreType::kDma, layers, "layer_recv"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore table_send,
+            AllocateSemaphore(SemaphoreType::kDma, "table_send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore table_recv,
+            AllocateSemaphore(SemaphoreType::kDma, "table_recv"));
+        std::vector<int32_t> table_local(block_table.begin(),
+                                         block_table.end());
+        table_local.resize(pages);
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef table_src,
+            ArrayRef::FromPointer(table_local.data(), DType::kI32,
+                                  std::vector<int64_t>{pages}));
+        AsyncCopyDescriptor table_copy = make_async_remote_copy(
+            table_src, table, table_send, table_recv, peer);
+
+        if (is_decode) {
+          // Step 1: hand the block table to the prefill device.
+          MESHDMA_RETURN_IF_ERROR(table_copy.start());
+          MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
+          // Step 3: consume each layer as soon as its bytes are here.
+          std::vector<float> size_only(1);
+          for (int l = 0; l < layers; ++l) {
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
+            if (Communicates(o.mode)) {
+              // A wait-only descriptor of the layer's byte count.
+              MESHDMA_ASSIGN_OR_RETURN(
+                  ArrayRef layer_flat,
+                  layer_cache.Reshape({2 * hkv * o.total_pages * ps * d}));
+              MESHDMA_ASSIGN_OR_RETURN(ArrayRef expected,
+                                       layer_flat.Slice(0, 0, layer_bytes / 4));
+              AsyncCopyDescriptor arrival = make_async_remote_copy(
+                  expected, expected, send[0], layer_recv[l], peer);
+              MESHDMA_RETURN_IF_ERROR(arrival.wait_recv());
+            }
+            if (Computes(o.mode)) {
+              TraceSpan span(absl::StrCat("decode layer ", l));
+              MESHDMA_RETURN_IF_ERROR(
+                  decode(l, *layer_cache.At(0), *layer_cache.At(1)));
+            }
+          }
+          return absl::OkStatus();
+        }
+
+        // Prefill. Step 1: the decode device's block table.
+        MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
+        const int32_t* dst_page = table.data_as<int32_t>();
+        std::vector<float> stage_store(2 * 2 * hkv * seq_len * d);
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef stage,
+            ArrayRef::FromPointer(stage_store.data(), DType::kF32,
+                                  std::vector<int64_t>{2, 2, hkv, seq_len, d}));
+        // A wait-only descriptor for one layer's sends from staging slot
+        // `slot`.
+        auto layer_sent = [&](int slot) -> absl::Status {
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat,
+                                   stage.Reshape({2, 2 * hkv * seq_len * d}));
+          AsyncCopyDescriptor sent = make_async_remote_copy(
+              *flat.At(slot), *flat.At(slot), send[slot], layer_recv[0], peer);
+          return sent.wait_send();
+        };
+        for (int l = 0; l < layers; ++l) {
+          const int slot = l % 2;
+          // Step 2a: staging slot `slot` is free once layer l - 2 has been
+          // read.
+          if (Communicates(o.mode) && l >= 2 &&
+              o.mode != OverlapMode::kSequential) {
+            MESHDMA_RETURN_IF_ERROR(layer_sent(slot));
+          }
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef slot_kv, stage.At(slot));
+          // Step 2b: compute this layer's keys and values.
+          if (Computes(o.mode)) {
+            TraceSpan span(absl::StrCat("prefill layer ", l));
+            MESHDMA_RETURN_IF_ERROR(prefill(l, *slot_kv.At(0), *slot_kv.At(1)));
+          }
+          if (!Communicates(o.mode)) continue;
+          // Step 2c: stream its pages into the decode cache.
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
+          for (int kv = 0; kv < 2; ++kv) {
+            for (int64_t h = 0; h < hkv; ++h) {
+              MESHDMA_ASSIGN_OR_RETURN(ArrayRef src_head,
+                                       (*slot_kv.At(kv)).At(h));
+              MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst_head,
+                                       (*layer_cache.At(kv)).At(h));
+              for (int64_t p = 0; p < pages; ++p) {
+                const int64_t rows = std::min(ps, seq_len - p * ps);
+                MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
+                                         src_head.Slice(0, p * ps, rows));
+                MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst_page_ref,
+                                         dst_head.At(dst_page[p]));
+                MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
+                                         dst_page_ref.Slice(0, 0, rows));
+                AsyncCopyDescriptor copy = make_async_remote_copy(
+                    src, dst, send[slot], layer_recv[l], peer);
+                MESHDMA_RETURN_IF_ERROR(copy.start());
+              }
+            }
+          }
+          if (o.mode == OverlapMode::kSequential) {
+            MESHDMA_RETURN_IF_ERROR(layer_sent(slot));
+          }
+        }
+        // Step 4: the last (up to two) layers' sends.
+        if (Communicates(o.mode) && o.mode != OverlapMode::kSequential) {
+          for (int l = std::max(0, layers - 2); l < layers; ++l) {
+            MESHDMA_RETURN_IF_ERROR(layer_sent(l % 2));
+          }
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::vector<float>> DecodePagedAttention(
+    const float* query, int64_t num_heads, const ArrayRef& key_cache,
+    const ArrayRef& value_cache, int64_t context_len,
+    std::span<const int32_t> block_table, float scale) {
+  const int64_t d = key_cache.dim(3);
+  const int64_t pages = static_cast<int64_t>(block_table.size());
+  std::vector<float> q(query, query + num_heads * d);
+  std::vector<float> out(num_heads * d, 0.0f);
+  std::vector<int32_t> lens = {static_cast<int32_t>(context_len)};
+  std::vector<int32_t> table(block_table.begin(), block_table.end());
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef q_ref,
+      ArrayRef::FromPointer(q.data(), DType::kF32,
+                            std::vector<int64_t>{1, num_heads, d}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef o_ref,
+      ArrayRef::FromPointer(out.data(), DType::kF32,
+                            std::vector<int64_t>{1, num_heads, d}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef lens_ref,
+      ArrayRef::FromPointer(lens.data(), DType::kI32, std::vector<int64_t>{1}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef table_ref,
+      ArrayRef::FromPointer(table.data(), DType::kI32,
+                            std::vector<int64_t>{1, pages}));
+  PagedAttentionOptions options;
+  options.sm_scale = scale;
+  options.pages_per_compute_block =
+      std::min<int64_t>(4, std::max<int64_t>(1, pages));
+  MESHDMA_RETURN_IF_ERROR(PagedAttention(q_ref, key_cache, value_cache,
+                                         lens_ref, table_ref, o_ref, options));
+  return out;
+}
+
+}  // namespace meshdma

@@ -1,0 +1,89 @@
+// KV-cache transfer pipelining between a prefill group and a decode group
+// (disaggregated serving): the prefill side computes a prompt's keys and
+// values layer by layer and streams them, page by page, into the decode
+// side's paged KV cache with remote DMA while it computes the next layer;
+// the decode side attends over layer L as soon as L has arrived, while L + 1
+// is still in flight.
+//
+// Roles. Mesh axis `options.role_axis` has size 2: coordinate 0 is the
+// prefill group, 1 the decode group. A device's peer is the device with the
+// same coordinates on every other axis, so a mesh {stage: 2, x: n} pairs n
+// prefill devices with n decode devices (threads of one process, or ranks on
+// different hosts under mpirun).
+//
+// The decode cache (symmetric, per decode device, allocated by the kernel):
+// f32 [num_layers, 2 (key, value), num_kv_heads, total_pages, page_size,
+// head_dim]; for one layer, key_cache and value_cache are
+// [num_kv_heads, total_pages, page_size, head_dim], the layout of
+// kernels/ops/paged_attention.h.
+//
+// Protocol, per decode/prefill pair:
+//   1. The decode device chose the pages of the sequence (its block table,
+//      page p of the prompt -> cache page block_table[p]); it pushes the
+//      table into the prefill device's `table` buffer (DMA semaphore
+//      `table_recv`), as a scheduler would.
+//   2. Prefill, for each layer l: waits until staging slot l % 2 is free
+//      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
+//      `prefill(l, k, v)` to compute the layer's keys and values into the
+//      slot ([num_kv_heads, seq_len, head_dim] each), then starts one DMA per
+//      (key/value, kv head, page) into the decode cache, all counted on the
+//      decode device's `layer_recv[l]`.
+//   3. Decode, for each layer l: waits on `layer_recv[l]` for the layer's
+//      bytes (2 * num_kv_heads * seq_len * head_dim * 4), then calls
+//      `decode(l, key_cache, value_cache)`.
+// Every semaphore is back to 0 at the end (the prefill side waits its last
+// two layers' sends).
+#ifndef MESHDMA_COLLECTIVES_FUSED_KV_TRANSFER_H_
+#define MESHDMA_COLLECTIVES_FUSED_KV_TRANSFER_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/collectives/fused/overlap.h"
+
+namespace meshdma {
+
+struct KvTransferOptions {
+  std::string role_axis = "stage";
+  int num_layers = 1;
+  int64_t num_kv_heads = 1;
+  int64_t head_dim = 64;
+  int64_t page_size = 16;
+  int64_t total_pages = 0;  // Pages per layer in the decode cache.
+  OverlapMode mode = OverlapMode::kOverlapped;
+};
+
+// Fills `k` and `v` (f32 [num_kv_heads, seq_len, head_dim]) for `layer`.
+using PrefillLayerFn = std::function<absl::Status(int layer, const ArrayRef& k,
+                                                  const ArrayRef& v)>;
+// Consumes one arrived layer: key_cache, value_cache f32 [num_kv_heads,
+// total_pages, page_size, head_dim].
+using DecodeLayerFn = std::function<absl::Status(
+    int layer, const ArrayRef& key_cache, const ArrayRef& value_cache)>;
+
+// Called by every device of the current mesh. `block_table` (ceil(seq_len /
+// page_size) entries, distinct, < total_pages) is read on decode devices
+// only; `prefill` runs on prefill devices, `decode` on decode devices.
+absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
+                        const KvTransferOptions& options,
+                        const PrefillLayerFn& prefill,
+                        const DecodeLayerFn& decode);
+
+// Decode attention for one sequence over a paged cache, with the paged
+// attention kernel (kernels/ops/paged_attention.h): query f32 [num_heads,
+// head_dim]; caches as above; the first `context_len` tokens, token t in page
+// block_table[t / page_size] at row t % page_size. Returns f32 [num_heads,
+// head_dim]. Query head h reads kv head h / (num_heads / num_kv_heads).
+absl::StatusOr<std::vector<float>> DecodePagedAttention(
+    const float* query, int64_t num_heads, const ArrayRef& key_cache,
+    const ArrayRef& value_cache, int64_t context_len,
+    std::span<const int32_t> block_table, float scale);
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_FUSED_KV_TRANSFER_H_

@@ -1,0 +1,66 @@
+// What the compute-communication overlap kernels in kernels/overlap/ share:
+// the execution mode used to measure overlap, and the ring helpers.
+//
+// Every overlap kernel runs the same schedule in four modes so that a
+// benchmark can report compute-only, communication-only and overlapped times
+// of one and the same algorithm:
+//   - kOverlapped: the DMA of the next block is started before the compute on
+//     the current one and waited after it (the kernel's normal mode);
+//   - kSequential: the same DMAs, each waited right after it starts, before
+//     the compute (no overlap; the baseline overlap must beat);
+//   - kComputeOnly: the same compute with the same shapes and masks on local
+//     data, no DMA (results are NOT the kernel's result);
+//   - kCommunicationOnly: the same DMAs and handshakes, no compute (results
+//     are NOT the kernel's result).
+#ifndef MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
+#define MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace meshdma {
+
+enum class OverlapMode {
+  kOverlapped,
+  kSequential,
+  kComputeOnly,
+  kCommunicationOnly,
+};
+
+inline absl::string_view OverlapModeName(OverlapMode mode) {
+  switch (mode) {
+    case OverlapMode::kOverlapped:
+      return "overlapped";
+    case OverlapMode::kSequential:
+      return "sequential";
+    case OverlapMode::kComputeOnly:
+      return "compute-only";
+    case OverlapMode::kCommunicationOnly:
+      return "communication-only";
+  }
+  return "?";
+}
+
+inline bool Computes(OverlapMode mode) {
+  return mode != OverlapMode::kCommunicationOnly;
+}
+inline bool Communicates(OverlapMode mode) {
+  return mode != OverlapMode::kComputeOnly;
+}
+
+// The calling device's position on the ring of mesh axis `axis` and the
+// LOGICAL ids of its neighbours (right = +1, left = -1), from the current
+// mesh.
+struct RingPosition {
+  int index = 0;  // axis_index(axis)
+  int size = 1;   // axis_size(axis)
+  int right = 0;  // LOGICAL id
+  int left = 0;   // LOGICAL id
+};
+absl::StatusOr<RingPosition> CurrentRingPosition(const std::string& axis);
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_

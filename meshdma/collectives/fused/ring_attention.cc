@@ -1,0 +1,169 @@
+#include "meshdma/collectives/fused/ring_attention.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/trace.h"
+#include "meshdma/collectives/fused/online_attention.h"
+
+namespace meshdma {
+
+std::vector<int64_t> SequencePositions(SequenceLayout layout, int64_t local_len,
+                                       int n, int device) {
+  std::vector<int64_t> pos(local_len);
+  if (layout == SequenceLayout::kContiguous) {
+    for (int64_t r = 0; r < local_len; ++r) pos[r] = device * local_len + r;
+    return pos;
+  }
+  const int64_t c = local_len / 2;  // One chunk.
+  for (int64_t r = 0; r < local_len; ++r) {
+    pos[r] = r < c ? device * c + r : (2 * n - 1 - device) * c + (r - c);
+  }
+  return pos;
+}
+
+std::vector<int64_t> ZigZagOrder(int64_t seq_len, int n) {
+  std::vector<int64_t> order;
+  order.reserve(seq_len);
+  const int64_t local = seq_len / n;
+  for (int d = 0; d < n; ++d) {
+    for (int64_t p : SequencePositions(SequenceLayout::kZigZag, local, n, d)) {
+      order.push_back(p);
+    }
+  }
+  return order;
+}
+
+absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
+                           const ArrayRef& v, const ArrayRef& out,
+                           const RingAttentionOptions& o, const ArrayRef* lse) {
+  auto err = [](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'ring_attention': ", parts...));
+  };
+  // Step 0: check the operands.
+  const std::pair<const char*, const ArrayRef*> operands[] = {
+      {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}};
+  for (const auto& [name, a] : operands) {
+    if (a->dtype() != DType::kF32 || a->rank() != 3 || !a->is_contiguous()) {
+      return err("operand '", name, "' is ", a->ToString(),
+                 ", expected contiguous f32 [heads, local sequence, head_dim]");
+    }
+  }
+  const int64_t h = q.dim(0), s_len = q.dim(1), d = q.dim(2);
+  const int64_t hkv = k.dim(0);
+  if (k.shape()[0] != v.shape()[0] || k.dim(1) != v.dim(1) ||
+      k.dim(2) != v.dim(2)) {
+    return err("'k' ", k.ToString(), " and 'v' ", v.ToString(),
+               " differ in shape");
+  }
+  if (k.dim(1) != s_len || k.dim(2) != d || hkv == 0 || h % hkv != 0) {
+    return err("'k' ", k.ToString(), " does not fit 'q' ", q.ToString(),
+               ": expected [Hkv, ", s_len, ", ", d,
+               "] with Hkv dividing H = ", h);
+  }
+  if (out.dim(0) != h || out.dim(1) != s_len || out.dim(2) != d) {
+    return err("'out' is ", out.ToString(), ", expected the shape of 'q' ",
+               q.ToString());
+  }
+  if (lse != nullptr &&
+      (lse->dtype() != DType::kF32 || lse->rank() != 2 || lse->dim(0) != h ||
+       lse->dim(1) != s_len || !lse->is_contiguous())) {
+    return err("'lse' is ", lse->ToString(), ", expected f32[", h, ",", s_len,
+               "]");
+  }
+  if (o.layout == SequenceLayout::kZigZag && s_len % 2 != 0) {
+    return err("the zig-zag layout needs an even local sequence; 'q' is ",
+               q.ToString());
+  }
+  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
+  const int n = ring.size, me = ring.index;
+  const std::vector<int64_t> q_pos = SequencePositions(o.layout, s_len, n, me);
+  const float scale =
+      o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  OnlineAttention attention({h, hkv, s_len, d}, scale, o.causal, o.block_q,
+                            o.block_k);
+  int64_t products = 0;
+
+  MESHDMA_RETURN_IF_ERROR(RunKernel(
+      {.name = "ring_attention",
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&]() -> absl::Status {
+        // Two receive slots, each holding one K and one V block.
+        MESHDMA_ASSIGN_OR_RETURN(
+            ArrayRef slots, AllocateSymmetric<float>({2, 2, hkv, s_len, d}));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            SemaphoreArray recv,
+            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore free_sem,
+            AllocateSemaphore(SemaphoreType::kRegular, "free"));
+        auto slot_k = [&](int slot) { return *(*slots.At(slot)).At(0); };
+        auto slot_v = [&](int slot) { return *(*slots.At(slot)).At(1); };
+
+        for (int s = 0; s < n; ++s) {
+          const int src_device = (me - s + n) % n;  // Where the block started.
+          const int cur = s % 2, next = (s + 1) % 2;
+          const ArrayRef kb = s == 0 ? k : slot_k(cur);
+          const ArrayRef vb = s == 0 ? v : slot_v(cur);
+          const bool forward = Communicates(o.mode) && s < n - 1;
+          AsyncCopyDescriptor copy_k =
+              make_async_remote_copy(kb, slot_k(next), send, recv[next],
+                                     ring.right, DeviceIdType::kLogical);
+          AsyncCopyDescriptor copy_v =
+              make_async_remote_copy(vb, slot_v(next), send, recv[next],
+                                     ring.right, DeviceIdType::kLogical);
+          // Step 1: forward the block in hand to the right neighbour's other
+          // slot. From step 2 on that slot held the block the neighbour got at
+          // step s - 1; wait on `free` until it has consumed it.
+          if (forward) {
+            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
+            MESHDMA_RETURN_IF_ERROR(copy_k.start());
+            MESHDMA_RETURN_IF_ERROR(copy_v.start());
+            if (o.mode == OverlapMode::kSequential) {
+              MESHDMA_RETURN_IF_ERROR(copy_k.wait());
+              MESHDMA_RETURN_IF_ERROR(copy_v.wait());
+            }
+          }
+          // Step 2: fold the block in hand into the online softmax
+          // (compute-only mode uses the local block with the same positions,
+          // hence the same work).
+          if (Computes(o.mode)) {
+            TraceSpan span(absl::StrCat("ring_attention step ", s));
+            const bool local = s == 0 || !Communicates(o.mode);
+            const std::vector<int64_t> k_pos =
+                SequencePositions(o.layout, s_len, n, src_device);
+            products += attention.Attend(
+                q.data_as<float>(), (local ? k : kb).data_as<float>(),
+                (local ? v : vb).data_as<float>(), s_len, q_pos, k_pos);
+          }
+          // Step 3: my block has left (`send`) and the next one has arrived
+          // (`recv[next]`, the same byte count as my outgoing copies).
+          if (forward && o.mode != OverlapMode::kSequential) {
+            MESHDMA_RETURN_IF_ERROR(copy_k.wait());
+            MESHDMA_RETURN_IF_ERROR(copy_v.wait());
+          }
+          // Step 4: slot `cur` is consumed (computed on and forwarded); my left
+          // neighbour refills it at its step s + 1 if that step forwards again.
+          if (Communicates(o.mode) && s >= 1 && s + 1 <= n - 2) {
+            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+                                                     DeviceIdType::kLogical));
+          }
+        }
+        return absl::OkStatus();
+      }));
+  // Step 5: out = acc / l.
+  attention.Finish(out.data_as<float>(),
+                   lse != nullptr ? lse->data_as<float>() : nullptr);
+  if (o.products != nullptr) *o.products = products;
+  return absl::OkStatus();
+}
+
+}  // namespace meshdma

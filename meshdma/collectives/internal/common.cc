@@ -1,0 +1,180 @@
+#include "meshdma/collectives/internal/common.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma::collectives_internal {
+
+absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
+                                   std::span<const std::string> axes) {
+  auto mesh = current_mesh();
+  if (!mesh.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(collective,
+                     " must be called inside Runtime::Run on every "
+                     "device of the mesh: ",
+                     mesh.status().message()));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(int global, global_device_id());
+  Group g;
+  g.mesh = *mesh;
+  if (axes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, " on device ", global,
+                     ": no axis named; name at least one axis of mesh ",
+                     (*mesh)->ToString()));
+  }
+  auto members = (*mesh)->Group(me, axes);
+  if (!members.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, " on device ", global, " over axes {",
+        absl::StrJoin(axes, ","), "}: ", members.status().message()));
+  }
+  g.members = *std::move(members);
+  g.rank = static_cast<int>(std::find(g.members.begin(), g.members.end(), me) -
+                            g.members.begin());
+  g.global_device = global;
+  g.axes = axes;
+  return g;
+}
+
+std::string Group::Describe() const {
+  return absl::StrCat("device ", global_device, " (position ", rank, " of ",
+                      size(), " along {", absl::StrJoin(axes, ","),
+                      "} of mesh ", mesh->ToString(), ")");
+}
+
+absl::Status CollectiveError(absl::string_view collective, const Group& group,
+                             absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(collective, " on ", group.Describe(), ": ", message));
+}
+
+absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
+                                 absl::string_view collective,
+                                 absl::string_view operand,
+                                 const Group& group) {
+  if (a.data() == nullptr && a.num_elements() != 0) {
+    return CollectiveError(collective, group,
+                           absl::StrCat(operand, " is an empty ref"));
+  }
+  if (!a.is_contiguous()) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat(operand, " ", a.ToString(),
+                     " is strided; collectives take contiguous arrays"));
+  }
+  const int64_t shape[] = {a.num_elements()};
+  auto flat = a.Reshape(shape);
+  if (!flat.ok()) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat(operand, ": ", flat.status().message()));
+  }
+  return *flat;
+}
+
+absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
+                              absl::string_view operand, const ArrayRef& a) {
+  if (a.is_symmetric() || group.size() == 1) return absl::OkStatus();
+  return CollectiveError(
+      collective, group,
+      absl::StrCat(operand, " ", a.ToString(),
+                   " is not in the symmetric heap; peers write into it "
+                   "directly, so allocate it with AllocateSymmetric"));
+}
+
+namespace {
+
+// Signature layout (62 bits, never 0): [count + 1 mod 2^30 : 30][heap offset
+// / 64 mod 2^20 : 20][dtype : 3][kind : 3][aux : 6]. Decoded for messages.
+struct Signature {
+  int64_t count = 0;
+  int64_t offset = -1;
+  int dtype = 0, kind = 0, aux = 0;
+  int64_t Encode() const {
+    const int64_t off = offset < 0 ? 0 : (offset / 64 + 1) & ((1 << 20) - 1);
+    return (((count + 1) & ((int64_t{1} << 30) - 1)) << 32) | (off << 12) |
+           (int64_t{dtype & 7} << 9) | (int64_t{kind & 7} << 6) | (aux & 63);
+  }
+  static Signature Decode(int64_t v) {
+    Signature s;
+    s.count = ((v >> 32) & ((int64_t{1} << 30) - 1)) - 1;
+    const int64_t off = (v >> 12) & ((1 << 20) - 1);
+    s.offset = off == 0 ? -1 : (off - 1) * 64;
+    s.dtype = static_cast<int>((v >> 9) & 7);
+    s.kind = static_cast<int>((v >> 6) & 7);
+    s.aux = static_cast<int>(v & 63);
+    return s;
+  }
+  std::string ToString() const {
+    static constexpr const char* kKinds[] = {
+        "?",    "ppermute",   "all_gather", "psum_scatter",
+        "psum", "all_to_all", "?",          "?"};
+    return absl::StrCat(kKinds[kind], " of ", count, " ",
+                        dtype <= 6 ? DTypeName(static_cast<DType>(dtype)) : "?",
+                        " elements (option ", aux, ")",
+                        offset >= 0 ? absl::StrCat(" into the symmetric output "
+                                                   "at heap offset ~",
+                                                   offset)
+                                    : "");
+  }
+};
+
+}  // namespace
+
+int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
+                      const ArrayRef* symmetric) {
+  Signature me;
+  me.count = count % ((int64_t{1} << 30) - 1);
+  me.offset = symmetric != nullptr && symmetric->is_symmetric()
+                  ? symmetric->heap_offset()
+                  : -1;
+  me.dtype = static_cast<int>(dtype);
+  me.kind = static_cast<int>(kind);
+  me.aux = aux;
+  return me.Encode();
+}
+
+absl::Status CompareSignatures(absl::string_view collective, const Group& group,
+                               int64_t mine, int64_t theirs, int peer) {
+  if (theirs == mine) return absl::OkStatus();
+  return CollectiveError(
+      collective, group,
+      absl::StrCat("this device calls ", Signature::Decode(mine).ToString(),
+                   " but device LOGICAL id ", peer, " calls ",
+                   Signature::Decode(theirs).ToString(),
+                   "; every device of the group must make the same call, "
+                   "with outputs from the same symmetric allocation"));
+}
+
+absl::Status CheckRingNeighbour(absl::string_view collective,
+                                const Group& group, CollectiveKind kind,
+                                DType dtype, int64_t count, int aux,
+                                const ArrayRef* symmetric) {
+  if (group.size() == 1) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  const int64_t mine = CallSignature(kind, dtype, count, aux, symmetric);
+  // Step 1: tell the next device what this call is.
+  MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, mine, DeviceId(group.Peer(1)),
+                                           DeviceIdType::kLogical));
+  // Step 2: the previous device's signal arrives as one atomic add: wait for
+  // any of it, then read the rest.
+  MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
+  MESHDMA_ASSIGN_OR_RETURN(int64_t rest, semaphore_read(sem));
+  if (rest > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, rest));
+  return CompareSignatures(collective, group, mine, rest + 1, group.Peer(-1));
+}
+
+ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size) {
+  return *flat.Slice(0, begin, size);
+}
+
+}  // namespace meshdma::collectives_internal

@@ -1,0 +1,124 @@
+// Helpers shared by the collectives: the device group of a call, operand
+// checks, the neighbour consistency check, and remote-copy shorthands.
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/topology/mesh.h"
+
+namespace meshdma::collectives_internal {
+
+// The devices one call of a collective talks to, as seen by the caller.
+struct Group {
+  const Mesh* mesh = nullptr;
+  std::vector<int> members;  // LOGICAL ids in ring order (Mesh::Group).
+  int rank = 0;              // The caller's position in `members`.
+  int size() const { return static_cast<int>(members.size()); }
+  // LOGICAL id of the member `offset` positions after the caller (wraps).
+  int Peer(int offset) const {
+    const int n = size();
+    return members[((rank + offset) % n + n) % n];
+  }
+  int Member(int position) const { return members[position]; }
+  int global_device = 0;
+  std::span<const std::string> axes;  // The caller's; valid during the call.
+  // "device 5 (position 1 of 4 along {x} of mesh {x: 4})", for errors only
+  // (built on demand: the small-message path must not format strings).
+  std::string Describe() const;
+};
+
+// The group of the calling device over `axes` on the current mesh. Errors
+// (outside `Runtime::Run`, empty or unknown axes) name `collective`.
+absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
+                                   std::span<const std::string> axes);
+
+// `a` as a 1-D contiguous view; an error naming `collective` and `operand`
+// when it is strided or empty-handed.
+absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
+                                 absl::string_view collective,
+                                 absl::string_view operand, const Group& group);
+
+// An InvalidArgument error "<collective> on <device>: <message>".
+absl::Status CollectiveError(absl::string_view collective, const Group& group,
+                             absl::string_view message);
+
+// `output` must be in the symmetric heap so peers can push into it.
+absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
+                              absl::string_view operand, const ArrayRef& a);
+
+// What the neighbour check compares.
+enum class CollectiveKind : int {
+  kPpermute = 1,
+  kAllGather = 2,
+  kReduceScatter = 3,
+  kAllReduce = 4,
+  kAllToAll = 5,
+};
+
+// Inside the kernel (after the entry barrier): tells the next device of the
+// ring what this call is and checks that the previous device is making the
+// same call: kind, dtype, element count (mod 2^30), `aux` in [0, 64), and the
+// heap offset of `symmetric` (the output peers write into, when it must be
+// symmetric), so that outputs allocated at different offsets are an error
+// rather than writes into the wrong bytes. One signal on the kernel's
+// BARRIER semaphore.
+absl::Status CheckRingNeighbour(absl::string_view collective,
+                                const Group& group, CollectiveKind kind,
+                                DType dtype, int64_t count, int aux,
+                                const ArrayRef* symmetric);
+
+// The 62-bit value `CheckRingNeighbour` exchanges, for collectives that
+// carry it with their data instead (one round less), and the error when a
+// peer's differs.
+int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
+                      const ArrayRef* symmetric);
+absl::Status CompareSignatures(absl::string_view collective, const Group& group,
+                               int64_t mine, int64_t theirs, int peer);
+
+// Bounds of part `i` of `count` elements split `n` ways: [Begin(i),
+// Begin(i+1)).
+inline int64_t PartBegin(int64_t count, int64_t n, int64_t i) {
+  return count * i / n;
+}
+
+// A remote copy to the group member with LOGICAL id `logical`.
+inline AsyncCopyDescriptor RemoteCopy(const ArrayRef& src, const ArrayRef& dst,
+                                      Semaphore send_sem, Semaphore recv_sem,
+                                      int logical) {
+  return make_async_remote_copy(src, dst, send_sem, recv_sem, DeviceId(logical),
+                                DeviceIdType::kLogical);
+}
+
+// The collective id whose BARRIER semaphore the collectives use for the
+// neighbour check. It lives outside the heap's allocations, so the check
+// works even when devices have allocated different sequences (and catches
+// that).
+inline constexpr int kCollectivesCollectiveId = kMaxCollectiveIds - 1;
+
+// The kernel of a collective: its name, the default entry barrier (which
+// keeps consecutive calls apart) and `kCollectivesCollectiveId`.
+inline KernelOptions KernelFor(absl::string_view name) {
+  KernelOptions options;
+  options.name = std::string(name);
+  options.collective_id = kCollectivesCollectiveId;
+  return options;
+}
+
+// Elements [begin, begin + size) of a 1-D view (unchecked bounds: callers
+// compute them).
+ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size);
+
+}  // namespace meshdma::collectives_internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_

@@ -1,0 +1,165 @@
+// Typed element-wise reductions used by the reducing collectives. 16-bit
+// floats are widened to f32 (`Acc<T>`), combined there, and rounded once when
+// stored; other types combine in their own type.
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_REDUCE_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_REDUCE_H_
+
+#include <cstdint>
+#include <type_traits>
+
+#include "meshdma/base/dtype.h"
+#include "meshdma/collectives/options.h"
+
+namespace meshdma::collectives_internal {
+
+template <typename T>
+struct AccumulatorOf {
+  using type = T;
+};
+template <>
+struct AccumulatorOf<Half> {
+  using type = float;
+};
+template <>
+struct AccumulatorOf<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using Acc = typename AccumulatorOf<T>::type;
+
+template <typename To, typename From>
+inline To Cast(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else {
+    return static_cast<To>(x);
+  }
+}
+
+// The binary operator of `op` (kMean combines as a sum).
+template <ReduceOp op, typename A>
+inline A Combine(A a, A b) {
+  if constexpr (op == ReduceOp::kMax) {
+    return a > b ? a : b;
+  } else if constexpr (op == ReduceOp::kMin) {
+    return a < b ? a : b;
+  } else {
+    return a + b;
+  }
+}
+
+// out[i] = a[i] (op) b[i], combined in `A`, then divided by `divisor` when it
+// is > 1 (the last step of a mean). `out` may alias `a` or `b`.
+template <ReduceOp op, typename A, typename X, typename Y, typename O>
+inline void CombineArrays(const X* a, const Y* b, O* out, int64_t n,
+                          int divisor) {
+  if (divisor > 1) {
+    const A div = static_cast<A>(divisor);
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = Cast<O>(
+          static_cast<A>(Combine<op, A>(Cast<A>(a[i]), Cast<A>(b[i])) / div));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = Cast<O>(Combine<op, A>(Cast<A>(a[i]), Cast<A>(b[i])));
+    }
+  }
+}
+
+// Runtime dispatch over `op` for `CombineArrays`.
+template <typename A, typename X, typename Y, typename O>
+inline void CombineArrays(ReduceOp op, const X* a, const Y* b, O* out,
+                          int64_t n, int divisor) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return CombineArrays<ReduceOp::kSum, A>(a, b, out, n, 1);
+    case ReduceOp::kMean:
+      return CombineArrays<ReduceOp::kMean, A>(a, b, out, n, divisor);
+    case ReduceOp::kMax:
+      return CombineArrays<ReduceOp::kMax, A>(a, b, out, n, 1);
+    case ReduceOp::kMin:
+      return CombineArrays<ReduceOp::kMin, A>(a, b, out, n, 1);
+  }
+}
+
+template <typename To, typename From>
+inline void ConvertArray(const From* in, To* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Cast<To>(in[i]);
+}
+
+// out = sources[0] (op) sources[1] (op) ... in that order, in blocks that
+// stay in L1; divided by the number of sources for kMean.
+template <ReduceOp op, typename T>
+inline void ReduceMany(const T* const* sources, int num_sources, T* out,
+                       int64_t n) {
+  using A = Acc<T>;
+  constexpr int64_t kBlock = 1024;
+  A acc[kBlock];
+  for (int64_t base = 0; base < n; base += kBlock) {
+    const int64_t m = n - base < kBlock ? n - base : kBlock;
+    const T* s0 = sources[0] + base;
+    for (int64_t i = 0; i < m; ++i) acc[i] = Cast<A>(s0[i]);
+    for (int j = 1; j < num_sources; ++j) {
+      const T* s = sources[j] + base;
+      for (int64_t i = 0; i < m; ++i) {
+        acc[i] = Combine<op, A>(acc[i], Cast<A>(s[i]));
+      }
+    }
+    T* o = out + base;
+    if constexpr (op == ReduceOp::kMean) {
+      const A div = static_cast<A>(num_sources);
+      for (int64_t i = 0; i < m; ++i)
+        o[i] = Cast<T>(static_cast<A>(acc[i] / div));
+    } else {
+      for (int64_t i = 0; i < m; ++i) o[i] = Cast<T>(acc[i]);
+    }
+  }
+}
+
+template <typename T>
+inline void ReduceMany(ReduceOp op, const T* const* sources, int num_sources,
+                       T* out, int64_t n) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ReduceMany<ReduceOp::kSum>(sources, num_sources, out, n);
+    case ReduceOp::kMean:
+      return ReduceMany<ReduceOp::kMean>(sources, num_sources, out, n);
+    case ReduceOp::kMax:
+      return ReduceMany<ReduceOp::kMax>(sources, num_sources, out, n);
+    case ReduceOp::kMin:
+      return ReduceMany<ReduceOp::kMin>(sources, num_sources, out, n);
+  }
+}
+
+// Calls `f(T{})` with the C++ type of a reducible `dtype`; returns false for
+// types that cannot be reduced (u8).
+template <typename F>
+inline bool DispatchReducible(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kI32:
+      f(int32_t{});
+      return true;
+    case DType::kI64:
+      f(int64_t{});
+      return true;
+    case DType::kF16:
+      f(Half{});
+      return true;
+    case DType::kBF16:
+      f(BFloat16{});
+      return true;
+    case DType::kF32:
+      f(float{});
+      return true;
+    case DType::kF64:
+      f(double{});
+      return true;
+    case DType::kU8:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace meshdma::collectives_internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_REDUCE_H_

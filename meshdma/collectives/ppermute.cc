@@ -1,0 +1,103 @@
+#include "meshdma/collectives/ppermute.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma {
+
+absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
+                      const std::vector<std::string>& axes,
+                      const std::vector<std::pair<int, int>>& perm,
+                      const CollectiveOptions& options) {
+  constexpr absl::string_view kName = "ppermute";
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                           collectives_internal::ResolveGroup(kName, axes));
+  const int n = g.size();
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           collectives_internal::Flatten(input, kName, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           collectives_internal::Flatten(output, kName, "output", g));
+  if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        absl::StrCat("input ", input.ToString(), " and output ",
+                     output.ToString(),
+                     " must have the same dtype and element count"));
+  }
+  if (in.data() == out.data() && in.num_elements() > 0) {
+    return collectives_internal::CollectiveError(
+        kName, g,
+        "input and output are the same buffer; ppermute does not "
+        "run in place");
+  }
+  std::vector<int> dest_of(n, -1), source_of(n, -1);
+  for (const auto& [src, dst] : perm) {
+    if (src < 0 || src >= n || dst < 0 || dst >= n) {
+      return collectives_internal::CollectiveError(
+          kName, g,
+          absl::StrCat("pair (", src, ", ", dst,
+                       ") names a position outside [0, ", n, ")"));
+    }
+    if (dest_of[src] != -1 || source_of[dst] != -1) {
+      return collectives_internal::CollectiveError(
+          kName, g,
+          absl::StrCat("pair (", src, ", ", dst, ") repeats a ",
+                       dest_of[src] != -1 ? "source" : "destination",
+                       "; a permutation names each at most once"));
+    }
+    dest_of[src] = dst;
+    source_of[dst] = src;
+  }
+  const int r = g.rank;
+  const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
+  const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
+  // A sender names the receiver's output by its own output's handle.
+  if (remote_in || remote_out) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::RequireSymmetric(kName, g, "output", output));
+  }
+  return RunKernel(
+      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+        if (options.check_peers) {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+              kName, g, collectives_internal::CollectiveKind::kPpermute, in.dtype(),
+              in.num_elements(), 0, nullptr));
+        }
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore send_sem,
+            AllocateSemaphore(SemaphoreType::kDma, "ppermute send"));
+        MESHDMA_ASSIGN_OR_RETURN(
+            Semaphore recv_sem,
+            AllocateSemaphore(SemaphoreType::kDma, "ppermute recv"));
+        const bool empty = in.num_elements() == 0;
+        // Step 1: push my input to my destination (a plain copy to myself).
+        std::optional<AsyncCopyDescriptor> send;
+        if (remote_out && !empty) {
+          send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
+                                      g.Member(dest_of[r]));
+          MESHDMA_RETURN_IF_ERROR(send->start());
+        } else if (dest_of[r] == r && !empty) {
+          std::memcpy(out.data(), in.data(), in.size_bytes());
+        }
+        // Step 2: zeros if nobody sends to me, else wait for my source's bytes.
+        if (source_of[r] < 0 && !empty) {
+          std::memset(out.data(), 0, out.size_bytes());
+        } else if (remote_in && !empty) {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(out, out, send_sem,
+                                                       recv_sem,
+                                                       g.Member(source_of[r]))
+                                      .wait_recv());
+        }
+        // Step 3: my input may be reused once my push has been read.
+        if (send.has_value()) MESHDMA_RETURN_IF_ERROR(send->wait_send());
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace meshdma

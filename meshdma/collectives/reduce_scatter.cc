@@ -1,0 +1,168 @@
+#include "meshdma/collectives/reduce_scatter.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/all_reduce.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/reduce.h"
+#include "meshdma/collectives/internal/ring.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma {
+namespace {
+
+using collectives_internal::Group;
+
+// One-shot reduce-scatter:
+//   step 1: for each member j, stage a 64-byte header (the call's signature,
+//           see `CheckRingNeighbour`) and segment j of my input, and push it
+//           into row r of member j's scratch [n, 64 + largest segment]; one
+//           DMA per peer, all on one send and one receive semaphore;
+//   step 2: wait until the n-1 rows for my segment have arrived and my
+//           pushes have been read (one wait each: the byte counts add up);
+//   step 3: compare every peer's header with mine;
+//   step 4: reduce the rows in group order (my own segment of `in` is row r).
+// As in the one-shot all-reduce, a peer that disagrees on the size sends
+// another byte count; whichever side completes first reports the mismatch.
+template <typename T>
+absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
+                     const ArrayRef& in, const ArrayRef& out, int64_t signature,
+                     bool check) {
+  const int n = g.size();
+  const int r = g.rank;
+  const int64_t count = in.num_elements();
+  const int64_t elem = static_cast<int64_t>(sizeof(T));
+  const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
+  const int64_t row = header + (count + n - 1) / n * elem;
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sems,
+      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
+  const Semaphore send_sem = sems[0], recv_sem = sems[1];
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                           AllocateSymmetric(DType::kU8, {2 * n * row}));
+  std::byte* recv = scratch.data();
+  std::byte* staging = recv + n * row;
+  const auto [my_begin, my_len] = ScatterSegment(count, n, r);
+  const int64_t in_bytes = header + my_len * elem;  // Per peer, to me.
+  // Step 1.
+  int64_t out_bytes = 0;
+  for (int j = 1; j < n; ++j) {
+    const int pos = (r + j) % n;
+    const auto [b, len] = ScatterSegment(count, n, pos);
+    const int64_t bytes = header + len * elem;
+    if (bytes == 0) continue;
+    std::byte* staged = staging + pos * row;
+    if (check) std::memcpy(staged, &signature, sizeof(signature));
+    std::memcpy(staged + header, in.data() + b * elem, len * elem);
+    const ArrayRef src = collectives_internal::Range(scratch, n * row + pos * row, bytes);
+    const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::RemoteCopy(src, dst, send_sem, recv_sem, g.Member(pos))
+            .start());
+    out_bytes += bytes;
+  }
+  // Step 2 (wait-only descriptors of the total byte counts).
+  const ArrayRef all_in = collectives_internal::Range(scratch, 0, (n - 1) * in_bytes);
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::RemoteCopy(all_in, all_in, send_sem, recv_sem, g.Peer(-1))
+          .wait_recv());
+  const ArrayRef all_out = collectives_internal::Range(scratch, 0, out_bytes);
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::RemoteCopy(all_out, all_out, send_sem, recv_sem, g.Peer(1))
+          .wait_send());
+  // Steps 3 and 4.
+  if (check && in_bytes > 0) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::CheckRowSignatures(name, g, signature, recv, row));
+  }
+  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin, recv, row,
+                          header, out.data_as<T>(), my_len);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
+                            const ArrayRef& output,
+                            const std::vector<std::string>& axes,
+                            const CollectiveOptions& options) {
+  const absl::string_view name = op == ReduceOp::kSum   ? "psum_scatter"
+                                 : op == ReduceOp::kMax ? "reduce_scatter(max)"
+                                 : op == ReduceOp::kMin
+                                     ? "reduce_scatter(min)"
+                                     : "reduce_scatter(mean)";
+  MESHDMA_ASSIGN_OR_RETURN(Group g, collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           collectives_internal::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           collectives_internal::Flatten(output, name, "output", g));
+  const int n = g.size();
+  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.rank);
+  if (in.dtype() != out.dtype() || out.num_elements() != my_len) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("output ", output.ToString(), " must hold ", my_len, " ",
+                     DTypeName(in.dtype()), " elements (segment [", my_begin,
+                     ", ", my_begin + my_len, ") of input ", input.ToString(),
+                     " split ", n, " ways)"));
+  }
+  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("chunk_bytes (", options.chunk_bytes,
+                     ") and num_buffers (", options.num_buffers,
+                     ") must be >= 1"));
+  }
+  const CollectiveAlgorithm algorithm =
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options);
+  absl::Status status;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
+      const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+      if (options.check_peers && !one_shot) {
+        MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+            name, g, collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
+            in.num_elements(), static_cast<int>(op), nullptr));
+      }
+      if (n == 1) {
+        if (in.data() != out.data()) {
+          std::memmove(out.data(), in.data(), in.size_bytes());
+        }
+        return absl::OkStatus();
+      }
+      switch (algorithm) {
+        case CollectiveAlgorithm::kOneShot:
+          return OneShot<T>(
+              name, g, op, in, out,
+              collectives_internal::CallSignature(collectives_internal::CollectiveKind::kReduceScatter,
+                                      in.dtype(), in.num_elements(),
+                                      static_cast<int>(op), nullptr),
+              options.check_peers);
+        case CollectiveAlgorithm::kBidirectionalRing:
+          return collectives_internal::RingReduceScatter<T>(g, op, in, nullptr, out, 2,
+                                                options.chunk_bytes,
+                                                options.num_buffers);
+        default:
+          return collectives_internal::RingReduceScatter<T>(g, op, in, nullptr, out, 1,
+                                                options.chunk_bytes,
+                                                options.num_buffers);
+      }
+    });
+  };
+  if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
+    return collectives_internal::CollectiveError(
+        name, g,
+        absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
+                     input.ToString(),
+                     "); reductions take f32, f64, bf16, f16, i32 or i64"));
+  }
+  return status;
+}
+
+}  // namespace meshdma

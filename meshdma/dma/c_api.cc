@@ -1,0 +1,178 @@
+#include "meshdma/dma/c_api.h"
+
+#include <string>
+
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace {
+
+thread_local std::string last_error;
+
+int Report(const absl::Status& s) {
+  if (s.ok()) return 0;
+  last_error = std::string(s.message());
+  return static_cast<int>(s.code());
+}
+
+template <typename T>
+int Report(const absl::StatusOr<T>& s, T* out) {
+  if (!s.ok()) return Report(s.status());
+  if (out == nullptr) return Report(absl::InvalidArgumentError("null output"));
+  *out = *s;
+  return 0;
+}
+
+absl::StatusOr<meshdma::Semaphore> ToSemaphore(meshdma_semaphore s) {
+  if (s.type < MESHDMA_SEMAPHORE_REGULAR ||
+      s.type > MESHDMA_SEMAPHORE_BARRIER) {
+    return absl::InvalidArgumentError("meshdma_semaphore: unknown type " +
+                                      std::to_string(s.type));
+  }
+  return meshdma::Semaphore(s.heap_offset,
+                            static_cast<meshdma::SemaphoreType>(s.type));
+}
+
+absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
+                                        const char* operand) {
+  if (v == nullptr) {
+    return absl::InvalidArgumentError(std::string("null view for ") + operand);
+  }
+  if (v->rank < 0 || v->rank > 6 || v->dtype < 0 ||
+      v->dtype > static_cast<int>(meshdma::DType::kF64)) {
+    return absl::InvalidArgumentError(std::string("bad rank or dtype in ") +
+                                      operand);
+  }
+  const std::span<const int64_t> shape(v->shape, v->rank);
+  const std::span<const int64_t> strides(v->strides, v->rank);
+  const auto dtype = static_cast<meshdma::DType>(v->dtype);
+  if (v->heap_offset < 0) {
+    return meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+  }
+  meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
+  if (d == nullptr || d->heap_base() + v->heap_offset != v->data) {
+    return absl::InvalidArgumentError(
+        std::string(operand) +
+        ": heap_offset does not match data on the calling device");
+  }
+  return meshdma::ArrayRef::SymmetricStrided(
+      static_cast<std::byte*>(v->data), v->heap_offset, dtype, shape, strides);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* meshdma_last_error(void) { return last_error.c_str(); }
+
+int meshdma_logical_device_id(int32_t* out) {
+  auto s = meshdma::logical_device_id();
+  return Report(s.ok() ? absl::StatusOr<int32_t>(*s)
+                       : absl::StatusOr<int32_t>(s.status()),
+                out);
+}
+
+int meshdma_axis_index(const char* axis, int32_t* out) {
+  auto s = meshdma::axis_index(axis == nullptr ? "" : axis);
+  return Report(s.ok() ? absl::StatusOr<int32_t>(*s)
+                       : absl::StatusOr<int32_t>(s.status()),
+                out);
+}
+
+int meshdma_axis_size(const char* axis, int32_t* out) {
+  auto s = meshdma::axis_size(axis == nullptr ? "" : axis);
+  return Report(s.ok() ? absl::StatusOr<int32_t>(*s)
+                       : absl::StatusOr<int32_t>(s.status()),
+                out);
+}
+
+int meshdma_allocate_semaphore(int32_t type, meshdma_semaphore* out) {
+  auto t = ToSemaphore({0, type});
+  if (!t.ok()) return Report(t.status());
+  auto s = meshdma::AllocateSemaphore(t->type());
+  if (!s.ok()) return Report(s.status());
+  if (out == nullptr) return Report(absl::InvalidArgumentError("null output"));
+  *out = {s->heap_offset(), type};
+  return 0;
+}
+
+int meshdma_semaphore_signal(meshdma_semaphore sem, int64_t inc) {
+  auto s = ToSemaphore(sem);
+  return Report(s.ok() ? meshdma::semaphore_signal(*s, inc) : s.status());
+}
+
+int meshdma_semaphore_signal_remote(meshdma_semaphore sem, int64_t inc,
+                                    int32_t logical_device_id) {
+  auto s = ToSemaphore(sem);
+  return Report(s.ok() ? meshdma::semaphore_signal(
+                             *s, inc,
+                             meshdma::DeviceId(int64_t{logical_device_id}),
+                             meshdma::DeviceIdType::kLogical)
+                       : s.status());
+}
+
+int meshdma_semaphore_wait(meshdma_semaphore sem, int64_t value) {
+  auto s = ToSemaphore(sem);
+  return Report(s.ok() ? meshdma::semaphore_wait(*s, value) : s.status());
+}
+
+int meshdma_semaphore_read(meshdma_semaphore sem, int64_t* out) {
+  auto s = ToSemaphore(sem);
+  if (!s.ok()) return Report(s.status());
+  auto v = meshdma::semaphore_read(*s);
+  return Report(v.ok() ? absl::StatusOr<int64_t>(*v) : v.status(), out);
+}
+
+int meshdma_async_copy_start(const meshdma_view* src, const meshdma_view* dst,
+                             meshdma_semaphore sem) {
+  auto s = ToRef(src, "src");
+  auto d = ToRef(dst, "dst");
+  auto m = ToSemaphore(sem);
+  if (!s.ok()) return Report(s.status());
+  if (!d.ok()) return Report(d.status());
+  if (!m.ok()) return Report(m.status());
+  return Report(meshdma::make_async_copy(*s, *d, *m).start());
+}
+
+int meshdma_async_remote_copy_start(const meshdma_view* src,
+                                    const meshdma_view* dst,
+                                    meshdma_semaphore send_sem,
+                                    meshdma_semaphore recv_sem,
+                                    int32_t logical_device_id) {
+  auto s = ToRef(src, "src");
+  auto d = ToRef(dst, "dst");
+  auto ss = ToSemaphore(send_sem);
+  auto rs = ToSemaphore(recv_sem);
+  if (!s.ok()) return Report(s.status());
+  if (!d.ok()) return Report(d.status());
+  if (!ss.ok()) return Report(ss.status());
+  if (!rs.ok()) return Report(rs.status());
+  return Report(meshdma::make_async_remote_copy(
+                    *s, *d, *ss, *rs,
+                    meshdma::DeviceId(int64_t{logical_device_id}),
+                    meshdma::DeviceIdType::kLogical)
+                    .start());
+}
+
+int meshdma_dma_wait_send(meshdma_semaphore send_sem, int64_t bytes) {
+  auto s = ToSemaphore(send_sem);
+  if (!s.ok()) return Report(s.status());
+  auto d = meshdma::dma_internal::RequireDevice("meshdma_dma_wait_send");
+  if (!d.ok()) return Report(d.status());
+  return Report((*d)->Wait(*s, bytes, meshdma::WaitKind::kDmaSend));
+}
+
+int meshdma_dma_wait_recv(meshdma_semaphore recv_sem, int64_t bytes) {
+  auto s = ToSemaphore(recv_sem);
+  if (!s.ok()) return Report(s.status());
+  auto d = meshdma::dma_internal::RequireDevice("meshdma_dma_wait_recv");
+  if (!d.ok()) return Report(d.status());
+  return Report((*d)->Wait(*s, bytes, meshdma::WaitKind::kDmaRecv));
+}
+
+int meshdma_device_barrier(void) { return Report(meshdma::device_barrier()); }
+
+}  // extern "C"

@@ -1,0 +1,153 @@
+#include "meshdma/dma/internal/copy_plan.h"
+
+#include <emmintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace meshdma::dma_internal {
+
+void StreamingCopy(std::byte* dst, const std::byte* src, size_t n) {
+  // Align the destination to a cache line, stream whole lines, then the tail.
+  size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
+  head = std::min(head, n);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  const size_t body = n & ~size_t{63};
+  for (size_t i = 0; i < body; i += 64) {
+    const __m128i a =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    const __m128i b =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    const __m128i c =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    const __m128i d =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  _mm_sfence();
+  std::memcpy(dst + body, src + body, n - body);
+}
+
+ViewLayout ViewLayout::Of(const ArrayRef& ref) {
+  ViewLayout v;
+  v.rank = ref.rank();
+  const int64_t elem = static_cast<int64_t>(DTypeSize(ref.dtype()));
+  for (int d = 0; d < v.rank; ++d) {
+    v.shape[d] = ref.shape()[d];
+    v.byte_strides[d] = ref.strides()[d] * elem;
+  }
+  return v;
+}
+
+ViewLayout ViewLayout::Contiguous(const ArrayRef& ref) {
+  ViewLayout v;
+  v.rank = ref.rank();
+  int64_t stride = static_cast<int64_t>(DTypeSize(ref.dtype()));
+  for (int d = v.rank - 1; d >= 0; --d) {
+    v.shape[d] = ref.shape()[d];
+    v.byte_strides[d] = stride;
+    stride *= v.shape[d];
+  }
+  return v;
+}
+
+CopyPlan::CopyPlan(const ViewLayout& src, const ViewLayout& dst,
+                   int64_t elem_bytes) {
+  // Grow the contiguous run from the innermost dimension outwards while both
+  // views keep packing it densely.
+  run_bytes_ = elem_bytes;
+  int d = src.rank - 1;
+  for (; d >= 0; --d) {
+    if (src.shape[d] == 1) continue;
+    if (src.byte_strides[d] != run_bytes_ || dst.byte_strides[d] != run_bytes_)
+      break;
+    run_bytes_ *= src.shape[d];
+  }
+  num_runs_ = 1;
+  for (int o = 0; o <= d; ++o) {
+    if (src.shape[o] == 1) continue;
+    outer_shape_[outer_rank_] = src.shape[o];
+    src_strides_[outer_rank_] = src.byte_strides[o];
+    dst_strides_[outer_rank_] = dst.byte_strides[o];
+    num_runs_ *= src.shape[o];
+    ++outer_rank_;
+  }
+  for (int o = 0; o < src.rank; ++o) {
+    if (src.shape[o] == 0) num_runs_ = 0;
+  }
+}
+
+int64_t CopyPlan::NumChunks(int64_t chunk_bytes) const {
+  const int64_t total = total_bytes();
+  if (total <= chunk_bytes || chunk_bytes <= 0) return 1;
+  const int64_t by_bytes = (total + chunk_bytes - 1) / chunk_bytes;
+  // A multi-run copy is split on run boundaries.
+  return num_runs_ == 1 ? by_bytes : std::min(by_bytes, num_runs_);
+}
+
+void CopyPlan::CopyChunk(const std::byte* src, std::byte* dst, int64_t chunk,
+                         int64_t num_chunks) const {
+  if (num_runs_ == 0) return;
+  if (num_runs_ == 1) {
+    // One long run: split its bytes, keeping chunk starts 64-byte aligned.
+    int64_t per = (run_bytes_ + num_chunks - 1) / num_chunks;
+    per = (per + 63) & ~int64_t{63};
+    const int64_t begin = std::min(run_bytes_, chunk * per);
+    const int64_t end = std::min(run_bytes_, begin + per);
+    if (end > begin) {
+      if (streaming_) {
+        StreamingCopy(dst + begin, src + begin, end - begin);
+      } else {
+        std::memcpy(dst + begin, src + begin, end - begin);
+      }
+    }
+    return;
+  }
+  const int64_t per = (num_runs_ + num_chunks - 1) / num_chunks;
+  const int64_t first = std::min(num_runs_, chunk * per);
+  const int64_t last = std::min(num_runs_, first + per);
+  CopyRuns(src, dst, first, last);
+}
+
+void CopyPlan::CopyRuns(const std::byte* src, std::byte* dst, int64_t first,
+                        int64_t last) const {
+  // Decompose `first` into an outer multi-index, then step it like an
+  // odometer.
+  std::array<int64_t, kMaxRank> idx{};
+  int64_t rem = first;
+  for (int d = outer_rank_ - 1; d >= 0; --d) {
+    idx[d] = rem % outer_shape_[d];
+    rem /= outer_shape_[d];
+  }
+  int64_t src_off = 0, dst_off = 0;
+  for (int d = 0; d < outer_rank_; ++d) {
+    src_off += idx[d] * src_strides_[d];
+    dst_off += idx[d] * dst_strides_[d];
+  }
+  const bool stream = streaming_ && run_bytes_ >= 256;
+  for (int64_t r = first; r < last; ++r) {
+    if (stream) {
+      StreamingCopy(dst + dst_off, src + src_off, run_bytes_);
+    } else {
+      std::memcpy(dst + dst_off, src + src_off, run_bytes_);
+    }
+    for (int d = outer_rank_ - 1; d >= 0; --d) {
+      ++idx[d];
+      src_off += src_strides_[d];
+      dst_off += dst_strides_[d];
+      if (idx[d] < outer_shape_[d]) break;
+      src_off -= idx[d] * src_strides_[d];
+      dst_off -= idx[d] * dst_strides_[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace meshdma::dma_internal

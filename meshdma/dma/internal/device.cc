@@ -1,0 +1,560 @@
+// The verbs. Every DMA, signal and wait of the runtime is performed here, and
+// reported to the runtime's `Observer` here.
+#include "meshdma/dma/internal/device.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/internal/runtime_impl.h"
+
+namespace meshdma::dma_internal {
+namespace {
+
+thread_local Device* tls_device = nullptr;
+
+// After spinning for `RuntimeOptions::spin_ns`, a wait sleeps in slices so
+// that aborts and deadlines are noticed.
+constexpr int64_t kSleepSliceNanos = 10'000'000;
+
+absl::string_view WaitVerb(WaitKind kind) {
+  switch (kind) {
+    case WaitKind::kSemaphore:
+      return "semaphore_wait";
+    case WaitKind::kDmaSend:
+      return "wait_send";
+    case WaitKind::kDmaRecv:
+      return "wait_recv";
+    case WaitKind::kBarrier:
+      return "device barrier";
+  }
+  return "wait";
+}
+
+// Highest byte offset (exclusive) a view touches relative to element 0.
+int64_t ExtentBytes(const ArrayRef& ref) {
+  if (ref.num_elements() == 0) return 0;
+  int64_t last = 0;
+  for (int d = 0; d < ref.rank(); ++d) {
+    last += (ref.dim(d) - 1) * ref.strides()[d];
+  }
+  return (last + 1) * static_cast<int64_t>(DTypeSize(ref.dtype()));
+}
+
+}  // namespace
+
+Device* CurrentDevice() { return tls_device; }
+void SetCurrentDevice(Device* device) { tls_device = device; }
+
+absl::StatusOr<Device*> RequireDevice(absl::string_view verb) {
+  if (tls_device == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        verb,
+        " called outside Runtime::Run: no current device (create a "
+        "meshdma::Runtime and call it from the function passed to Run)"));
+  }
+  return tls_device;
+}
+
+Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
+               std::byte* heap_base, int64_t heap_bytes)
+    : runtime_(runtime),
+      global_index_(global_index),
+      local_index_(local_index),
+      heap_base_(heap_base),
+      heap_bytes_(heap_bytes) {}
+
+std::string Device::Name() const {
+  return absl::StrCat("device ", global_index_, " (rank ",
+                      runtime_->launch().rank(), ", local ", local_index_, ")");
+}
+
+void Device::EnterRun(const Mesh* mesh, int logical_id) {
+  mesh_ = mesh;
+  logical_id_ = logical_id;
+  PushScope("Run", std::nullopt);
+}
+
+void Device::ExitRun() {
+  mesh_ = nullptr;
+  logical_id_ = -1;
+}
+
+absl::StatusOr<const Mesh*> Device::mesh() const {
+  if (mesh_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Name(), " is not running a mesh function"));
+  }
+  return mesh_;
+}
+
+absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id, DeviceIdType type,
+                                          absl::string_view what) const {
+  MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
+  auto logical = mesh->Resolve(logical_id_, id, type);
+  if (!logical.ok()) {
+    return absl::Status(
+        logical.status().code(),
+        absl::StrCat(what, " on ", Name(), ": ", logical.status().message()));
+  }
+  return mesh->GlobalDevice(*logical);
+}
+
+// --- Allocation -------------------------------------------------------------
+
+void Device::PushScope(std::string kernel_name,
+                       std::optional<int> collective_id) {
+  scopes_.push_back(
+      Scope{heap_top_, std::move(kernel_name), collective_id, {}});
+}
+
+std::optional<int> Device::collective_id() const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    if (it->collective_id.has_value()) return it->collective_id;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
+                                          std::span<const int64_t> shape) {
+  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": rank ", shape.size(),
+                     " exceeds the maximum ", kMaxRank));
+  }
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AllocateSymmetric on ", Name(), ": negative dimension ",
+                       d, " in shape [", absl::StrJoin(shape, ","), "]"));
+    }
+    elements *= d;
+  }
+  if (scopes_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": no open scope"));
+  }
+  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
+  const int64_t aligned = (bytes + 63) & ~int64_t{63};
+  if (aligned > heap_bytes_ - heap_top_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "symmetric heap of ", Name(), " exhausted: request ", DTypeName(dtype),
+        "[", absl::StrJoin(shape, ","), "] needs ", bytes, " bytes, ",
+        heap_bytes_ - heap_top_, " of ", heap_bytes_,
+        " bytes left (raise RuntimeOptions::heap_bytes or "
+        "MESHDMA_HEAP_BYTES)"));
+  }
+  const int64_t offset = heap_top_;
+  heap_top_ += aligned;
+  // Free heap memory is always zero (scopes zero what they free), so the new
+  // array starts zeroed without touching it here.
+  return ArrayRef::Symmetric(heap_base_ + offset, offset, dtype, shape);
+}
+
+absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
+                                                   int count,
+                                                   absl::string_view name) {
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("semaphore array '", name,
+                                                   "' on ", Name(), ": size ",
+                                                   count, " must be >= 1"));
+  }
+  const int64_t shape[] = {count * kSemaphoreBytes};
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes, Allocate(DType::kU8, shape));
+  scopes_.back().semaphores.push_back(
+      SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
+  return bytes.heap_offset();
+}
+
+absl::Status Device::PopScope() {
+  Scope& scope = scopes_.back();
+  // Only DMAs started in this scope (or deeper) belong to it: an enclosing
+  // kernel may legitimately have copies in flight around a nested one.
+  const int depth = static_cast<int>(scopes_.size()) - 1;
+  std::vector<std::string> violations;
+  if (num_inflight(depth) != 0) {
+    violations.push_back(
+        absl::StrCat("DMAs still in flight: ", DescribeInflight(depth)));
+  }
+  absl::Status drained = DrainInflight(depth);
+  if (!drained.ok()) violations.push_back(std::string(drained.message()));
+  for (const SemaphoreRecord& rec : scope.semaphores) {
+    for (int i = 0; i < rec.count; ++i) {
+      const Semaphore sem(rec.offset + i * kSemaphoreBytes, rec.type);
+      const int64_t count =
+          CellAt(sem.heap_offset())->count.load(std::memory_order_acquire);
+      if (count != 0) {
+        violations.push_back(absl::StrCat(DescribeSemaphore(sem), " is ", count,
+                                          ", expected 0"));
+      }
+    }
+  }
+  // Keep free memory zero: the next allocation starts from zeros.
+  std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
+  heap_top_ = scope.heap_mark;
+  const std::string kernel = scope.kernel_name;
+  scopes_.pop_back();
+  if (violations.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("exit contract of '", kernel, "' violated on ", Name(), ": ",
+                   absl::StrJoin(violations, "; ")));
+}
+
+// --- DMA
+// ----------------------------------------------------------------------
+
+absl::Status Device::CheckSemaphore(Semaphore sem,
+                                    absl::string_view verb) const {
+  if (!sem.valid()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": semaphore was never allocated"));
+  }
+  if (sem.heap_offset() < 0 ||
+      sem.heap_offset() + kSemaphoreBytes > heap_bytes_ ||
+      sem.heap_offset() % kSemaphoreBytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        verb, " on ", Name(), ": ", sem.ToString(),
+        " is not a semaphore of a heap of ", heap_bytes_, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
+                              Semaphore send_sem, Semaphore recv_sem,
+                              std::optional<int> target_global) {
+  const bool remote = target_global.has_value();
+  const absl::string_view verb =
+      remote ? "make_async_remote_copy" : "make_async_copy";
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", parts...));
+  };
+  if (src.data() == nullptr) return error("src is an empty ref");
+  if (dst.data() == nullptr) return error("dst is an empty ref");
+  if (src.dtype() != dst.dtype()) {
+    return error("src ", src.ToString(), " and dst ", dst.ToString(),
+                 " differ in dtype");
+  }
+  if (!std::equal(src.shape().begin(), src.shape().end(), dst.shape().begin(),
+                  dst.shape().end())) {
+    return error("src ", src.ToString(), " and dst ", dst.ToString(),
+                 " differ in shape");
+  }
+  const Semaphore sems[] = {recv_sem, send_sem};
+  for (int i = 0; i < (remote ? 2 : 1); ++i) {
+    const absl::string_view role =
+        i == 1 ? "send_sem" : (remote ? "recv_sem" : "sem");
+    MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sems[i], verb));
+    if (sems[i].type() != SemaphoreType::kDma) {
+      return error(role, " is a ", sems[i].ToString(),
+                   "; DMAs signal DMA semaphores");
+    }
+  }
+  if (remote) {
+    if (!dst.is_symmetric()) {
+      return error("dst ", dst.ToString(),
+                   " is not in the symmetric heap; a remote copy's destination "
+                   "must come from AllocateSymmetric");
+    }
+    if (dst.heap_offset() + ExtentBytes(dst) > heap_bytes_) {
+      return error("dst ", dst.ToString(), " at heap offset ",
+                   dst.heap_offset(), " extends past the heap of ", heap_bytes_,
+                   " bytes");
+    }
+  }
+
+  auto op = std::make_unique<DmaOp>();
+  const int target = remote ? *target_global : global_index_;
+  op->event.id = runtime_->NextDmaId();
+  op->event.src_device = global_index_;
+  op->event.dst_device = target;
+  op->event.bytes = src.size_bytes();
+  op->event.recv_sem = recv_sem.heap_offset();
+  op->event.send_sem = remote ? send_sem.heap_offset() : -1;
+  op->issuer = this;
+  op->scope_depth = static_cast<int>(scopes_.size()) - 1;
+  op->src = src.data();
+  op->src_layout = ViewLayout::Of(src);
+  op->dst_layout = ViewLayout::Of(dst);
+  op->elem_bytes = static_cast<int64_t>(DTypeSize(src.dtype()));
+  op->dst_heap_offset = dst.heap_offset();
+  if (remote) {
+    op->send_cell = CellAt(send_sem.heap_offset());
+  } else {
+    op->dst = dst.data();  // A local destination need not be symmetric.
+    op->recv_cell = CellAt(recv_sem.heap_offset());
+  }
+  if (Observer* obs = runtime_->observer()) obs->OnDmaStart(op->event);
+  {
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    inflight_.push_back(op.get());
+  }
+  Dispatch(std::move(op));
+  return absl::OkStatus();
+}
+
+void Device::Dispatch(std::unique_ptr<DmaOp> op) {
+  // The DMA execution mode (docs/semantics.md §7): in the asynchronous mode a
+  // DMA of at least `async_min_bytes` into an addressable heap goes to the
+  // copy engine and `start()` returns at once; otherwise the transport moves
+  // it now (a direct copy here, or a message on the MPI path).
+  Transport* transport = runtime_->TransportTo(op->event.dst_device);
+  op->streaming = op->event.bytes >= runtime_->streaming_min_bytes();
+  const bool addressable = transport->MapDestination(*op);
+  if (addressable && runtime_->copy_engine() != nullptr &&
+      op->event.bytes >= runtime_->async_min_bytes()) {
+    runtime_->copy_engine()->Submit(std::move(op));
+    return;
+  }
+  transport->Put(std::move(op));
+}
+
+void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
+  {
+    // Leave the in-flight list before the semaphores move, so that a device
+    // that has waited for this DMA never sees it in flight.
+    std::lock_guard<std::mutex> lock(inflight_mu_);
+    auto it = std::find(inflight_.begin(), inflight_.end(), op.get());
+    if (it != inflight_.end()) {
+      *it = inflight_.back();
+      inflight_.pop_back();
+    }
+  }
+  // The observer hears of the completion before any waiter can see it: a
+  // wait that returns has been preceded by its DMA's completion event.
+  if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
+  if (op->recv_cell != nullptr) CellAdd(op->recv_cell, op->event.bytes);
+  if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
+}
+
+size_t Device::num_inflight(int min_depth) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  return std::count_if(
+      inflight_.begin(), inflight_.end(),
+      [&](const DmaOp* op) { return op->scope_depth >= min_depth; });
+}
+
+std::string Device::DescribeInflight(int min_depth) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  std::vector<std::string> parts;
+  for (const DmaOp* op : inflight_) {
+    if (op->scope_depth < min_depth) continue;
+    parts.push_back(
+        absl::StrCat("#", op->event.id, " to device ", op->event.dst_device,
+                     " (", op->event.bytes, " bytes, ",
+                     runtime_->TransportTo(op->event.dst_device)->name(),
+                     ", recv_sem @", op->event.recv_sem, ")"));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+absl::Status Device::DrainInflight(int min_depth) {
+  const absl::Time deadline = absl::Now() + runtime_->wait_timeout();
+  while (num_inflight(min_depth) != 0) {
+    if (runtime_->copy_engine() == nullptr ||
+        !runtime_->copy_engine()->HelpOnce()) {
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("DMAs of ", Name(), " did not complete within ",
+                         absl::FormatDuration(runtime_->wait_timeout()), ": ",
+                         DescribeInflight(min_depth)));
+      }
+      absl::SleepFor(absl::Microseconds(20));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --- Semaphores
+// ---------------------------------------------------------------
+
+absl::Status Device::Signal(Semaphore sem, int64_t inc,
+                            std::optional<int> target_global) {
+  MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sem, "semaphore_signal"));
+  if (sem.type() == SemaphoreType::kDma) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "semaphore_signal on ", Name(), ": ", DescribeSemaphore(sem),
+        " counts bytes and only DMAs add to it"));
+  }
+  if (inc < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("semaphore_signal on ", Name(), ": increment ", inc,
+                     " of ", DescribeSemaphore(sem), " must be >= 1"));
+  }
+  const int target = target_global.value_or(global_index_);
+  if (Observer* obs = runtime_->observer()) {
+    obs->OnSignal(global_index_, target, sem, inc);
+  }
+  if (target == global_index_) {
+    CellAdd(CellAt(sem.heap_offset()), inc);
+  } else {
+    runtime_->TransportTo(target)->Signal(target, sem.heap_offset(), inc);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Device::Read(Semaphore sem) {
+  MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sem, "semaphore_read"));
+  return CellAt(sem.heap_offset())->count.load(std::memory_order_acquire);
+}
+
+absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
+  MESHDMA_RETURN_IF_ERROR(CheckSemaphore(sem, WaitVerb(kind)));
+  const bool dma_wait =
+      kind == WaitKind::kDmaSend || kind == WaitKind::kDmaRecv;
+  if (dma_wait != (sem.type() == SemaphoreType::kDma)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        WaitVerb(kind), " on ", Name(), ": ", DescribeSemaphore(sem),
+        dma_wait ? " is not a DMA semaphore"
+                 : " is a DMA semaphore; wait on it through its copy "
+                   "descriptor (wait_send / wait_recv)"));
+  }
+  if (value < 0 || (!dma_wait && value == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(WaitVerb(kind), " on ", Name(), ": value ", value, " for ",
+                     DescribeSemaphore(sem), " must be >= 1"));
+  }
+  if (value == 0) return absl::OkStatus();  // A zero-byte DMA.
+  Observer* obs = runtime_->observer();
+  if (obs) {
+    obs->OnWaitBegin(
+        global_index_, kind, sem, value,
+        CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
+  }
+  absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
+  if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());
+  return s;
+}
+
+absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
+                              Semaphore sem) {
+  if (CellTryConsume(cell, value)) return absl::OkStatus();
+  // Copies still queued (very likely the one being waited for) are run here
+  // first: a wait right after start() then costs what an eager copy costs.
+  CopyEngine* engine = runtime_->copy_engine();
+  if (engine != nullptr) {
+    while (engine->HelpOnce()) {
+      if (CellTryConsume(cell, value)) return absl::OkStatus();
+    }
+  }
+  // Slow path: tell the MPI progress thread someone is waiting (it then polls
+  // instead of sleeping), spin, then sleep.
+  runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
+  struct Unregister {
+    std::atomic<int>& count;
+    ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } unregister{runtime_->waiting_devices()};
+  const int64_t start = absl::GetCurrentTimeNanos();
+  for (int i = 0;; ++i) {
+    CpuRelax();
+    if (CellTryConsume(cell, value)) return absl::OkStatus();
+    // Pure spinning: yielding here was measured to push waits past the spin
+    // window into futex sleeps, whose wake-up costs tens of microseconds on
+    // a virtual machine (BENCHMARKS.md).
+    if ((i & 63) == 63 &&
+        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    blocked_on_ = absl::StrCat(WaitVerb(kind), " on ", DescribeSemaphore(sem),
+                               " for ", value);
+  }
+  auto clear_blocked = [this] {
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    blocked_on_.clear();
+  };
+  const int64_t deadline =
+      start + absl::ToInt64Nanoseconds(runtime_->wait_timeout());
+  for (;;) {
+    if (CellTryConsume(cell, value)) {
+      clear_blocked();
+      return absl::OkStatus();
+    }
+    if (runtime_->aborted()) {
+      clear_blocked();
+      return absl::AbortedError(absl::StrCat(
+          WaitVerb(kind), " on ", Name(), " for ", DescribeSemaphore(sem),
+          " abandoned: ", runtime_->abort_reason()));
+    }
+    if (engine != nullptr && engine->HelpOnce()) continue;
+    const int64_t now = absl::GetCurrentTimeNanos();
+    if (now >= deadline) {
+      absl::Status s = TimeoutError(cell, value, kind, sem);
+      clear_blocked();
+      return s;
+    }
+    CellSleep(cell, value, std::min(kSleepSliceNanos, deadline - now));
+  }
+}
+
+absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
+                                  WaitKind kind, Semaphore sem) {
+  return absl::DeadlineExceededError(
+      absl::StrCat(WaitVerb(kind), " on ", Name(), " timed out after ",
+                   absl::FormatDuration(runtime_->wait_timeout()), " on ",
+                   DescribeSemaphore(sem), ": expected >= ", value,
+                   ", current ", cell->count.load(),
+                   ". DMAs in flight from this device: ", DescribeInflight(),
+                   ". Local devices:\n", runtime_->DescribeLocalDevices()));
+}
+
+std::string Device::BlockedOn() {
+  std::lock_guard<std::mutex> lock(blocked_mu_);
+  return blocked_on_.empty() ? "running (not blocked)" : blocked_on_;
+}
+
+std::string Device::DescribeSemaphore(Semaphore sem) const {
+  const int64_t off = sem.heap_offset();
+  std::string name;
+  for (const Scope& scope : scopes_) {
+    for (const SemaphoreRecord& rec : scope.semaphores) {
+      const int64_t end = rec.offset + rec.count * kSemaphoreBytes;
+      if (off >= rec.offset && off < end) {
+        name = rec.count == 1
+                   ? absl::StrCat("'", rec.name, "' ")
+                   : absl::StrCat("'", rec.name, "'[",
+                                  (off - rec.offset) / kSemaphoreBytes, "] ");
+      }
+    }
+  }
+  if (off >= kBarrierCellsOffset && off < kCollectiveCellsOffset) {
+    name = absl::StrCat("'device barrier round ",
+                        (off - kBarrierCellsOffset) / kSemaphoreBytes, "' ");
+  } else if (off >= kCollectiveCellsOffset && off < kReservedHeapBytes) {
+    name = absl::StrCat("'collective id ",
+                        (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
+  }
+  return absl::StrCat(name, SemaphoreTypeName(sem.type()), " semaphore @", off,
+                      " (count ",
+                      CellAt(off)->count.load(std::memory_order_relaxed), ")");
+}
+
+// --- Barrier
+// ------------------------------------------------------------------
+
+absl::Status Device::Barrier() {
+  MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
+  const int n = mesh->size();
+  // Dissemination: in round k signal device (me + 2^k) mod n, wait for the
+  // signal of device (me - 2^k) mod n. Counting semaphores make consecutive
+  // barriers safe without sense reversal: a partner that runs ahead into the
+  // next barrier adds a signal the next barrier consumes.
+  for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
+    const Semaphore sem(kBarrierCellsOffset + k * kSemaphoreBytes,
+                        SemaphoreType::kBarrier);
+    MESHDMA_ASSIGN_OR_RETURN(int peer,
+                             mesh->GlobalDevice((logical_id_ + dist) % n));
+    MESHDMA_RETURN_IF_ERROR(Signal(sem, 1, peer));
+    MESHDMA_RETURN_IF_ERROR(Wait(sem, 1, WaitKind::kBarrier));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace meshdma::dma_internal

@@ -1,0 +1,145 @@
+// A device of this process: its heap, allocation scopes, DMAs in flight, and
+// the verbs every public call funnels into. These methods are the single place
+// where DMAs, signals and waits happen, and so where the `Observer` sees them.
+#ifndef MESHDMA_DMA_INTERNAL_DEVICE_H_
+#define MESHDMA_DMA_INTERNAL_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/observer.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/transport/transport.h"
+#include "meshdma/topology/mesh.h"
+
+namespace meshdma::dma_internal {
+
+class RuntimeImpl;
+
+// Heap layout: reserved semaphores first, then the user's allocations.
+inline constexpr int kMaxBarrierRounds = 32;  // Dissemination rounds.
+inline constexpr int64_t kBarrierCellsOffset = 0;
+inline constexpr int64_t kCollectiveCellsOffset =
+    kBarrierCellsOffset + kMaxBarrierRounds * kSemaphoreBytes;
+inline constexpr int64_t kReservedHeapBytes =
+    kCollectiveCellsOffset + 64 * kSemaphoreBytes;
+
+class Device {
+ public:
+  Device(RuntimeImpl* runtime, int global_index, int local_index,
+         std::byte* heap_base, int64_t heap_bytes);
+
+  int global_index() const { return global_index_; }
+  int local_index() const { return local_index_; }
+  RuntimeImpl* runtime() const { return runtime_; }
+  std::byte* heap_base() const { return heap_base_; }
+  // "device 3 (rank 1, local 1)".
+  std::string Name() const;
+
+  // --- Mesh context while `Runtime::Run` executes on this device.
+  void EnterRun(const Mesh* mesh, int logical_id);
+  void ExitRun();
+  absl::StatusOr<const Mesh*> mesh() const;
+  int logical_id() const { return logical_id_; }
+  // Resolves a device id on the current mesh to a global device index.
+  absl::StatusOr<int> ResolveTarget(const DeviceId& id, DeviceIdType type,
+                                    absl::string_view what) const;
+
+  // --- Symmetric allocation (stack of scopes).
+  absl::StatusOr<ArrayRef> Allocate(DType dtype,
+                                    std::span<const int64_t> shape);
+  absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
+                                             absl::string_view name);
+  int64_t bytes_free() const { return heap_bytes_ - heap_top_; }
+  void PushScope(std::string kernel_name, std::optional<int> collective_id);
+  // Checks the exit contract of the innermost scope, drains this device's
+  // DMAs and frees the scope. Returns the contract violation, if any.
+  absl::Status PopScope();
+  std::optional<int> collective_id() const;
+
+  // --- The verbs.
+  absl::Status StartDma(const ArrayRef& src, const ArrayRef& dst,
+                        Semaphore send_sem, Semaphore recv_sem,
+                        std::optional<int> target_global);
+  absl::Status Signal(Semaphore sem, int64_t inc,
+                      std::optional<int> target_global);
+  absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
+  absl::StatusOr<int64_t> Read(Semaphore sem);
+  absl::Status Barrier();
+
+  // Called by transports when `op`'s source has been read (and, on direct
+  // paths, its destination written and `op->recv_cell` is to be signalled).
+  void CompleteDma(std::unique_ptr<DmaOp> op);
+  // Hands a started DMA to the copy engine or its transport (the DMA
+  // execution mode's policy).
+  void Dispatch(std::unique_ptr<DmaOp> op);
+
+  // One line about what this device is blocked on, for diagnostics.
+  std::string BlockedOn();
+  // The DMAs this device started (in scopes at depth >= `min_depth`) that
+  // have not completed.
+  std::string DescribeInflight(int min_depth = 0);
+  size_t num_inflight(int min_depth = 0);
+
+  SemaphoreCell* CellAt(int64_t heap_offset) const {
+    return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
+  }
+  std::string DescribeSemaphore(Semaphore sem) const;
+
+ private:
+  struct SemaphoreRecord {
+    int64_t offset;
+    int count;
+    SemaphoreType type;
+    std::string name;
+  };
+  struct Scope {
+    int64_t heap_mark;
+    std::string kernel_name;
+    std::optional<int> collective_id;
+    std::vector<SemaphoreRecord> semaphores;
+  };
+
+  absl::Status CheckSemaphore(Semaphore sem, absl::string_view verb) const;
+  absl::Status WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
+                        Semaphore sem);
+  absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
+                            Semaphore sem);
+  // Waits until no DMA started at scope depth >= `min_depth` is in flight.
+  absl::Status DrainInflight(int min_depth);
+
+  RuntimeImpl* const runtime_;
+  const int global_index_;
+  const int local_index_;
+  std::byte* const heap_base_;
+  const int64_t heap_bytes_;
+  int64_t heap_top_ = kReservedHeapBytes;
+  std::vector<Scope> scopes_;
+  const Mesh* mesh_ = nullptr;
+  int logical_id_ = -1;
+  int64_t barrier_epoch_ = 0;
+
+  std::mutex inflight_mu_;
+  std::vector<DmaOp*> inflight_;
+
+  std::mutex blocked_mu_;
+  std::string blocked_on_;
+};
+
+// The device whose thread is calling, or null outside `Runtime::Run`.
+Device* CurrentDevice();
+void SetCurrentDevice(Device* device);
+// CurrentDevice() or FailedPrecondition naming `verb`.
+absl::StatusOr<Device*> RequireDevice(absl::string_view verb);
+
+}  // namespace meshdma::dma_internal
+
+#endif  // MESHDMA_DMA_INTERNAL_DEVICE_H_

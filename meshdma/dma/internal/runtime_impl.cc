@@ -1,0 +1,461 @@
+#include "meshdma/dma/internal/runtime_impl.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "meshdma/base/env.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/internal/timeline_tracer.h"
+#include "meshdma/dma/trace.h"
+#include "meshdma/dma/transport/direct/direct_transport.h"
+#include "meshdma/dma/transport/mpi/mpi_path.h"
+#include "meshdma/dma/transport/shm/shm_segment.h"
+
+namespace meshdma::dma_internal {
+namespace {
+
+std::atomic<bool> g_runtime_alive{false};
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(RuntimeOptions options)
+    : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(
+    RuntimeOptions options) {
+  if (g_runtime_alive.exchange(true)) {
+    return absl::FailedPreconditionError(
+        "a meshdma::Runtime is already alive in this process; destroy it "
+        "before creating another");
+  }
+  std::unique_ptr<RuntimeImpl> rt(new RuntimeImpl(std::move(options)));
+  absl::Status s = rt->Init();
+  if (!s.ok()) {
+    rt->Shutdown().IgnoreError();
+    return s;
+  }
+  return rt;
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  absl::Status s = Shutdown();
+  if (!s.ok()) {
+    std::fprintf(stderr, "meshdma: runtime shutdown: %s\n",
+                 std::string(s.message()).c_str());
+  }
+}
+
+absl::Status RuntimeImpl::Init() {
+  MESHDMA_RETURN_IF_ERROR(ReadOptions());
+  MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
+  MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
+  StartObservation();
+  MESHDMA_RETURN_IF_ERROR(InitHeaps());
+  StartCopyEngine();
+  StartDeviceThreads();
+  return absl::OkStatus();
+}
+
+// Step 1: options, each from the struct, else the environment, else its
+// default.
+absl::Status RuntimeImpl::ReadOptions() {
+  using base_internal::EnvChoice;
+  using base_internal::EnvDouble;
+  using base_internal::EnvInt;
+  using base_internal::Resolve;
+  constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
+                           EnvInt(kHeapBytesEnv, 0, kMaxHeapBytes));
+  heap_bytes_ = Resolve(options_.heap_bytes, heap_env, int64_t{256} << 20);
+  if (heap_bytes_ < kReservedHeapBytes + 4096 || heap_bytes_ > kMaxHeapBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heap size ", heap_bytes_, " bytes is outside [",
+                     kReservedHeapBytes + 4096, ", 2^40]"));
+  }
+  heap_bytes_ = (heap_bytes_ + 4095) & ~int64_t{4095};
+
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> mode_env,
+                           EnvChoice(kDmaModeEnv, {"async", "eager"}));
+  std::optional<DmaMode> mode_from_env;
+  if (mode_env.has_value()) {
+    mode_from_env = *mode_env == "eager" ? DmaMode::kEager : DmaMode::kAsync;
+  }
+  dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
+
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<double> timeout_env,
+                           EnvDouble(kWaitTimeoutEnv, 0, 1e9));
+  std::optional<absl::Duration> timeout_from_env;
+  if (timeout_env.has_value()) timeout_from_env = absl::Seconds(*timeout_env);
+  wait_timeout_ =
+      Resolve(options_.wait_timeout, timeout_from_env, absl::Seconds(120));
+  if (wait_timeout_ <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("wait timeout must be positive");
+  }
+
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> streaming_env,
+                           EnvInt(kStreamingMinBytesEnv, 0, kMax));
+  if (streaming_env.has_value()) options_.streaming_min_bytes = *streaming_env;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> spin_env,
+                           EnvInt(kSpinNsEnv, 0, kMax));
+  if (spin_env.has_value()) options_.spin_ns = *spin_env;
+  if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("async_min_bytes ", options_.async_min_bytes,
+                     " must be >= 0 and copy_chunk_bytes ",
+                     options_.copy_chunk_bytes, " >= 4096"));
+  }
+  return absl::OkStatus();
+}
+
+// Step 2: the processes of the launch: MPI's when launched by mpirun, else
+// this process alone.
+absl::Status RuntimeImpl::ConnectProcesses() {
+  if (LaunchedByMpi()) {
+    MESHDMA_ASSIGN_OR_RETURN(processes_, ConnectMpiProcesses());
+  } else {
+    processes_ = MakeSingleProcessGroup();
+  }
+  return absl::OkStatus();
+}
+
+// Step 3: the host topology and the launch's global device order.
+absl::Status RuntimeImpl::DiscoverLaunch() {
+  MESHDMA_ASSIGN_OR_RETURN(HostTopology topo, HostTopology::Discover());
+  topology_ = std::make_unique<HostTopology>(std::move(topo));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Launch launch, Launch::Discover(*topology_, options_.launch, *processes_));
+  launch_ = std::make_unique<Launch>(std::move(launch));
+  const int n = launch_->num_devices();
+  heap_base_of_device_.assign(n, nullptr);
+  transport_of_device_.assign(n, nullptr);
+  local_of_global_.assign(n, -1);
+  return absl::OkStatus();
+}
+
+// Step 4: the user's observer, behind the timeline tracer when tracing.
+void RuntimeImpl::StartObservation() {
+  observer_ = options_.observer;
+  trace_path_ = options_.trace_path.value_or(
+      base_internal::EnvString(kTraceEnv).value_or(""));
+  if (!trace_path_.empty()) {
+    tracer_ =
+        std::make_unique<TimelineTracer>(launch_->rank(), options_.observer);
+    observer_ = tracer_.get();
+  }
+}
+
+// Step 6: copy workers, in the asynchronous DMA mode only.
+void RuntimeImpl::StartCopyEngine() {
+  if (dma_mode_ != DmaMode::kAsync) return;
+  const int local = static_cast<int>(devices_.size());
+  const int threads = options_.copy_threads > 0 ? options_.copy_threads
+                                                : std::max(1, local / 2);
+  copy_engine_ = std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
+}
+
+// Step 7: device threads, pinned to their cores.
+void RuntimeImpl::StartDeviceThreads() {
+  for (int i = 0; i < static_cast<int>(devices_.size()); ++i) {
+    threads_.emplace_back([this, i] { DeviceThreadMain(i); });
+  }
+}
+
+// Step 5: heaps and transports. Local devices' heaps are one region:
+// private memory, or a shared-memory segment that same-host peers map.
+absl::Status RuntimeImpl::InitHeaps() {
+  const int rank = launch_->rank();
+  const std::vector<int> mine = launch_->DevicesOfRank(rank);
+  const size_t per_device = static_cast<size_t>(heap_bytes_);
+  local_heaps_bytes_ = per_device * mine.size();
+
+  // Processes sharing this host (other than this one) reach our heaps through
+  // shared memory; without such peers private memory suffices. The tag
+  // broadcast and the barriers are collective over all processes, whether or
+  // not a process has host peers.
+  std::vector<int> host_peers;
+  for (int r = 0; r < launch_->num_processes(); ++r) {
+    if (r != rank && launch_->SameHost(r, rank)) host_peers.push_back(r);
+  }
+  std::string job_tag(sizeof(uint64_t), '\0');
+  if (rank == 0) {
+    const uint64_t tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);
+    std::memcpy(job_tag.data(), &tag, sizeof(tag));
+  }
+  MESHDMA_RETURN_IF_ERROR(processes_->Broadcast(job_tag, 0));
+  uint64_t tag = 0;
+  std::memcpy(&tag, job_tag.data(), sizeof(tag));
+  if (host_peers.empty()) {
+    void* p = mmap(nullptr, local_heaps_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot reserve ", local_heaps_bytes_, " bytes of heap for ",
+          mine.size(), " devices: ", std::strerror(errno)));
+    }
+    local_heaps_ = static_cast<std::byte*>(p);
+  } else {
+    MESHDMA_ASSIGN_OR_RETURN(
+        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
+                                         local_heaps_bytes_));
+    local_heaps_ = own_segment_->data();
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    heap_base_of_device_[mine[i]] = local_heaps_ + i * per_device;
+    local_of_global_[mine[i]] = static_cast<int>(i);
+    devices_.push_back(
+        std::make_unique<Device>(this, mine[i], static_cast<int>(i),
+                                 local_heaps_ + i * per_device, heap_bytes_));
+  }
+  transports_.push_back(std::make_unique<DirectTransport>("local", this));
+  Transport* local_transport = transports_.back().get();
+  for (int g : mine) transport_of_device_[g] = local_transport;
+
+  MESHDMA_RETURN_IF_ERROR(
+      processes_->Barrier("heap set-up (segments created)", wait_timeout_));
+  absl::Status mapped = absl::OkStatus();
+  if (!host_peers.empty()) {
+    transports_.push_back(std::make_unique<DirectTransport>("shm", this));
+    Transport* shm = transports_.back().get();
+    for (int r : host_peers) {
+      const std::vector<int> theirs = launch_->DevicesOfRank(r);
+      auto segment = ShmSegment::Open(ShmSegment::NameFor(tag, r),
+                                      per_device * theirs.size());
+      if (!segment.ok()) {
+        mapped = segment.status();
+        break;
+      }
+      for (size_t i = 0; i < theirs.size(); ++i) {
+        heap_base_of_device_[theirs[i]] = (*segment)->data() + i * per_device;
+        transport_of_device_[theirs[i]] = shm;
+      }
+      peer_segments_.push_back(std::move(*segment));
+    }
+  }
+  // Every peer has mapped every segment: the names can go, so nothing is
+  // left behind in /dev/shm however the job ends.
+  MESHDMA_RETURN_IF_ERROR(
+      processes_->Barrier("heap set-up (segments mapped)", wait_timeout_));
+  if (own_segment_ != nullptr) own_segment_->Unlink();
+  MESHDMA_RETURN_IF_ERROR(mapped);
+
+  if (launch_->num_processes() > 1) {
+    transports_.push_back(MakeMpiTransport(this, *processes_));
+    remote_transport_ = transports_.back().get();
+    for (int g = 0; g < launch_->num_devices(); ++g) {
+      if (transport_of_device_[g] == nullptr)
+        transport_of_device_[g] = remote_transport_;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::DeviceThreadMain(int local_index) {
+  Device* device = devices_[local_index].get();
+  if (options_.pin_threads) {
+    const int core = launch_->devices()[device->global_index()].core;
+    if (core >= 0) {
+      absl::Status s = topology_->PinThreadToCore(core);
+      if (!s.ok()) {
+        std::fprintf(stderr, "meshdma: warning: %s: %s\n",
+                     device->Name().c_str(), std::string(s.message()).c_str());
+      }
+    }
+  }
+  uint64_t seen = 0;
+  for (;;) {
+    std::function<void(int)> task;
+    {
+      std::unique_lock<std::mutex> lock(task_mu_);
+      task_cv_.wait(lock,
+                    [&] { return stopping_ || task_generation_ != seen; });
+      if (stopping_) return;
+      seen = task_generation_;
+      task = task_;
+    }
+    task(local_index);
+    {
+      std::lock_guard<std::mutex> lock(task_mu_);
+      --tasks_pending_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+int RuntimeImpl::RankOf(int global_device) const {
+  return launch_->devices()[global_device].rank;
+}
+
+bool RuntimeImpl::IsLocalDevice(int global_device) const {
+  return LocalDevice(global_device) != nullptr;
+}
+
+void RuntimeImpl::CompleteDma(std::unique_ptr<DmaOp> op) {
+  Device* issuer = op->issuer;
+  issuer->CompleteDma(std::move(op));
+}
+
+bool RuntimeImpl::DevicesWaiting() const {
+  return waiting_devices_.load(std::memory_order_relaxed) > 0;
+}
+
+Device* RuntimeImpl::LocalDevice(int global_device) const {
+  if (global_device < 0 ||
+      global_device >= static_cast<int>(local_of_global_.size())) {
+    return nullptr;
+  }
+  const int local = local_of_global_[global_device];
+  return local < 0 ? nullptr : devices_[local].get();
+}
+
+absl::Status RuntimeImpl::Run(const Mesh& mesh,
+                              std::function<absl::Status()> fn) {
+  if (shut_down_) {
+    return absl::FailedPreconditionError("Runtime::Run after Shutdown");
+  }
+  if (Device* d = CurrentDevice()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Runtime::Run called from inside Run on ", d->Name(),
+        ": the function passed to Run already runs on every device"));
+  }
+  // Every process finishes the previous Run before any device starts this
+  // one: the reserved barrier semaphores are shared by all Runs, and a
+  // process holding no device of the previous mesh must not signal a device
+  // that is still in that mesh's barrier.
+  MESHDMA_RETURN_IF_ERROR(SyncProcesses("Runtime::Run"));
+  if (aborted()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",
+                     abort_reason(), "); create a new runtime"));
+  }
+  for (int g : mesh.devices()) {
+    if (g < 0 || g >= launch_->num_devices()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh ", mesh.ToString(), " names global device ", g,
+          " but the launch has ", launch_->num_devices(), " devices"));
+    }
+  }
+  std::vector<absl::Status> results(devices_.size());
+  auto task = [&](int local) {
+    Device* device = devices_[local].get();
+    auto logical = mesh.LogicalIdOfGlobal(device->global_index());
+    if (!logical.ok()) return;  // Not in this mesh.
+    SetCurrentDevice(device);
+    device->EnterRun(&mesh, *logical);
+    absl::Status s = fn();
+    absl::Status exit = device->PopScope();
+    if (s.ok()) s = exit;
+    device->ExitRun();
+    SetCurrentDevice(nullptr);
+    if (!s.ok()) {
+      Abort(absl::StrCat(device->Name(), " failed: ",
+                         s.message().substr(0, s.message().find('\n'))));
+    }
+    results[local] = std::move(s);
+  };
+  {
+    std::lock_guard<std::mutex> lock(task_mu_);
+    task_ = task;
+    tasks_pending_ = static_cast<int>(devices_.size());
+    ++task_generation_;
+  }
+  task_cv_.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(task_mu_);
+    done_cv_.wait(lock, [&] { return tasks_pending_ == 0; });
+    task_ = nullptr;
+  }
+  // Report root causes before the waits they aborted.
+  std::vector<std::string> lines;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      const absl::Status& s = results[i];
+      if (s.ok() || (s.code() == absl::StatusCode::kAborted) != (pass == 1)) {
+        continue;
+      }
+      if (code == absl::StatusCode::kOk) code = s.code();
+      lines.push_back(absl::StrCat(devices_[i]->Name(), ": ", s.message()));
+    }
+  }
+  if (lines.empty()) return absl::OkStatus();
+  return absl::Status(
+      code,
+      absl::StrCat("Run on mesh ", mesh.ToString(), " failed on ", lines.size(),
+                   " device(s):\n", absl::StrJoin(lines, "\n")));
+}
+
+absl::Status RuntimeImpl::SyncProcesses(absl::string_view what) {
+  return processes_->Barrier(what, wait_timeout_);
+}
+
+void RuntimeImpl::Abort(const std::string& reason, bool notify_peers) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_.load()) return;
+    abort_reason_ = reason;
+    aborted_.store(true, std::memory_order_release);
+  }
+  if (notify_peers && remote_transport_ != nullptr) {
+    remote_transport_->BroadcastAbort(reason);
+  }
+}
+
+std::string RuntimeImpl::abort_reason() const {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return abort_reason_;
+}
+
+std::string RuntimeImpl::DescribeLocalDevices() {
+  std::vector<std::string> lines;
+  for (auto& d : devices_) {
+    lines.push_back(absl::StrCat("  ", d->Name(), ": ", d->BlockedOn(),
+                                 "; DMAs in flight: ", d->DescribeInflight()));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+absl::Status RuntimeImpl::Shutdown() {
+  if (shut_down_) return absl::OkStatus();
+  shut_down_ = true;
+  {
+    std::lock_guard<std::mutex> lock(task_mu_);
+    stopping_ = true;
+  }
+  task_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  copy_engine_.reset();
+  absl::Status status;
+  if (remote_transport_ != nullptr) status = remote_transport_->Shutdown();
+  transports_.clear();
+  remote_transport_ = nullptr;
+  peer_segments_.clear();
+  if (own_segment_ != nullptr) {
+    own_segment_.reset();
+  } else if (local_heaps_ != nullptr) {
+    munmap(local_heaps_, local_heaps_bytes_);
+  }
+  local_heaps_ = nullptr;
+  devices_.clear();
+  if (tracer_ != nullptr) {
+    absl::Status written = tracer_->Write(trace_path_, *processes_);
+    if (status.ok()) status = written;
+  }
+  processes_.reset();
+  g_runtime_alive.store(false);
+  return status;
+}
+
+}  // namespace meshdma::dma_internal
+

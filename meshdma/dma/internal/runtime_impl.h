@@ -1,0 +1,146 @@
+// The runtime's internals: it owns the processes, the launch, the heaps, the
+// transports, the copy engine and the device threads. Devices use it
+// directly; transports only through `TransportHost`.
+#ifndef MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
+#define MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "meshdma/dma/internal/copy_engine.h"
+#include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/transport/transport.h"
+#include "meshdma/topology/process_group.h"
+
+namespace meshdma::dma_internal {
+
+class ShmSegment;
+class TimelineTracer;
+
+class RuntimeImpl : public TransportHost {
+ public:
+  static absl::StatusOr<std::unique_ptr<RuntimeImpl>> Create(
+      RuntimeOptions options);
+  ~RuntimeImpl() override;
+
+  const Launch& launch() const { return *launch_; }
+  const HostTopology& topology() const { return *topology_; }
+  DmaMode dma_mode() const { return dma_mode_; }
+  absl::Duration wait_timeout() const { return wait_timeout_; }
+  int64_t async_min_bytes() const { return options_.async_min_bytes; }
+  int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
+  int64_t spin_ns() const { return options_.spin_ns; }
+  int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
+  Observer* observer() const { return observer_; }
+  int num_local_devices() const { return static_cast<int>(devices_.size()); }
+
+  // The transport that reaches `global_device`.
+  Transport* TransportTo(int global_device) const {
+    return transport_of_device_[global_device];
+  }
+  // Base address of `global_device`'s heap in this process, or null when it
+  // lives on another host.
+  std::byte* HeapBase(int global_device) const override {
+    return heap_base_of_device_[global_device];
+  }
+  int64_t heap_bytes() const override { return heap_bytes_; }
+  int RankOf(int global_device) const override;
+  bool IsLocalDevice(int global_device) const override;
+  void CompleteDma(std::unique_ptr<DmaOp> op) override;
+  bool DevicesWaiting() const override;
+  // The processes of this launch (host collectives).
+  ProcessGroup& processes() const { return *processes_; }
+  // The local device with this global index, or null.
+  Device* LocalDevice(int global_device) const;
+  CopyEngine* copy_engine() const { return copy_engine_.get(); }
+  uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
+  // Devices of this process inside a wait that did not complete at once; the
+  // MPI progress thread keeps polling instead of sleeping while any are.
+  std::atomic<int>& waiting_devices() { return waiting_devices_; }
+
+  // Fails every wait in this launch: local waits return Aborted with `reason`
+  // and other processes are told. Idempotent; the first reason wins.
+  void Abort(const std::string& reason, bool notify_peers = true) override;
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_reason() const;
+  // What each local device is doing, one line each.
+  std::string DescribeLocalDevices();
+
+  absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+  // A barrier across processes (no-op alone) that gives up after the wait
+  // timeout instead of hanging when a process never arrives.
+  absl::Status SyncProcesses(absl::string_view what);
+  absl::Status Shutdown();
+
+ private:
+  explicit RuntimeImpl(RuntimeOptions options);
+  // Init's steps, in order.
+  absl::Status Init();
+  absl::Status ReadOptions();
+  absl::Status ConnectProcesses();
+  absl::Status DiscoverLaunch();
+  void StartObservation();
+  absl::Status InitHeaps();
+  void StartCopyEngine();
+  void StartDeviceThreads();
+  void DeviceThreadMain(int local_index);
+
+  RuntimeOptions options_;
+  DmaMode dma_mode_ = DmaMode::kAsync;
+  int64_t heap_bytes_ = 0;
+  absl::Duration wait_timeout_;
+  bool shut_down_ = false;
+  std::unique_ptr<ProcessGroup> processes_;
+  std::unique_ptr<HostTopology> topology_;
+  std::unique_ptr<Launch> launch_;
+
+  // Heaps: one region holding all local devices' heaps (private memory, or a
+  // shared-memory segment when other processes share the host), plus the
+  // mapped segments of same-host peers.
+  std::byte* local_heaps_ = nullptr;
+  size_t local_heaps_bytes_ = 0;
+  std::unique_ptr<ShmSegment> own_segment_;
+  std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
+  std::vector<std::byte*> heap_base_of_device_;
+  std::vector<Transport*> transport_of_device_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  Transport* remote_transport_ = nullptr;  // To other hosts, if any.
+  std::unique_ptr<CopyEngine> copy_engine_;
+
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<int> local_of_global_;  // -1 for other processes' devices.
+
+  // Device threads and the task they run.
+  std::vector<std::thread> threads_;
+  std::mutex task_mu_;
+  std::condition_variable task_cv_;
+  std::condition_variable done_cv_;
+  uint64_t task_generation_ = 0;
+  std::function<void(int)> task_;
+  int tasks_pending_ = 0;
+  bool stopping_ = false;
+
+  Observer* observer_ = nullptr;
+  std::unique_ptr<TimelineTracer> tracer_;
+  std::string trace_path_;
+
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  std::string abort_reason_;
+  std::atomic<uint64_t> next_dma_id_{0};
+  std::atomic<int> waiting_devices_{0};
+};
+
+}  // namespace meshdma::dma_internal
+
+#endif  // MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_

@@ -1,0 +1,145 @@
+// The meshdma runtime: this process's devices (threads pinned by the host
+// topology), their symmetric heaps, and the transports that reach every peer.
+//
+// Life cycle. `Runtime::Create` initialises MPI when the process was started
+// by mpirun (with MPI_THREAD_MULTIPLE; a process started without mpirun runs
+// alone, without MPI), discovers the launch, maps the heaps and starts the
+// device threads. Only one runtime may be alive in a process; creating a
+// second is an error. Destroying it (or `Shutdown`) is collective across
+// processes, stops the threads, removes shared memory and finalises MPI if the
+// runtime initialised it.
+//
+// SPMD. `Run(mesh, fn)` is called by every process with the same mesh; `fn`
+// runs once on each of this process's devices that the mesh contains, on that
+// device's thread, where the verbs (`axis_index`, `make_async_remote_copy`,
+// `semaphore_signal`, `pallas_call`, ...) act as that device. `Run` starts
+// once every process has finished its previous `Run`, and returns
+// when all local devices are done: OK, or an error naming each device that
+// failed. When one device fails, waits on the others (in every process) end
+// with Aborted instead of hanging.
+#ifndef MESHDMA_DMA_RUNTIME_H_
+#define MESHDMA_DMA_RUNTIME_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "meshdma/dma/observer.h"
+#include "meshdma/topology/host_topology.h"
+#include "meshdma/topology/launch.h"
+#include "meshdma/topology/process_group.h"
+#include "meshdma/topology/mesh.h"
+
+namespace meshdma {
+
+// Who moves the bytes of a DMA between devices that share memory.
+enum class DmaMode {
+  // `start()` hands copies of at least `async_min_bytes` to the process's copy
+  // workers and returns at once, so compute between `start()` and `wait()`
+  // overlaps the copy. Waiting devices help the workers (a waiter runs queued
+  // copy chunks rather than sleep). Smaller copies run inside `start()`.
+  kAsync,
+  // `start()` performs the copy before it returns: lowest latency,
+  // deterministic, no overlap.
+  kEager,
+};
+
+// Environment variables read when the matching option is unset.
+inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
+inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
+inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
+inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
+// Overrides streaming_min_bytes.
+inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
+
+struct RuntimeOptions {
+  LaunchOptions launch;
+  // Symmetric heap per device. Unset: MESHDMA_HEAP_BYTES, else 256 MiB
+  // (reserved lazily: untouched pages cost nothing).
+  std::optional<int64_t> heap_bytes;
+  // Unset: MESHDMA_DMA_MODE, else kAsync.
+  std::optional<DmaMode> dma_mode;
+  int64_t async_min_bytes = 64 << 10;
+  // Copy chunk size; chunks of one DMA may run on several threads.
+  int64_t copy_chunk_bytes = 1 << 20;
+  // DMAs at least this large are copied with non-temporal stores (the
+  // destination bypasses the caches). Off by default: on the machines
+  // measured for BENCHMARKS.md it was no faster. MESHDMA_STREAMING_MIN_BYTES
+  // overrides.
+  int64_t streaming_min_bytes = std::numeric_limits<int64_t>::max();
+  // Copy worker threads per process (kAsync). 0: one per two local devices,
+  // at least one.
+  int copy_threads = 0;
+  // How long a wait spins before it sleeps on a futex. Spinning answers a
+  // signal within ~100 ns but holds a core; sleeping frees the core and costs
+  // a few microseconds to wake (BENCHMARKS.md compares them).
+  int64_t spin_ns = 20'000;
+  // A wait that cannot complete fails after this long. Unset:
+  // MESHDMA_WAIT_TIMEOUT_S, else 120 s.
+  std::optional<absl::Duration> wait_timeout;
+  // Pin device threads to the cores the launch assigned.
+  bool pin_threads = true;
+  // Receives every DMA, signal and wait (dma/observer.h). Not owned.
+  Observer* observer = nullptr;
+  // Writes a timeline trace (dma/trace.h) here at shutdown. Unset:
+  // MESHDMA_TRACE, else no tracing.
+  std::optional<std::string> trace_path;
+};
+
+namespace dma_internal {
+class RuntimeImpl;
+}
+
+class Runtime {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Launch& launch() const;
+  // The processes of this launch, for host-side exchanges outside `Run`
+  // (collective calls; see meshdma/topology/process_group.h).
+  ProcessGroup& processes() const;
+  const HostTopology& topology() const;
+  int num_local_devices() const;
+  int num_devices() const;  // In the whole launch.
+  DmaMode dma_mode() const;
+  int64_t heap_bytes() const;
+  absl::Duration wait_timeout() const;
+
+  // A mesh over all devices of the launch, in global (topology-aware) order.
+  absl::StatusOr<Mesh> MakeMesh(std::vector<Mesh::Axis> axes) const;
+  // A 1-D mesh {axis: num_devices()}.
+  absl::StatusOr<Mesh> MakeMesh1D(std::string axis = "x") const;
+
+  // Runs `fn` SPMD on the local devices of `mesh` (see above).
+  absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+
+  // Collective shutdown; later calls of `Run` fail. Idempotent.
+  absl::Status Shutdown();
+
+ private:
+  explicit Runtime(std::unique_ptr<dma_internal::RuntimeImpl> impl);
+  std::unique_ptr<dma_internal::RuntimeImpl> impl_;
+};
+
+// Queries about the calling device; errors outside `Runtime::Run`.
+// This device's coordinate along `axis` of the current mesh, and its size.
+absl::StatusOr<int> axis_index(std::string_view axis);
+absl::StatusOr<int> axis_size(std::string_view axis);
+// The current mesh and this device's LOGICAL id in it.
+absl::StatusOr<const Mesh*> current_mesh();
+absl::StatusOr<int> logical_device_id();
+// This device's global index in the launch.
+absl::StatusOr<int> global_device_id();
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_DMA_RUNTIME_H_

@@ -1,0 +1,37 @@
+// Timeline traces: a Chrome trace-event JSON file (open it in Perfetto or
+// chrome://tracing) with one track per device: kernels, user spans of compute
+// (`TraceSpan`), every DMA from `start()` to completion, signals, and every
+// semaphore wait with the semaphore, the value waited for and the count seen
+// when the wait began. Under mpirun all processes' events are gathered into
+// the one file rank 0 writes (a process per rank, a track per device).
+//
+// Enable with `RuntimeOptions::trace_path` or MESHDMA_TRACE=FILE; the file is
+// written when the runtime shuts down. Tracing off costs one branch per verb.
+#ifndef MESHDMA_DMA_TRACE_H_
+#define MESHDMA_DMA_TRACE_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace meshdma {
+
+inline constexpr char kTraceEnv[] = "MESHDMA_TRACE";
+
+// Marks the calling device's work between construction and destruction as a
+// named span ("flash_attention block 3"). A no-op when nobody observes.
+class TraceSpan {
+ public:
+  explicit TraceSpan(absl::string_view name);
+  ~TraceSpan();
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+ private:
+  int device_ = -1;
+  std::string name_;
+};
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_DMA_TRACE_H_

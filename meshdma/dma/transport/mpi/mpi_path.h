@@ -1,0 +1,27 @@
+// The runtime's entry points into MPI, declared without <mpi.h> so that only
+// the files of this folder depend on MPI's headers (docs/architecture.md).
+#ifndef MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_
+#define MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "meshdma/dma/transport/transport.h"
+#include "meshdma/topology/process_group.h"
+
+namespace meshdma::dma_internal {
+
+// The processes of an mpirun launch over a private duplicate of
+// MPI_COMM_WORLD. Initialises MPI at MPI_THREAD_MULTIPLE when nobody has
+// (and then finalises it when the group is destroyed); fails when MPI is
+// already finalised or offers a lower thread level.
+absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
+
+// The transport to devices of other hosts. `processes` must come from
+// `ConnectMpiProcesses` and outlive the transport.
+std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
+                                            ProcessGroup& processes);
+
+}  // namespace meshdma::dma_internal
+
+#endif  // MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_

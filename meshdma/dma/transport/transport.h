@@ -1,0 +1,105 @@
+// The one interface behind which every path to a peer sits, and the narrow
+// interface through which a transport calls back into the runtime.
+//
+// The runtime picks a transport per peer device: the direct transport for
+// devices whose heap this process can address (same process: plain memory;
+// same host: a shared-memory mapping; direct/), the MPI transport for devices
+// on other hosts (mpi/). Transports are leaves: they include this header and
+// nothing else of the runtime, and reach the runtime only through
+// `TransportHost`. Who copies the bytes of an addressable destination (the
+// issuing device now, or the copy engine later) is the device's policy, not
+// the transport's.
+#ifndef MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
+#define MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "meshdma/dma/internal/copy_plan.h"
+#include "meshdma/dma/internal/semaphore_cell.h"
+#include "meshdma/dma/observer.h"
+
+namespace meshdma::dma_internal {
+
+class Device;
+struct DmaOp;
+
+// What a transport may ask of the runtime that owns it.
+class TransportHost {
+ public:
+  virtual ~TransportHost() = default;
+  // Base address of `global_device`'s heap in this process, or null when
+  // this process cannot address it (another host).
+  virtual std::byte* HeapBase(int global_device) const = 0;
+  // Bytes in every device's heap (the same on all devices).
+  virtual int64_t heap_bytes() const = 0;
+  // The process (rank) that holds `global_device`.
+  virtual int RankOf(int global_device) const = 0;
+  // True when `global_device` is a device of this process.
+  virtual bool IsLocalDevice(int global_device) const = 0;
+  // `op`'s source has been read (and, on addressable paths, its destination
+  // written): hands it back to its issuer, which counts the send semaphore.
+  virtual void CompleteDma(std::unique_ptr<DmaOp> op) = 0;
+  // Fails every wait of this launch with `reason`; with `notify_peers`, the
+  // other processes are told too.
+  virtual void Abort(const std::string& reason, bool notify_peers) = 0;
+  // True while some local device is blocked in a wait, so that a progress
+  // thread should poll rather than sleep.
+  virtual bool DevicesWaiting() const = 0;
+};
+
+// One started DMA, owned by the transport until it completes.
+struct DmaOp {
+  DmaEvent event;
+  Device* issuer = nullptr;        // The device that called start().
+  int scope_depth = 0;             // The issuer's scope depth at start().
+  const std::byte* src = nullptr;  // Local address of src element 0.
+  ViewLayout src_layout;
+  ViewLayout dst_layout;
+  int64_t elem_bytes = 1;
+  int64_t dst_heap_offset = 0;         // Of dst element 0 on the target.
+  SemaphoreCell* send_cell = nullptr;  // Sender's send semaphore, or null.
+
+  // Addressable destinations (`Transport::MapDestination`): the resolved
+  // destination and chunk bookkeeping for the copy engine.
+  std::byte* dst = nullptr;
+  SemaphoreCell* recv_cell = nullptr;
+  int64_t num_chunks = 1;
+  bool streaming = false;  // Copy with non-temporal stores.
+  std::atomic<int64_t> next_chunk{0};
+  std::atomic<int64_t> done_chunks{0};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // "local", "shm" or "mpi": shown in diagnostics and benchmarks.
+  virtual absl::string_view name() const = 0;
+  // When this process can address `op`'s destination, sets `op->dst` (if
+  // unset) and `op->recv_cell` and returns true: any thread of this process
+  // may then copy the bytes, and the device may hand them to its copy
+  // engine. Otherwise returns false: only `Put` can move them.
+  virtual bool MapDestination(DmaOp& op) = 0;
+  // Moves `op`'s bytes to `op->event.dst_device`. When the source has been
+  // read it calls `TransportHost::CompleteDma(op)`; the target's receive
+  // semaphore grows by the byte count only after the data is in place.
+  virtual void Put(std::unique_ptr<DmaOp> op) = 0;
+  // Adds `inc` to the semaphore at `sem_offset` on `target_device`.
+  virtual void Signal(int target_device, int64_t sem_offset, int64_t inc) = 0;
+  // Tells every other process that this launch failed. Paths that share
+  // memory have nothing to tell: a no-op.
+  virtual void BroadcastAbort(const std::string& reason) {}
+  // Collective over the processes using this transport: completes
+  // outstanding traffic and stops any helper thread.
+  virtual absl::Status Shutdown() { return absl::OkStatus(); }
+};
+
+}  // namespace meshdma::dma_internal
+
+#endif  // MESHDMA_DMA_TRANSPORT_TRANSPORT_H_

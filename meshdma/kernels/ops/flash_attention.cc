@@ -1,0 +1,254 @@
+#include "meshdma/kernels/ops/flash_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/internal/vector_math.h"
+
+namespace meshdma {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Geometry {
+  int64_t sq, skv, d, bq, bk;
+  float scale;
+  bool causal;
+  DType dtype;
+  int q_axis, k_axis;  // Grid axes of the query and key blocks.
+  bool has_lse;
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The last key block query block `i` needs (causal), else the last block.
+int64_t LastKeyBlock(const Geometry& g, int64_t i) {
+  const int64_t nk = CeilDiv(g.skv, g.bk);
+  if (!g.causal) return nk - 1;
+  const int64_t last_q = std::min(g.sq, (i + 1) * g.bq) - 1;
+  return std::min(nk - 1, last_q / g.bk);
+}
+
+// Scratch: 0 m[bq], 1 l[bq], 2 acc[bq, d], 3 s[bq, bk], 4 qf[bq, d],
+// 5 kf[bk, d], 6 vf[bk, d] (the last three widen bf16/f16 blocks).
+std::vector<ScratchShape> Scratch(const Geometry& g) {
+  const bool wide = g.dtype != DType::kF32;
+  return {VMEM({g.bq}, DType::kF32),
+          VMEM({g.bq}, DType::kF32),
+          VMEM({g.bq, g.d}, DType::kF32),
+          VMEM({g.bq, g.bk}, DType::kF32),
+          VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32)};
+}
+
+float* F32(const KernelArgs& a, int scratch) {
+  return a.scratch_buffer(scratch)->data_as<float>();
+}
+
+// A block as f32: the VMEM block itself, or its widened copy.
+const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
+  if (dtype == DType::kF32) return block.data_as<float>();
+  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, n, dtype == DType::kBF16);
+  return buf;
+}
+
+absl::Status Body(const Geometry& g, const KernelArgs& a) {
+  const int64_t i = program_id(g.q_axis);
+  const int64_t j = program_id(g.k_axis);
+  const int64_t nk = num_programs(g.k_axis);
+  const int64_t bq = g.bq, bk = g.bk, d = g.d;
+  float* m = F32(a, 0);
+  float* l = F32(a, 1);
+  float* acc = F32(a, 2);
+  float* s = F32(a, 3);
+  // Step 1: a new query block: reset the running max, sum and accumulator,
+  // and widen Q once.
+  if (j == 0) {
+    std::fill(m, m + bq, kNegInf);
+    std::fill(l, l + bq, 0.0f);
+    std::fill(acc, acc + bq * d, 0.0f);
+    if (g.dtype != DType::kF32) Widen(a.input(0), F32(a, 4), bq * d, g.dtype);
+  }
+  // Step 2: S = scale * Q K^T and the online softmax update, unless the
+  // whole key block lies above the causal diagonal.
+  if (j <= LastKeyBlock(g, i)) {
+    const float* qp =
+        g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, 4);
+    const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
+    const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
+    Gemm(false, true, bq, bk, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+    const int64_t kv_valid = a.in_valid(1, 0);
+    for (int64_t r = 0; r < bq; ++r) {
+      float* row = s + r * bk;
+      int64_t limit = kv_valid;
+      if (g.causal) limit = std::min(limit, i * bq + r - j * bk + 1);
+      for (int64_t c = std::max<int64_t>(limit, 0); c < bk; ++c)
+        row[c] = kNegInf;
+      const float m_new = std::max(m[r], kernels_internal::RowMax(row, bk));
+      if (m_new == kNegInf) {  // Every key so far is masked for this row.
+        std::fill(row, row + bk, 0.0f);
+        continue;
+      }
+      const float alpha = std::exp(m[r] - m_new);
+      l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, bk, m_new);
+      if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
+      m[r] = m_new;
+    }
+    Gemm(false, false, bq, d, bk, 1.0f, s, bk, vp, d, 1.0f, acc, d);
+  }
+  // Step 3: the last key block: O = acc / l (and the log-sum-exp).
+  if (j == nk - 1) {
+    const ArrayRef& o = a.output(0);
+    for (int64_t r = 0; r < bq; ++r) {
+      const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+      const float* src = acc + r * d;
+      if (g.dtype == DType::kF32) {
+        float* dst = o.data_as<float>() + r * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * inv;
+      } else if (g.dtype == DType::kBF16) {
+        BFloat16* dst = o.data_as<BFloat16>() + r * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] = BFloat16(src[c] * inv);
+      } else {
+        Half* dst = o.data_as<Half>() + r * d;
+        for (int64_t c = 0; c < d; ++c) dst[c] = Half(src[c] * inv);
+      }
+    }
+    if (g.has_lse) {
+      float* lse = a.output(1).data_as<float>();
+      for (int64_t r = 0; r < bq; ++r) {
+        lse[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDtype(DType t) {
+  if (t == DType::kF32 || t == DType::kBF16 || t == DType::kF16) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel 'flash_attention': input 0 ('q') has dtype ",
+                   DTypeName(t), "; f32, bf16 and f16 are supported"));
+}
+
+Geometry MakeGeometry(int64_t sq, int64_t skv, int64_t d, DType dtype,
+                      const FlashAttentionOptions& o) {
+  Geometry g;
+  g.sq = sq;
+  g.skv = skv;
+  g.d = d;
+  g.bq = std::max<int64_t>(1, std::min(o.block_q, sq));
+  g.bk = std::max<int64_t>(1, std::min(o.block_k, skv));
+  g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  g.causal = o.causal;
+  g.dtype = dtype;
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<Kernel> FlashAttentionKernel(int64_t sq, int64_t skv, int64_t d,
+                                            DType dtype,
+                                            const FlashAttentionOptions& o) {
+  MESHDMA_RETURN_IF_ERROR(CheckDtype(dtype));
+  if (o.block_q <= 0 || o.block_k <= 0 || sq <= 0 || skv <= 0 || d <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel 'flash_attention': sizes Sq=", sq, " Skv=", skv, " D=", d,
+        " and blocks (", o.block_q, ", ", o.block_k, ") must be positive"));
+  }
+  Geometry g = MakeGeometry(sq, skv, d, dtype, o);
+  g.q_axis = 0;
+  g.k_axis = 1;
+  g.has_lse = false;
+  Kernel kernel;
+  PallasCallParams& p = kernel.params;
+  p.name = "flash_attention";
+  p.grid = {CeilDiv(sq, g.bq), CeilDiv(skv, g.bk)};
+  using G = std::span<const int64_t>;
+  auto q_map = [](G x) { return std::vector<int64_t>{x[0], 0}; };
+  auto k_map = [g](G x) {
+    return std::vector<int64_t>{std::min(x[1], LastKeyBlock(g, x[0])), 0};
+  };
+  p.in_specs = {{{g.bq, d}, q_map}, {{g.bk, d}, k_map}, {{g.bk, d}, k_map}};
+  p.out_specs = {{{g.bq, d}, q_map}};
+  p.out_shape = {{dtype, {sq, d}}};
+  p.scratch_shapes = Scratch(g);
+  p.input_names = {"q", "k", "v"};
+  p.output_names = {"out"};
+  p.stats = o.stats;
+  kernel.body = [g](const KernelArgs& a) { return Body(g, a); };
+  return kernel;
+}
+
+absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
+                            const ArrayRef& v, const ArrayRef& out,
+                            const FlashAttentionOptions& o,
+                            const ArrayRef* lse) {
+  MESHDMA_RETURN_IF_ERROR(CheckDtype(q.dtype()));
+  auto err = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'flash_attention': ", parts...));
+  };
+  if (q.rank() != 4)
+    return err("input 0 ('q') is ", q.ToString(), ", expected [B, H, Sq, D]");
+  const int64_t b = q.dim(0), h = q.dim(1), sq = q.dim(2), d = q.dim(3);
+  const std::pair<const ArrayRef*, const char*> kv[] = {{&k, "input 1 ('k')"},
+                                                        {&v, "input 2 ('v')"}};
+  for (const auto& [ref, name] : kv) {
+    if (ref->dtype() != q.dtype()) {
+      return err(name, " is ", ref->ToString(), " but q is ", q.ToString());
+    }
+    if (ref->rank() != 4 || ref->dim(0) != b || ref->dim(3) != d ||
+        ref->dim(1) == 0 || h % ref->dim(1) != 0 || ref->dim(2) != k.dim(2) ||
+        ref->dim(1) != k.dim(1)) {
+      return err(name, " is ", ref->ToString(), "; with q ", q.ToString(),
+                 " it must be [B, Hkv, Skv, D] with H a multiple of Hkv");
+    }
+  }
+  const int64_t hkv = k.dim(1), skv = k.dim(2);
+  if (sq == 0 || skv == 0 || d == 0)
+    return err("empty q ", q.ToString(), " or k ", k.ToString());
+  const int64_t group = h / hkv;
+  Geometry g = MakeGeometry(sq, skv, d, q.dtype(), o);
+  g.q_axis = 2;
+  g.k_axis = 3;
+  g.has_lse = lse != nullptr;
+  PallasCallParams p;
+  p.name = "flash_attention";
+  p.grid = {b, h, CeilDiv(sq, g.bq), CeilDiv(skv, g.bk)};
+  using G = std::span<const int64_t>;
+  auto q_map = [](G x) { return std::vector<int64_t>{x[0], x[1], x[2], 0}; };
+  auto k_map = [g, group](G x) {
+    return std::vector<int64_t>{x[0], x[1] / group,
+                                std::min(x[3], LastKeyBlock(g, x[2])), 0};
+  };
+  const std::vector<int64_t> q_block = {kSqueezed, kSqueezed, g.bq, d};
+  const std::vector<int64_t> k_block = {kSqueezed, kSqueezed, g.bk, d};
+  p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map}};
+  p.out_specs = {{q_block, q_map}};
+  p.out_shape = {{q.dtype(), {b, h, sq, d}}};
+  p.output_names = {"out"};
+  if (lse != nullptr) {
+    p.out_specs.push_back({{kSqueezed, kSqueezed, g.bq}, [](G x) {
+                             return std::vector<int64_t>{x[0], x[1], x[2]};
+                           }});
+    p.out_shape.push_back({DType::kF32, {b, h, sq}});
+    p.output_names.push_back("lse");
+  }
+  p.scratch_shapes = Scratch(g);
+  p.input_names = {"q", "k", "v"};
+  p.stats = o.stats;
+  const ArrayRef ins[] = {q, k, v};
+  std::vector<ArrayRef> outs = {out};
+  if (lse != nullptr) outs.push_back(*lse);
+  return pallas_call(
+      p, [g](const KernelArgs& a) { return Body(g, a); }, ins, outs);
+}
+
+}  // namespace meshdma

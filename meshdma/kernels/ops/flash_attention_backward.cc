@@ -1,0 +1,308 @@
+#include "meshdma/kernels/ops/flash_attention_backward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/internal/vector_math.h"
+
+namespace meshdma {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+struct Geometry {
+  int64_t b, h, hkv, group, sq, skv, d, bq, bk, nq, nk;
+  float scale;
+  bool causal;
+  DType dtype;
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Row index of the last valid query of block i.
+int64_t LastQuery(const Geometry& g, int64_t i) {
+  return std::min(g.sq, (i + 1) * g.bq) - 1;
+}
+// Whether block (i, j) has any unmasked entry.
+bool Needed(const Geometry& g, int64_t i, int64_t j) {
+  return !g.causal || LastQuery(g, i) >= j * g.bk;
+}
+// The last key block query block i needs.
+int64_t LastKeyBlock(const Geometry& g, int64_t i) {
+  if (!g.causal) return g.nk - 1;
+  return std::min(g.nk - 1, LastQuery(g, i) / g.bk);
+}
+// The first query block key block j is needed by (causal).
+int64_t FirstQueryBlock(const Geometry& g, int64_t j) {
+  if (!g.causal) return 0;
+  return std::min(g.nq - 1, (j * g.bk) / g.bq);
+}
+
+// Scratch shared by both kernels: 0 p[bq, bk], 1 ds[bq, bk], 2 delta[bq],
+// 3 acc0, 4 acc1 (kernel-specific accumulators), then widened copies of
+// 5 q, 6 o, 7 d_out [bq, d], 8 k, 9 v [bk, d] (bf16/f16 only).
+enum : int { kP = 0, kDs, kDelta, kAcc0, kAcc1, kQf, kOf, kDof, kKf, kVf };
+
+std::vector<ScratchShape> Scratch(const Geometry& g, bool dkdv) {
+  const bool wide = g.dtype != DType::kF32;
+  const int64_t acc_rows = dkdv ? g.bk : g.bq;
+  return {VMEM({g.bq, g.bk}, DType::kF32),
+          VMEM({g.bq, g.bk}, DType::kF32),
+          VMEM({g.bq}, DType::kF32),
+          VMEM({acc_rows, g.d}, DType::kF32),
+          VMEM({dkdv ? acc_rows : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32)};
+}
+
+float* F32(const KernelArgs& a, int scratch) {
+  return a.scratch_buffer(scratch)->data_as<float>();
+}
+
+const float* Widen(const ArrayRef& block, float* buf, DType dtype) {
+  if (dtype == DType::kF32) return block.data_as<float>();
+  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, block.num_elements(),
+                    dtype == DType::kBF16);
+  return buf;
+}
+
+void StoreBlock(const float* src, const ArrayRef& dst, float alpha,
+                DType dtype) {
+  const int64_t n = dst.num_elements();
+  if (dtype == DType::kF32) {
+    float* o = dst.data_as<float>();
+    for (int64_t i = 0; i < n; ++i) o[i] = alpha * src[i];
+  } else if (dtype == DType::kBF16) {
+    BFloat16* o = dst.data_as<BFloat16>();
+    for (int64_t i = 0; i < n; ++i) o[i] = BFloat16(alpha * src[i]);
+  } else {
+    Half* o = dst.data_as<Half>();
+    for (int64_t i = 0; i < n; ++i) o[i] = Half(alpha * src[i]);
+  }
+}
+
+// The f32 operands of one (i, j) tile. Inputs are ordered q, k, v, o, d_out,
+// lse in both kernels.
+struct Tile {
+  const float *q, *k, *v, *o, *dout, *lse;
+};
+Tile LoadTile(const Geometry& g, const KernelArgs& a) {
+  return {Widen(a.input(0), F32(a, kQf), g.dtype),
+          Widen(a.input(1), F32(a, kKf), g.dtype),
+          Widen(a.input(2), F32(a, kVf), g.dtype),
+          Widen(a.input(3), F32(a, kOf), g.dtype),
+          Widen(a.input(4), F32(a, kDof), g.dtype),
+          a.input(5).data_as<float>()};
+}
+
+// P = exp(scale Q K^T - lse) (masked entries 0) into scratch kP, and
+// dS = P * (dO V^T - rowsum(dO * O)) into scratch kDs.
+void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
+                int64_t i, int64_t j) {
+  const int64_t bq = g.bq, bk = g.bk, d = g.d;
+  float* p = F32(a, kP);
+  float* ds = F32(a, kDs);
+  float* delta = F32(a, kDelta);
+  const int64_t q_valid = a.in_valid(0, 0);
+  const int64_t kv_valid = a.in_valid(1, 0);
+  Gemm(false, true, bq, bk, d, g.scale, t.q, d, t.k, d, 0.0f, p, bk);
+  for (int64_t r = 0; r < bq; ++r) {
+    float* row = p + r * bk;
+    int64_t limit = r < q_valid && t.lse[r] != kNegInf ? kv_valid : 0;
+    if (g.causal) limit = std::min(limit, i * bq + r - j * bk + 1);
+    limit = std::max<int64_t>(limit, 0);
+    for (int64_t c = 0; c < limit; ++c) row[c] = std::exp(row[c] - t.lse[r]);
+    std::fill(row + limit, row + bk, 0.0f);
+    float dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += t.dout[r * d + c] * t.o[r * d + c];
+    delta[r] = dot;
+  }
+  Gemm(false, true, bq, bk, d, 1.0f, t.dout, d, t.v, d, 0.0f, ds, bk);
+  for (int64_t r = 0; r < bq; ++r) {
+    for (int64_t c = 0; c < bk; ++c) {
+      ds[r * bk + c] = p[r * bk + c] * (ds[r * bk + c] - delta[r]);
+    }
+  }
+}
+
+// Kernel 1, grid (b, kv head, j, t = g * nq + i).
+absl::Status DkDvBody(const Geometry& g, const KernelArgs& a) {
+  const int64_t j = program_id(2), t = program_id(3);
+  const int64_t i = t % g.nq;
+  float* dk = F32(a, kAcc0);
+  float* dv = F32(a, kAcc1);
+  if (t == 0) {
+    std::fill(dk, dk + g.bk * g.d, 0.0f);
+    std::fill(dv, dv + g.bk * g.d, 0.0f);
+  }
+  if (Needed(g, i, j)) {
+    const Tile tile = LoadTile(g, a);
+    ProbsAndDs(g, a, tile, i, j);
+    Gemm(true, false, g.bk, g.d, g.bq, 1.0f, F32(a, kP), g.bk, tile.dout, g.d,
+         1.0f, dv, g.d);
+    Gemm(true, false, g.bk, g.d, g.bq, g.scale, F32(a, kDs), g.bk, tile.q, g.d,
+         1.0f, dk, g.d);
+  }
+  if (t == num_programs(3) - 1) {
+    StoreBlock(dk, a.output(0), 1.0f, g.dtype);
+    StoreBlock(dv, a.output(1), 1.0f, g.dtype);
+  }
+  return absl::OkStatus();
+}
+
+// Kernel 2, grid (b, head, i, j).
+absl::Status DqBody(const Geometry& g, const KernelArgs& a) {
+  const int64_t i = program_id(2), j = program_id(3);
+  float* dq = F32(a, kAcc0);
+  if (j == 0) std::fill(dq, dq + g.bq * g.d, 0.0f);
+  if (j <= LastKeyBlock(g, i)) {
+    const Tile tile = LoadTile(g, a);
+    ProbsAndDs(g, a, tile, i, j);
+    Gemm(false, false, g.bq, g.d, g.bk, g.scale, F32(a, kDs), g.bk, tile.k, g.d,
+         1.0f, dq, g.d);
+  }
+  if (j == num_programs(3) - 1) StoreBlock(dq, a.output(0), 1.0f, g.dtype);
+  return absl::OkStatus();
+}
+
+template <typename... Parts>
+absl::Status Error(const Parts&... parts) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel 'flash_attention_backward': ", parts...));
+}
+
+absl::Status CheckShape(const ArrayRef& a, const char* name, DType dtype,
+                        std::initializer_list<int64_t> shape) {
+  const bool ok = a.dtype() == dtype && a.rank() == int(shape.size()) &&
+                  std::equal(shape.begin(), shape.end(), a.shape().begin());
+  if (ok) return absl::OkStatus();
+  std::string want;
+  for (int64_t s : shape) absl::StrAppend(&want, want.empty() ? "" : ",", s);
+  return Error(name, " is ", a.ToString(), ", expected ", DTypeName(dtype), "[",
+               want, "]");
+}
+
+}  // namespace
+
+absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
+                                    const ArrayRef& v, const ArrayRef& out,
+                                    const ArrayRef& d_out, const ArrayRef& lse,
+                                    const ArrayRef& dq, const ArrayRef& dk,
+                                    const ArrayRef& dv,
+                                    const FlashAttentionOptions& o) {
+  const DType dt = q.dtype();
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) {
+    return Error("input 0 ('q') has dtype ", DTypeName(dt),
+                 "; f32, bf16 and f16 are supported");
+  }
+  if (q.rank() != 4 || k.rank() != 4) {
+    return Error("input 0 ('q') ", q.ToString(), " and input 1 ('k') ",
+                 k.ToString(), " must be [B, H, Sq, D] and [B, Hkv, Skv, D]");
+  }
+  const int64_t b = q.dim(0), h = q.dim(1), sq = q.dim(2), d = q.dim(3);
+  const int64_t hkv = k.dim(1), skv = k.dim(2);
+  if (hkv == 0 || h % hkv != 0) {
+    return Error("input 1 ('k') ", k.ToString(), " has ", hkv,
+                 " kv heads; input 0 ('q') ", q.ToString(), " has ", h,
+                 ", which must be a multiple");
+  }
+  if (b == 0 || sq == 0 || skv == 0 || d == 0) {
+    return Error("empty input 0 ('q') ", q.ToString(), " or input 1 ('k') ",
+                 k.ToString());
+  }
+  if (o.block_q <= 0 || o.block_k <= 0) {
+    return Error("blocks (", o.block_q, ", ", o.block_k, ") must be positive");
+  }
+  MESHDMA_RETURN_IF_ERROR(CheckShape(k, "input 1 ('k')", dt, {b, hkv, skv, d}));
+  MESHDMA_RETURN_IF_ERROR(CheckShape(v, "input 2 ('v')", dt, {b, hkv, skv, d}));
+  MESHDMA_RETURN_IF_ERROR(
+      CheckShape(out, "input 3 ('out')", dt, {b, h, sq, d}));
+  MESHDMA_RETURN_IF_ERROR(
+      CheckShape(d_out, "input 4 ('d_out')", dt, {b, h, sq, d}));
+  MESHDMA_RETURN_IF_ERROR(
+      CheckShape(lse, "input 5 ('lse')", DType::kF32, {b, h, sq}));
+  MESHDMA_RETURN_IF_ERROR(CheckShape(dq, "output 0 ('dq')", dt, {b, h, sq, d}));
+  MESHDMA_RETURN_IF_ERROR(
+      CheckShape(dk, "output 1 ('dk')", dt, {b, hkv, skv, d}));
+  MESHDMA_RETURN_IF_ERROR(
+      CheckShape(dv, "output 2 ('dv')", dt, {b, hkv, skv, d}));
+
+  Geometry g;
+  g.b = b;
+  g.h = h;
+  g.hkv = hkv;
+  g.group = h / hkv;
+  g.sq = sq;
+  g.skv = skv;
+  g.d = d;
+  g.bq = std::min(o.block_q, sq);
+  g.bk = std::min(o.block_k, skv);
+  g.nq = CeilDiv(sq, g.bq);
+  g.nk = CeilDiv(skv, g.bk);
+  g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  g.causal = o.causal;
+  g.dtype = dt;
+
+  using G = std::span<const int64_t>;
+  using V = std::vector<int64_t>;
+  const V q_block = {kSqueezed, kSqueezed, g.bq, d};
+  const V k_block = {kSqueezed, kSqueezed, g.bk, d};
+  const V lse_block = {kSqueezed, kSqueezed, g.bq};
+  const ArrayRef ins[] = {q, k, v, out, d_out, lse};
+  const std::vector<std::string> in_names = {"q",   "k",     "v",
+                                             "out", "d_out", "lse"};
+
+  // Kernel 1: dk, dv. Query blocks a key block does not need map to the
+  // first one it needs, so they are not copied again.
+  {
+    PallasCallParams p;
+    p.name = "flash_attention_bwd_dkdv";
+    p.grid = {b, hkv, g.nk, g.group * g.nq};
+    auto q_map = [g](G x) {
+      const int64_t i = std::max(x[3] % g.nq, FirstQueryBlock(g, x[2]));
+      return V{x[0], x[1] * g.group + x[3] / g.nq, i, 0};
+    };
+    auto lse_map = [q_map](G x) {
+      V r = q_map(x);
+      r.pop_back();
+      return r;
+    };
+    auto k_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
+    p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map},
+                  {q_block, q_map}, {q_block, q_map}, {lse_block, lse_map}};
+    p.out_specs = {{k_block, k_map}, {k_block, k_map}};
+    p.scratch_shapes = Scratch(g, true);
+    p.input_names = in_names;
+    p.output_names = {"dk", "dv"};
+    p.stats = o.stats;
+    const ArrayRef outs[] = {dk, dv};
+    MESHDMA_RETURN_IF_ERROR(pallas_call(
+        p, [g](const KernelArgs& a) { return DkDvBody(g, a); }, ins, outs));
+  }
+  // Kernel 2: dq. Key blocks above the diagonal repeat the last needed one.
+  PallasCallParams p;
+  p.name = "flash_attention_bwd_dq";
+  p.grid = {b, h, g.nq, g.nk};
+  auto q_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
+  auto lse_map = [](G x) { return V{x[0], x[1], x[2]}; };
+  auto k_map = [g](G x) {
+    return V{x[0], x[1] / g.group, std::min(x[3], LastKeyBlock(g, x[2])), 0};
+  };
+  p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map},
+                {q_block, q_map}, {q_block, q_map}, {lse_block, lse_map}};
+  p.out_specs = {{q_block, q_map}};
+  p.scratch_shapes = Scratch(g, false);
+  p.input_names = in_names;
+  p.output_names = {"dq"};
+  return pallas_call(p, [g](const KernelArgs& a) { return DqBody(g, a); }, ins,
+                     {&dq, 1});
+}
+
+}  // namespace meshdma

@@ -1,0 +1,115 @@
+#include "meshdma/kernels/ops/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/kernels/blas.h"
+
+namespace meshdma {
+
+absl::string_view ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+    case Activation::kSilu:
+      return "silu";
+  }
+  return "?";
+}
+
+float ApplyActivation(Activation a, float v) {
+  switch (a) {
+    case Activation::kNone:
+      return v;
+    case Activation::kRelu:
+      return v > 0 ? v : 0.0f;
+    case Activation::kGelu:  // tanh approximation, as jax.nn.gelu.
+      return 0.5f * v *
+             (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
+    case Activation::kSilu:
+      return v / (1.0f + std::exp(-v));
+  }
+  return v;
+}
+
+absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
+                                    const MatmulOptions& o) {
+  if (o.block_m <= 0 || o.block_n <= 0 || o.block_k <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'matmul': block sizes (", o.block_m, ", ",
+                     o.block_n, ", ", o.block_k, ") must be positive"));
+  }
+  // Blocks never exceed the array (small operands get one whole block).
+  const int64_t bm = std::min(o.block_m, std::max<int64_t>(m, 1));
+  const int64_t bn = std::min(o.block_n, std::max<int64_t>(n, 1));
+  const int64_t bk = std::min(o.block_k, std::max<int64_t>(k, 1));
+  auto cdiv = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  Kernel kernel;
+  PallasCallParams& p = kernel.params;
+  p.name = "matmul";
+  p.grid = {cdiv(m, bm), cdiv(n, bn), cdiv(k, bk)};
+  using G = std::span<const int64_t>;
+  p.in_specs = {{{bm, bk},
+                 [](G g) {
+                   return std::vector<int64_t>{g[0], g[2]};
+                 }},
+                {{bk, bn}, [](G g) {
+                   return std::vector<int64_t>{g[2], g[1]};
+                 }}};
+  p.out_specs = {{{bm, bn}, [](G g) {
+                    return std::vector<int64_t>{g[0], g[1]};
+                  }}};
+  p.out_shape = {{DType::kF32, {m, n}}};
+  p.scratch_shapes = {VMEM({bm, bn}, DType::kF32)};
+  p.input_names = {"x", "y"};
+  p.output_names = {"out"};
+  p.stats = o.stats;
+  const Activation act = o.activation;
+  kernel.body = [bm, bn, bk, act](const KernelArgs& a) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Ref<float> x, a.in<float>(0));
+    MESHDMA_ASSIGN_OR_RETURN(Ref<float> y, a.in<float>(1));
+    MESHDMA_ASSIGN_OR_RETURN(Ref<float> out, a.out<float>(0));
+    MESHDMA_ASSIGN_OR_RETURN(Ref<float> acc, a.scratch<float>(0));
+    // Step 1: acc = 0 at the first k block, then acc += x_blk @ y_blk.
+    const bool first = program_id(2) == 0;
+    Gemm(false, false, bm, bn, bk, 1.0f, x.data(), bk, y.data(), bn,
+         first ? 0.0f : 1.0f, acc.data(), bn);
+    // Step 2: at the last k block, the fused activation into the output.
+    if (program_id(2) == num_programs(2) - 1) {
+      const float* s = acc.data();
+      float* d = out.data();
+      const int64_t total = bm * bn;
+      if (act == Activation::kNone) {
+        std::copy(s, s + total, d);
+      } else if (act == Activation::kRelu) {
+        for (int64_t i = 0; i < total; ++i) d[i] = s[i] > 0 ? s[i] : 0.0f;
+      } else {
+        for (int64_t i = 0; i < total; ++i) d[i] = ApplyActivation(act, s[i]);
+      }
+    }
+    return absl::OkStatus();
+  };
+  return kernel;
+}
+
+absl::Status Matmul(const ArrayRef& x, const ArrayRef& y, const ArrayRef& out,
+                    const MatmulOptions& options) {
+  if (x.rank() != 2 || y.rank() != 2 || x.dtype() != DType::kF32 ||
+      y.dtype() != DType::kF32 || x.dim(1) != y.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel 'matmul': input 0 ('x') ", x.ToString(), " and input 1 ('y') ",
+        y.ToString(), " are not f32 matrices [m, k] and [k, n]"));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(Kernel kernel,
+                           MatmulKernel(x.dim(0), y.dim(1), x.dim(1), options));
+  const ArrayRef ins[] = {x, y};
+  return kernel(ins, {&out, 1});
+}
+
+}  // namespace meshdma

@@ -1,0 +1,138 @@
+#include "meshdma/kernels/pallas_call.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/kernels/internal/pipeline_runner.h"
+
+namespace meshdma {
+
+absl::string_view MemorySpaceName(MemorySpace space) {
+  switch (space) {
+    case MemorySpace::kAny:
+      return "ANY";
+    case MemorySpace::kVmem:
+      return "VMEM";
+    case MemorySpace::kSmem:
+      return "SMEM";
+  }
+  return "?";
+}
+
+const ArrayRef* KernelArgs::Operand(bool input, int i) const {
+  const auto& v = input ? inputs_ : outputs_;
+  if (i < 0 || i >= static_cast<int>(v.size())) return nullptr;
+  return &v[i];
+}
+
+absl::StatusOr<ArrayRef> KernelArgs::scratch_buffer(int i) const {
+  if (i < 0 || i >= num_scratch()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", *name_, "': scratch ", i, " requested, the kernel has ",
+        num_scratch(), " scratch operands"));
+  }
+  if (const ArrayRef* a = std::get_if<ArrayRef>(&scratch_[i])) return *a;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel '", *name_, "': scratch ", i, " is a semaphore, not a buffer"));
+}
+
+absl::StatusOr<Semaphore> KernelArgs::semaphore(int i) const {
+  if (i >= 0 && i < num_scratch()) {
+    if (const Semaphore* s = std::get_if<Semaphore>(&scratch_[i])) return *s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel '", *name_, "': scratch ", i, " is not a single semaphore"));
+}
+
+absl::StatusOr<SemaphoreArray> KernelArgs::semaphores(int i) const {
+  if (i >= 0 && i < num_scratch()) {
+    if (const SemaphoreArray* s = std::get_if<SemaphoreArray>(&scratch_[i])) {
+      return *s;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel '", *name_, "': scratch ", i, " is not a semaphore array"));
+}
+
+absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
+                         std::span<const ArrayRef> inputs,
+                         std::span<const ArrayRef> outputs) {
+  if (!body) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", params.name, "': no body"));
+  }
+  // Scratch requests are checked before anything is allocated.
+  for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
+    const ScratchShape& s = params.scratch_shapes[i];
+    if (const auto* b = std::get_if<BufferScratch>(&s)) {
+      bool bad = b->memory_space == MemorySpace::kAny ||
+                 b->shape.size() > static_cast<size_t>(kMaxRank);
+      for (int64_t d : b->shape) bad = bad || d < 0;
+      if (bad) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel '", params.name, "': scratch ", i, " ",
+                         MemorySpaceName(b->memory_space), " ",
+                         DTypeName(b->dtype), "[", absl::StrJoin(b->shape, ","),
+                         "] is not a valid VMEM/SMEM buffer request"));
+      }
+    } else {
+      const auto& sem = std::get<SemaphoreScratch>(s);
+      if (sem.count < 0 || sem.type == SemaphoreType::kBarrier) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", params.name, "': scratch ", i, " asks for ", sem.count,
+            " ", SemaphoreTypeName(sem.type),
+            " semaphores; scratch semaphores are REGULAR or DMA, count >= 0 "
+            "(barrier semaphores come from collective_id)"));
+      }
+    }
+  }
+  kernels_internal::PipelineRequest req;
+  req.name = &params.name;
+  req.grid = params.grid;
+  req.in_specs = &params.in_specs;
+  req.out_specs = &params.out_specs;
+  req.input_names = &params.input_names;
+  req.output_names = &params.output_names;
+  req.batching = &params.batching;
+  req.out_shape = &params.out_shape;
+  req.allow_partial_blocks = params.allow_partial_blocks;
+  req.stats = params.stats;
+  MESHDMA_ASSIGN_OR_RETURN(
+      auto runner, kernels_internal::PipelineRunner::Plan(req, inputs, outputs));
+
+  KernelOptions kopts;
+  kopts.name = params.name;
+  kopts.entry_barrier = params.entry_barrier;
+  kopts.collective_id = params.collective_id;
+  return RunKernel(kopts, [&]() -> absl::Status {
+    std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch;
+    for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
+      const ScratchShape& s = params.scratch_shapes[i];
+      if (const auto* b = std::get_if<BufferScratch>(&s)) {
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef a,
+                                 AllocateSymmetric(b->dtype, b->shape));
+        scratch.emplace_back(a);
+      } else {
+        const auto& sem = std::get<SemaphoreScratch>(s);
+        const std::string name = absl::StrCat(params.name, " scratch ", i);
+        if (sem.count == 0) {
+          MESHDMA_ASSIGN_OR_RETURN(Semaphore one,
+                                   AllocateSemaphore(sem.type, name));
+          scratch.emplace_back(one);
+        } else {
+          MESHDMA_ASSIGN_OR_RETURN(
+              SemaphoreArray arr,
+              AllocateSemaphoreArray(sem.type, sem.count, name));
+          scratch.emplace_back(arr);
+        }
+      }
+    }
+    return runner.Run(body, std::move(scratch));
+  });
+}
+
+}  // namespace meshdma

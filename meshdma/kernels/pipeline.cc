@@ -1,0 +1,538 @@
+#include "meshdma/kernels/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/kernels/internal/pipeline_runner.h"
+
+namespace meshdma {
+namespace kernels_internal {
+namespace {
+
+thread_local GridScope* current_grid = nullptr;
+
+std::string Label(bool output, int i, const std::vector<std::string>* names) {
+  std::string s = absl::StrCat(output ? "output " : "input ", i);
+  if (names != nullptr && i < static_cast<int>(names->size()) &&
+      !(*names)[i].empty()) {
+    absl::StrAppend(&s, " ('", (*names)[i], "')");
+  }
+  return s;
+}
+
+std::string Tuple(std::span<const int64_t> v) {
+  return absl::StrCat("(", absl::StrJoin(v, ", "), ")");
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+GridScope::GridScope(const std::vector<int64_t>* grid, int batch_axes)
+    : grid_(grid), batch_axes_(batch_axes), prev_(current_grid) {
+  current_grid = this;
+}
+GridScope::~GridScope() { current_grid = prev_; }
+
+absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
+    const PipelineRequest& req, std::span<const ArrayRef> inputs,
+    std::span<const ArrayRef> outputs) {
+  PipelineRunner p;
+  p.name_ = *req.name;
+  p.stats_ = req.stats;
+  const std::string& name = *req.name;
+  const int n_in = static_cast<int>(inputs.size());
+  const int n_out = static_cast<int>(outputs.size());
+  const bool default_specs = req.in_specs->empty() && req.out_specs->empty();
+  if (!default_specs && (static_cast<int>(req.in_specs->size()) != n_in ||
+                         static_cast<int>(req.out_specs->size()) != n_out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", name, "': ", req.in_specs->size(),
+                     " in_specs and ", req.out_specs->size(), " out_specs for ",
+                     n_in, " inputs and ", n_out, " outputs"));
+  }
+  for (int64_t g : req.grid) {
+    if (g < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", name, "': negative grid ", Tuple(req.grid)));
+    }
+  }
+
+  // 1. Strip the batch axes (outermost vmap first) to get the shapes the
+  //    kernel's own specs were written for.
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ArrayRef& a : inputs)
+    shapes.emplace_back(a.shape().begin(), a.shape().end());
+  for (const ArrayRef& a : outputs)
+    shapes.emplace_back(a.shape().begin(), a.shape().end());
+  const std::vector<BatchAxes> empty_batching;
+  const std::vector<BatchAxes>& layers =
+      req.batching != nullptr ? *req.batching : empty_batching;
+  std::vector<int64_t> batch_sizes(layers.size());
+  // axis_of[layer][operand]: mapped dimension or -1.
+  std::vector<std::vector<int>> axis_of(layers.size());
+  for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
+    const BatchAxes& b = layers[l];
+    if (static_cast<int>(b.in_axes.size()) != n_in ||
+        (!b.out_axes.empty() && static_cast<int>(b.out_axes.size()) != n_out)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", name, "': vmap with ", b.in_axes.size(),
+                       " in_axes and ", b.out_axes.size(), " out_axes for ",
+                       n_in, " inputs and ", n_out, " outputs"));
+    }
+    int64_t size = -1;
+    for (int i = 0; i < n_in + n_out; ++i) {
+      int ax = -1;
+      if (i < n_in) {
+        ax = b.in_axes[i].has_value() ? *b.in_axes[i] : -1;
+      } else {
+        ax = b.out_axes.empty() ? 0 : b.out_axes[i - n_in];
+      }
+      axis_of[l].push_back(ax);
+      if (ax < 0) continue;
+      const std::string label =
+          Label(i >= n_in, i < n_in ? i : i - n_in,
+                i < n_in ? req.input_names : req.output_names);
+      if (ax >= static_cast<int>(shapes[i].size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': vmap axis ", ax, " of ", label, " of shape [",
+            absl::StrJoin(shapes[i], ","), "] is out of range"));
+      }
+      if (size >= 0 && shapes[i][ax] != size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': vmap batch size ", shapes[i][ax], " of ",
+            label, " (axis ", ax, ") differs from ", size));
+      }
+      size = shapes[i][ax];
+      shapes[i].erase(shapes[i].begin() + ax);
+    }
+    if (size < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", name, "': vmap maps no operand"));
+    }
+    batch_sizes[l] = size;
+  }
+
+  // The optional `out_shape` describes the unbatched outputs.
+  if (req.out_shape != nullptr && !req.out_shape->empty()) {
+    if (static_cast<int>(req.out_shape->size()) != n_out) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel '", name, "': out_shape lists ", req.out_shape->size(),
+          " outputs, ", n_out, " were given"));
+    }
+    for (int i = 0; i < n_out; ++i) {
+      const ShapeDtype& want = (*req.out_shape)[i];
+      const std::vector<int64_t>& got = shapes[n_in + i];
+      if (want.dtype != outputs[i].dtype() || want.shape != got) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': ", Label(true, i, req.output_names), " is ",
+            outputs[i].ToString(), ", out_shape says ", DTypeName(want.dtype),
+            "[", absl::StrJoin(want.shape, ","), "]",
+            layers.empty() ? "" : " (per batch element)"));
+      }
+    }
+  }
+
+  // 2. Resolve each operand's spec against its unbatched shape.
+  for (int i = 0; i < n_in + n_out; ++i) {
+    const bool out = i >= n_in;
+    const int idx = out ? i - n_in : i;
+    Operand op;
+    op.is_output = out;
+    op.index = idx;
+    op.label = Label(out, idx, out ? req.output_names : req.input_names);
+    op.array = out ? outputs[idx] : inputs[i];
+    BlockSpec spec;
+    if (!default_specs) spec = out ? (*req.out_specs)[idx] : (*req.in_specs)[i];
+    op.space = spec.memory_space;
+    const std::vector<int64_t>& shape = shapes[i];
+    const int rank = static_cast<int>(shape.size());
+    if (op.space == MemorySpace::kAny) {
+      for (size_t l = 0; l < layers.size(); ++l) {
+        if (axis_of[l][i] >= 0) {
+          return absl::UnimplementedError(absl::StrCat(
+              "kernel '", name, "': ", op.label,
+              " is in ANY memory and mapped by vmap; map only VMEM operands"));
+        }
+      }
+      p.ops_.push_back(std::move(op));
+      continue;
+    }
+    std::vector<int64_t> block = spec.block_shape;
+    if (block.empty()) block = shape;
+    if (static_cast<int>(block.size()) != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel '", name, "': block shape [", absl::StrJoin(block, ","),
+          "] of ", op.label, " has rank ", block.size(), " but the operand is ",
+          DTypeName(op.array.dtype()), "[", absl::StrJoin(shape, ","), "]"));
+    }
+    std::vector<bool> squeezed(rank, false);
+    for (int d = 0; d < rank; ++d) {
+      if (block[d] == kSqueezed) {
+        squeezed[d] = true;
+        block[d] = 1;
+      } else if (block[d] <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("kernel '", name, "': block shape [",
+                         absl::StrJoin(spec.block_shape, ","), "] of ",
+                         op.label, " has a non-positive dimension ", d));
+      }
+      if (!req.allow_partial_blocks && shape[d] % block[d] != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': block shape [",
+            absl::StrJoin(spec.block_shape, ","), "] does not tile ", op.label,
+            " of shape [", absl::StrJoin(shape, ","), "] (dimension ", d, ": ",
+            shape[d], " is not a multiple of ", block[d],
+            "); this kernel needs divisible shapes"));
+      }
+    }
+    IndexMap map = spec.index_map;
+    if (!map) {
+      map = [rank](std::span<const int64_t>) {
+        return std::vector<int64_t>(rank, 0);
+      };
+    }
+    // 3. Apply the batch layers innermost first: each prepends a grid axis
+    //    and, for a mapped operand, a squeezed block dimension indexed by it.
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const int ax = axis_of[l][i];
+      if (ax >= 0) {
+        block.insert(block.begin() + ax, 1);
+        squeezed.insert(squeezed.begin() + ax, true);
+        map = [inner = std::move(map), ax](std::span<const int64_t> g) {
+          std::vector<int64_t> r = inner(g.subspan(1));
+          r.insert(r.begin() + std::min<size_t>(ax, r.size()), g[0]);
+          return r;
+        };
+      } else {
+        map = [inner = std::move(map)](std::span<const int64_t> g) {
+          return inner(g.subspan(1));
+        };
+      }
+    }
+    op.block = std::move(block);
+    op.squeezed = std::move(squeezed);
+    for (size_t d = 0; d < op.block.size(); ++d) {
+      if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
+    }
+    op.map = std::move(map);
+    p.ops_.push_back(std::move(op));
+  }
+
+  // 4. The full grid: batch axes (outermost first), then the kernel's own.
+  p.grid_ = req.grid;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    p.grid_.insert(p.grid_.begin(), batch_sizes[l]);
+  }
+  p.batch_axes_ = static_cast<int>(layers.size());
+  p.steps_ = 1;
+  for (int64_t g : p.grid_) p.steps_ *= g;
+
+  // 5. Every staged operand's block index at every grid point, checked
+  //    against the number of blocks; outputs must not come back to a block
+  //    they left.
+  const int grank = static_cast<int>(p.grid_.size());
+  std::vector<int64_t> gidx(grank, 0);
+  for (Operand& op : p.ops_) {
+    if (op.space == MemorySpace::kAny) continue;
+    op.schedule.resize(static_cast<size_t>(p.steps_) * op.block.size());
+  }
+  std::vector<std::set<std::vector<int64_t>>> finished(p.ops_.size());
+  for (int64_t s = 0; s < p.steps_; ++s) {
+    for (size_t o = 0; o < p.ops_.size(); ++o) {
+      Operand& op = p.ops_[o];
+      if (op.space == MemorySpace::kAny) continue;
+      const int rank = static_cast<int>(op.block.size());
+      std::vector<int64_t> b = op.map(gidx);
+      if (static_cast<int>(b.size()) != rank) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kernel '", name, "': the index map of ", op.label, " returned ",
+            b.size(), " block indices ", Tuple(b), " at grid point ",
+            Tuple(gidx), " for a rank-", rank, " operand"));
+      }
+      for (int d = 0; d < rank; ++d) {
+        const int64_t nb = CeilDiv(op.array.dim(d), op.block[d]);
+        if (b[d] < 0 || b[d] >= std::max<int64_t>(nb, 1)) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "kernel '", name, "': the index map of ", op.label,
+              " returned block ", Tuple(b), " at grid point ", Tuple(gidx),
+              "; dimension ", d, " of ", op.array.ToString(), " has ", nb,
+              " blocks of ", op.block[d]));
+        }
+      }
+      int64_t* dst = op.schedule.data() + s * rank;
+      const bool changed = s > 0 && !std::equal(b.begin(), b.end(), dst - rank);
+      if (changed) op.ever_changes = true;
+      if (op.is_output && changed) {
+        finished[o].insert(std::vector<int64_t>(dst - rank, dst));
+        if (finished[o].count(b) > 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "kernel '", name, "': ", op.label, " block ", Tuple(b),
+              " is revisited at grid point ", Tuple(gidx),
+              " after other blocks were written; the grid points that write "
+              "one output block must be consecutive"));
+        }
+      }
+      std::copy(b.begin(), b.end(), dst);
+    }
+    for (int d = grank - 1; d >= 0; --d) {
+      if (++gidx[d] < p.grid_[d]) break;
+      gidx[d] = 0;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+// Staging state of one VMEM/SMEM operand.
+struct Stage {
+  ArrayRef buf[2];
+  ArrayRef view[2];
+  SemaphoreArray sems;
+  int nbuf = 1;
+  int cur = 0;
+  bool pending[2] = {false, false};
+  AsyncCopyDescriptor desc[2];
+  std::vector<int64_t> valid_view;
+};
+
+}  // namespace
+
+absl::Status PipelineRunner::Run(
+    const KernelBody& body,
+    std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch) {
+  KernelArgs args;
+  args.name_ = &name_;
+  args.scratch_ = std::move(scratch);
+  int n_in = 0, n_out = 0;
+  for (const Operand& op : ops_) (op.is_output ? n_out : n_in)++;
+  args.inputs_.resize(n_in);
+  args.outputs_.resize(n_out);
+  args.in_valid_.resize(n_in);
+  args.out_valid_.resize(n_out);
+  if (stats_ != nullptr) {
+    stats_->input_copies.assign(n_in, 0);
+    stats_->output_copies.assign(n_out, 0);
+    stats_->grid_steps = steps_;
+  }
+
+  // Step 1: staging buffers (two when the block index ever changes, so the
+  // next block's copy overlaps the body on the current one) and one DMA
+  // semaphore per buffer.
+  std::vector<Stage> stages(ops_.size());
+  int64_t vmem_bytes = 0;
+  for (size_t o = 0; o < ops_.size(); ++o) {
+    Operand& op = ops_[o];
+    Stage& st = stages[o];
+    auto& valid =
+        op.is_output ? args.out_valid_[op.index] : args.in_valid_[op.index];
+    if (op.space == MemorySpace::kAny) {
+      (op.is_output ? args.outputs_[op.index] : args.inputs_[op.index]) =
+          op.array;
+      valid.assign(op.array.shape().begin(), op.array.shape().end());
+      continue;
+    }
+    st.nbuf = op.ever_changes ? 2 : 1;
+    for (int b = 0; b < st.nbuf; ++b) {
+      MESHDMA_ASSIGN_OR_RETURN(st.buf[b],
+                               AllocateSymmetric(op.array.dtype(), op.block));
+      MESHDMA_ASSIGN_OR_RETURN(st.view[b], st.buf[b].Reshape(op.view_shape));
+      vmem_bytes += st.buf[b].size_bytes();
+    }
+    MESHDMA_ASSIGN_OR_RETURN(
+        st.sems, AllocateSemaphoreArray(SemaphoreType::kDma, st.nbuf,
+                                        absl::StrCat(name_, " ", op.label)));
+  }
+  for (const auto& s : args.scratch_) {
+    if (const ArrayRef* a = std::get_if<ArrayRef>(&s))
+      vmem_bytes += a->size_bytes();
+  }
+  if (stats_ != nullptr) stats_->vmem_bytes = vmem_bytes;
+
+  std::vector<int64_t> starts, valid_full, zeros;
+  // The array region and valid extents of `op`'s block at step `s`.
+  auto region = [&](const Operand& op, int64_t s) {
+    const int rank = static_cast<int>(op.block.size());
+    const int64_t* b = op.schedule.data() + s * rank;
+    starts.assign(rank, 0);
+    valid_full.assign(rank, 0);
+    zeros.assign(rank, 0);
+    bool partial = false;
+    for (int d = 0; d < rank; ++d) {
+      starts[d] = b[d] * op.block[d];
+      valid_full[d] = std::min(op.block[d], op.array.dim(d) - starts[d]);
+      if (valid_full[d] < op.block[d]) partial = true;
+    }
+    return partial;
+  };
+  auto set_valid_view = [&](const Operand& op, Stage& st) {
+    st.valid_view.clear();
+    for (size_t d = 0; d < op.block.size(); ++d) {
+      if (!op.squeezed[d]) st.valid_view.push_back(valid_full[d]);
+    }
+  };
+  auto fetch = [&](size_t o, int64_t s, int slot) -> absl::Status {
+    const Operand& op = ops_[o];
+    Stage& st = stages[o];
+    if (region(op, s))
+      std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, op.array.Block(starts, valid_full));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
+                             st.buf[slot].Block(zeros, valid_full));
+    st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
+    MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
+    st.pending[slot] = true;
+    if (stats_ != nullptr) ++stats_->input_copies[op.index];
+    return absl::OkStatus();
+  };
+  auto write_back = [&](size_t o, int64_t s, int slot) -> absl::Status {
+    const Operand& op = ops_[o];
+    Stage& st = stages[o];
+    region(op, s);
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
+                             st.buf[slot].Block(zeros, valid_full));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst, op.array.Block(starts, valid_full));
+    st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
+    MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
+    st.pending[slot] = true;
+    if (stats_ != nullptr) ++stats_->output_copies[op.index];
+    return absl::OkStatus();
+  };
+  auto wait_slot = [&](Stage& st, int slot) -> absl::Status {
+    if (!st.pending[slot]) return absl::OkStatus();
+    st.pending[slot] = false;
+    return st.desc[slot].wait();
+  };
+  auto changed = [&](const Operand& op, int64_t s) {
+    const size_t r = op.block.size();
+    const int64_t* b = op.schedule.data() + s * r;
+    return !std::equal(b, b + r, b - r);
+  };
+
+  GridScope grid_scope(&grid_, batch_axes_);
+  std::vector<int64_t> gidx(grid_.size(), 0);
+  grid_scope.set_index(gidx.data());
+
+  auto loop = [&]() -> absl::Status {
+    if (steps_ == 0) return absl::OkStatus();
+    // Step 2 (prologue): start the first block of every input.
+    for (size_t o = 0; o < ops_.size(); ++o) {
+      if (ops_[o].space != MemorySpace::kAny && !ops_[o].is_output) {
+        MESHDMA_RETURN_IF_ERROR(fetch(o, 0, 0));
+      }
+    }
+    for (int64_t s = 0; s < steps_; ++s) {
+      const bool last = s + 1 == steps_;
+      for (size_t o = 0; o < ops_.size(); ++o) {
+        const Operand& op = ops_[o];
+        if (op.space == MemorySpace::kAny) continue;
+        Stage& st = stages[o];
+        if (!op.is_output) {
+          // Step 3a: wait for this step's input block, then start the next
+          // step's copy into the other buffer if its index changes.
+          MESHDMA_RETURN_IF_ERROR(wait_slot(st, st.cur));
+          if (!last && changed(op, s + 1)) {
+            MESHDMA_RETURN_IF_ERROR(fetch(o, s + 1, st.cur ^ 1));
+          }
+        } else if (s > 0 && changed(op, s)) {
+          // Step 3b: a new output block goes to the other buffer, once its
+          // previous write-back has finished.
+          st.cur ^= 1;
+          MESHDMA_RETURN_IF_ERROR(wait_slot(st, st.cur));
+        }
+        region(op, s);
+        set_valid_view(op, st);
+        if (op.is_output) {
+          args.outputs_[op.index] = st.view[st.cur];
+          args.out_valid_[op.index] = st.valid_view;
+        } else {
+          args.inputs_[op.index] = st.view[st.cur];
+          args.in_valid_[op.index] = st.valid_view;
+        }
+      }
+      // Step 4: the body.
+      absl::Status status = body(args);
+      if (!status.ok()) {
+        return absl::Status(
+            status.code(),
+            absl::StrCat("kernel '", name_, "' failed at grid point ",
+                         Tuple(gidx), ": ", status.message()));
+      }
+      // Step 5: write back output blocks that the next step leaves (or all
+      // at the end); advance input buffers whose next block was prefetched.
+      for (size_t o = 0; o < ops_.size(); ++o) {
+        const Operand& op = ops_[o];
+        if (op.space == MemorySpace::kAny) continue;
+        Stage& st = stages[o];
+        const bool leaves = last || changed(op, s + 1);
+        if (op.is_output && leaves) {
+          MESHDMA_RETURN_IF_ERROR(write_back(o, s, st.cur));
+        } else if (!op.is_output && !last && changed(op, s + 1)) {
+          st.cur ^= 1;
+        }
+      }
+      for (int d = static_cast<int>(grid_.size()) - 1; d >= 0; --d) {
+        if (++gidx[d] < grid_[d]) break;
+        gidx[d] = 0;
+      }
+    }
+    return absl::OkStatus();
+  };
+  absl::Status status = loop();
+  // Step 6: drain every copy still in flight (also after an error, so no
+  // DMA outlives its buffers and every semaphore returns to 0).
+  for (Stage& st : stages) {
+    for (int b = 0; b < 2; ++b) {
+      absl::Status w = wait_slot(st, b);
+      if (status.ok()) status = w;
+    }
+  }
+  return status;
+}
+
+}  // namespace kernels_internal
+
+int64_t program_id(int axis) {
+  const kernels_internal::GridScope* g = kernels_internal::current_grid;
+  if (g == nullptr || g->index_ == nullptr || axis < 0) return -1;
+  const size_t a = static_cast<size_t>(axis + g->batch_axes_);
+  if (a >= g->grid_->size()) return -1;
+  return g->index_[a];
+}
+
+int64_t num_programs(int axis) {
+  const kernels_internal::GridScope* g = kernels_internal::current_grid;
+  if (g == nullptr || axis < 0) return 0;
+  const size_t a = static_cast<size_t>(axis + g->batch_axes_);
+  if (a >= g->grid_->size()) return 0;
+  return (*g->grid_)[a];
+}
+
+absl::Status emit_pipeline(const EmitPipelineParams& params,
+                           const KernelBody& body,
+                           std::span<const ArrayRef> inputs,
+                           std::span<const ArrayRef> outputs) {
+  kernels_internal::PipelineRequest req;
+  req.name = &params.name;
+  req.grid = params.grid;
+  req.in_specs = &params.in_specs;
+  req.out_specs = &params.out_specs;
+  req.input_names = &params.input_names;
+  req.output_names = &params.output_names;
+  req.batching = nullptr;
+  req.allow_partial_blocks = params.allow_partial_blocks;
+  req.stats = params.stats;
+  MESHDMA_ASSIGN_OR_RETURN(
+      auto runner, kernels_internal::PipelineRunner::Plan(req, inputs, outputs));
+  return run_scoped([&]() { return runner.Run(body, {}); });
+}
+
+}  // namespace meshdma

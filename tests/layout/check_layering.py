@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Fails when the library breaks its layering (docs/architecture.md).
+
+Checks every file under meshdma/:
+  1. An include of another meshdma folder names a layer at or below its own:
+     base < topology < dma < kernels < sharding < collectives. Inside a layer,
+     kernels/ops may use the kernels engine (not the reverse) and
+     collectives/fused may use the collectives (not the reverse).
+  2. Only files under meshdma/dma/transport/mpi/ include <mpi.h>.
+  3. Transports are leaves: files under meshdma/dma/transport/ include nothing
+     of dma/ outside dma/transport/ except the op record's own dependencies
+     (dma/internal/copy_plan.h, dma/internal/semaphore_cell.h,
+     dma/observer.h, dma/semaphore.h).
+  4. Installed (public) headers include no internal header of another layer,
+     and none of dma/internal or dma/transport.
+  5. No file of the repository refers outside it (../shared, design notes).
+Usage: check_layering.py REPO_ROOT [PUBLIC_HEADER ...]
+"""
+import os
+import re
+import sys
+
+LAYERS = ["base", "topology", "dma", "kernels", "sharding", "collectives"]
+# Sub-layers: (folder, the folder it sits above within the same layer).
+SUBLAYERS = {"kernels/ops": "kernels", "collectives/fused": "collectives"}
+TRANSPORT_ALLOWED = {
+    "meshdma/dma/internal/copy_plan.h",
+    "meshdma/dma/internal/semaphore_cell.h",
+    "meshdma/dma/observer.h",
+    "meshdma/dma/semaphore.h",
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
+
+
+def layer_of(path):
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "meshdma" else None
+
+
+def sublayer_rank(path):
+    """0 for a layer's base folder, 1 for its sub-layer (ops/, fused/)."""
+    for sub in SUBLAYERS:
+        if path.startswith("meshdma/" + sub + "/"):
+            return 1
+    return 0
+
+
+def main():
+    root = sys.argv[1]
+    public = set(sys.argv[2:])
+    errors = []
+    for dirpath, _, files in os.walk(os.path.join(root, "meshdma")):
+        for name in files:
+            if not name.endswith((".h", ".cc")):
+                continue
+            full = os.path.join(dirpath, name)
+            path = os.path.relpath(full, root)
+            text = open(full, encoding="utf-8").read()
+            me = layer_of(path)
+            for inc in INCLUDE.findall(text):
+                if inc == "mpi.h" and not path.startswith(
+                        "meshdma/dma/transport/mpi/"):
+                    errors.append(f"{path}: includes <mpi.h>; only "
+                                  "meshdma/dma/transport/mpi/ may")
+                if not inc.startswith("meshdma/"):
+                    continue
+                other = layer_of(inc)
+                if other is None or me is None:
+                    continue
+                if LAYERS.index(other) > LAYERS.index(me):
+                    errors.append(f"{path}: includes {inc}, a higher layer "
+                                  f"({other} above {me})")
+                elif other == me and sublayer_rank(inc) > sublayer_rank(path):
+                    errors.append(f"{path}: includes {inc}, which sits above "
+                                  "it in the same layer")
+                if (path.startswith("meshdma/dma/transport/") and
+                        inc.startswith("meshdma/dma/") and
+                        not inc.startswith("meshdma/dma/transport/") and
+                        inc not in TRANSPORT_ALLOWED):
+                    errors.append(f"{path}: a transport includes {inc}; "
+                                  "transports reach the runtime only "
+                                  "through TransportHost (transport.h)")
+                if path in public and (
+                        inc.startswith("meshdma/dma/internal/") or
+                        inc.startswith("meshdma/dma/transport/") or
+                        ("/internal/" in inc and other != me)):
+                    errors.append(f"{path}: a public header includes the "
+                                  f"internal header {inc}")
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git",) and
+                   not d.startswith("build")]
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if not name.endswith((".h", ".cc", ".md", ".txt", ".cmake", ".sh",
+                                  ".py", ".in", ".mlir", ".td")):
+                continue
+            try:
+                text = open(full, encoding="utf-8").read()
+            except UnicodeDecodeError:
+                continue
+            if os.path.abspath(full) == os.path.abspath(__file__):
+                continue
+            if re.search(r"\.\./shared|shared/design|design notes", text):
+                errors.append(f"{os.path.relpath(full, root)}: refers outside "
+                              "the repository")
+    for e in errors:
+        print("layering:", e)
+    print(f"layering: {len(errors)} problem(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
