@@ -10,6 +10,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/InliningUtils.h"
 
 using namespace mlir;
 using namespace meshdma::ir;
@@ -21,7 +22,22 @@ using namespace meshdma::ir;
 #define GET_OP_CLASSES
 #include "meshdma_mlir/MeshDmaOps.cpp.inc"
 
+namespace {
+// meshdma ops carry no region-specific state, so they inline anywhere (the
+// lowering inlines helper functions into their kernels).
+struct MeshDmaInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation*, Region*, bool, IRMapping&) const final {
+    return true;
+  }
+  bool isLegalToInline(Region*, Region*, bool, IRMapping&) const final {
+    return true;
+  }
+};
+}  // namespace
+
 void MeshDmaDialect::initialize() {
+  addInterfaces<MeshDmaInlinerInterface>();
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "meshdma_mlir/MeshDmaTypes.cpp.inc"

@@ -504,7 +504,10 @@ std::unique_ptr<Pass> CreateExpandCollectivesPass() {
   return std::make_unique<ExpandCollectivesPass>();
 }
 
+void RegisterLoweringPasses();  // ToLLVM.cpp
+
 void RegisterMeshDmaPasses() {
+  RegisterLoweringPasses();
   registerPass([] { return CreateVerifyProtocolPass(); });
   registerPass([] { return CreateConvertMeshToMeshDmaPass(); });
   registerPass([] { return CreateExpandCollectivesPass(); });

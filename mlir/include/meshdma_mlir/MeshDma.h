@@ -59,6 +59,12 @@ std::unique_ptr<mlir::Pass> CreateVerifyProtocolPass();
 std::unique_ptr<mlir::Pass> CreateConvertMeshToMeshDmaPass();
 // meshdma-expand-collectives{mesh-shape=...}
 std::unique_ptr<mlir::Pass> CreateExpandCollectivesPass();
+// convert-meshdma-to-llvm: meshdma ops to calls into the C ABI.
+std::unique_ptr<mlir::Pass> CreateConvertMeshDmaToLLVMPass();
+// The whole lowering of a module of kernels to the LLVM dialect (also
+// registered as the pipeline meshdma-lower-to-llvm).
+void BuildLowerToLLVMPipeline(mlir::OpPassManager& pm);
+// Registers every pass above and the pipeline.
 void RegisterMeshDmaPasses();
 
 }  // namespace meshdma::ir
