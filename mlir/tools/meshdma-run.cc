@@ -357,34 +357,50 @@ int main(int argc, char** argv) {
         max_diff = std::max(max_diff, worst);
       }
       if (flags.iterations > 0) {
+        // Rounds of `per` JIT calls then `per` C++ calls, interleaved so
+        // that drift on a shared machine hits both alike; the medians of
+        // the rounds' per-call times are reported.
+        const int rounds = std::max(5, flags.iterations / 20);
+        const int per = std::max(1, flags.iterations / rounds);
+        auto jit_call = [&] { return (*jit)->Run(flags.kernel, args); };
+        auto ref_call = [&] {
+          bool e;
+          return Reference(flags.reference, args[flags.in[0]], *ref, ref_axes,
+                           &e);
+        };
         auto time = [&](auto&& fn) -> absl::StatusOr<double> {
-          for (int w = 0; w < 3; ++w) {
-            absl::Status ws = fn();
-            if (!ws.ok()) return ws;
-          }
           absl::Status bs = meshdma::device_barrier();
           if (!bs.ok()) return bs;
           auto t0 = std::chrono::steady_clock::now();
-          for (int it = 0; it < flags.iterations; ++it) {
+          for (int it = 0; it < per; ++it) {
             absl::Status is = fn();
             if (!is.ok()) return is;
           }
           auto t1 = std::chrono::steady_clock::now();
           return std::chrono::duration<double, std::micro>(t1 - t0).count() /
-                 flags.iterations;
+                 per;
         };
-        auto j = time([&] { return (*jit)->Run(flags.kernel, args); });
-        if (!j.ok()) return j.status();
-        auto r = time([&] {
-          bool e;
-          return Reference(flags.reference, args[flags.in[0]], *ref, ref_axes,
-                           &e);
-        });
-        if (!r.ok()) return r.status();
+        for (int w = 0; w < 3; ++w) {
+          if (absl::Status ws = jit_call(); !ws.ok()) return ws;
+          if (absl::Status ws = ref_call(); !ws.ok()) return ws;
+        }
+        std::vector<double> js, rs;
+        for (int r = 0; r < rounds; ++r) {
+          auto j = time(jit_call);
+          if (!j.ok()) return j.status();
+          auto c = time(ref_call);
+          if (!c.ok()) return c.status();
+          js.push_back(*j);
+          rs.push_back(*c);
+        }
+        auto median = [](std::vector<double> v) {
+          std::sort(v.begin(), v.end());
+          return v[v.size() / 2];
+        };
         std::lock_guard<std::mutex> lock(mu);
         if (d == 0) {
-          jit_us = *j;
-          ref_us = *r;
+          jit_us = median(js);
+          ref_us = median(rs);
         }
       }
     }
@@ -404,9 +420,10 @@ int main(int argc, char** argv) {
                 << " (max |diff| " << max_diff << ")";
     std::cout << "\n";
     if (flags.iterations > 0)
-      std::cout << "meshdma-run: per call over " << flags.iterations
-                << " calls: jit " << jit_us << " us, c++ " << ref_us
-                << " us, ratio " << (ref_us > 0 ? jit_us / ref_us : 0) << "\n";
+      std::cout << "meshdma-run: per call (median of interleaved rounds, "
+                << flags.iterations << " calls each): jit " << jit_us
+                << " us, c++ " << ref_us << " us, ratio "
+                << (ref_us > 0 ? jit_us / ref_us : 0) << "\n";
   }
   return 0;
 }
