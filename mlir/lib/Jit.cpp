@@ -11,6 +11,7 @@
 #include "meshdma/collectives/collectives.h"
 #include "meshdma/dma/c_api.h"
 #include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
 #include "meshdma_mlir/MeshDma.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -101,6 +102,9 @@ struct JitModule::Impl {
   struct Kernel {
     std::vector<KernelArg> args;
     KernelOptions options;
+    // The kernel's mesh: axis names and sizes (-1 for `?`).
+    std::vector<std::pair<std::string, int64_t>> mesh_axes;
+    std::string mesh_name;
     void (*fn)(void**) = nullptr;
   };
   std::unique_ptr<mlir::ExecutionEngine> engine;
@@ -191,6 +195,13 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
     if (auto id = f->getAttrOfType<mlir::IntegerAttr>(
             ir::MeshDmaDialect::kCollectiveIdAttr))
       k.options.collective_id = static_cast<int>(id.getInt());
+    if (auto mesh = ir::GetKernelMesh(f)) {
+      k.mesh_name = mesh->op.getSymName().str();
+      for (size_t a = 0; a < mesh->axes.size(); ++a)
+        k.mesh_axes.emplace_back(
+            mesh->axes[a],
+            mlir::ShapedType::isDynamic(mesh->shape[a]) ? -1 : mesh->shape[a]);
+    }
     for (mlir::Type t : f.getArgumentTypes()) {
       auto m = llvm::dyn_cast<mlir::MemRefType>(t);
       std::optional<DType> dt =
@@ -266,6 +277,18 @@ absl::Status JitModule::Run(std::string_view kernel,
     return absl::InvalidArgumentError(
         absl::StrCat("kernel '", std::string(kernel), "' takes ", k.args.size(),
                      " arguments, got ", args.size()));
+  // The kernel's mesh must be the one it runs on (axis names and the sizes
+  // it fixes).
+  for (const auto& [axis, size] : k.mesh_axes) {
+    absl::StatusOr<int> have = axis_size(axis);
+    if (!have.ok() || (size >= 0 && *have != size))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kernel '", std::string(kernel), "' is written for mesh @",
+          k.mesh_name, " with axis '", axis, "' of size ",
+          size >= 0 ? std::to_string(size) : std::string("?"),
+          have.ok() ? absl::StrCat(", the running mesh has ", *have)
+                    : absl::StrCat(": ", have.status().message())));
+  }
   // Memref descriptors: {allocated, aligned, offset, sizes[r], strides[r]}.
   std::vector<std::vector<int64_t>> descs(args.size());
   std::vector<void*> desc_ptrs(args.size());

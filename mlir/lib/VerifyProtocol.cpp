@@ -49,6 +49,7 @@ namespace {
 
 constexpr int64_t kMaxStepsPerDevice = 20'000'000;
 constexpr int kMaxCallDepth = 64;
+constexpr int64_t kMaxDevices = 4096;
 // Slot 0 of every device is the barrier semaphore; sem_alloc k is slot k+1.
 constexpr int kBarrierSlot = 0;
 
@@ -1219,8 +1220,12 @@ struct VerifyProtocolPass
     auto start = std::chrono::steady_clock::now();
     MeshInfo mesh;
     if (failed(ResolveMesh(f, mesh))) return failure();
-    int n = 1;
-    for (int64_t s : mesh.shape) n *= static_cast<int>(s);
+    int64_t total = 1;
+    for (int64_t s : mesh.shape) total *= s;
+    if (total > kMaxDevices)
+      return f.emitError("the checker handles meshes of up to ")
+             << kMaxDevices << " devices, got " << total;
+    int n = static_cast<int>(total);
     bool entry_barrier = true;
     if (auto b = f->getAttrOfType<BoolAttr>(MeshDmaDialect::kEntryBarrierAttr))
       entry_barrier = b.getValue();
