@@ -35,6 +35,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -601,6 +602,91 @@ struct ConvertMeshDmaToLLVMPass
   }
 };
 
+// meshdma-materialize-grid: a kernel with `meshdma.iteration_bounds` runs
+// its body once per grid point, row-major (last dimension fastest), with its
+// allocations made once per call. The pass hoists the top-level allocations,
+// wraps the rest of the body in an scf.for nest and replaces program_id and
+// num_programs by the induction variables and the bounds.
+struct MaterializeGridPass
+    : public PassWrapper<MaterializeGridPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MaterializeGridPass)
+
+  StringRef getArgument() const final { return "meshdma-materialize-grid"; }
+  StringRef getDescription() const final {
+    return "Turns a kernel's grid (meshdma.iteration_bounds) into an scf.for "
+           "nest with the allocations hoisted";
+  }
+  void getDependentDialects(DialectRegistry& registry) const override {
+    registry.insert<scf::SCFDialect, arith::ArithDialect>();
+  }
+
+  static bool IsAllocation(Operation* op) {
+    return llvm::isa<SemAllocOp, AllocOp, BarrierSemaphoreOp>(op);
+  }
+
+  void runOnOperation() override {
+    bool ok = true;
+    getOperation().walk([&](func::FuncOp f) {
+      auto bounds = f->getAttrOfType<DenseI64ArrayAttr>(
+          MeshDmaDialect::kIterationBoundsAttr);
+      if (!bounds || f.isExternal()) return;
+      if (!f.getBody().hasOneBlock()) {
+        f.emitError("a grid kernel's body must be one block to be lowered");
+        ok = false;
+        return;
+      }
+      Block& body = f.getBody().front();
+      bool nested_alloc = false;
+      f.walk([&](Operation* op) {
+        if (IsAllocation(op) && op->getBlock() != &body) {
+          op->emitError(
+              "allocations in a grid kernel must be at the top "
+              "level of its body (they are made once per call)");
+          nested_alloc = true;
+        }
+      });
+      if (nested_alloc) {
+        ok = false;
+        return;
+      }
+      Operation* ret = body.getTerminator();
+      Location loc = f.getLoc();
+      OpBuilder b(&body, body.begin());
+      // Allocations first, in their order.
+      llvm::SmallVector<Operation*> allocs, rest;
+      for (Operation& op : body.without_terminator())
+        (IsAllocation(&op) ? allocs : rest).push_back(&op);
+      Operation* first_rest = rest.empty() ? ret : rest.front();
+      for (Operation* op : allocs) op->moveBefore(first_rest);
+      b.setInsertionPoint(ret);
+      llvm::SmallVector<Value> ivs;
+      Value c0 = b.create<arith::ConstantIndexOp>(loc, 0);
+      Value c1 = b.create<arith::ConstantIndexOp>(loc, 1);
+      for (int64_t bound : bounds.asArrayRef()) {
+        Value ub = b.create<arith::ConstantIndexOp>(loc, bound);
+        auto loop = b.create<scf::ForOp>(loc, c0, ub, c1);
+        ivs.push_back(loop.getInductionVar());
+        b.setInsertionPoint(loop.getBody()->getTerminator());
+      }
+      Operation* yield = b.getInsertionBlock()->getTerminator();
+      for (Operation* op : rest) op->moveBefore(yield);
+      f.walk([&](ProgramIdOp p) {
+        p.getResult().replaceAllUsesWith(ivs[p.getDimension()]);
+        p.erase();
+      });
+      f.walk([&](NumProgramsOp p) {
+        OpBuilder pb(p);
+        p.getResult().replaceAllUsesWith(pb.create<arith::ConstantIndexOp>(
+            p.getLoc(), bounds[p.getDimension()]));
+        p.erase();
+      });
+      f->removeAttr(MeshDmaDialect::kIterationBoundsAttr);
+      f->removeAttr(MeshDmaDialect::kDimensionSemanticsAttr);
+    });
+    if (!ok) signalPassFailure();
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Pass> CreateConvertMeshDmaToLLVMPass() {
@@ -610,6 +696,7 @@ std::unique_ptr<Pass> CreateConvertMeshDmaToLLVMPass() {
 void BuildLowerToLLVMPipeline(OpPassManager& pm) {
   pm.addPass(createInlinerPass());
   pm.addPass(createSymbolDCEPass());
+  pm.addPass(std::make_unique<MaterializeGridPass>());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createConvertSCFToCFPass());
@@ -619,9 +706,13 @@ void BuildLowerToLLVMPipeline(OpPassManager& pm) {
 
 void RegisterLoweringPasses() {
   registerPass([] { return CreateConvertMeshDmaToLLVMPass(); });
+  registerPass([]() -> std::unique_ptr<Pass> {
+    return std::make_unique<MaterializeGridPass>();
+  });
   PassPipelineRegistration<>(
       "meshdma-lower-to-llvm",
-      "inline, expand-strided-metadata, lower-affine, convert-scf-to-cf, "
+      "inline, meshdma-materialize-grid, expand-strided-metadata, "
+      "lower-affine, convert-scf-to-cf, "
       "convert-meshdma-to-llvm, reconcile-unrealized-casts",
       [](OpPassManager& pm) { BuildLowerToLLVMPipeline(pm); });
 }
