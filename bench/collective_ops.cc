@@ -1,15 +1,20 @@
-// --op all_reduce | all_gather | reduce_scatter | all_to_all: meshdma's
-// collectives (collectives/collectives.h) on a 1-D mesh of every device,
-// against the MPI library's own collective on the same processes, in the same
-// run (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Alltoall).
+// --collective all_reduce | all_gather | reduce_scatter | all_to_all:
+// meshdma's collectives (collectives/collectives.h) on a 1-D mesh of every
+// device, against the MPI library's own collective on the same processes, in
+// the same run (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block,
+// MPI_Alltoall).
 //
 // nccl-tests conventions: all_reduce's size is the bytes per device and
 // busbw = algbw * 2(n-1)/n; for the others size is the total bytes (the
 // gathered output, the scattered input, the exchanged input) and busbw =
-// algbw * (n-1)/n. `--algo` takes auto, ring, bidirectional_ring, one_shot;
-// `--redop` sum, max, min, mean (all_reduce, reduce_scatter). #wrong counts the
-// elements of the last timed call that differ from a closed-form reference on
-// any device. MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
+// algbw * (n-1)/n. In place: all_reduce with `output` as its input,
+// all_gather with its input in this device's block of the output,
+// reduce_scatter with its output in this device's segment of the input;
+// all_to_all has none. `--algo` takes auto, ring, bidirectional_ring,
+// one_shot; `-o` sum, max, min, avg (all_reduce, reduce_scatter). #wrong
+// counts the elements of the -c checked calls (each on freshly written
+// inputs) that differ from a closed-form reference on any device.
+// MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
 // CollectiveOptions::chunk_bytes and num_buffers.
 #include <mpi.h>
 
@@ -17,13 +22,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "meshdma/base/status_macros.h"
 #include "bench/harness.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/collectives.h"
+#include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -81,30 +88,84 @@ void Store(const ArrayRef& a, int64_t i, double v) {
   }
 }
 
-MPI_Datatype MpiType(DType t) {
-  switch (t) {
-    case DType::kU8:
-      return MPI_UINT8_T;
-    case DType::kI32:
-      return MPI_INT32_T;
-    case DType::kI64:
-      return MPI_INT64_T;
-    case DType::kF32:
-      return MPI_FLOAT;
-    case DType::kF64:
-      return MPI_DOUBLE;
-    default:
-      return MPI_DATATYPE_NULL;  // No MPI type for f16 / bf16.
+// MPI has no 16-bit floating-point type: half and bfloat16 travel as a
+// derived 2-byte datatype, reduced by user-defined ops that compute in float.
+template <typename T, ReduceOp kOp>
+void ReduceInFloat(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    b[i] = T(kOp == ReduceOp::kMax   ? std::max(x, y)
+             : kOp == ReduceOp::kMin ? std::min(x, y)
+                                     : x + y);
   }
 }
 
+struct MpiReduction {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  bool derived = false;  // `type` and `op` are ours to free.
+  ~MpiReduction() {
+    if (!derived) return;
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    MPI_Type_free(&type);
+  }
+};
+
+template <typename T>
+MPI_User_function* FloatOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return &ReduceInFloat<T, ReduceOp::kMax>;
+    case ReduceOp::kMin:
+      return &ReduceInFloat<T, ReduceOp::kMin>;
+    default:
+      return &ReduceInFloat<T, ReduceOp::kSum>;
+  }
+}
+
+// The MPI datatype and reduction of `dtype` / `op`; kMean is timed as a sum
+// (MPI has no mean).
+void MakeMpiReduction(DType dtype, ReduceOp op, MpiReduction* r) {
+  switch (dtype) {
+    case DType::kU8:
+      r->type = MPI_UINT8_T;
+      break;
+    case DType::kI32:
+      r->type = MPI_INT32_T;
+      break;
+    case DType::kI64:
+      r->type = MPI_INT64_T;
+      break;
+    case DType::kF32:
+      r->type = MPI_FLOAT;
+      break;
+    case DType::kF64:
+      r->type = MPI_DOUBLE;
+      break;
+    case DType::kF16:
+    case DType::kBF16:
+      r->derived = true;
+      MPI_Type_contiguous(2, MPI_BYTE, &r->type);
+      MPI_Type_commit(&r->type);
+      MPI_Op_create(
+          dtype == DType::kF16 ? FloatOp<Half>(op) : FloatOp<BFloat16>(op),
+          /*commute=*/1, &r->op);
+      return;
+  }
+  r->op = op == ReduceOp::kMax   ? MPI_MAX
+          : op == ReduceOp::kMin ? MPI_MIN
+                                 : MPI_SUM;
+}
+
 absl::StatusOr<ReduceOp> ParseRedop(const std::string& s) {
-  if (s == "sum") return ReduceOp::kSum;
+  if (s == "sum" || s == "none") return ReduceOp::kSum;
   if (s == "max") return ReduceOp::kMax;
   if (s == "min") return ReduceOp::kMin;
-  if (s == "mean" || s == "avg") return ReduceOp::kMean;
+  if (s == "avg") return ReduceOp::kMean;
   return absl::InvalidArgumentError(
-      absl::StrCat("--redop ", s, ": expected sum, max, min or mean"));
+      absl::StrCat("flag -o (--op): bad value '", s, "'"));
 }
 
 absl::StatusOr<CollectiveAlgorithm> ParseAlgorithm(const std::string& s) {
@@ -114,20 +175,9 @@ absl::StatusOr<CollectiveAlgorithm> ParseAlgorithm(const std::string& s) {
     return CollectiveAlgorithm::kBidirectionalRing;
   }
   if (s == "one_shot") return CollectiveAlgorithm::kOneShot;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--algo ", s, ": expected auto, ring, bidirectional_ring or one_shot"));
-}
-
-// MPI_Op of a reduction; kMean is timed as a sum (MPI has no mean).
-MPI_Op MpiOp(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMax:
-      return MPI_MAX;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-    default:
-      return MPI_SUM;
-  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --algo: bad value '", s,
+                   "': expected auto, ring, bidirectional_ring or one_shot"));
 }
 
 double Reduce(ReduceOp op, int n, int64_t i, bool integer) {
@@ -152,20 +202,18 @@ bool Close(double got, double want, DType t) {
 
 enum class Op { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 
-absl::Status RunCollective(BenchContext& ctx, Op op) {
+absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
+                           const std::string& redop_name) {
   Runtime& rt = ctx.runtime();
   const BenchConfig& cfg = ctx.config();
   const int n = ctx.mesh().size();
-  const DType dtype = cfg.dtype;
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
   const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter;
   const bool integer = dtype == DType::kI32 || dtype == DType::kI64;
-  MESHDMA_ASSIGN_OR_RETURN(ReduceOp redop, ParseRedop(cfg.redop));
+  const bool has_in_place = op != Op::kAllToAll;
+  MESHDMA_ASSIGN_OR_RETURN(ReduceOp redop, ParseRedop(redop_name));
   MESHDMA_ASSIGN_OR_RETURN(CollectiveAlgorithm algorithm,
                            ParseAlgorithm(cfg.algorithm));
-  if (reduces && dtype == DType::kU8) {
-    return absl::InvalidArgumentError("reductions do not take u8 (-d)");
-  }
   CollectiveOptions options;
   options.algorithm = algorithm;
   // Pipelining knobs of CollectiveOptions, for tuning sweeps.
@@ -179,111 +227,169 @@ absl::Status RunCollective(BenchContext& ctx, Op op) {
                      : op == Op::kAllGather     ? "all_gather"
                      : op == Op::kReduceScatter ? "reduce_scatter"
                                                 : "all_to_all";
+  const double factor =
+      op == Op::kAllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
   const int64_t align = op == Op::kAllReduce ? elem : elem * n;
+  const bool baseline = ctx.NoBaselineReason().empty();
   for (int64_t bytes : ctx.Sizes(align)) {
     // Per-device element counts of input and output.
     const int64_t total = bytes / elem;
+    const int64_t block = total / n;
     int64_t in_count = total, out_count = total;
-    if (op == Op::kAllGather) in_count = total / n;
-    if (op == Op::kReduceScatter) out_count = total / n;
-    // The memory traffic is that of the larger buffer.
+    if (op == Op::kAllGather) in_count = block;
+    if (op == Op::kReduceScatter) out_count = block;
+    // The least each device must move: its input once (all_reduce), or the
+    // (n-1)/n of the total that comes from its peers.
+    const int64_t bound_bytes =
+        op == Op::kAllReduce ? bytes : bytes / n * (n - 1);
     const int iters = ctx.ItersFor(bytes, op == Op::kAllReduce ? 2.0 : 4.0);
-    double seconds = 0;
-    std::atomic<int64_t> wrong{0};
+    std::atomic<int64_t> wrong[2] = {0, 0};
     MESHDMA_RETURN_IF_ERROR(rt.Run(ctx.mesh(), [&]() -> absl::Status {
       MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
                                AllocateSymmetric(dtype, {in_count}));
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                                AllocateSymmetric(dtype, {out_count}));
-      for (int64_t i = 0; i < in_count; ++i) Store(in, i, Value(me, i));
-      auto call = [&]() -> absl::Status {
+      auto call = [&](const ArrayRef& x, const ArrayRef& y) -> absl::Status {
         switch (op) {
           case Op::kAllReduce:
-            return all_reduce(redop, in, out, {"x"}, options);
+            return all_reduce(redop, x, y, {"x"}, options);
           case Op::kAllGather:
-            return all_gather(in, out, {"x"}, /*tiled=*/true, options);
+            return all_gather(x, y, {"x"}, /*tiled=*/true, options);
           case Op::kReduceScatter:
-            return reduce_scatter(redop, in, out, {"x"}, options);
+            return reduce_scatter(redop, x, y, {"x"}, options);
           case Op::kAllToAll:
-            return all_to_all(in, out, {"x"}, 0, 0, options);
+            return all_to_all(x, y, {"x"}, 0, 0, options);
         }
         return absl::OkStatus();
       };
-      MESHDMA_ASSIGN_OR_RETURN(
-          double t, ctx.TimeOnMesh(iters, [&](int k) -> absl::Status {
-            for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(call());
-            return absl::OkStatus();
-          }));
-      if (me == 0) seconds = t;
-      if (cfg.check) {
-        int64_t bad = 0;
-        const int64_t block = total / n;
-        for (int64_t i = 0; i < out_count; ++i) {
-          double want = 0;
-          switch (op) {
-            case Op::kAllReduce:
-              want = Reduce(redop, n, i, integer);
-              break;
-            case Op::kReduceScatter:
-              want = Reduce(redop, n, me * block + i, integer);
-              break;
-            case Op::kAllGather:
-              want = Value(static_cast<int>(i / block), i % block);
-              break;
-            case Op::kAllToAll:
-              want = Value(static_cast<int>(i / block), me * block + i % block);
-              break;
+      // The operands of a call: out of place, or in place (views of one
+      // buffer).
+      struct Operands {
+        ArrayRef in, out;
+      };
+      auto operands = [&](bool in_place) -> absl::StatusOr<Operands> {
+        if (!in_place) return Operands{in, out};
+        switch (op) {
+          case Op::kAllReduce:
+            return Operands{out, out};
+          case Op::kAllGather: {
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                                     out.Slice(0, me * block, block));
+            return Operands{mine, out};
           }
-          if (dtype == DType::kU8) want = static_cast<int>(want) & 255;
-          bad += !Close(Load(out, i), want, dtype);
+          case Op::kReduceScatter: {
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                                     in.Slice(0, me * block, block));
+            return Operands{in, mine};
+          }
+          case Op::kAllToAll:
+            break;
         }
-        wrong += bad;
+        return absl::InternalError("all_to_all has no in-place form");
+      };
+      for (int variant = 0; variant < (has_in_place ? 2 : 1); ++variant) {
+        const bool in_place = variant == 1;
+        MESHDMA_ASSIGN_OR_RETURN(Operands ops, operands(in_place));
+        auto fill = [&] {
+          for (int64_t i = 0; i < ops.in.num_elements(); ++i) {
+            Store(ops.in, i, Value(me, i));
+          }
+        };
+        fill();
+        MESHDMA_RETURN_IF_ERROR(
+            ctx.TimeOnMesh(in_place ? kInPlace : kOutOfPlace, iters,
+                           [&](int k) -> absl::Status {
+                             for (int i = 0; i < k; ++i) {
+                               MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
+                             }
+                             return absl::OkStatus();
+                           }));
+        // Checked calls: fresh inputs, the output poisoned, a closed form.
+        for (int c = 0; c < cfg.check; ++c) {
+          if (!in_place) {
+            for (int64_t i = 0; i < out_count; ++i) Store(out, i, 99);
+          }
+          fill();
+          MESHDMA_RETURN_IF_ERROR(device_barrier());
+          MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
+          int64_t bad = 0;
+          for (int64_t i = 0; i < out_count; ++i) {
+            double want = 0;
+            switch (op) {
+              case Op::kAllReduce:
+                want = Reduce(redop, n, i, integer);
+                break;
+              case Op::kReduceScatter:
+                want = Reduce(redop, n, me * block + i, integer);
+                break;
+              case Op::kAllGather:
+                want = Value(static_cast<int>(i / block), i % block);
+                break;
+              case Op::kAllToAll:
+                want =
+                    Value(static_cast<int>(i / block), me * block + i % block);
+                break;
+            }
+            if (dtype == DType::kU8) want = static_cast<int>(want) & 255;
+            bad += !Close(Load(ops.out, i), want, dtype);
+          }
+          wrong[variant] += bad;
+          // Nobody rewrites inputs a peer may still be reading.
+          MESHDMA_RETURN_IF_ERROR(device_barrier());
+        }
       }
-      return absl::OkStatus();
+      return ctx.TimeBound(bound_bytes, iters);
     }));
     Row row;
-    row.op = name;
+    row.collective = name;
     row.transport = ctx.Transport();
-    row.dtype = std::string(DTypeName(dtype));
-    row.redop = reduces ? cfg.redop : "-";
+    row.dtype = std::string(NcclTypeName(dtype));
+    row.redop = reduces ? redop_name : "none";
     row.bytes = bytes;
-    row.count = op == Op::kAllReduce ? total : total;
+    row.count = total;
     row.devices = n;
-    if (ctx.num_processes() > 1) {
-      MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    row.iters = iters;
+    for (int variant = 0; variant < 2; ++variant) {
+      const double seconds = ctx.TakeTime(variant ? kInPlace : kOutOfPlace);
+      Measured& m = variant ? row.in_place : row.out_of_place;
+      const int64_t w = ctx.SumOverProcesses(wrong[variant].load());
+      if (seconds <= 0) continue;
+      m.valid = true;
+      m.time_us = seconds * 1e6;
+      m.algbw_GBps = bytes / seconds / 1e9;
+      m.busbw_GBps = m.algbw_GBps * factor;
+      m.wrong = w;
     }
-    const double factor = op == Op::kAllReduce ? 2.0 * (n - 1) / n
-                                               : static_cast<double>(n - 1) / n;
-    row.time_us = seconds * 1e6;
-    row.algbw_GBps = bytes / seconds / 1e9;
-    row.busbw_GBps = row.algbw_GBps * factor;
-    row.wrong = ctx.SumOverProcesses(wrong.load());
-    const int p = ctx.num_processes();
-    // The MPI baseline: one rank per process, so it matches meshdma only
-    // when every process holds one device.
-    if (cfg.baseline && p > 1 && p == n &&
-        MpiType(dtype) != MPI_DATATYPE_NULL) {
-      const MPI_Datatype mt = MpiType(dtype);
+    const double bound_s = ctx.TakeTime(kBound);
+    if (bound_s > 0) {
+      row.bound_time_us = bound_s * 1e6;
+      row.bound_busbw_GBps = bytes / bound_s / 1e9 * factor;
+    }
+    // The MPI baseline: one rank per process (see NoBaselineReason).
+    // MPI counts are ints.
+    if (baseline && total <= std::numeric_limits<int>::max()) {
+      MpiReduction mpi;
+      MakeMpiReduction(dtype, redop, &mpi);
       std::vector<char> sbuf(in_count * elem, 1), rbuf(out_count * elem, 0);
-      const int block = static_cast<int>(total / n);
+      const int b = static_cast<int>(block);
       const double t = ctx.TimeMpi(iters, [&](int k) {
         for (int i = 0; i < k; ++i) {
           switch (op) {
             case Op::kAllReduce:
               MPI_Allreduce(sbuf.data(), rbuf.data(), static_cast<int>(total),
-                            mt, MpiOp(redop), MPI_COMM_WORLD);
+                            mpi.type, mpi.op, MPI_COMM_WORLD);
               break;
             case Op::kAllGather:
-              MPI_Allgather(sbuf.data(), block, mt, rbuf.data(), block, mt,
+              MPI_Allgather(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
                             MPI_COMM_WORLD);
               break;
             case Op::kReduceScatter:
-              MPI_Reduce_scatter_block(sbuf.data(), rbuf.data(), block, mt,
-                                       MpiOp(redop), MPI_COMM_WORLD);
+              MPI_Reduce_scatter_block(sbuf.data(), rbuf.data(), b, mpi.type,
+                                       mpi.op, MPI_COMM_WORLD);
               break;
             case Op::kAllToAll:
-              MPI_Alltoall(sbuf.data(), block, mt, rbuf.data(), block, mt,
+              MPI_Alltoall(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
                            MPI_COMM_WORLD);
               break;
           }
@@ -298,24 +404,25 @@ absl::Status RunCollective(BenchContext& ctx, Op op) {
   return absl::OkStatus();
 }
 
-absl::Status RunAllReduce(BenchContext& ctx) {
-  return RunCollective(ctx, Op::kAllReduce);
+absl::Status RunAllReduce(BenchContext& ctx, DType t, const std::string& op) {
+  return RunCollective(ctx, Op::kAllReduce, t, op);
 }
-absl::Status RunAllGather(BenchContext& ctx) {
-  return RunCollective(ctx, Op::kAllGather);
+absl::Status RunAllGather(BenchContext& ctx, DType t, const std::string& op) {
+  return RunCollective(ctx, Op::kAllGather, t, op);
 }
-absl::Status RunReduceScatter(BenchContext& ctx) {
-  return RunCollective(ctx, Op::kReduceScatter);
+absl::Status RunReduceScatter(BenchContext& ctx, DType t,
+                              const std::string& op) {
+  return RunCollective(ctx, Op::kReduceScatter, t, op);
 }
-absl::Status RunAllToAll(BenchContext& ctx) {
-  return RunCollective(ctx, Op::kAllToAll);
+absl::Status RunAllToAll(BenchContext& ctx, DType t, const std::string& op) {
+  return RunCollective(ctx, Op::kAllToAll, t, op);
 }
 
 }  // namespace
 
-MESHDMA_BENCH_OP("all_reduce", RunAllReduce);
-MESHDMA_BENCH_OP("all_gather", RunAllGather);
-MESHDMA_BENCH_OP("reduce_scatter", RunReduceScatter);
-MESHDMA_BENCH_OP("all_to_all", RunAllToAll);
+MESHDMA_BENCH_OP("all_reduce", RunAllReduce, /*reduces=*/true);
+MESHDMA_BENCH_OP("all_gather", RunAllGather, /*reduces=*/false);
+MESHDMA_BENCH_OP("reduce_scatter", RunReduceScatter, /*reduces=*/true);
+MESHDMA_BENCH_OP("all_to_all", RunAllToAll, /*reduces=*/false);
 
 }  // namespace meshdma::bench

@@ -34,6 +34,7 @@
 #include <Eigen/Core>
 #endif
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/runtime.h"
@@ -42,6 +43,9 @@
 #include "meshdma/kernels/ops/flash_attention_backward.h"
 #include "meshdma/kernels/ops/matmul.h"
 #include "meshdma/kernels/ops/paged_attention.h"
+#include "tools/flags.h"
+
+ABSL_FLAG(bool, quick, false, "fewer sizes and repeats (a few seconds)");
 
 namespace meshdma {
 namespace {
@@ -317,18 +321,16 @@ absl::Status Bench(bool quick) {
 }  // namespace meshdma
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      quick = true;
-    } else {
-      std::fprintf(stderr,
-                   "meshdma-bench-kernels: unknown flag '%s'\n"
-                   "usage: meshdma-bench-kernels [--quick]\n",
-                   argv[i]);
-      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
+  static const meshdma::cli::Program kProgram = {
+      .name = "meshdma-bench-kernels",
+      .synopsis = "[--quick]",
+      .summary =
+          "Compute-kernel throughput on one device: block matmul "
+          "libraries, matmul,\nflash attention (forward, backward), "
+          "paged attention, attention memory.",
+      .aliases = {}};
+  meshdma::cli::ParseOrExit(kProgram, argc, argv);
+  const bool quick = absl::GetFlag(FLAGS_quick);
   meshdma::RuntimeOptions o;
   o.launch.devices_per_process = 1;
   auto rt = meshdma::Runtime::Create(o);

@@ -7,12 +7,21 @@
 //              MPI_Accumulate(+1) on the target's counter and flush; the
 //              target polls its counter with MPI_Fetch_and_op(MPI_NO_OP).
 // Prints round-trip/2 latency and bandwidth for each.
-//   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe
+//   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe [-e 16M]
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <vector>
+
+#include "absl/flags/flag.h"
+#include "tools/flags.h"
+
+ABSL_FLAG(meshdma::cli::ByteSize, maxbytes, meshdma::cli::ByteSize{4 << 20},
+          "largest message; sizes are 8, 4K, 64K, 1M up to it, and it");
+ABSL_FLAG(int, iters, 2000, "round trips per size up to 64K");
+ABSL_FLAG(int, large_iters, 50, "round trips per size above 64K");
+ABSL_FLAG(int, warmup, 10, "untimed round trips before each size");
 
 namespace {
 
@@ -69,9 +78,24 @@ double OneSided(int rank, int64_t bytes, int iters, MPI_Win data_win,
   return (MPI_Wtime() - t0) / iters / 2;
 }
 
+const meshdma::cli::Program kProgram = {
+    .name = "mpi-path-probe",
+    .synopsis = "[flags]   (run as: mpirun -np 2 mpi-path-probe)",
+    .summary =
+        "Two ranks ping-pong a message and its semaphore increment two-sided\n"
+        "(MPI_Isend/MPI_Irecv) and one-sided (MPI_Put, MPI_Accumulate), and\n"
+        "print half the round trip and the bandwidth of each per size.",
+    .aliases = {{'e', "maxbytes"}, {'n', "iters"}, {'w', "warmup"}},
+    .footer = "",
+    .ranges = {{"maxbytes", 1, 1 << 30},
+               {"iters", 1, 10'000'000},
+               {"large_iters", 1, 10'000'000},
+               {"warmup", 0, 10'000'000}}};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  meshdma::cli::ParseOrExit(kProgram, argc, argv);
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rank, size;
@@ -83,7 +107,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  const int64_t max_bytes = 4 << 20;
+  const int64_t max_bytes = absl::GetFlag(FLAGS_maxbytes).bytes;
   std::vector<char> buf(max_bytes, 1);
   // Window creation may be refused (e.g. Open MPI over TCP only with
   // MPI_THREAD_MULTIPLE): report it and measure two-sided alone.
@@ -115,14 +139,21 @@ int main(int argc, char** argv) {
     std::printf("# %10s %14s %14s %14s %14s\n", "size(B)", "2sided_us",
                 "2sided_GB/s", "rma_us", "rma_GB/s");
   }
-  for (int64_t bytes : {int64_t{8}, int64_t{4096}, int64_t{65536},
-                        int64_t{1} << 20, max_bytes}) {
-    const int iters = bytes <= 65536 ? 2000 : 50;
-    TwoSided(rank, bytes, 10, buf);
+  std::vector<int64_t> sizes;
+  for (int64_t bytes :
+       {int64_t{8}, int64_t{4096}, int64_t{65536}, int64_t{1} << 20}) {
+    if (bytes < max_bytes) sizes.push_back(bytes);
+  }
+  sizes.push_back(max_bytes);
+  const int warmup = absl::GetFlag(FLAGS_warmup);
+  for (int64_t bytes : sizes) {
+    const int iters = bytes <= 65536 ? absl::GetFlag(FLAGS_iters)
+                                     : absl::GetFlag(FLAGS_large_iters);
+    TwoSided(rank, bytes, warmup, buf);
     const double t2 = TwoSided(rank, bytes, iters, buf);
     double t1 = 0;
     if (rma) {
-      OneSided(rank, bytes, 10, data_win, flag_win, buf);
+      OneSided(rank, bytes, warmup, data_win, flag_win, buf);
       t1 = OneSided(rank, bytes, iters, data_win, flag_win, buf);
     }
     if (rank == 0) {

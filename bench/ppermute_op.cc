@@ -1,13 +1,17 @@
-// --op ppermute: every device pushes `size` bytes to its right neighbour and
-// waits for its left neighbour's (the tutorial's right permute, repeated).
-// Baseline: MPI_Sendrecv around the same ring of processes. busbw = algbw.
+// --collective ppermute: every device pushes `size` bytes to its right
+// neighbour and waits for its left neighbour's (the tutorial's right
+// permute, repeated). Baseline: MPI_Sendrecv around the same ring of
+// processes. busbw = algbw; the bound is every device copying `size` bytes
+// at once. There is no in-place form (a device would overwrite the bytes its
+// neighbour is still reading).
 #include <mpi.h>
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 
-#include "meshdma/base/status_macros.h"
 #include "bench/harness.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -19,62 +23,78 @@ uint8_t Pattern(int device, int64_t i) {
   return static_cast<uint8_t>((device * 73 + i * 11 + (i >> 10)) & 0xff);
 }
 
-absl::Status RunPpermute(BenchContext& ctx) {
+absl::Status RunPpermute(BenchContext& ctx, DType dtype, const std::string&) {
   Runtime& rt = ctx.runtime();
   const int n = ctx.mesh().size();
-  const int64_t elem = static_cast<int64_t>(DTypeSize(ctx.config().dtype));
+  const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
+  const bool baseline = ctx.NoBaselineReason().empty();
   for (int64_t bytes : ctx.Sizes(elem)) {
     const int iters = ctx.ItersFor(bytes);
-    double seconds = 0;
     std::atomic<int64_t> wrong{0};
     MESHDMA_RETURN_IF_ERROR(rt.Run(ctx.mesh(), [&]() -> absl::Status {
       MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
       MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<uint8_t>({bytes}));
       MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<uint8_t>({bytes}));
-      for (int64_t i = 0; i < bytes; ++i)
-        src.data_as<uint8_t>()[i] = Pattern(me, i);
-      return RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(
-            auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
-        auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
-        MESHDMA_ASSIGN_OR_RETURN(
-            double t, ctx.TimeOnMesh(iters, [&](int k) -> absl::Status {
-              for (int i = 0; i < k; ++i) {
-                MESHDMA_RETURN_IF_ERROR(copy.start());
-                MESHDMA_RETURN_IF_ERROR(copy.wait());
+      uint8_t* s = src.data_as<uint8_t>();
+      uint8_t* d = dst.data_as<uint8_t>();
+      for (int64_t i = 0; i < bytes; ++i) s[i] = Pattern(me, i);
+      MESHDMA_RETURN_IF_ERROR(
+          RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
+            MESHDMA_ASSIGN_OR_RETURN(
+                auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+            MESHDMA_ASSIGN_OR_RETURN(
+                auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
+            auto copy =
+                make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
+            auto once = [&]() -> absl::Status {
+              MESHDMA_RETURN_IF_ERROR(copy.start());
+              return copy.wait();
+            };
+            MESHDMA_RETURN_IF_ERROR(
+                ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
+                  for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
+                  return absl::OkStatus();
+                }));
+            // Checked calls: the destination poisoned, then compared with
+            // the left neighbour's pattern.
+            const int left = (me + n - 1) % n;
+            for (int c = 0; c < ctx.config().check; ++c) {
+              std::memset(d, 0x5a ^ Pattern(left, 0), bytes);
+              MESHDMA_RETURN_IF_ERROR(device_barrier());
+              MESHDMA_RETURN_IF_ERROR(once());
+              int64_t bad = 0;
+              for (int64_t i = 0; i < bytes; ++i) {
+                bad += d[i] != Pattern(left, i);
               }
-              return absl::OkStatus();
-            }));
-        if (me == 0) seconds = t;
-        if (ctx.config().check) {
-          const int left = (me + n - 1) % n;
-          int64_t bad = 0;
-          for (int64_t i = 0; i < bytes; ++i) {
-            bad += dst.data_as<uint8_t>()[i] != Pattern(left, i);
-          }
-          wrong += bad;
-        }
-        return device_barrier();
-      });
+              wrong += bad;
+              MESHDMA_RETURN_IF_ERROR(device_barrier());
+            }
+            return absl::OkStatus();
+          }));
+      return ctx.TimeBound(bytes, iters);
     }));
     Row row;
-    row.op = "ppermute";
+    row.collective = "ppermute";
     row.transport = ctx.Transport();
-    row.dtype = std::string(DTypeName(ctx.config().dtype));
-    row.redop = "-";
+    row.dtype = std::string(NcclTypeName(dtype));
+    row.redop = "none";
     row.bytes = bytes;
     row.count = bytes / elem;
     row.devices = n;
-    // Device 0 (on rank 0) measured; every rank agrees on its figure.
-    if (ctx.num_processes() > 1)
-      MPI_Bcast(&seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    row.time_us = seconds * 1e6;
-    row.algbw_GBps = bytes / seconds / 1e9;
-    row.busbw_GBps = row.algbw_GBps;
-    row.wrong = ctx.SumOverProcesses(wrong.load());
-    if (ctx.config().baseline && ctx.num_processes() > 1) {
+    row.iters = iters;
+    const double seconds = ctx.TakeTime(kOutOfPlace);
+    row.out_of_place.valid = seconds > 0;
+    row.out_of_place.time_us = seconds * 1e6;
+    row.out_of_place.algbw_GBps = bytes / seconds / 1e9;
+    row.out_of_place.busbw_GBps = row.out_of_place.algbw_GBps;
+    row.out_of_place.wrong = ctx.SumOverProcesses(wrong.load());
+    const double bound_s = ctx.TakeTime(kBound);
+    if (bound_s > 0) {
+      row.bound_time_us = bound_s * 1e6;
+      row.bound_busbw_GBps = bytes / bound_s / 1e9;
+    }
+    // MPI counts are ints.
+    if (baseline && bytes <= std::numeric_limits<int>::max()) {
       std::vector<char> sbuf(bytes, 1), rbuf(bytes, 0);
       const int p = ctx.num_processes(), r = ctx.rank();
       const double t = ctx.TimeMpi(iters, [&](int k) {
@@ -96,6 +116,6 @@ absl::Status RunPpermute(BenchContext& ctx) {
 
 }  // namespace
 
-MESHDMA_BENCH_OP("ppermute", RunPpermute);
+MESHDMA_BENCH_OP("ppermute", RunPpermute, /*reduces=*/false);
 
 }  // namespace meshdma::bench

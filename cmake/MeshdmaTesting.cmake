@@ -11,7 +11,9 @@ find_package(GTest REQUIRED)
 execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version
   OUTPUT_VARIABLE _meshdma_mpiexec_version ERROR_QUIET)
 set(_meshdma_default_flags "")
+set(MESHDMA_MPI_IS_OPENMPI FALSE)
 if(_meshdma_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  set(MESHDMA_MPI_IS_OPENMPI TRUE)
   list(APPEND _meshdma_default_flags --oversubscribe)
   execute_process(COMMAND id -u OUTPUT_VARIABLE _meshdma_uid
     OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -27,7 +29,9 @@ set(MESHDMA_MPI_TEST_NP "1;2;4" CACHE STRING "Process counts for MPI tests")
 #                   [TIMEOUT s] [LABELS ...])
 # Builds a gtest binary linked with the rank-aware main. Registers it once as
 # a plain single-process test and, with MPI, under mpirun at each NP; with
-# INTERHOST also with MESHDMA_FORCE_INTERHOST=1, and again restricted to TCP.
+# INTERHOST also with MESHDMA_FORCE_INTERHOST=1, at 4 processes as 2 simulated
+# hosts of 2 (MESHDMA_HOSTS=2: shared memory inside a host, MPI between),
+# and (Open MPI) again restricted to its TCP transport.
 function(meshdma_add_gtest name)
   cmake_parse_arguments(ARG "MPI;INTERHOST" "TIMEOUT"
     "SOURCES;DEPS;NP;LABELS;ARGS" ${ARGN})
@@ -51,9 +55,16 @@ function(meshdma_add_gtest name)
         meshdma_add_mpi_test(${name}.np${np}.interhost ${name} ${np}
           TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;${ARG_LABELS}"
           ENV MESHDMA_FORCE_INTERHOST=1 ARGS ${ARG_ARGS})
-        meshdma_add_mpi_test(${name}.np${np}.interhost_tcp ${name} ${np}
-          TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
-          ENV MESHDMA_FORCE_INTERHOST=1 OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
+        if(np EQUAL 4)
+          meshdma_add_mpi_test(${name}.np${np}.hosts2 ${name} ${np}
+            TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;hosts;${ARG_LABELS}"
+            ENV MESHDMA_HOSTS=2 ARGS ${ARG_ARGS})
+        endif()
+        if(MESHDMA_MPI_IS_OPENMPI)
+          meshdma_add_mpi_test(${name}.np${np}.interhost_tcp ${name} ${np}
+            TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
+            ENV MESHDMA_FORCE_INTERHOST=1 OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
+        endif()
       endif()
     endforeach()
   endif()

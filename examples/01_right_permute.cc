@@ -8,11 +8,13 @@
 // mpirun:  mpirun -np 2 build/examples/01_right_permute
 #include <cstdio>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -54,10 +56,18 @@ absl::Status RightPermute(int* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "01_right_permute",
+    "Every device pushes an f32[8,128] shard to its right neighbour along\n"
+    "mesh axis \"x\" with a remote async copy and checks the shard it\n"
+    "received.");
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

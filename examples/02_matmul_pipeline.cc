@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/kernels/pallas_call.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -134,12 +136,20 @@ absl::Status MatmulOnDevice(DeviceReport* report) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "02_matmul_pipeline",
+    "Every device computes relu(x @ y) for its own x shard with a\n"
+    "pallas_call that stages blocks through double-buffered async copies,\n"
+    "and checks it.");
+
 }  // namespace
 
-int main() {
-  // Step 5: a runtime with its defaults (devices per process from the
-  // environment or the core count) and a 1-D mesh over every device.
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  // Step 5: a runtime with the flags' settings (unset: devices per process
+  // from the environment or the core count) and a 1-D mesh over every device.
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

@@ -14,11 +14,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -78,10 +80,17 @@ absl::Status RingAllGather(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "03_ring_all_gather",
+    "Ring all-gather written as a user kernel: every device ends with all\n"
+    "blocks in device order, checked against the expected values.");
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

@@ -19,11 +19,13 @@
 #include <optional>
 #include <vector>
 
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "tools/runtime_flags.h"
 
 namespace {
 
@@ -110,10 +112,17 @@ absl::Status RingPsum(std::atomic<int64_t>* wrong) {
   return absl::OkStatus();
 }
 
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "04_ring_psum_capacity",
+    "Ring all-reduce (psum) with double-buffered receive slots and a\n"
+    "REGULAR capacity semaphore, checked against the sum.");
+
 }  // namespace
 
-int main() {
-  auto runtime = meshdma::Runtime::Create();
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  auto runtime = meshdma::Runtime::Create(options);
   if (!runtime.ok()) {
     std::fprintf(stderr, "%s\n",
                  std::string(runtime.status().message()).c_str());

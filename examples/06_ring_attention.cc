@@ -35,13 +35,25 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/ring_attention.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
-#include "examples/example_util.h"
 #include "meshdma/kernels/ops/attention_reference.h"
-#include "meshdma/collectives/fused/ring_attention.h"
 #include "meshdma/sharding/shard_map.h"
+#include "tools/runtime_flags.h"
+
+ABSL_FLAG(int64_t, seq, 0, "global sequence length; 0: 64 rows per device");
+ABSL_FLAG(int64_t, heads, 4, "query heads");
+ABSL_FLAG(int64_t, kv_heads, 0, "key/value heads; 0: as many as --heads");
+ABSL_FLAG(int64_t, dim, 64, "head dimension");
+ABSL_FLAG(int, iters, 3, "timed iterations per mode");
+ABSL_FLAG(bool, causal, true, "causal attention");
+ABSL_FLAG(bool, contiguous, false,
+          "contiguous sequence chunks instead of the zig-zag layout");
+ABSL_FLAG(bool, check, true, "check the output against full attention");
 
 namespace {
 
@@ -65,19 +77,29 @@ struct Flags {
   bool check = true;
 };
 
-absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "06_ring_attention",
+    "Ring attention over a sequence sharded on mesh axis \"x\": KV blocks\n"
+    "travel the ring while each device attends to the block in hand;\n"
+    "checked against full attention and timed compute-only,\n"
+    "communication-only and overlapped.",
+    {{"seq", 0, 1 << 24},
+     {"heads", 1, 1024},
+     {"kv_heads", 0, 1024},
+     {"dim", 1, 4096},
+     {"iters", 1, 10000}});
+
+Flags ReadFlags() {
   Flags f;
-  meshdma::examples::FlagParser p;
-  p.Int("--seq", &f.seq);
-  p.Int("--heads", &f.heads);
-  p.Int("--kv-heads", &f.kv_heads);
-  p.Int("--dim", &f.dim);
-  p.Int("--iters", &f.iters);
-  p.Switch("--no-causal", &f.causal, false);
-  p.Switch("--contiguous", &f.zigzag, false);
-  p.Switch("--no-check", &f.check, false);
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
+  f.seq = absl::GetFlag(FLAGS_seq);
+  f.heads = absl::GetFlag(FLAGS_heads);
+  f.kv_heads = absl::GetFlag(FLAGS_kv_heads);
   if (f.kv_heads == 0) f.kv_heads = f.heads;
+  f.dim = absl::GetFlag(FLAGS_dim);
+  f.iters = absl::GetFlag(FLAGS_iters);
+  f.causal = absl::GetFlag(FLAGS_causal);
+  f.zigzag = !absl::GetFlag(FLAGS_contiguous);
+  f.check = absl::GetFlag(FLAGS_check);
   return f;
 }
 
@@ -96,8 +118,8 @@ std::vector<float> Permute(const std::vector<float>& in, int64_t h, int64_t s,
   return out;
 }
 
-absl::Status Main(const Flags& flags) {
-  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create());
+absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
+  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create(options));
   meshdma::Runtime& rt = *runtime;
   MESHDMA_ASSIGN_OR_RETURN(meshdma::Mesh mesh, rt.MakeMesh1D("x"));
   const int n = mesh.size();
@@ -225,7 +247,8 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
   return meshdma::examples::Finish("06_ring_attention",
-                                   flags.ok() ? Main(*flags) : flags.status());
+                                   Main(ReadFlags(), options));
 }

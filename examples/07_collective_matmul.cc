@@ -32,13 +32,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
-#include "examples/example_util.h"
 #include "meshdma/kernels/blas.h"
-#include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/sharding/shard_map.h"
+#include "tools/runtime_flags.h"
+
+ABSL_FLAG(int64_t, m, 0, "global rows of x; 0: 64 per device");
+ABSL_FLAG(int64_t, k, 256, "global contraction size");
+ABSL_FLAG(int64_t, n, 256, "global columns of w");
+ABSL_FLAG(int, iters, 3, "timed iterations per mode");
+ABSL_FLAG(bool, check, true, "check against the unsharded matmul");
 
 namespace {
 
@@ -56,15 +64,24 @@ struct Flags {
   bool check = true;
 };
 
-absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "07_collective_matmul",
+    "All-gather matmul and matmul reduce-scatter with the ring's DMAs\n"
+    "hidden behind block products; checked against the unsharded matmul\n"
+    "and timed compute-only, communication-only, overlapped and\n"
+    "sequential.",
+    {{"m", 0, 1 << 20},
+     {"k", 1, 1 << 20},
+     {"n", 1, 1 << 20},
+     {"iters", 1, 10000}});
+
+Flags ReadFlags() {
   Flags f;
-  meshdma::examples::FlagParser p;
-  p.Int("--m", &f.m);
-  p.Int("--k", &f.k);
-  p.Int("--n", &f.n);
-  p.Int("--iters", &f.iters);
-  p.Switch("--no-check", &f.check, false);
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
+  f.m = absl::GetFlag(FLAGS_m);
+  f.k = absl::GetFlag(FLAGS_k);
+  f.n = absl::GetFlag(FLAGS_n);
+  f.iters = absl::GetFlag(FLAGS_iters);
+  f.check = absl::GetFlag(FLAGS_check);
   return f;
 }
 
@@ -115,8 +132,8 @@ absl::StatusOr<std::vector<double>> Time(
   return medians;
 }
 
-absl::Status Main(const Flags& flags) {
-  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create());
+absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
+  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create(options));
   meshdma::Runtime& rt = *runtime;
   MESHDMA_ASSIGN_OR_RETURN(meshdma::Mesh mesh, rt.MakeMesh1D("x"));
   const int nd = mesh.size();
@@ -228,7 +245,8 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
   return meshdma::examples::Finish("07_collective_matmul",
-                                   flags.ok() ? Main(*flags) : flags.status());
+                                   Main(ReadFlags(), options));
 }

@@ -40,14 +40,25 @@
 #include <string>
 #include <vector>
 
-#include "meshdma/base/status_macros.h"
-#include "meshdma/dma/kernel.h"
-#include "meshdma/dma/runtime.h"
+#include "absl/flags/flag.h"
 #include "examples/example_util.h"
-#include "meshdma/kernels/blas.h"
-#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/kv_transfer.h"
 #include "meshdma/collectives/fused/online_attention.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/attention_reference.h"
+#include "tools/runtime_flags.h"
+
+ABSL_FLAG(int, layers, 4, "transformer layers");
+ABSL_FLAG(int64_t, seq, 128, "prompt length");
+ABSL_FLAG(int64_t, heads, 4, "query heads");
+ABSL_FLAG(int64_t, kv_heads, 2, "key/value heads");
+ABSL_FLAG(int64_t, dim, 32, "head dimension");
+ABSL_FLAG(int64_t, model, 128, "hidden size");
+ABSL_FLAG(int64_t, page, 16, "tokens per KV-cache page");
+ABSL_FLAG(int, iters, 3, "timed iterations per mode");
 
 namespace {
 
@@ -63,18 +74,30 @@ struct Flags {
   int iters = 3;
 };
 
-absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "08_kv_cache_transfer",
+    "Prefill devices stream each layer's KV-cache pages by remote DMA\n"
+    "into the decode devices' paged cache while computing the next layer;\n"
+    "decode attends over each layer as it arrives. Checked, then timed.",
+    {{"layers", 1, 1024},
+     {"seq", 1, 1 << 20},
+     {"heads", 1, 1024},
+     {"kv_heads", 1, 1024},
+     {"dim", 1, 4096},
+     {"model", 1, 1 << 16},
+     {"page", 1, 1 << 20},
+     {"iters", 1, 10000}});
+
+Flags ReadFlags() {
   Flags f;
-  meshdma::examples::FlagParser p;
-  p.Int("--layers", &f.layers);
-  p.Int("--seq", &f.seq);
-  p.Int("--heads", &f.heads);
-  p.Int("--kv-heads", &f.kv_heads);
-  p.Int("--dim", &f.dim);
-  p.Int("--model", &f.model);
-  p.Int("--page", &f.page);
-  p.Int("--iters", &f.iters);
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
+  f.layers = absl::GetFlag(FLAGS_layers);
+  f.seq = absl::GetFlag(FLAGS_seq);
+  f.heads = absl::GetFlag(FLAGS_heads);
+  f.kv_heads = absl::GetFlag(FLAGS_kv_heads);
+  f.dim = absl::GetFlag(FLAGS_dim);
+  f.model = absl::GetFlag(FLAGS_model);
+  f.page = absl::GetFlag(FLAGS_page);
+  f.iters = absl::GetFlag(FLAGS_iters);
   return f;
 }
 
@@ -141,8 +164,8 @@ struct Model {
   }
 };
 
-absl::Status Main(const Flags& flags) {
-  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create());
+absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
+  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create(options));
   meshdma::Runtime& rt = *runtime;
   if (rt.num_devices() % 2 != 0) {
     return absl::InvalidArgumentError(
@@ -274,7 +297,8 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
   return meshdma::examples::Finish("08_kv_cache_transfer",
-                                   flags.ok() ? Main(*flags) : flags.status());
+                                   Main(ReadFlags(), options));
 }

@@ -44,16 +44,26 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "examples/example_util.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
+#include "meshdma/collectives/fused/online_attention.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/trace.h"
-#include "examples/example_util.h"
 #include "meshdma/kernels/blas.h"
 #include "meshdma/kernels/ops/matmul.h"
-#include "meshdma/collectives/fused/collective_matmul.h"
-#include "meshdma/collectives/fused/online_attention.h"
 #include "meshdma/sharding/shard_map.h"
+#include "tools/runtime_flags.h"
+
+ABSL_FLAG(int64_t, seq, 0, "sequence length; 0: 32 rows per device");
+ABSL_FLAG(int64_t, model, 128, "hidden size");
+ABSL_FLAG(int64_t, heads, 8, "query heads");
+ABSL_FLAG(int64_t, kv_heads, 4, "key/value heads");
+ABSL_FLAG(int64_t, dim, 16, "head dimension");
+ABSL_FLAG(int64_t, ffn, 256, "MLP hidden size");
+ABSL_FLAG(int, iters, 3, "timed iterations per mode");
 
 namespace {
 
@@ -71,17 +81,29 @@ struct Flags {
   int iters = 3;
 };
 
-absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+const meshdma::cli::Program kProgram = meshdma::examples::ExampleProgram(
+    "09_tensor_parallel_block",
+    "One pre-norm transformer block split over mesh axis \"tp\" with\n"
+    "sequence parallelism and collective matmuls; checked against the\n"
+    "block on one device, then timed compute-only, communication-only and\n"
+    "overlapped.",
+    {{"seq", 0, 1 << 20},
+     {"model", 1, 1 << 16},
+     {"heads", 1, 1024},
+     {"kv_heads", 1, 1024},
+     {"dim", 1, 4096},
+     {"ffn", 1, 1 << 20},
+     {"iters", 1, 10000}});
+
+Flags ReadFlags() {
   Flags f;
-  meshdma::examples::FlagParser p;
-  p.Int("--seq", &f.seq);
-  p.Int("--model", &f.model);
-  p.Int("--heads", &f.heads);
-  p.Int("--kv-heads", &f.kv_heads);
-  p.Int("--dim", &f.dim);
-  p.Int("--ffn", &f.ffn);
-  p.Int("--iters", &f.iters);
-  if (absl::Status s = p.Parse(argc, argv); !s.ok()) return s;
+  f.seq = absl::GetFlag(FLAGS_seq);
+  f.model = absl::GetFlag(FLAGS_model);
+  f.heads = absl::GetFlag(FLAGS_heads);
+  f.kv_heads = absl::GetFlag(FLAGS_kv_heads);
+  f.dim = absl::GetFlag(FLAGS_dim);
+  f.ffn = absl::GetFlag(FLAGS_ffn);
+  f.iters = absl::GetFlag(FLAGS_iters);
   return f;
 }
 
@@ -226,8 +248,8 @@ absl::Status TensorParallelBlock(const Flags& f, std::span<const ArrayRef> in,
   return absl::OkStatus();
 }
 
-absl::Status Main(const Flags& flags) {
-  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create());
+absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
+  MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create(options));
   meshdma::Runtime& rt = *runtime;
   MESHDMA_ASSIGN_OR_RETURN(meshdma::Mesh mesh, rt.MakeMesh1D("tp"));
   const int n = mesh.size();
@@ -330,7 +352,8 @@ absl::Status Main(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto flags = ParseFlags(argc, argv);
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
   return meshdma::examples::Finish("09_tensor_parallel_block",
-                                   flags.ok() ? Main(*flags) : flags.status());
+                                   Main(ReadFlags(), options));
 }

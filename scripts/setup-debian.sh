@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config ccache python3
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin libmpich-dev mpich
   libabsl-dev
   libhwloc-dev hwloc
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -21,7 +21,7 @@ absl::string_view DTypeName(DType t) {
     case DType::kF64:
       return "f64";
   }
-  return "unknown";
+  return "invalid dtype";
 }
 
 Half::Half(float f) {

@@ -22,7 +22,14 @@ enum class DType : uint8_t {
   kF64,
 };
 
-// Bytes per element.
+// Whether `t` is one of the enumerators above. Every entry point that takes a
+// `DType` from a caller rejects any other value (a cast integer) with
+// InvalidArgument.
+constexpr bool IsValidDType(DType t) {
+  return static_cast<uint8_t>(t) <= static_cast<uint8_t>(DType::kF64);
+}
+
+// Bytes per element (0 for an invalid `DType`).
 constexpr size_t DTypeSize(DType t) {
   switch (t) {
     case DType::kU8:

@@ -31,7 +31,8 @@ absl::StatusOr<std::optional<int64_t>> EnvInt(const char* name, int64_t min,
   if (!v.has_value()) return std::nullopt;
   int64_t n = 0;
   if (!absl::SimpleAtoi(*v, &n) || n < min || n > max) {
-    return Invalid(name, *v, absl::StrCat("an integer in [", min, ", ", max, "]"));
+    return Invalid(name, *v,
+                   absl::StrCat("an integer in [", min, ", ", max, "]"));
   }
   return n;
 }
@@ -44,10 +45,26 @@ absl::StatusOr<std::optional<double>> EnvDouble(const char* name,
   double x = 0;
   if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || x <= min_exclusive ||
       x > max) {
-    return Invalid(name, *v,
-                   absl::StrCat("a number in (", min_exclusive, ", ", max, "]"));
+    return Invalid(
+        name, *v, absl::StrCat("a number in (", min_exclusive, ", ", max, "]"));
   }
   return x;
+}
+
+absl::StatusOr<std::optional<absl::Duration>> EnvSeconds(const char* name,
+                                                         double max_seconds) {
+  std::optional<std::string> v = EnvString(name);
+  if (!v.has_value()) return std::nullopt;
+  const std::string lower = absl::AsciiStrToLower(*v);
+  if (lower == "inf" || lower == "infinity") return absl::InfiniteDuration();
+  double x = 0;
+  if (!absl::SimpleAtod(*v, &x) || !std::isfinite(x) || x <= 0 ||
+      x > max_seconds) {
+    return Invalid(
+        name, *v,
+        absl::StrCat("a number of seconds in (0, ", max_seconds, "] or inf"));
+  }
+  return absl::Seconds(x);
 }
 
 absl::StatusOr<std::optional<bool>> EnvBool(const char* name) {
@@ -66,7 +83,8 @@ absl::StatusOr<std::optional<std::string>> EnvChoice(
   for (absl::string_view c : choices) {
     if (*v == c) return v;
   }
-  return Invalid(name, *v, absl::StrCat("one of ", absl::StrJoin(choices, ", ")));
+  return Invalid(name, *v,
+                 absl::StrCat("one of ", absl::StrJoin(choices, ", ")));
 }
 
 }  // namespace meshdma::base_internal

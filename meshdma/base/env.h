@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace meshdma::base_internal {
 
@@ -25,6 +26,11 @@ absl::StatusOr<std::optional<int64_t>> EnvInt(const char* name, int64_t min,
 absl::StatusOr<std::optional<double>> EnvDouble(const char* name,
                                                 double min_exclusive,
                                                 double max);
+// A duration in seconds: a finite number in (0, max_seconds], or "inf" (any
+// case) for no limit, returned as absl::InfiniteDuration(). NaN, negative,
+// zero and larger values are errors.
+absl::StatusOr<std::optional<absl::Duration>> EnvSeconds(const char* name,
+                                                         double max_seconds);
 // 1/true/yes or 0/false/no, in any case.
 absl::StatusOr<std::optional<bool>> EnvBool(const char* name);
 // One of `choices`.

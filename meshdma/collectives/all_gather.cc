@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -48,8 +50,54 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t count = in.num_elements();
+  using collectives_internal::Channel;
+  if (options.algorithm != CollectiveAlgorithm::kRing &&
+      options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
+      Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
+    // Small: one exchange over the group's channel, no entry barrier.
+    //   step 1: push my block to every peer (Channel::Exchange);
+    //   step 2: copy every arrived block, and mine, into place.
+    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    Channel::Outgoing outgoing[Channel::kMaxMembers];
+    Channel::Incoming incoming[Channel::kMaxMembers];
+    int k = 0;
+    for (int i = 0; i < n; ++i) {
+      if (i == g.index) continue;
+      outgoing[k] = {i, in.data(), in.size_bytes()};
+      incoming[k] = {i, in.size_bytes()};
+      ++k;
+    }
+    return channel->Exchange(
+        kName, g,
+        collectives_internal::CallSignature(
+            collectives_internal::CollectiveKind::kAllGather, in.dtype(),
+            count, tiled ? 1 : 0, &output),
+        {outgoing, size_t(k)}, {incoming, size_t(k)},
+        [&](const std::byte* rows) {
+          const int64_t bytes = in.size_bytes();
+          std::byte* base = out.data();
+          std::memmove(base + g.index * bytes, in.data(), bytes);
+          for (int i = 0; i < n; ++i) {
+            if (i == g.index) continue;
+            std::memcpy(base + i * bytes,
+                        rows + i * Channel::kRowBytes + Channel::kHeaderBytes,
+                        bytes);
+          }
+        });
+  }
   const int lanes =
       options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
+  // MESHDMA_DEBUG=INFO: each choice once per process.
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives, absl::StrCat(kName, " ", n, " ", lanes), kName,
+      " on ", n, " devices: ", lanes == 2 ? "bidirectional_ring" : "ring",
+      options.algorithm == CollectiveAlgorithm::kAuto
+          ? std::string(" (auto)")
+          : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
+                         " requested)"));
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {
@@ -58,7 +106,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
               tiled ? 1 : 0, &output));
         }
         // Step 0: my own block, unless the input already is it.
-        const ArrayRef mine = collectives_internal::Range(out, g.rank * count, count);
+        const ArrayRef mine =
+            collectives_internal::Range(out, g.index * count, count);
         if (in.data() != mine.data() && count > 0) {
           std::memmove(mine.data(), in.data(), in.size_bytes());
         }

@@ -3,7 +3,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
@@ -43,17 +45,35 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
 }
 
 CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
-                                             const CollectiveOptions& options) {
-  if (options.algorithm != CollectiveAlgorithm::kAuto) return options.algorithm;
-  if (bytes <= options.one_shot_max_bytes) return CollectiveAlgorithm::kOneShot;
-  return group_size <= 2 ? CollectiveAlgorithm::kRing
-                         : CollectiveAlgorithm::kBidirectionalRing;
+                                             const CollectiveOptions& options,
+                                             absl::string_view collective) {
+  const bool requested = options.algorithm != CollectiveAlgorithm::kAuto;
+  CollectiveAlgorithm chosen = options.algorithm;
+  if (!requested) {
+    chosen = CollectiveAlgorithm::kOneShot;
+    if (bytes > options.one_shot_max_bytes) {
+      chosen = group_size <= 2 ? CollectiveAlgorithm::kRing
+                               : CollectiveAlgorithm::kBidirectionalRing;
+    }
+  }
+  // MESHDMA_DEBUG=INFO: each choice once per process.
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives,
+      absl::StrCat(collective, " ", group_size, " ",
+                   CollectiveAlgorithmName(chosen), requested),
+      collective, " on ", group_size,
+      " devices: ", CollectiveAlgorithmName(chosen),
+      requested ? std::string(" (requested)")
+                : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
+                               options.one_shot_max_bytes, ")"));
+  return chosen;
 }
 
 namespace {
 
 using collectives_internal::Group;
 using collectives_internal::Range;
+
 
 // One-shot all-reduce:
 //   step 1: stage a 64-byte header (the call's signature, see
@@ -72,7 +92,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
                      bool check) {
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int64_t count = in.num_elements();
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
   const int64_t row_bytes = header + in.size_bytes();
@@ -110,6 +130,37 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
+// One-shot over the group's channel (collectives/internal/channel.h): the
+// same exchange as `OneShot` with no kernel entry barrier, for inputs that fit
+// a channel row.
+//   step 1: push my input to every peer (Channel::Exchange, steps 1-3);
+//   step 2: reduce the n rows in group order, my input standing for mine.
+template <typename T>
+absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
+                            const ArrayRef& in, const ArrayRef& out,
+                            int64_t signature) {
+  using collectives_internal::Channel;
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  const int n = g.size();
+  const int64_t bytes = in.size_bytes();
+  Channel::Outgoing outgoing[Channel::kMaxMembers];
+  Channel::Incoming incoming[Channel::kMaxMembers];
+  int k = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i == g.index) continue;
+    outgoing[k] = {i, in.data(), bytes};
+    incoming[k] = {i, bytes};
+    ++k;
+  }
+  return channel->Exchange(
+      name, g, signature, {outgoing, size_t(k)}, {incoming, size_t(k)},
+      [&](const std::byte* rows) {
+        collectives_internal::ReduceRows<T>(
+            op, g, in.data_as<const T>(), rows, Channel::kRowBytes,
+            Channel::kHeaderBytes, out.data_as<T>(), in.num_elements());
+      });
+}
+
 template <typename T>
 absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
                   const ArrayRef& out, int lanes,
@@ -119,7 +170,7 @@ absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
   std::vector<int64_t> segments(n + 1);
   for (int i = 0; i <= n; ++i) segments[i] = collectives_internal::PartBegin(count, n, i);
   const ArrayRef mine =
-      Range(out, segments[g.rank], segments[g.rank + 1] - segments[g.rank]);
+      Range(out, segments[g.index], segments[g.index + 1] - segments[g.index]);
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState gather,
                            collectives_internal::AllocateAllGather(g, lanes));
   // Phase 1: reduce-scatter; segment r of `out` holds the total, and each
@@ -167,8 +218,18 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm =
       ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
   absl::Status status;
+  const bool channel = algorithm == CollectiveAlgorithm::kOneShot &&
+                       collectives_internal::Channel::Fits(g, in.size_bytes());
   auto run = [&](auto zero) {
     using T = decltype(zero);
+    if (channel) {
+      status = ChannelOneShot<T>(
+          name, g, op, in, out,
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+              in.num_elements(), static_cast<int>(op), &output));
+      return;
+    }
     status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
       const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
       if (options.check_peers && !one_shot) {

@@ -59,9 +59,11 @@ inline absl::Status pmean(const ArrayRef& input, const ArrayRef& output,
 }
 
 // The algorithm `all_reduce` runs for `bytes` of input on `group_size`
-// devices with `options`.
-CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
-                                             const CollectiveOptions& options);
+// devices with `options` (logged once per choice under MESHDMA_DEBUG=INFO as
+// `collective`'s).
+CollectiveAlgorithm ChooseAllReduceAlgorithm(
+    int64_t bytes, int group_size, const CollectiveOptions& options,
+    absl::string_view collective = "all_reduce");
 
 }  // namespace meshdma
 

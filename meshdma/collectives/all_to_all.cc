@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -28,7 +30,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int rank = input.rank();
   if (split_axis < 0 || split_axis >= rank || concat_axis < 0 ||
       concat_axis >= rank) {
@@ -75,6 +77,51 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     const int64_t c = out_of_dst.dim(concat_axis) / n;
     return *out_of_dst.Slice(concat_axis, src * c, c);
   };
+  using collectives_internal::Channel;
+  const ArrayRef mine_in_output = recv_block(output, r);
+  if (options.algorithm == CollectiveAlgorithm::kAuto &&
+      split_axis == 0 && concat_axis == 0 && input.is_contiguous() &&
+      Channel::Fits(g, send_block(0).size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
+    // Small, blocks contiguous in both arrays: one exchange over the group's
+    // channel, no entry barrier.
+    //   step 1: push block j of my input to member j (Channel::Exchange);
+    //   step 2: copy each arrived block, and my own, into my output.
+    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    Channel::Outgoing outgoing[Channel::kMaxMembers];
+    Channel::Incoming incoming[Channel::kMaxMembers];
+    const int64_t block_bytes = mine_in_output.size_bytes();
+    int k = 0;
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      const ArrayRef src = send_block(j);
+      outgoing[k] = {j, src.data(), src.size_bytes()};
+      incoming[k] = {j, block_bytes};
+      ++k;
+    }
+    return channel->Exchange(
+        kName, g,
+        collectives_internal::CallSignature(
+            collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+            input.num_elements(), split_axis * 8 + concat_axis, &output),
+        {outgoing, size_t(k)}, {incoming, size_t(k)},
+        [&](const std::byte* rows) {
+          const ArrayRef own = send_block(r);
+          std::memcpy(mine_in_output.data(), own.data(), own.size_bytes());
+          for (int j = 0; j < n; ++j) {
+            if (j == r) continue;
+            std::memcpy(recv_block(output, j).data(),
+                        rows + j * Channel::kRowBytes + Channel::kHeaderBytes,
+                        block_bytes);
+          }
+        });
+  }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (", n - 1,
+                   " DMA pushes per device)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {
@@ -99,10 +146,12 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           // shape.
           const std::vector<int64_t> shape_j =
               AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j);
-          const ArrayRef out_j = ArrayRef::Symmetric(
-              output.data(), output.heap_offset(), output.dtype(), shape_j);
+          MESHDMA_ASSIGN_OR_RETURN(
+              const ArrayRef out_j,
+              ArrayRef::Symmetric(output.data(), output.heap_offset(),
+                                  output.dtype(), shape_j));
           sends.push_back(collectives_internal::RemoteCopy(
-              src, recv_block(out_j, r), send_sem, recv_sem, g.Member(j)));
+              src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
           MESHDMA_RETURN_IF_ERROR(sends.back().start());
         }
         // Step 2: my own block, by a local copy.
@@ -116,12 +165,12 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
         const ArrayRef mine = recv_block(output, r);
         if (mine.num_elements() > 0) {
           for (int i = 1; i < n; ++i) {
-            const int src = (r - i + n) % n;
+            const int src = g.PositionAt(-i);
             const ArrayRef slot = recv_block(output, src);
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(slot, slot, send_sem,
-                                                         recv_sem,
-                                                         g.Member(src))
-                                        .wait_recv());
+            MESHDMA_RETURN_IF_ERROR(
+                collectives_internal::RemoteCopy(slot, slot, send_sem, recv_sem,
+                                                 g.members[src])
+                    .wait_recv());
           }
         }
         for (AsyncCopyDescriptor& s : sends)

@@ -3,7 +3,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -54,7 +56,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     dest_of[src] = dst;
     source_of[dst] = src;
   }
-  const int r = g.rank;
+  const int r = g.index;
   const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
   const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
   // A sender names the receiver's output by its own output's handle.
@@ -62,6 +64,46 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_RETURN_IF_ERROR(
         collectives_internal::RequireSymmetric(kName, g, "output", output));
   }
+  using collectives_internal::Channel;
+  if (options.algorithm == CollectiveAlgorithm::kAuto &&
+      Channel::Fits(g, in.size_bytes())) {
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
+                     " devices: channel (auto; one exchange)");
+    // Small: one exchange over the group's channel, no entry barrier.
+    //   step 1: push my input to my destination (Channel::Exchange);
+    //   step 2: my source's row into `out` (zeros without a source).
+    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    Channel::Outgoing outgoing[1];
+    Channel::Incoming incoming[1];
+    const bool empty = in.num_elements() == 0;
+    const bool push = remote_out && !empty;
+    const bool pull = remote_in && !empty;
+    if (push) outgoing[0] = {dest_of[r], in.data(), in.size_bytes()};
+    if (pull) incoming[0] = {source_of[r], in.size_bytes()};
+    return channel->Exchange(
+        kName, g,
+        collectives_internal::CallSignature(
+            collectives_internal::CollectiveKind::kPpermute, in.dtype(),
+            in.num_elements(), 0, nullptr),
+        {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
+        [&](const std::byte* rows) {
+          if (empty) return;
+          if (pull) {
+            std::memcpy(out.data(),
+                        rows + source_of[r] * Channel::kRowBytes +
+                            Channel::kHeaderBytes,
+                        in.size_bytes());
+          } else if (dest_of[r] == r) {
+            std::memcpy(out.data(), in.data(), in.size_bytes());
+          } else if (source_of[r] < 0) {
+            std::memset(out.data(), 0, out.size_bytes());
+          }
+        });
+  }
+  // MESHDMA_DEBUG=INFO: once per group size.
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
+                   " on ", n, " devices: direct (one DMA push per pair)");
   return RunKernel(
       collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
         if (options.check_peers) {
@@ -80,7 +122,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         std::optional<AsyncCopyDescriptor> send;
         if (remote_out && !empty) {
           send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
-                                      g.Member(dest_of[r]));
+                                                  g.members[dest_of[r]]);
           MESHDMA_RETURN_IF_ERROR(send->start());
         } else if (dest_of[r] == r && !empty) {
           std::memcpy(out.data(), in.data(), in.size_bytes());
@@ -89,10 +131,10 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         if (source_of[r] < 0 && !empty) {
           std::memset(out.data(), 0, out.size_bytes());
         } else if (remote_in && !empty) {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(out, out, send_sem,
-                                                       recv_sem,
-                                                       g.Member(source_of[r]))
-                                      .wait_recv());
+          MESHDMA_RETURN_IF_ERROR(
+              collectives_internal::RemoteCopy(out, out, send_sem, recv_sem,
+                                               g.members[source_of[r]])
+                  .wait_recv());
         }
         // Step 3: my input may be reused once my push has been read.
         if (send.has_value()) MESHDMA_RETURN_IF_ERROR(send->wait_send());

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/all_reduce.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
@@ -34,7 +35,7 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
                      bool check) {
   const int n = g.size();
-  const int r = g.rank;
+  const int r = g.index;
   const int64_t count = in.num_elements();
   const int64_t elem = static_cast<int64_t>(sizeof(T));
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
@@ -61,9 +62,9 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     std::memcpy(staged + header, in.data() + b * elem, len * elem);
     const ArrayRef src = collectives_internal::Range(scratch, n * row + pos * row, bytes);
     const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::RemoteCopy(src, dst, send_sem, recv_sem, g.Member(pos))
-            .start());
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                                src, dst, send_sem, recv_sem, g.members[pos])
+                                .start());
     out_bytes += bytes;
   }
   // Step 2 (wait-only descriptors of the total byte counts).
@@ -85,6 +86,39 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
+// Small: one exchange over the group's channel, no entry barrier.
+//   step 1: push segment j of my input to member j (Channel::Exchange);
+//   step 2: reduce, in group order, the n copies of my segment (mine from
+//           my input).
+template <typename T>
+absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
+                            const ArrayRef& in, const ArrayRef& out,
+                            int64_t signature) {
+  using collectives_internal::Channel;
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  const int n = g.size();
+  const int64_t count = in.num_elements();
+  const int64_t elem = static_cast<int64_t>(DTypeSize(in.dtype()));
+  const auto [my_begin, my_len] = ScatterSegment(count, n, g.index);
+  Channel::Outgoing outgoing[Channel::kMaxMembers];
+  Channel::Incoming incoming[Channel::kMaxMembers];
+  int k = 0;
+  for (int j = 0; j < n; ++j) {
+    if (j == g.index) continue;
+    const auto [b, len] = ScatterSegment(count, n, j);
+    outgoing[k] = {j, in.data() + b * elem, len * elem};
+    incoming[k] = {j, my_len * elem};
+    ++k;
+  }
+  return channel->Exchange(
+      name, g, signature, {outgoing, size_t(k)}, {incoming, size_t(k)},
+      [&](const std::byte* rows) {
+        collectives_internal::ReduceRows<T>(
+            op, g, in.data_as<const T>() + my_begin, rows, Channel::kRowBytes,
+            Channel::kHeaderBytes, out.data_as<T>(), my_len);
+      });
+}
+
 }  // namespace
 
 absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
@@ -102,7 +136,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                            collectives_internal::Flatten(output, name, "output", g));
   const int n = g.size();
-  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.rank);
+  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.index);
   if (in.dtype() != out.dtype() || out.num_elements() != my_len) {
     return collectives_internal::CollectiveError(
         name, g,
@@ -119,10 +153,24 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ") must be >= 1"));
   }
   const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), n, options);
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name);
   absl::Status status;
+  const int64_t largest_segment =
+      (in.num_elements() + n - 1) / n * static_cast<int64_t>(DTypeSize(in.dtype()));
+  const bool channel =
+      algorithm == CollectiveAlgorithm::kOneShot &&
+      collectives_internal::Channel::Fits(g, largest_segment) &&
+      out.data() != in.data() + my_begin * DTypeSize(in.dtype());
   auto run = [&](auto zero) {
     using T = decltype(zero);
+    if (channel) {
+      status = ChannelOneShot<T>(
+          name, g, op, in, out,
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
+              in.num_elements(), static_cast<int>(op), nullptr));
+      return;
+    }
     status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
       const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
       if (options.check_peers && !one_shot) {

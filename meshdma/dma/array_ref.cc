@@ -3,9 +3,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/checked_math.h"
 
 namespace meshdma {
 namespace {
+
+using base_internal::CheckedAdd;
+using base_internal::CheckedByteExtent;
+using base_internal::CheckedMul;
+using base_internal::CheckedProduct;
 
 std::string ShapeString(std::span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
@@ -36,29 +42,59 @@ absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
     return absl::InvalidArgumentError(
         absl::StrCat("null data pointer for array ", ShapeString(shape)));
   }
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat("array ", ShapeString(shape),
+                                                   ": invalid dtype ",
+                                                   static_cast<int>(dtype)));
+  }
+  // Every size derived from a view (elements, bytes, the bytes it spans) must
+  // fit in int64_t, so that later bounds checks cannot be fooled by a wrap.
+  const std::optional<int64_t> elements = CheckedProduct(shape);
+  const std::optional<int64_t> bytes =
+      elements.has_value()
+          ? CheckedMul(*elements, static_cast<int64_t>(DTypeSize(dtype)))
+          : std::nullopt;
+  if (!bytes.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("array ", DTypeName(dtype), ShapeString(shape),
+                     ": size in bytes overflows int64"));
+  }
   ArrayRef r;
   r.dtype_ = dtype;
   r.rank_ = static_cast<int>(shape.size());
+  // Row-major strides. Only inner dimensions of a zero-sized array can
+  // overflow this product; the stride is then 0, as past any zero dimension.
   int64_t stride = 1;
   for (int d = r.rank_ - 1; d >= 0; --d) {
     r.shape_[d] = shape[d];
     r.strides_[d] = strides.empty() ? stride : strides[d];
-    stride *= shape[d];
+    stride = CheckedMul(stride, shape[d]).value_or(0);
+  }
+  if (!CheckedByteExtent(r.shape(), r.strides(),
+                         static_cast<int64_t>(DTypeSize(dtype)))
+           .has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "array ", DTypeName(dtype), ShapeString(shape), " with strides ",
+        ShapeString(r.strides()), ": the bytes it spans overflow int64"));
   }
   r.data_ = static_cast<std::byte*>(data);
   return r;
 }
 
-ArrayRef ArrayRef::Symmetric(std::byte* data, int64_t heap_offset, DType dtype,
-                             std::span<const int64_t> shape) {
-  ArrayRef r = *FromPointer(data, dtype, shape);
-  r.heap_offset_ = heap_offset;
-  return r;
+absl::StatusOr<ArrayRef> ArrayRef::Symmetric(std::byte* data,
+                                             int64_t heap_offset, DType dtype,
+                                             std::span<const int64_t> shape) {
+  return SymmetricStrided(data, heap_offset, dtype, shape, {});
 }
 
 absl::StatusOr<ArrayRef> ArrayRef::SymmetricStrided(
     std::byte* data, int64_t heap_offset, DType dtype,
     std::span<const int64_t> shape, std::span<const int64_t> strides) {
+  if (heap_offset < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("symmetric array ", DTypeName(dtype), ShapeString(shape),
+                     ": negative heap offset ", heap_offset));
+  }
   auto r = FromPointer(data, dtype, shape, strides);
   if (r.ok()) r->heap_offset_ = heap_offset;
   return r;
@@ -74,7 +110,7 @@ bool ArrayRef::is_contiguous() const {
   int64_t stride = 1;
   for (int d = rank_ - 1; d >= 0; --d) {
     if (shape_[d] != 1 && strides_[d] != stride) return false;
-    stride *= shape_[d];
+    stride = CheckedMul(stride, shape_[d]).value_or(0);
   }
   return true;
 }
@@ -85,17 +121,31 @@ absl::StatusOr<ArrayRef> ArrayRef::Slice(int dim, int64_t start,
     return absl::InvalidArgumentError(absl::StrCat(
         "slice of dimension ", dim, " of ", ToString(), ": no such dimension"));
   }
-  if (start < 0 || size < 0 || start + size > shape_[dim]) {
+  // Written so that nothing overflows: `start + size` may not fit.
+  if (start < 0 || size < 0 || start > shape_[dim] ||
+      size > shape_[dim] - start) {
     return absl::OutOfRangeError(absl::StrCat(
-        "slice [", start, ", ", start + size, ") of dimension ", dim, " of ",
-        ToString(), " is out of bounds (size ", shape_[dim], ")"));
+        "slice [", start, ", ",
+        CheckedAdd(start, size).has_value() ? absl::StrCat(start + size)
+                                            : std::string("overflow"),
+        ") of dimension ", dim, " of ", ToString(), " is out of bounds (size ",
+        shape_[dim], ")"));
   }
   ArrayRef r = *this;
   r.shape_[dim] = size;
-  const int64_t delta = start * strides_[dim];
-  r.data_ += delta * static_cast<int64_t>(DTypeSize(dtype_));
+  // In bounds, so the offset lies within the view's extent, which fits.
+  const int64_t delta =
+      start * strides_[dim] * static_cast<int64_t>(DTypeSize(dtype_));
+  r.data_ += delta;
   if (heap_offset_ >= 0) {
-    r.heap_offset_ += delta * static_cast<int64_t>(DTypeSize(dtype_));
+    const std::optional<int64_t> offset = CheckedAdd(heap_offset_, delta);
+    if (!offset.has_value() || *offset < 0) {
+      return absl::OutOfRangeError(
+          absl::StrCat("slice [", start, ", ", start + size, ") of dimension ",
+                       dim, " of ", ToString(), " at heap offset ",
+                       heap_offset_, " leaves the symmetric heap"));
+    }
+    r.heap_offset_ = *offset;
   }
   return r;
 }
@@ -138,8 +188,20 @@ absl::StatusOr<ArrayRef> ArrayRef::Reshape(
     return absl::FailedPreconditionError(
         absl::StrCat("reshape of non-contiguous view ", ToString()));
   }
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("reshape of ", ToString(),
+                                                     " to ", ShapeString(shape),
+                                                     ": negative dimension"));
+    }
+  }
+  const std::optional<int64_t> product = CheckedProduct(shape);
+  if (!product.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reshape of ", ToString(), " to ", ShapeString(shape),
+                     ": element count overflows int64"));
+  }
+  const int64_t n = *product;
   if (n != num_elements()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reshape of ", ToString(), " to ", ShapeString(shape),

@@ -24,14 +24,22 @@ class ArrayRef {
   ArrayRef() = default;
 
   // A view of ordinary memory (not reachable by peers). Strides are in
-  // elements; empty `strides` means row-major contiguous.
+  // elements (negative allowed); empty `strides` means row-major contiguous.
+  // InvalidArgument for a rank above kMaxRank, a negative dimension, an
+  // invalid dtype, a null `data`, or a view whose element count, byte size or
+  // byte span does not fit in int64 (so `num_elements` and `size_bytes` of
+  // any view never overflow).
   static absl::StatusOr<ArrayRef> FromPointer(
       void* data, DType dtype, std::span<const int64_t> shape,
       std::span<const int64_t> strides = {});
   // A contiguous view of symmetric-heap bytes at `heap_offset`, whose local
   // address is `data`. Used by the heap; users get these from `Allocate`.
-  static ArrayRef Symmetric(std::byte* data, int64_t heap_offset, DType dtype,
-                            std::span<const int64_t> shape);
+  // Only the view itself is checked here (a valid dtype, sizes that fit in
+  // int64, offset >= 0); a DMA checks that it lies in the heap's user part
+  // and that `data` is the calling device's address of `heap_offset`.
+  static absl::StatusOr<ArrayRef> Symmetric(std::byte* data,
+                                            int64_t heap_offset, DType dtype,
+                                            std::span<const int64_t> shape);
   // A strided view of symmetric-heap bytes (for the C ABI, which checks that
   // `data` is this device's address of `heap_offset`).
   static absl::StatusOr<ArrayRef> SymmetricStrided(

@@ -1,5 +1,6 @@
 #include "meshdma/dma/c_api.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,26 +56,46 @@ absl::StatusOr<meshdma::ArrayRef> ViewToArrayRef(const meshdma_view* v,
   const std::span<const int64_t> shape(v->shape, v->rank);
   const std::span<const int64_t> strides(v->strides, v->rank);
   const auto dtype = static_cast<meshdma::DType>(v->dtype);
+  // MESHDMA_HEAP_OFFSET_RESOLVE: the view is symmetric if `data` lies in this
+  // device's heap (compared as integers).
   int64_t heap_offset = v->heap_offset;
   if (heap_offset == MESHDMA_HEAP_OFFSET_RESOLVE) {
     meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
-    const auto* p = static_cast<const std::byte*>(v->data);
-    heap_offset = d != nullptr && p >= d->heap_base() &&
-                          p < d->heap_base() + d->heap_bytes()
-                      ? p - d->heap_base()
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v->data);
+    const uintptr_t base =
+        d == nullptr ? 0 : reinterpret_cast<uintptr_t>(d->heap_base());
+    heap_offset = d != nullptr && p >= base &&
+                          p - base < static_cast<uint64_t>(d->heap_bytes())
+                      ? static_cast<int64_t>(p - base)
                       : -1;
   }
+  // The view's sizes are checked by ArrayRef (they must fit in int64); a
+  // symmetric view is checked against the heap when a DMA starts.
+  absl::StatusOr<meshdma::ArrayRef> ref;
   if (heap_offset < 0) {
-    return meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+    ref = meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
+  } else {
+    meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
+    // Compared as integers: `heap_base() + heap_offset` may lie outside any
+    // object.
+    if (d == nullptr || reinterpret_cast<uintptr_t>(v->data) -
+                                reinterpret_cast<uintptr_t>(d->heap_base()) !=
+                            static_cast<uint64_t>(heap_offset)) {
+      return absl::InvalidArgumentError(
+          std::string(operand) + ": heap_offset " +
+          std::to_string(heap_offset) +
+          " does not match data on the calling device");
+    }
+    ref = meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
+                                              heap_offset, dtype, shape,
+                                              strides);
   }
-  meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
-  if (d == nullptr || d->heap_base() + heap_offset != v->data) {
-    return absl::InvalidArgumentError(
-        std::string(operand) +
-        ": heap_offset does not match data on the calling device");
+  if (!ref.ok()) {
+    return absl::Status(
+        ref.status().code(),
+        std::string(operand) + ": " + std::string(ref.status().message()));
   }
-  return meshdma::ArrayRef::SymmetricStrided(
-      static_cast<std::byte*>(v->data), heap_offset, dtype, shape, strides);
+  return ref;
 }
 
 int ReportStatus(const absl::Status& s) { return Report(s); }

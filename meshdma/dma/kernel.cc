@@ -1,6 +1,7 @@
 #include "meshdma/dma/kernel.h"
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/internal/runtime_impl.h"
@@ -20,11 +21,15 @@ absl::Status RunKernel(const KernelOptions& options,
   }
   Observer* obs = d->runtime()->observer();
   if (obs) obs->OnKernelBegin(d->global_index(), options.name);
+  MESHDMA_LOG(kTrace, kLogDma, d->Name(), ": kernel '", options.name,
+              "' begins");
   d->PushScope(options.name, options.collective_id);
   absl::Status s = options.entry_barrier ? d->Barrier() : absl::OkStatus();
   if (s.ok()) s = body();
   absl::Status exit = d->PopScope();
   if (obs) obs->OnKernelEnd(d->global_index(), options.name);
+  MESHDMA_LOG(kTrace, kLogDma, d->Name(), ": kernel '", options.name,
+              "' ends: ", s.ok() ? exit.ToString() : s.ToString());
   if (!s.ok()) {
     return absl::Status(
         s.code(), absl::StrCat("kernel '", options.name, "': ", s.message()));

@@ -79,8 +79,10 @@ struct RuntimeOptions {
   // signal within ~100 ns but holds a core; sleeping frees the core and costs
   // a few microseconds to wake (BENCHMARKS.md compares them).
   int64_t spin_ns = 20'000;
-  // A wait that cannot complete fails after this long. Unset:
-  // MESHDMA_WAIT_TIMEOUT_S, else 120 s.
+  // A wait that cannot complete fails after this long, measured on the
+  // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
+  // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values
+  // must lie in (0, 1e9 s].
   std::optional<absl::Duration> wait_timeout;
   // Pin device threads to the cores the launch assigned.
   bool pin_threads = true;

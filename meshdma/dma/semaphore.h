@@ -34,7 +34,17 @@ namespace meshdma {
 
 enum class SemaphoreType { kRegular, kDma, kBarrier };
 absl::string_view SemaphoreTypeName(SemaphoreType type);  // "REGULAR", ...
+// Whether `type` is one of the enumerators (not a cast integer).
+constexpr bool IsValidSemaphoreType(SemaphoreType type) {
+  return type == SemaphoreType::kRegular || type == SemaphoreType::kDma ||
+         type == SemaphoreType::kBarrier;
+}
 
+// A handle is checked where it enters a verb: it must name a live semaphore
+// of its type on the calling device (allocated there in an open scope, or the
+// BARRIER semaphore of `get_barrier_semaphore`). A handle forged from another
+// offset or type, or one whose scope has closed, is InvalidArgument. Counts
+// saturate at INT64_MAX instead of wrapping.
 class Semaphore {
  public:
   Semaphore() = default;

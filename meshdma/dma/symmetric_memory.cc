@@ -40,6 +40,35 @@ absl::Status run_scoped(absl::FunctionRef<absl::Status()> body) {
   return s.ok() ? exit : s;
 }
 
+absl::StatusOr<ArrayRef> AllocatePersistent(DType dtype,
+                                            std::span<const int64_t> shape,
+                                            absl::string_view name) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("AllocatePersistent"));
+  return d->AllocatePersistent(dtype, shape, name);
+}
+
+absl::StatusOr<SemaphoreArray> AllocatePersistentSemaphores(
+    SemaphoreType type, int size, absl::string_view name) {
+  MESHDMA_ASSIGN_OR_RETURN(
+      dma_internal::Device * d,
+      dma_internal::RequireDevice("AllocatePersistentSemaphores"));
+  MESHDMA_ASSIGN_OR_RETURN(int64_t offset,
+                           d->AllocatePersistentSemaphores(type, size, name));
+  return SemaphoreArray(offset, type, size);
+}
+
+absl::Status AtRunExit(std::function<absl::Status()> fn) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("AtRunExit"));
+  if (!fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AtRunExit on ", d->Name(), ": empty function"));
+  }
+  d->AtRunExit(std::move(fn));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> SymmetricBytesFree() {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
                            dma_internal::RequireDevice("SymmetricBytesFree"));

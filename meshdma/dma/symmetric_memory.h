@@ -9,6 +9,7 @@
 #define MESHDMA_DMA_SYMMETRIC_MEMORY_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string_view>
@@ -51,6 +52,23 @@ absl::StatusOr<SemaphoreArray> AllocateSemaphoreArray(
 // allocates is freed when it returns. Semaphores allocated in it must be back
 // to 0 by then (an error otherwise, as at kernel exit).
 absl::Status run_scoped(absl::FunctionRef<absl::Status()> body);
+
+// Persistent symmetric memory: state that consecutive kernel calls share for
+// the rest of the current `Runtime::Run` (a collective's channel, say).
+// Every device of the mesh must make the same sequence of persistent
+// allocations, like `AllocateSymmetric`; they come from the top of the heap,
+// start zeroed, and belong to no kernel scope, so kernels' exit contracts do
+// not count persistent semaphores. When the Run ends on a device, the
+// functions given to `AtRunExit` run (latest first; they may wait, e.g. for
+// credits still owed to this device), every persistent semaphore must then be
+// back to 0 (an error naming it otherwise), and the memory is zeroed and
+// released.
+absl::StatusOr<ArrayRef> AllocatePersistent(DType dtype,
+                                            std::span<const int64_t> shape,
+                                            absl::string_view name = "");
+absl::StatusOr<SemaphoreArray> AllocatePersistentSemaphores(
+    SemaphoreType type, int size, absl::string_view name = "");
+absl::Status AtRunExit(std::function<absl::Status()> fn);
 
 // Bytes still free in this device's heap.
 absl::StatusOr<int64_t> SymmetricBytesFree();

@@ -1,5 +1,6 @@
 // `make_kernel`: adopt a kernel into a reusable op on arrays (PyTorch/XLA's
-// `make_kernel_from_pallas`), and a registry of ops callable by name.
+// `make_kernel_from_pallas`). The registry of ops callable by name is in
+// kernels/ops/registry.h.
 //
 //   auto op = make_kernel(kernel, [](std::span<const ArrayRef> in) {
 //     return std::vector<ShapeDtype>{{in[0].dtype(), ShapeOf(in[0])}};
@@ -16,29 +17,18 @@
 //   3. Like `pallas_call`, an op acts on the calling device (call it inside
 //      `Runtime::Run`); it is reentrant and may be called from every device
 //      at once.
-//
-// The registry (`CallOp("matmul", {a, b}, {{"activation", "relu"}})`) holds
-// the built-in ops add_vectors, iota, matmul, softmax, flash_attention,
-// flash_attention_backward and paged_attention; `RegisterOp` adds more.
-// `CallOp` checks the op name, the number of inputs and the attribute names
-// and types, and returns errors naming the op, e.g. "op 'matmul' takes 2
-// inputs, got 3". Attributes are documented per op in `RegisteredOps()`'s
-// `OpDef::doc`.
 #ifndef MESHDMA_KERNELS_MAKE_KERNEL_H_
 #define MESHDMA_KERNELS_MAKE_KERNEL_H_
 
 #include <cstddef>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <span>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "meshdma/base/dtype.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/kernels/pallas_call.h"
@@ -121,48 +111,6 @@ KernelOp make_kernel(KernelFn kernel, OutShapeFn out_shape,
 // A `Kernel` value: named after `params.name`; its arity is the number of
 // in_specs when they are given.
 KernelOp make_kernel(const Kernel& kernel, OutShapeFn out_shape);
-
-// Op attributes by name.
-using AttrValue = std::variant<bool, int64_t, double, std::string>;
-using OpAttrs = std::map<std::string, AttrValue, std::less<>>;
-
-struct OpDef {
-  std::string name;
-  int num_inputs = -1;             // -1: any number.
-  std::vector<std::string> attrs;  // Accepted attribute names.
-  std::string doc;
-  // Builds the op for the given (already name-checked) attributes.
-  std::function<absl::StatusOr<KernelOp>(const OpAttrs&)> build;
-};
-
-// Adds an op; an error if the name is taken or the def is incomplete.
-absl::Status RegisterOp(OpDef def);
-// Names of the registered ops, sorted.
-std::vector<std::string> RegisteredOps();
-absl::StatusOr<OpDef> FindOp(absl::string_view name);
-
-absl::StatusOr<std::vector<HostArray>> CallOp(absl::string_view name,
-                                              std::span<const ArrayRef> inputs,
-                                              const OpAttrs& attrs = {});
-inline absl::StatusOr<std::vector<HostArray>> CallOp(
-    absl::string_view name, std::initializer_list<ArrayRef> inputs,
-    const OpAttrs& attrs = {}) {
-  return CallOp(name, std::span<const ArrayRef>(inputs.begin(), inputs.size()),
-                attrs);
-}
-
-// Typed attribute lookups for op builders: the default when absent, an
-// error naming the op and attribute when the value has another type.
-absl::StatusOr<int64_t> GetIntAttr(const OpAttrs& attrs, absl::string_view op,
-                                   absl::string_view name, int64_t dflt);
-absl::StatusOr<double> GetFloatAttr(const OpAttrs& attrs, absl::string_view op,
-                                    absl::string_view name, double dflt);
-absl::StatusOr<bool> GetBoolAttr(const OpAttrs& attrs, absl::string_view op,
-                                 absl::string_view name, bool dflt);
-absl::StatusOr<std::string> GetStringAttr(const OpAttrs& attrs,
-                                          absl::string_view op,
-                                          absl::string_view name,
-                                          std::string dflt);
 
 }  // namespace meshdma
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meshdma/base/checked_math.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -41,16 +42,25 @@ GridScope::GridScope(const std::vector<int64_t>* grid, int batch_axes)
 }
 GridScope::~GridScope() { current_grid = prev_; }
 
-absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
-    const PipelineRequest& req, std::span<const ArrayRef> inputs,
-    std::span<const ArrayRef> outputs) {
-  PipelineRunner p;
-  p.name_ = *req.name;
-  p.stats_ = req.stats;
+namespace {
+
+using Operand = PipelineRunner::Operand;
+
+// The operands' shapes with the vmap batch axes taken out: the shapes the
+// kernel's own specs were written for.
+struct Unbatched {
+  std::vector<std::vector<int64_t>> shapes;        // Inputs, then outputs.
+  const std::vector<BatchAxes>* layers = nullptr;  // Outermost vmap first.
+  std::vector<int64_t> batch_sizes;                // Per layer.
+  // axis_of[layer][operand]: mapped dimension or -1.
+  std::vector<std::vector<int>> axis_of;
+};
+
+// The spec counts fit the operands (unless both are empty: default specs)
+// and no grid dimension is negative.
+absl::Status CheckRequest(const PipelineRequest& req, int n_in, int n_out,
+                          bool default_specs) {
   const std::string& name = *req.name;
-  const int n_in = static_cast<int>(inputs.size());
-  const int n_out = static_cast<int>(outputs.size());
-  const bool default_specs = req.in_specs->empty() && req.out_specs->empty();
   if (!default_specs && (static_cast<int>(req.in_specs->size()) != n_in ||
                          static_cast<int>(req.out_specs->size()) != n_out)) {
     return absl::InvalidArgumentError(
@@ -64,20 +74,30 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
           absl::StrCat("kernel '", name, "': negative grid ", Tuple(req.grid)));
     }
   }
+  return absl::OkStatus();
+}
 
-  // 1. Strip the batch axes (outermost vmap first) to get the shapes the
-  //    kernel's own specs were written for.
-  std::vector<std::vector<int64_t>> shapes;
+// The operands' shapes without the batch axes, outermost vmap first; an
+// error names the vmap axis and operand that do not fit.
+absl::StatusOr<Unbatched> StripBatchAxes(const PipelineRequest& req,
+                                         std::span<const ArrayRef> inputs,
+                                         std::span<const ArrayRef> outputs) {
+  const std::string& name = *req.name;
+  const int n_in = static_cast<int>(inputs.size());
+  const int n_out = static_cast<int>(outputs.size());
+  Unbatched u;
+  std::vector<std::vector<int64_t>>& shapes = u.shapes;
   for (const ArrayRef& a : inputs)
     shapes.emplace_back(a.shape().begin(), a.shape().end());
   for (const ArrayRef& a : outputs)
     shapes.emplace_back(a.shape().begin(), a.shape().end());
-  const std::vector<BatchAxes> empty_batching;
-  const std::vector<BatchAxes>& layers =
-      req.batching != nullptr ? *req.batching : empty_batching;
-  std::vector<int64_t> batch_sizes(layers.size());
-  // axis_of[layer][operand]: mapped dimension or -1.
-  std::vector<std::vector<int>> axis_of(layers.size());
+  static const auto* const kNoBatching = new std::vector<BatchAxes>();
+  u.layers = req.batching != nullptr ? req.batching : kNoBatching;
+  const std::vector<BatchAxes>& layers = *u.layers;
+  std::vector<int64_t>& batch_sizes = u.batch_sizes;
+  batch_sizes.resize(layers.size());
+  std::vector<std::vector<int>>& axis_of = u.axis_of;
+  axis_of.resize(layers.size());
   for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
     const BatchAxes& b = layers[l];
     if (static_cast<int>(b.in_axes.size()) != n_in ||
@@ -119,8 +139,18 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
     }
     batch_sizes[l] = size;
   }
+  return u;
+}
 
-  // The optional `out_shape` describes the unbatched outputs.
+// The optional `out_shape` must describe the unbatched outputs.
+absl::Status CheckOutShape(const PipelineRequest& req,
+                           std::span<const ArrayRef> outputs,
+                           const Unbatched& u) {
+  const std::string& name = *req.name;
+  const int n_out = static_cast<int>(outputs.size());
+  const int n_in = static_cast<int>(u.shapes.size()) - n_out;
+  const std::vector<std::vector<int64_t>>& shapes = u.shapes;
+  const std::vector<BatchAxes>& layers = *u.layers;
   if (req.out_shape != nullptr && !req.out_shape->empty()) {
     if (static_cast<int>(req.out_shape->size()) != n_out) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -139,115 +169,121 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  // 2. Resolve each operand's spec against its unbatched shape.
-  for (int i = 0; i < n_in + n_out; ++i) {
-    const bool out = i >= n_in;
-    const int idx = out ? i - n_in : i;
-    Operand op;
-    op.is_output = out;
-    op.index = idx;
-    op.label = Label(out, idx, out ? req.output_names : req.input_names);
-    op.array = out ? outputs[idx] : inputs[i];
-    BlockSpec spec;
-    if (!default_specs) spec = out ? (*req.out_specs)[idx] : (*req.in_specs)[i];
-    op.space = spec.memory_space;
-    const std::vector<int64_t>& shape = shapes[i];
-    const int rank = static_cast<int>(shape.size());
-    if (op.space == MemorySpace::kAny) {
-      for (size_t l = 0; l < layers.size(); ++l) {
-        if (axis_of[l][i] >= 0) {
-          return absl::UnimplementedError(absl::StrCat(
-              "kernel '", name, "': ", op.label,
-              " is in ANY memory and mapped by vmap; map only VMEM operands"));
-        }
+// Operand `i` (inputs, then outputs) with its spec resolved against its
+// unbatched shape (block, squeezed dimensions, index map), then lifted over
+// the batch layers onto the full grid. ANY operands get no block.
+absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
+                                       std::span<const ArrayRef> inputs,
+                                       std::span<const ArrayRef> outputs,
+                                       const Unbatched& u, bool default_specs,
+                                       int i) {
+  const std::string& name = *req.name;
+  const int n_in = static_cast<int>(inputs.size());
+  const std::vector<std::vector<int64_t>>& shapes = u.shapes;
+  const std::vector<BatchAxes>& layers = *u.layers;
+  const std::vector<std::vector<int>>& axis_of = u.axis_of;
+  const bool out = i >= n_in;
+  const int idx = out ? i - n_in : i;
+  Operand op;
+  op.is_output = out;
+  op.index = idx;
+  op.label = Label(out, idx, out ? req.output_names : req.input_names);
+  op.array = out ? outputs[idx] : inputs[i];
+  BlockSpec spec;
+  if (!default_specs) spec = out ? (*req.out_specs)[idx] : (*req.in_specs)[i];
+  op.space = spec.memory_space;
+  const std::vector<int64_t>& shape = shapes[i];
+  const int rank = static_cast<int>(shape.size());
+  if (op.space == MemorySpace::kAny) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (axis_of[l][i] >= 0) {
+        return absl::UnimplementedError(absl::StrCat(
+            "kernel '", name, "': ", op.label,
+            " is in ANY memory and mapped by vmap; map only VMEM operands"));
       }
-      p.ops_.push_back(std::move(op));
-      continue;
     }
-    std::vector<int64_t> block = spec.block_shape;
-    if (block.empty()) block = shape;
-    if (static_cast<int>(block.size()) != rank) {
+    return op;
+  }
+  std::vector<int64_t> block = spec.block_shape;
+  if (block.empty()) block = shape;
+  if (static_cast<int>(block.size()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", name, "': block shape [", absl::StrJoin(block, ","),
+        "] of ", op.label, " has rank ", block.size(), " but the operand is ",
+        DTypeName(op.array.dtype()), "[", absl::StrJoin(shape, ","), "]"));
+  }
+  std::vector<bool> squeezed(rank, false);
+  for (int d = 0; d < rank; ++d) {
+    if (block[d] == kSqueezed) {
+      squeezed[d] = true;
+      block[d] = 1;
+    } else if (block[d] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", name, "': block shape [",
+                       absl::StrJoin(spec.block_shape, ","), "] of ", op.label,
+                       " has a non-positive dimension ", d));
+    }
+    if (!req.allow_partial_blocks && shape[d] % block[d] != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "kernel '", name, "': block shape [", absl::StrJoin(block, ","),
-          "] of ", op.label, " has rank ", block.size(), " but the operand is ",
-          DTypeName(op.array.dtype()), "[", absl::StrJoin(shape, ","), "]"));
+          "kernel '", name, "': block shape [",
+          absl::StrJoin(spec.block_shape, ","), "] does not tile ", op.label,
+          " of shape [", absl::StrJoin(shape, ","), "] (dimension ", d, ": ",
+          shape[d], " is not a multiple of ", block[d],
+          "); this kernel needs divisible shapes"));
     }
-    std::vector<bool> squeezed(rank, false);
-    for (int d = 0; d < rank; ++d) {
-      if (block[d] == kSqueezed) {
-        squeezed[d] = true;
-        block[d] = 1;
-      } else if (block[d] <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("kernel '", name, "': block shape [",
-                         absl::StrJoin(spec.block_shape, ","), "] of ",
-                         op.label, " has a non-positive dimension ", d));
-      }
-      if (!req.allow_partial_blocks && shape[d] % block[d] != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "kernel '", name, "': block shape [",
-            absl::StrJoin(spec.block_shape, ","), "] does not tile ", op.label,
-            " of shape [", absl::StrJoin(shape, ","), "] (dimension ", d, ": ",
-            shape[d], " is not a multiple of ", block[d],
-            "); this kernel needs divisible shapes"));
-      }
-    }
-    IndexMap map = spec.index_map;
-    if (!map) {
-      map = [rank](std::span<const int64_t>) {
-        return std::vector<int64_t>(rank, 0);
+  }
+  IndexMap map = spec.index_map;
+  if (!map) {
+    map = [rank](std::span<const int64_t>) {
+      return std::vector<int64_t>(rank, 0);
+    };
+  }
+  // Apply the batch layers innermost first: each prepends a grid axis
+  // and, for a mapped operand, a squeezed block dimension indexed by it.
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const int ax = axis_of[l][i];
+    if (ax >= 0) {
+      block.insert(block.begin() + ax, 1);
+      squeezed.insert(squeezed.begin() + ax, true);
+      map = [inner = std::move(map), ax](std::span<const int64_t> g) {
+        std::vector<int64_t> r = inner(g.subspan(1));
+        r.insert(r.begin() + std::min<size_t>(ax, r.size()), g[0]);
+        return r;
+      };
+    } else {
+      map = [inner = std::move(map)](std::span<const int64_t> g) {
+        return inner(g.subspan(1));
       };
     }
-    // 3. Apply the batch layers innermost first: each prepends a grid axis
-    //    and, for a mapped operand, a squeezed block dimension indexed by it.
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const int ax = axis_of[l][i];
-      if (ax >= 0) {
-        block.insert(block.begin() + ax, 1);
-        squeezed.insert(squeezed.begin() + ax, true);
-        map = [inner = std::move(map), ax](std::span<const int64_t> g) {
-          std::vector<int64_t> r = inner(g.subspan(1));
-          r.insert(r.begin() + std::min<size_t>(ax, r.size()), g[0]);
-          return r;
-        };
-      } else {
-        map = [inner = std::move(map)](std::span<const int64_t> g) {
-          return inner(g.subspan(1));
-        };
-      }
-    }
-    op.block = std::move(block);
-    op.squeezed = std::move(squeezed);
-    for (size_t d = 0; d < op.block.size(); ++d) {
-      if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
-    }
-    op.map = std::move(map);
-    p.ops_.push_back(std::move(op));
   }
-
-  // 4. The full grid: batch axes (outermost first), then the kernel's own.
-  p.grid_ = req.grid;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    p.grid_.insert(p.grid_.begin(), batch_sizes[l]);
+  op.block = std::move(block);
+  op.squeezed = std::move(squeezed);
+  for (size_t d = 0; d < op.block.size(); ++d) {
+    if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
   }
-  p.batch_axes_ = static_cast<int>(layers.size());
-  p.steps_ = 1;
-  for (int64_t g : p.grid_) p.steps_ *= g;
+  op.map = std::move(map);
+  return op;
+}
 
-  // 5. Every staged operand's block index at every grid point, checked
-  //    against the number of blocks; outputs must not come back to a block
-  //    they left.
-  const int grank = static_cast<int>(p.grid_.size());
+// Every staged operand's block index at every one of the `steps` points of
+// `grid`, checked against the number of blocks; outputs must not come back
+// to a block they left.
+absl::Status ScheduleBlocks(const std::string& name,
+                            const std::vector<int64_t>& grid, int64_t steps,
+                            std::vector<Operand>& ops) {
+  const int grank = static_cast<int>(grid.size());
   std::vector<int64_t> gidx(grank, 0);
-  for (Operand& op : p.ops_) {
+  for (Operand& op : ops) {
     if (op.space == MemorySpace::kAny) continue;
-    op.schedule.resize(static_cast<size_t>(p.steps_) * op.block.size());
+    op.schedule.resize(static_cast<size_t>(steps) * op.block.size());
   }
-  std::vector<std::set<std::vector<int64_t>>> finished(p.ops_.size());
-  for (int64_t s = 0; s < p.steps_; ++s) {
-    for (size_t o = 0; o < p.ops_.size(); ++o) {
-      Operand& op = p.ops_[o];
+  std::vector<std::set<std::vector<int64_t>>> finished(ops.size());
+  for (int64_t s = 0; s < steps; ++s) {
+    for (size_t o = 0; o < ops.size(); ++o) {
+      Operand& op = ops[o];
       if (op.space == MemorySpace::kAny) continue;
       const int rank = static_cast<int>(op.block.size());
       std::vector<int64_t> b = op.map(gidx);
@@ -283,10 +319,57 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
       std::copy(b.begin(), b.end(), dst);
     }
     for (int d = grank - 1; d >= 0; --d) {
-      if (++gidx[d] < p.grid_[d]) break;
+      if (++gidx[d] < grid[d]) break;
       gidx[d] = 0;
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
+    const PipelineRequest& req, std::span<const ArrayRef> inputs,
+    std::span<const ArrayRef> outputs) {
+  PipelineRunner p;
+  p.name_ = *req.name;
+  p.stats_ = req.stats;
+  const int n_in = static_cast<int>(inputs.size());
+  const int n_out = static_cast<int>(outputs.size());
+  const bool default_specs = req.in_specs->empty() && req.out_specs->empty();
+
+  // 1. Check the spec counts and the grid.
+  MESHDMA_RETURN_IF_ERROR(CheckRequest(req, n_in, n_out, default_specs));
+
+  // 2. Strip the batch axes (outermost vmap first) to get the shapes the
+  //    kernel's own specs were written for, and check `out_shape` on them.
+  MESHDMA_ASSIGN_OR_RETURN(Unbatched u, StripBatchAxes(req, inputs, outputs));
+  MESHDMA_RETURN_IF_ERROR(CheckOutShape(req, outputs, u));
+
+  // 3. Resolve each operand's spec against its unbatched shape and lift it
+  //    over the batch layers.
+  for (int i = 0; i < n_in + n_out; ++i) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        Operand op, ResolveOperand(req, inputs, outputs, u, default_specs, i));
+    p.ops_.push_back(std::move(op));
+  }
+
+  // 4. The full grid: batch axes (outermost first), then the kernel's own.
+  p.grid_ = req.grid;
+  for (size_t l = 0; l < u.layers->size(); ++l) {
+    p.grid_.insert(p.grid_.begin(), u.batch_sizes[l]);
+  }
+  p.batch_axes_ = static_cast<int>(u.layers->size());
+  const std::optional<int64_t> steps = base_internal::CheckedProduct(p.grid_);
+  if (!steps.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", p.name_, "': grid ", Tuple(p.grid_),
+                     " has more points than fit in int64"));
+  }
+  p.steps_ = *steps;
+
+  // 5. Every staged operand's block index at every grid point.
+  MESHDMA_RETURN_IF_ERROR(ScheduleBlocks(p.name_, p.grid_, p.steps_, p.ops_));
   return p;
 }
 
@@ -530,8 +613,8 @@ absl::Status emit_pipeline(const EmitPipelineParams& params,
   req.batching = nullptr;
   req.allow_partial_blocks = params.allow_partial_blocks;
   req.stats = params.stats;
-  MESHDMA_ASSIGN_OR_RETURN(
-      auto runner, kernels_internal::PipelineRunner::Plan(req, inputs, outputs));
+  MESHDMA_ASSIGN_OR_RETURN(auto runner, kernels_internal::PipelineRunner::Plan(
+                                            req, inputs, outputs));
   return run_scoped([&]() { return runner.Run(body, {}); });
 }
 

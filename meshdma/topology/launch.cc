@@ -38,6 +38,27 @@ absl::StatusOr<bool> ForceInterhost(const LaunchOptions& options) {
   return base_internal::Resolve(options.force_interhost, env, false);
 }
 
+// The number of simulated hosts, from the options or the environment, or
+// nullopt when neither sets it; it must be in [1, processes].
+absl::StatusOr<std::optional<int>> SimulatedHosts(const LaunchOptions& options,
+                                                  int num_processes) {
+  std::optional<int64_t> hosts;
+  if (options.simulated_hosts.has_value()) {
+    hosts = *options.simulated_hosts;
+  } else {
+    MESHDMA_ASSIGN_OR_RETURN(
+        hosts, base_internal::EnvInt(kSimulatedHostsEnv, 1, 1 << 20));
+  }
+  if (!hosts.has_value()) return std::nullopt;
+  if (*hosts < 1 || *hosts > num_processes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kSimulatedHostsEnv, " = ", *hosts, " simulated hosts for ",
+        num_processes, " process(es): expected a count in [1, ",
+        num_processes, "]"));
+  }
+  return static_cast<int>(*hosts);
+}
+
 // Devices per process from the options or the environment, or nullopt when
 // neither sets it.
 absl::StatusOr<std::optional<int>> ExplicitDevicesPerProcess(
@@ -93,8 +114,17 @@ absl::StatusOr<Launch> Launch::Discover(const HostTopology& topology,
   MESHDMA_ASSIGN_OR_RETURN(bool force_interhost, ForceInterhost(options));
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int> explicit_devices,
                            ExplicitDevicesPerProcess(options));
-  std::string host_key =
-      force_interhost ? absl::StrCat(hostname, "#", rank) : hostname;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int> simulated_hosts,
+                           SimulatedHosts(options, size));
+  // Hosts as the transports see them: the machine, or each process its own
+  // host when forced apart, or contiguous blocks of ranks when simulated.
+  std::string host_key = hostname;
+  if (force_interhost) {
+    host_key = absl::StrCat(hostname, "#", rank);
+  } else if (simulated_hosts.has_value()) {
+    host_key = absl::StrCat(hostname, "#host",
+                            int64_t{rank} * *simulated_hosts / size);
+  }
 
   // Step 2: every rank's hostname and host key.
   MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> hostnames,

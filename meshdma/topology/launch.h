@@ -26,6 +26,10 @@ inline constexpr char kDevicesPerProcessEnv[] = "MESHDMA_DEVICES_PER_PROCESS";
 // MESHDMA_FORCE_INTERHOST=1: every process is its own host, so peers in other
 // processes are reached through the inter-host (MPI) path even on one machine.
 inline constexpr char kForceInterhostEnv[] = "MESHDMA_FORCE_INTERHOST";
+// MESHDMA_HOSTS=N: group the processes into N simulated hosts, ranks in
+// contiguous blocks (rank r on host r * N / processes): shared memory inside
+// a simulated host, MPI between them, on one machine.
+inline constexpr char kSimulatedHostsEnv[] = "MESHDMA_HOSTS";
 
 // True when this process was started by mpirun/mpiexec (Open MPI, MPICH, or
 // a PMI/PMIx launcher), judged from the launcher's environment variables.
@@ -35,8 +39,11 @@ struct LaunchOptions {
   // Devices per process. Unset: `MESHDMA_DEVICES_PER_PROCESS`, else the cores
   // of this host divided among the processes on it (at least 1).
   std::optional<int> devices_per_process;
-  // Unset: `MESHDMA_FORCE_INTERHOST`, else false.
+  // Unset: `MESHDMA_FORCE_INTERHOST`, else false. Takes precedence over
+  // `simulated_hosts`.
   std::optional<bool> force_interhost;
+  // Unset: `MESHDMA_HOSTS`, else the real hosts.
+  std::optional<int> simulated_hosts;
 };
 
 // What one process contributes to the launch.

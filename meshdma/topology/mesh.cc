@@ -338,16 +338,14 @@ absl::StatusOr<std::vector<int>> Mesh::Group(
   return group;
 }
 
-absl::StatusOr<int> Mesh::RingNeighbor(int logical_id,
-                                       std::span<const std::string> axes,
-                                       int offset) const {
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<int> group, Group(logical_id, axes));
-  const int64_t n = static_cast<int64_t>(group.size());
-  const int64_t pos =
-      std::find(group.begin(), group.end(), logical_id) - group.begin();
-  int64_t next = (pos + static_cast<int64_t>(offset)) % n;
-  if (next < 0) next += n;
-  return group[next];
+absl::StatusOr<RingPosition> Mesh::Ring(
+    int logical_id, std::span<const std::string> axes) const {
+  RingPosition ring;
+  MESHDMA_ASSIGN_OR_RETURN(ring.members, Group(logical_id, axes));
+  ring.index = static_cast<int>(
+      std::find(ring.members.begin(), ring.members.end(), logical_id) -
+      ring.members.begin());
+  return ring;
 }
 
 }  // namespace meshdma

@@ -57,6 +57,26 @@ class DeviceId {
   std::variant<int64_t, std::vector<int64_t>, std::vector<AxisIndex>> v_;
 };
 
+// A device's place on a ring: the ring's members in order and the device's
+// position among them. Ring steps wrap around: step `offset` may be negative
+// or larger than the ring. `Mesh::Ring` gives the ring of a group of axes;
+// every ring step in the library goes through this type.
+struct RingPosition {
+  std::vector<int> members;  // LOGICAL ids in ring order.
+  int index = 0;             // The device's position in `members`.
+
+  int size() const { return static_cast<int>(members.size()); }
+  // The position `offset` steps after the device's own, in [0, size()).
+  int PositionAt(int offset) const {
+    const int n = size();
+    return ((index + offset) % n + n) % n;
+  }
+  // LOGICAL id of the member `offset` steps after the device.
+  int Peer(int offset) const { return members[PositionAt(offset)]; }
+  int right() const { return Peer(1); }
+  int left() const { return Peer(-1); }
+};
+
 class Mesh {
  public:
   using Axis = std::pair<std::string, int>;
@@ -98,11 +118,10 @@ class Mesh {
   // `logical_id` is in it. Unknown or repeated axes are errors.
   absl::StatusOr<std::vector<int>> Group(
       int logical_id, std::span<const std::string> axes) const;
-  // The device `offset` steps along the ring of `Group(logical_id, axes)`,
-  // with wrap-around (offset may be negative).
-  absl::StatusOr<int> RingNeighbor(int logical_id,
-                                   std::span<const std::string> axes,
-                                   int offset) const;
+  // The ring `Group(logical_id, axes)` forms, seen from `logical_id`. Errors
+  // are `Group`'s.
+  absl::StatusOr<RingPosition> Ring(int logical_id,
+                                    std::span<const std::string> axes) const;
 
   std::string ToString() const;  // "{x: 2, y: 4}"
 

@@ -1,17 +1,21 @@
 // Bad input and broken contracts return errors that name the device, operand,
-// shape or semaphore (docs/semantics.md §5-6): never a crash, a hang, or wrong data.
+// shape or semaphore (docs/semantics.md §5-6): never a crash, a hang, or wrong
+// data.
 #include <dirent.h>
 #include <mpi.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {
@@ -131,6 +135,61 @@ TEST(RuntimeLifecycleTest, BadOptions) {
   EXPECT_THAT(rt.status().message(), HasSubstr("heap size 100"));
 }
 
+// MESHDMA_WAIT_TIMEOUT_S=inf (or an infinite option) means no timeout: a wait
+// on the slow path must not fail at once because its deadline overflowed.
+// NaN, non-positive and absurd values are rejected naming the variable.
+TEST(RuntimeLifecycleTest, WaitTimeoutInfinityAndAbsurdValues) {
+  for (const char* bad : {"nan", "1e30", "-1", "0", "soon"}) {
+    setenv(kWaitTimeoutEnv, bad, 1);
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.wait_timeout.reset();
+    auto rt = Runtime::Create(o);
+    EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(rt.status().message(),
+                AllOf(HasSubstr("MESHDMA_WAIT_TIMEOUT_S"), HasSubstr(bad)));
+  }
+  unsetenv(kWaitTimeoutEnv);
+  RuntimeOptions absurd = testing::TierOptions(DmaMode::kAsync);
+  absurd.wait_timeout = absl::Hours(24 * 365 * 1000);
+  auto rt = Runtime::Create(absurd);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("wait_timeout"));
+
+  for (bool from_env : {true, false}) {
+    SCOPED_TRACE(from_env ? "MESHDMA_WAIT_TIMEOUT_S=inf"
+                          : "wait_timeout = InfiniteDuration");
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.spin_ns = 0;  // Straight to the deadline loop.
+    if (from_env) {
+      o.wait_timeout.reset();  // The option would win over the environment.
+      setenv(kWaitTimeoutEnv, "inf", 1);
+    } else {
+      o.wait_timeout = absl::InfiniteDuration();
+    }
+    auto inf = Runtime::Create(o);
+    unsetenv(kWaitTimeoutEnv);
+    ASSERT_TRUE(inf.ok()) << inf.status();
+    EXPECT_EQ((*inf)->wait_timeout(), absl::InfiniteDuration());
+    auto mesh = (*inf)->MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok());
+    const int n = (*inf)->num_devices();
+    absl::Status s = (*inf)->Run(*mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kRegular));
+      if (n < 2) return absl::OkStatus();
+      // Device 0 waits (on the slow path) for a signal sent 50 ms later.
+      if (me == 0) return semaphore_wait(sem, 1);
+      if (me == 1) {
+        absl::SleepFor(absl::Milliseconds(50));
+        return semaphore_signal(sem, 1, DeviceId(0));
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
 TEST_F(ErrorsTest, ShapeDtypeAndSemaphoreTypeMismatches) {
   auto results = RunCollect([&](int me) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4, 8}));
@@ -200,6 +259,116 @@ TEST_F(ErrorsTest, OutOfRangeIdsSlicesAndHeapExhaustion) {
     auto arr = AllocateSemaphoreArray(SemaphoreType::kRegular, 2, "pair");
     EXPECT_TRUE(arr.ok());
     EXPECT_EQ(arr->at(2).status().code(), absl::StatusCode::kOutOfRange);
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
+// Sizes are computed with overflow checks: a huge shape, slice or stride is
+// an error naming the operand, never a wrapped size that passes a bounds
+// check.
+TEST_F(ErrorsTest, SizeArithmeticOverflowIsAnError) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t k32 = int64_t{1} << 32;
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4, 8}));
+    auto slice = f.Slice(0, kMax, 1);
+    EXPECT_EQ(slice.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_THAT(slice.status().message(),
+                AllOf(HasSubstr("dimension 0"), HasSubstr("f32[4,8]")));
+    slice = f.Slice(1, 1, kMax);
+    EXPECT_EQ(slice.status().code(), absl::StatusCode::kOutOfRange);
+    EXPECT_EQ(f.At(kMax).status().code(), absl::StatusCode::kOutOfRange);
+    const int64_t starts[] = {kMax, kMax};
+    const int64_t sizes[] = {2, 2};
+    EXPECT_EQ(f.Block(starts, sizes).status().code(),
+              absl::StatusCode::kOutOfRange);
+
+    auto huge = AllocateSymmetric(DType::kF32, {k32, k32});
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        huge.status().message(),
+        AllOf(HasSubstr("AllocateSymmetric"),
+              HasSubstr(absl::StrCat("device ", me)),
+              HasSubstr("f32[4294967296,4294967296]"), HasSubstr("overflows")));
+    // Bytes overflow although the element count fits.
+    huge = AllocateSymmetric(DType::kF64, {kMax / 4});
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+    // Zero-sized arrays with huge other dimensions are fine.
+    EXPECT_TRUE(AllocateSymmetric(DType::kF32, {0, kMax}).ok());
+
+    auto reshaped = f.Reshape({k32, k32, 2});
+    EXPECT_EQ(reshaped.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(reshaped.status().message(), HasSubstr("f32[4,8]"));
+
+    std::vector<float> host(4);
+    auto view = ArrayRef::FromPointer(host.data(), DType::kF32,
+                                      std::vector<int64_t>{k32, k32});
+    EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        view.status().message(),
+        AllOf(HasSubstr("f32[4294967296,4294967296]"), HasSubstr("overflows")));
+    view = ArrayRef::FromPointer(host.data(), DType::kF32,
+                                 std::vector<int64_t>{4, 4},
+                                 std::vector<int64_t>{kMax / 2, 1});
+    EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(view.status().message(), HasSubstr("strides"));
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
+// Handles are validated where they enter: a semaphore or symmetric view forged
+// at a reserved offset, a cast enum, or a handle of the wrong type is an
+// error, and counts saturate instead of wrapping.
+TEST_F(ErrorsTest, ForgedHandlesAndBadEnumsAreErrors) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto reg,
+                             AllocateSemaphore(SemaphoreType::kRegular, "r"));
+    MESHDMA_ASSIGN_OR_RETURN(auto dma,
+                             AllocateSemaphore(SemaphoreType::kDma, "d"));
+    const std::string device = absl::StrCat("device ", me);
+    absl::Status s = semaphore_signal(Semaphore(0, SemaphoreType::kRegular));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("@0"), HasSubstr("reserved"),
+                                   HasSubstr(device)));
+    s = semaphore_signal(Semaphore(0, SemaphoreType::kBarrier), 1, me);
+    EXPECT_THAT(s.message(), HasSubstr("reserved device-barrier cell"));
+    s = semaphore_signal(
+        Semaphore(reg.heap_offset(), static_cast<SemaphoreType>(7)));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("invalid type 7"));
+    EXPECT_EQ(AllocateSemaphore(static_cast<SemaphoreType>(7)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    // The REGULAR semaphore's offset used as a DMA semaphore.
+    MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({4}));
+    s = make_async_copy(f, f, Semaphore(reg.heap_offset(), SemaphoreType::kDma))
+            .start();
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("'r'"), HasSubstr("REGULAR")));
+    // Not a semaphore at all: data.
+    s = semaphore_signal(Semaphore(f.heap_offset(), SemaphoreType::kRegular));
+    EXPECT_THAT(s.message(), HasSubstr("not a live semaphore"));
+    auto bad_dtype = AllocateSymmetric(static_cast<DType>(42), {4});
+    EXPECT_EQ(bad_dtype.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad_dtype.status().message(), HasSubstr("invalid dtype 42"));
+    // A symmetric view forged at offset 0 (the barrier cells) cannot be a
+    // DMA's destination, on this device or a peer.
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto base, ArrayRef::FromPointer(f.data() - f.heap_offset(),
+                                         DType::kF32, std::vector<int64_t>{4}));
+    MESHDMA_ASSIGN_OR_RETURN(auto forged,
+                             ArrayRef::Symmetric(base.data(), 0, DType::kF32,
+                                                 std::vector<int64_t>{4}));
+    s = make_async_remote_copy(f, forged, dma, dma, me).start();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("dst"), HasSubstr("user part")));
+    // Counts saturate: INT64_MAX twice does not wrap negative.
+    EXPECT_TRUE(semaphore_signal(reg, kMax).ok());
+    EXPECT_TRUE(semaphore_signal(reg, kMax).ok());
+    auto count = semaphore_read(reg);
+    EXPECT_EQ(*count, kMax);
+    EXPECT_TRUE(semaphore_wait(reg, kMax).ok());
     return absl::OkStatus();
   });
   for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];

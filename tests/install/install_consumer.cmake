@@ -79,9 +79,10 @@ endforeach()
 
 # Step 3: the consumer and the README's program, against the relocated prefix.
 meshdma_extract_readme_program(${README} ${WORK_DIR}/readme_program.cc)
+string(REPLACE ";" " " languages "${LANGUAGES}")  # One argument.
 run("configure consumer" ${CMAKE_COMMAND} -S ${CONSUMER_DIR}
   -B ${consumer_build} -DCMAKE_PREFIX_PATH=${prefix_b}
-  -DCMAKE_BUILD_TYPE=Release "-DCONSUMER_LANGUAGES=${LANGUAGES}"
+  -DCMAKE_BUILD_TYPE=Release "-DCONSUMER_LANGUAGES=${languages}"
   -DREADME_PROGRAM=${WORK_DIR}/readme_program.cc ${compiler_args})
 run("build consumer" ${CMAKE_COMMAND} --build ${consumer_build})
 run("run consumer" ${consumer_build}/consumer)

@@ -4,10 +4,11 @@
 
 #include <cmath>
 
-#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/kernels/ops/registry.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace meshdma {

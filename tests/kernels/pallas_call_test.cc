@@ -6,10 +6,10 @@
 #include <atomic>
 #include <numeric>
 
-#include "meshdma/base/status_macros.h"
-#include "meshdma/dma/async_copy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
 #include "meshdma/kernels/block.h"
 #include "meshdma/kernels/pipeline.h"
 #include "meshdma/kernels/vmap.h"
@@ -21,6 +21,7 @@ namespace {
 using ::meshdma::testing::RandomVector;
 using ::meshdma::testing::RunOnDevices;
 using ::meshdma::testing::View;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using G = std::span<const int64_t>;
 
@@ -461,6 +462,16 @@ TEST_F(BadInputTest, Messages) {
   };
   expect(p, {"kernel 'k'", "output 0 ('o') block (0, 0) is revisited",
              "grid point (3)"});
+  // A grid whose point count overflows int64 is an error, not 0 steps.
+  p = Base();
+  p.grid = {int64_t{1} << 32, int64_t{1} << 32};
+  {
+    absl::Status s = Call(p, nullptr);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()),
+                AllOf(HasSubstr("kernel 'k'"), HasSubstr("grid"),
+                      HasSubstr("4294967296"), HasSubstr("int64")));
+  }
   p = Base();
   p.in_specs.push_back(p.in_specs[0]);
   expect(p, {"kernel 'k'", "2 in_specs"});

@@ -25,7 +25,7 @@ events = json.load(open(sys.argv[1]))
 if isinstance(events, dict): events = events["traceEvents"]
 c = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
 for e in events:
-    if e.get("ph") == "M": continue
+    if e.get("ph") in ("M", "C"): continue  # metadata, per-process counters
     key = (e["pid"], e["tid"]); cat = e.get("cat"); ph = e.get("ph")
     if cat == "kernel" and ph == "B" and e["name"] == "ring_attention": c[key][0] += 1
     if cat == "compute" and ph == "B" and e["name"].startswith("ring_attention step"): c[key][1] += 1

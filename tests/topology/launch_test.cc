@@ -171,6 +171,7 @@ TEST(LaunchDiscoverTest, SingleProcessWithoutMpi) {
   HostTopology topo = HostTopology::Flat(4);
   ScopedEnv dpp(kDevicesPerProcessEnv, nullptr);
   ScopedEnv force(kForceInterhostEnv, nullptr);
+  ScopedEnv hosts(kSimulatedHostsEnv, nullptr);
   auto launch = Launch::Discover(topo, {}, *MakeSingleProcessGroup());
   ASSERT_TRUE(launch.ok()) << launch.status();
   EXPECT_EQ(launch->num_processes(), 1);
@@ -197,6 +198,7 @@ TEST(LaunchDiscoverTest, SingleProcessWithoutMpi) {
 
 TEST(LaunchDiscoverTest, EnvironmentVariables) {
   HostTopology topo = HostTopology::Flat(2);
+  ScopedEnv hosts(kSimulatedHostsEnv, nullptr);
   {
     ScopedEnv dpp(kDevicesPerProcessEnv, "3");
     ScopedEnv force(kForceInterhostEnv, "yes");
@@ -230,6 +232,51 @@ TEST(LaunchDiscoverTest, EnvironmentVariables) {
               {"devices_per_process = 0"});
 }
 
+TEST(LaunchDiscoverTest, SimulatedHostsOutOfRangeAreErrors) {
+  HostTopology topo = HostTopology::Flat(2);
+  ScopedEnv force(kForceInterhostEnv, nullptr);
+  LaunchOptions one;
+  one.simulated_hosts = 1;
+  auto launch = Launch::Discover(topo, one, *MakeSingleProcessGroup());
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  EXPECT_EQ(launch->num_hosts(), 1);
+  for (const char* bad : {"2", "0", "x"}) {
+    ScopedEnv hosts(kSimulatedHostsEnv, bad);
+    ExpectError(Launch::Discover(topo, {}, *MakeSingleProcessGroup()),
+                {kSimulatedHostsEnv});
+  }
+}
+
+// Under mpirun: N simulated hosts hold contiguous blocks of ranks, and the
+// global order keeps each host's devices together.
+TEST(LaunchMpiSimulatedHostsTest, ContiguousBlocksOfRanks) {
+  if (!LaunchedByMpi()) GTEST_SKIP() << "not under mpirun";
+  if (std::getenv(kForceInterhostEnv) != nullptr) {
+    GTEST_SKIP() << kForceInterhostEnv << " takes precedence";
+  }
+  int np = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &np);
+  HostTopology topo = HostTopology::Flat(8);
+  for (int hosts = 1; hosts <= np; ++hosts) {
+    LaunchOptions options;
+    options.simulated_hosts = hosts;
+    options.devices_per_process = 2;
+    auto launch = Launch::Discover(topo, options, *WorldGroup());
+    ASSERT_TRUE(launch.ok()) << launch.status();
+    EXPECT_EQ(launch->num_hosts(), hosts);
+    for (int a = 0; a < np; ++a) {
+      for (int b = 0; b < np; ++b) {
+        EXPECT_EQ(launch->SameHost(a, b), a * hosts / np == b * hosts / np)
+            << "ranks " << a << ", " << b << " with " << hosts << " hosts";
+      }
+    }
+    for (int g = 1; g < launch->num_devices(); ++g) {
+      EXPECT_LE(launch->devices()[g - 1].host_index,
+                launch->devices()[g].host_index);
+    }
+  }
+}
+
 // Under mpirun: discovery over MPI_COMM_WORLD against an independent gather
 // of (rank, hostname).
 class LaunchMpiTest : public ::testing::TestWithParam<int> {};
@@ -255,6 +302,12 @@ TEST_P(LaunchMpiTest, DiscoverMatchesAllgather) {
   std::vector<std::string> hostnames, keys;
   for (int r = 0; r < np; ++r) {
     hostnames.emplace_back(&all[r * kLen]);
+    const char* hosts_env = std::getenv(kSimulatedHostsEnv);
+    const int hosts = hosts_env != nullptr ? std::atoi(hosts_env) : 0;
+    if (!forced && hosts > 0) {
+      keys.push_back(hostnames[r] + "#host" + std::to_string(r * hosts / np));
+      continue;
+    }
     keys.push_back(forced ? hostnames[r] + "#" + std::to_string(r)
                           : hostnames[r]);
   }

@@ -174,20 +174,24 @@ TEST(MeshTest, GroupAndRingOnHostByX) {
     // psum over "x": one ring of 4 per host.
     EXPECT_THAT(*mesh.Group(id, x),
                 ElementsAre(h * 4, h * 4 + 1, h * 4 + 2, h * 4 + 3));
-    EXPECT_EQ(*mesh.RingNeighbor(id, x, 1), h * 4 + (i + 1) % 4);
-    EXPECT_EQ(*mesh.RingNeighbor(id, x, -1), h * 4 + (i + 3) % 4);
-    EXPECT_EQ(*mesh.RingNeighbor(id, x, 6), h * 4 + (i + 2) % 4);
-    EXPECT_EQ(*mesh.RingNeighbor(id, x, -9), h * 4 + (i + 3) % 4);
+    const RingPosition ring = *mesh.Ring(id, x);
+    EXPECT_EQ(ring.index, i);
+    EXPECT_EQ(ring.size(), 4);
+    EXPECT_EQ(ring.right(), h * 4 + (i + 1) % 4);
+    EXPECT_EQ(ring.left(), h * 4 + (i + 3) % 4);
+    EXPECT_EQ(ring.Peer(6), h * 4 + (i + 2) % 4);
+    EXPECT_EQ(ring.Peer(-9), h * 4 + (i + 3) % 4);
+    EXPECT_EQ(ring.PositionAt(-9), (i + 3) % 4);
     // Over both axes: all 8 devices in row-major order.
     EXPECT_THAT(*mesh.Group(id, both), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
-    EXPECT_EQ(*mesh.RingNeighbor(id, both, 1), (id + 1) % 8);
+    EXPECT_EQ(mesh.Ring(id, both)->right(), (id + 1) % 8);
     // Reversed axis order: "host" varies fastest.
     EXPECT_THAT(*mesh.Group(id, both_reversed),
                 ElementsAre(0, 4, 1, 5, 2, 6, 3, 7));
     // Over "host": stride-4 pairs.
     EXPECT_THAT(*mesh.Group(id, host), ElementsAre(i, i + 4));
-    EXPECT_EQ(*mesh.RingNeighbor(id, host, 1), (id + 4) % 8);
-    EXPECT_EQ(*mesh.RingNeighbor(id, host, 0), id);
+    EXPECT_EQ(mesh.Ring(id, host)->right(), (id + 4) % 8);
+    EXPECT_EQ(mesh.Ring(id, host)->Peer(0), id);
     // No axes: the device alone.
     EXPECT_THAT(*mesh.Group(id, {}), ElementsAre(id));
   }
@@ -204,8 +208,8 @@ TEST(MeshTest, GroupErrors) {
               {"'x'", "{host: 2, x: 4}"});
   ExpectError(mesh.Group(8, x).status(), absl::StatusCode::kInvalidArgument,
               {"8", "{host: 2, x: 4}"});
-  ExpectError(mesh.RingNeighbor(-1, x, 1).status(),
-              absl::StatusCode::kInvalidArgument, {"-1", "{host: 2, x: 4}"});
+  ExpectError(mesh.Ring(-1, x).status(), absl::StatusCode::kInvalidArgument,
+              {"-1", "{host: 2, x: 4}"});
 }
 
 TEST(MeshTest, DeviceIdToString) {

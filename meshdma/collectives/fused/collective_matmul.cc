@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -39,8 +40,10 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
-  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
-  const int n = ring.size, me = ring.index;
+  const std::string axes[] = {o.axis};
+  MESHDMA_ASSIGN_OR_RETURN(const collectives_internal::Group ring,
+                           collectives_internal::ResolveGroup(kName, axes));
+  const int n = ring.size();
   const int64_t mb = x.dim(0), k = x.dim(1), n_out = w.dim(1);
   if (w.dim(0) != k || out.dim(0) != mb * n || out.dim(1) != n_out) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -65,13 +68,13 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
             Semaphore free_sem,
             AllocateSemaphore(SemaphoreType::kRegular, "free"));
         for (int s = 0; s < n; ++s) {
-          const int src_device = (me - s + n) % n;
+          const int src_device = ring.PositionAt(-s);
           const int cur = s % 2, next = (s + 1) % 2;
           const ArrayRef block = s == 0 ? x : *slots.At(cur);
           const bool forward = Communicates(o.mode) && s < n - 1;
           AsyncCopyDescriptor copy =
               make_async_remote_copy(block, *slots.At(next), send, recv[next],
-                                     ring.right, DeviceIdType::kLogical);
+                                     ring.right(), DeviceIdType::kLogical);
           // Step 1: forward the x block in hand (from step 2 on, once the right
           // neighbour has consumed the slot it lands in: `free`).
           if (forward) {
@@ -93,7 +96,7 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
           }
           // Step 4: slot `cur` is consumed; the left neighbour may refill it.
           if (Communicates(o.mode) && s >= 1 && s + 1 <= n - 2) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
                                                      DeviceIdType::kLogical));
           }
         }
@@ -108,8 +111,10 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
-  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
-  const int n = ring.size, me = ring.index;
+  const std::string axes[] = {o.axis};
+  MESHDMA_ASSIGN_OR_RETURN(const collectives_internal::Group ring,
+                           collectives_internal::ResolveGroup(kName, axes));
+  const int n = ring.size();
   const int64_t m = x.dim(0), k = x.dim(1), n_out = w.dim(1);
   if (w.dim(0) != k || m % n != 0 || out.dim(0) != m / n ||
       out.dim(1) != n_out) {
@@ -147,7 +152,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
         std::optional<AsyncCopyDescriptor>
             in_flight;  // The previous step's send.
         for (int s = 0; s < n; ++s) {
-          const int block = ((me - s - 1) % n + n) % n;
+          const int block = ring.PositionAt(-s - 1);
           const int cur = s % 2, next = (s + 1) % 2;
           const bool last = s == n - 1;
           float* acc = last ? out.data_as<float>()
@@ -164,7 +169,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
           if (comm && s >= 1) {
             AsyncCopyDescriptor incoming = make_async_remote_copy(
                 *send_buf.At(cur), *recv_buf.At(cur), send, recv[cur],
-                ring.right, DeviceIdType::kLogical);
+                ring.right(), DeviceIdType::kLogical);
             MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
             if (Computes(o.mode)) {
               TraceSpan span(absl::StrCat(kName, " add ", s));
@@ -172,7 +177,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
               for (int64_t i = 0; i < mb * n_out; ++i) acc[i] += in[i];
             }
             if (s + 1 <= n - 2) {
-              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
                                                        DeviceIdType::kLogical));
             }
           }
@@ -188,7 +193,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
             if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
             AsyncCopyDescriptor copy = make_async_remote_copy(
                 *send_buf.At(cur), *recv_buf.At(next), send, recv[next],
-                ring.right, DeviceIdType::kLogical);
+                ring.right(), DeviceIdType::kLogical);
             MESHDMA_RETURN_IF_ERROR(copy.start());
             if (o.mode == OverlapMode::kSequential) {
               MESHDMA_RETURN_IF_ERROR(copy.wait_send());

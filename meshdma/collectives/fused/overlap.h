@@ -1,5 +1,6 @@
-// What the compute-communication overlap kernels in kernels/overlap/ share:
-// the execution mode used to measure overlap, and the ring helpers.
+// What the compute-communication overlap kernels in collectives/fused/ share:
+// the execution mode used to measure overlap. (Their ring is the caller's
+// collective group, a `RingPosition` (topology/mesh.h).)
 //
 // Every overlap kernel runs the same schedule in four modes so that a
 // benchmark can report compute-only, communication-only and overlapped times
@@ -15,9 +16,6 @@
 #ifndef MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
 #define MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
 
-#include <string>
-
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace meshdma {
@@ -49,17 +47,6 @@ inline bool Computes(OverlapMode mode) {
 inline bool Communicates(OverlapMode mode) {
   return mode != OverlapMode::kComputeOnly;
 }
-
-// The calling device's position on the ring of mesh axis `axis` and the
-// LOGICAL ids of its neighbours (right = +1, left = -1), from the current
-// mesh.
-struct RingPosition {
-  int index = 0;  // axis_index(axis)
-  int size = 1;   // axis_size(axis)
-  int right = 0;  // LOGICAL id
-  int left = 0;   // LOGICAL id
-};
-absl::StatusOr<RingPosition> CurrentRingPosition(const std::string& axis);
 
 }  // namespace meshdma
 

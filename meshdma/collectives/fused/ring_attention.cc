@@ -4,11 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/online_attention.h"
+#include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/dma/trace.h"
-#include "meshdma/collectives/fused/online_attention.h"
 
 namespace meshdma {
 
@@ -80,8 +81,11 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
     return err("the zig-zag layout needs an even local sequence; 'q' is ",
                q.ToString());
   }
-  MESHDMA_ASSIGN_OR_RETURN(RingPosition ring, CurrentRingPosition(o.axis));
-  const int n = ring.size, me = ring.index;
+  const std::string axes[] = {o.axis};
+  MESHDMA_ASSIGN_OR_RETURN(
+      const collectives_internal::Group ring,
+      collectives_internal::ResolveGroup("ring_attention", axes));
+  const int n = ring.size(), me = ring.index;
   const std::vector<int64_t> q_pos = SequencePositions(o.layout, s_len, n, me);
   const float scale =
       o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
@@ -109,17 +113,18 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
         auto slot_v = [&](int slot) { return *(*slots.At(slot)).At(1); };
 
         for (int s = 0; s < n; ++s) {
-          const int src_device = (me - s + n) % n;  // Where the block started.
+          const int src_device =
+              ring.PositionAt(-s);  // Where the block started.
           const int cur = s % 2, next = (s + 1) % 2;
           const ArrayRef kb = s == 0 ? k : slot_k(cur);
           const ArrayRef vb = s == 0 ? v : slot_v(cur);
           const bool forward = Communicates(o.mode) && s < n - 1;
           AsyncCopyDescriptor copy_k =
               make_async_remote_copy(kb, slot_k(next), send, recv[next],
-                                     ring.right, DeviceIdType::kLogical);
+                                     ring.right(), DeviceIdType::kLogical);
           AsyncCopyDescriptor copy_v =
               make_async_remote_copy(vb, slot_v(next), send, recv[next],
-                                     ring.right, DeviceIdType::kLogical);
+                                     ring.right(), DeviceIdType::kLogical);
           // Step 1: forward the block in hand to the right neighbour's other
           // slot. From step 2 on that slot held the block the neighbour got at
           // step s - 1; wait on `free` until it has consumed it.
@@ -153,7 +158,7 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
           // Step 4: slot `cur` is consumed (computed on and forwarded); my left
           // neighbour refills it at its step s + 1 if that step forwards again.
           if (Communicates(o.mode) && s >= 1 && s + 1 <= n - 2) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left,
+            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
                                                      DeviceIdType::kLogical));
           }
         }

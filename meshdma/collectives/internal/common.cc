@@ -31,22 +31,20 @@ absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
                      ": no axis named; name at least one axis of mesh ",
                      (*mesh)->ToString()));
   }
-  auto members = (*mesh)->Group(me, axes);
-  if (!members.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        collective, " on device ", global, " over axes {",
-        absl::StrJoin(axes, ","), "}: ", members.status().message()));
+  auto ring = (*mesh)->Ring(me, axes);
+  if (!ring.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, " on device ", global, " over axes {",
+                     absl::StrJoin(axes, ","), "}: ", ring.status().message()));
   }
-  g.members = *std::move(members);
-  g.rank = static_cast<int>(std::find(g.members.begin(), g.members.end(), me) -
-                            g.members.begin());
+  static_cast<RingPosition&>(g) = *std::move(ring);
   g.global_device = global;
   g.axes = axes;
   return g;
 }
 
 std::string Group::Describe() const {
-  return absl::StrCat("device ", global_device, " (position ", rank, " of ",
+  return absl::StrCat("device ", global_device, " (position ", index, " of ",
                       size(), " along {", absl::StrJoin(axes, ","),
                       "} of mesh ", mesh->ToString(), ")");
 }

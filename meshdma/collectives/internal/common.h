@@ -19,18 +19,11 @@
 
 namespace meshdma::collectives_internal {
 
-// The devices one call of a collective talks to, as seen by the caller.
-struct Group {
+// The devices one call of a collective talks to, as seen by the caller: the
+// caller's ring over the call's axes (`members`, `index`, `Peer`) and what
+// errors name.
+struct Group : RingPosition {
   const Mesh* mesh = nullptr;
-  std::vector<int> members;  // LOGICAL ids in ring order (Mesh::Group).
-  int rank = 0;              // The caller's position in `members`.
-  int size() const { return static_cast<int>(members.size()); }
-  // LOGICAL id of the member `offset` positions after the caller (wraps).
-  int Peer(int offset) const {
-    const int n = size();
-    return members[((rank + offset) % n + n) % n];
-  }
-  int Member(int position) const { return members[position]; }
   int global_device = 0;
   std::span<const std::string> axes;  // The caller's; valid during the call.
   // "device 5 (position 1 of 4 along {x} of mesh {x: 4})", for errors only

@@ -1,7 +1,7 @@
 // The receiving half shared by the one-shot algorithms (all-reduce and
 // reduce-scatter): n rows of scratch, row i pushed by member i as a 64-byte
 // header (the caller's call signature, when checked) followed by its data;
-// this member's own contribution stays in place and stands for row `g.rank`.
+// this member's own contribution stays in place and stands for row `g.index`.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_ONE_SHOT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_ONE_SHOT_H_
 
@@ -24,11 +24,11 @@ inline absl::Status CheckRowSignatures(absl::string_view name, const Group& g,
                                        int64_t signature, const std::byte* rows,
                                        int64_t row_bytes) {
   for (int i = 0; i < g.size(); ++i) {
-    if (i == g.rank) continue;
+    if (i == g.index) continue;
     int64_t theirs;
     std::memcpy(&theirs, rows + i * row_bytes, sizeof(theirs));
     MESHDMA_RETURN_IF_ERROR(
-        CompareSignatures(name, g, signature, theirs, g.Member(i)));
+        CompareSignatures(name, g, signature, theirs, g.members[i]));
   }
   return absl::OkStatus();
 }
@@ -42,8 +42,9 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
   std::vector<const T*> sources(g.size());
   for (int i = 0; i < g.size(); ++i) {
     sources[i] =
-        i == g.rank ? mine
-                    : reinterpret_cast<const T*>(rows + i * row_bytes + header);
+        i == g.index
+            ? mine
+            : reinterpret_cast<const T*>(rows + i * row_bytes + header);
   }
   ReduceMany<T>(op, sources.data(), g.size(), out, count);
 }

@@ -57,6 +57,80 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const std::vector<int64_t>& blocks,
                            AllGatherState& state, bool step0_sent = false);
 
+// How a ring reduce-scatter cuts `count` elements: n segments
+// ([count*s/n, count*(s+1)/n)), one part per lane in each, and each part into
+// `pieces` pieces of at most `slot_elems` elements (one receive slot).
+struct RingPieces {
+  int64_t count = 0;
+  int n = 1;
+  int lanes = 1;
+  int64_t pieces = 1;
+  int64_t slot_elems = 1;
+  // The fewest pieces per part such that a piece fits `chunk_elems` (>= 1).
+  static RingPieces Plan(int64_t count, int n, int lanes, int64_t chunk_elems);
+  // Piece `p` of lane `l`'s part of segment `s` (a ring position), as
+  // [*begin, *begin + *len).
+  void Piece(int s, int l, int64_t p, int64_t* begin, int64_t* len) const;
+};
+
+// One direction of a ring reduce-scatter, seen from one member, in the
+// spirit of NCCL's ring primitives: partials go to `to` (the member `dir`
+// steps on) and come from `from` (the member `dir` steps back), through
+// `num_buffers` (B) receive slots on each receiver, used round robin.
+// Semaphores, all back at 0 after `Drain`:
+//   - slot i's DMA receive semaphore counts the bytes landed in slot i;
+//   - slot i's DMA send semaphore counts the bytes read out of the sender's
+//     source for slot i;
+//   - the REGULAR `capacity` semaphore of the sender counts slots its
+//     receiver has handed back (credits). The first B messages need none.
+class ReduceScatterLane {
+ public:
+  // Allocates, in this order, the receive slots, the staging slots (with
+  // `stage`: partials are built there before they are sent), and the
+  // receive, send and capacity semaphores. Every member allocates its lanes
+  // in the same order, so the slots and semaphores are symmetric.
+  static absl::StatusOr<ReduceScatterLane> Allocate(const Group& g, int dir,
+                                                    DType acc_dtype,
+                                                    int num_buffers,
+                                                    int64_t slot_elems,
+                                                    bool stage);
+
+  int dir() const { return dir_; }
+  int to() const { return to_; }
+
+  // The staging slot the next `Send` will read, `len` elements, once the
+  // send that last read it has been read out (that slot's send semaphore).
+  absl::StatusOr<ArrayRef> NextStagingSlot(int64_t len);
+  // Waits until the next partial from `from` has landed (the receive
+  // semaphore of its slot) and returns it; valid until `Release`.
+  absl::StatusOr<ArrayRef> Receive(int64_t len);
+  // Hands the slot `Receive` returned back to `from`: one signal on its
+  // capacity semaphore.
+  absl::Status Release();
+  // Pushes `src` into `to`'s next slot: past the first B messages, first
+  // waits for one credit (capacity), then for the send that last used the
+  // slot to be read out (its send semaphore).
+  absl::Status Send(const ArrayRef& src);
+  // Waits until every send has been read out and every credit has arrived.
+  absl::Status Drain();
+
+ private:
+  ArrayRef Slot(const ArrayRef& slots, int64_t slot, int64_t len) const;
+  // Waits for the send that last used `slot`, if any.
+  absl::Status WaitSlotSent(int64_t slot);
+
+  int dir_ = 1;
+  int to_ = 0;    // LOGICAL id.
+  int from_ = 0;  // LOGICAL id.
+  int num_buffers_ = 1;
+  ArrayRef recv_;     // [B, slot_elems] of the accumulator, symmetric.
+  ArrayRef staging_;  // [B, slot_elems] of the accumulator, with `stage`.
+  SemaphoreArray recv_sems_, send_sems_;
+  Semaphore capacity_;
+  int64_t sent_ = 0, received_ = 0, credits_waited_ = 0;
+  std::vector<std::optional<AsyncCopyDescriptor>> pending_;  // Per slot.
+};
+
 // Ring reduce-scatter phase over the 1-D `input` of `count` elements of type
 // T split into n segments ([count*s/n, count*(s+1)/n)). On return the
 // caller's `mine` (segment r, type T) holds the reduction over the group of
@@ -78,7 +152,8 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
 //        capacity signal per message) and push my partial of segment
 //        r-d*(1+k) into it (my input itself when k = 0).
 // Finally wait for the last sends to be read and for the last B capacity
-// signals, so that every semaphore ends at 0.
+// signals, so that every semaphore ends at 0. Each lane is a
+// `ReduceScatterLane`; the members are `n >= 2` (callers copy when n == 1).
 //
 // With `gather` (all-reduce only, with `full`), each finished piece of
 // segment r is pushed at once into member r+d's `full` as step 0 of the
@@ -101,152 +176,86 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                AllGatherState* gather) {
   using A = Acc<T>;
   const int n = g.size();
-  const int r = g.rank;
-  const int64_t count = input.num_elements();
-  const int L = num_lanes;
-  const int B = std::max(1, num_buffers);
-  const int64_t chunk_elems =
-      std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(A)));
-  const int64_t max_seg = (count + n - 1) / n;
-  const int64_t max_lane = (max_seg + L - 1) / L;
-  const int64_t P =
-      std::max<int64_t>(1, (max_lane + chunk_elems - 1) / chunk_elems);
-  const int64_t slot_elems = std::max<int64_t>(1, (max_lane + P - 1) / P);
+  const T* in = input.data_as<const T>();
+  const int64_t mine_begin = PartBegin(input.num_elements(), n, g.index);
   // Partials live in `full` when no widening is needed; else in staging.
   const bool stage = full == nullptr || !std::is_same_v<A, T>;
-  const DType acc_dtype = kDTypeOf<A>;
 
-  struct Lane {
-    int dir = 1;
-    ArrayRef recv;     // [B, slot_elems] of A, symmetric.
-    ArrayRef staging;  // [B, slot_elems] of A, when `stage`.
-    SemaphoreArray recv_sems, send_sems;
-    Semaphore capacity;
-    int64_t sent = 0, received = 0, credits_waited = 0;
-    std::vector<std::optional<AsyncCopyDescriptor>> pending;
-  };
-  std::vector<Lane> lanes(L);
-  for (int l = 0; l < L; ++l) {
-    Lane& lane = lanes[l];
-    lane.dir = l == 0 ? 1 : -1;
-    MESHDMA_ASSIGN_OR_RETURN(lane.recv,
-                             AllocateSymmetric(acc_dtype, {B, slot_elems}));
-    if (stage) {
-      MESHDMA_ASSIGN_OR_RETURN(lane.staging,
-                               AllocateSymmetric(acc_dtype, {B, slot_elems}));
-    }
+  // 1. Cut the input into pieces that fit a receive slot of `chunk_bytes`.
+  const RingPieces cut = RingPieces::Plan(
+      input.num_elements(), n, num_lanes,
+      std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(sizeof(A))));
+
+  // 2. One lane per direction: lane 0 sends to +1, lane 1 to -1.
+  std::vector<ReduceScatterLane> lanes;
+  for (int l = 0; l < num_lanes; ++l) {
     MESHDMA_ASSIGN_OR_RETURN(
-        lane.recv_sems,
-        AllocateSemaphoreArray(SemaphoreType::kDma, B, "reduce-scatter recv"));
-    MESHDMA_ASSIGN_OR_RETURN(
-        lane.send_sems,
-        AllocateSemaphoreArray(SemaphoreType::kDma, B, "reduce-scatter send"));
-    MESHDMA_ASSIGN_OR_RETURN(
-        lane.capacity,
-        AllocateSemaphore(SemaphoreType::kRegular, "reduce-scatter capacity"));
-    lane.pending.resize(B);
+        ReduceScatterLane lane,
+        ReduceScatterLane::Allocate(g, l == 0 ? 1 : -1, kDTypeOf<A>,
+                                    num_buffers, cut.slot_elems, stage));
+    lanes.push_back(std::move(lane));
   }
-  auto slot_view = [&](const ArrayRef& slots, int64_t slot, int64_t len) {
-    return *(*slots.At(slot)).Slice(0, 0, len);
-  };
-  // Element range of piece p of lane l of segment s.
-  auto piece = [&](int s, int l, int64_t p, int64_t* begin, int64_t* len) {
-    s = ((s % n) + n) % n;
-    const int64_t sb = PartBegin(count, n, s);
-    const int64_t sl = PartBegin(count, n, s + 1) - sb;
-    const int64_t lb = sb + PartBegin(sl, L, l);
-    const int64_t ll = sb + PartBegin(sl, L, l + 1) - lb;
-    *begin = lb + PartBegin(ll, P, p);
-    *len = lb + PartBegin(ll, P, p + 1) - *begin;
-  };
-  const int64_t mine_begin = PartBegin(count, n, r);
-  const T* in = input.data_as<const T>();
 
-  for (int64_t p = 0; p < P; ++p) {
+  // 3. Piece-major walk: at step k each lane handles segment r - d*(1+k).
+  for (int64_t p = 0; p < cut.pieces; ++p) {
     for (int k = 0; k < n; ++k) {
-      for (int l = 0; l < L; ++l) {
-        Lane& lane = lanes[l];
-        const int d = lane.dir;
-        const int to = g.Peer(d);
-        const int from = g.Peer(-d);
+      for (int l = 0; l < num_lanes; ++l) {
+        ReduceScatterLane& lane = lanes[l];
         int64_t b, len;
-        piece(r - d * (1 + k), l, p, &b, &len);
+        cut.Piece(g.PositionAt(-lane.dir() * (1 + k)), l, p, &b, &len);
         if (len == 0) continue;
-        // The partial of this piece that step b) sends, if any.
-        const A* partial = nullptr;
-        ArrayRef partial_ref;
-        if (k < n - 1 && (k > 0 || stage)) {
+        if (k == 0) {
+          // 3a. Send: my input of the segment starts its walk (converted
+          //     into a staging slot when staging; that slot's send semaphore,
+          //     then a capacity credit, order it after the slot's reuse).
+          ArrayRef src = Range(input, b, len);
           if (stage) {
-            const int64_t slot = lane.sent % B;
-            if (lane.pending[slot].has_value()) {
-              MESHDMA_RETURN_IF_ERROR(lane.pending[slot]->wait_send());
-              lane.pending[slot].reset();
-            }
-            partial_ref = slot_view(lane.staging, slot, len);
+            MESHDMA_ASSIGN_OR_RETURN(src, lane.NextStagingSlot(len));
+            ConvertArray(in + b, src.data_as<A>(), len);
+          }
+          MESHDMA_RETURN_IF_ERROR(lane.Send(src));
+        } else if (k < n - 1) {
+          // 3b. Receive-reduce-send: the partial `from` sent at its step k-1
+          //     (receive semaphore of its slot) plus my input becomes my
+          //     partial; the slot goes back to `from` (its capacity) before
+          //     my partial moves on to `to`.
+          ArrayRef partial;
+          if (stage) {
+            MESHDMA_ASSIGN_OR_RETURN(partial, lane.NextStagingSlot(len));
           } else {
-            partial_ref = Range(*full, b, len);
+            partial = Range(*full, b, len);
           }
-          partial = partial_ref.data_as<const A>();
-        }
-        // a) Receive and combine.
-        if (k > 0) {
-          const int64_t slot = lane.received % B;
-          ArrayRef arrived = slot_view(lane.recv, slot, len);
-          AsyncCopyDescriptor wait_only =
-              RemoteCopy(arrived, arrived, lane.send_sems[slot],
-                         lane.recv_sems[slot], from);
-          MESHDMA_RETURN_IF_ERROR(wait_only.wait_recv());
-          ++lane.received;
-          const A* got = arrived.data_as<const A>();
-          if (k == n - 1) {
-            T* out = mine.data_as<T>() + (b - mine_begin);
-            CombineArrays<A>(op, in + b, got, out, len, n);
-            if (gather != nullptr) {
-              // All-gather step 0 for this piece: straight into the
-              // neighbour's output while it is hot in cache.
-              AllGatherLane& ag = (*gather)[l];
-              const ArrayRef piece_ref = Range(*full, b, len);
-              ag.sends.push_back(RemoteCopy(piece_ref, piece_ref, ag.send_sem,
-                                            ag.recv_sems[0], to));
-              MESHDMA_RETURN_IF_ERROR(ag.sends.back().start());
-            }
-          } else {
-            CombineArrays<A>(op, in + b, got, const_cast<A*>(partial), len, 1);
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef got, lane.Receive(len));
+          CombineArrays<A>(op, in + b, got.data_as<const A>(),
+                           partial.data_as<A>(), len, 1);
+          MESHDMA_RETURN_IF_ERROR(lane.Release());
+          MESHDMA_RETURN_IF_ERROR(lane.Send(partial));
+        } else {
+          // 3c. Receive-reduce (last step): the partial from `from` (receive
+          //     semaphore) plus my input is the total of my segment, in
+          //     `mine`. With `gather` it leaves at once as the all-gather's
+          //     step 0 (that phase's step-0 receive semaphore), while it is
+          //     hot in cache; then the slot goes back to `from` (capacity).
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef got, lane.Receive(len));
+          CombineArrays<A>(op, in + b, got.data_as<const A>(),
+                           mine.data_as<T>() + (b - mine_begin), len, n);
+          if (gather != nullptr) {
+            AllGatherLane& ag = (*gather)[l];
+            const ArrayRef total = Range(*full, b, len);
+            ag.sends.push_back(RemoteCopy(total, total, ag.send_sem,
+                                          ag.recv_sems[0], lane.to()));
+            MESHDMA_RETURN_IF_ERROR(ag.sends.back().start());
           }
-          MESHDMA_RETURN_IF_ERROR(semaphore_signal(
-              lane.capacity, 1, DeviceId(from), DeviceIdType::kLogical));
-        } else if (stage) {
-          ConvertArray(in + b, const_cast<A*>(partial), len);
-        }
-        // b) Send the partial on.
-        if (k < n - 1) {
-          if (lane.sent >= B) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_wait(lane.capacity, 1));
-            ++lane.credits_waited;
-          }
-          const int64_t slot = lane.sent % B;
-          if (lane.pending[slot].has_value()) {
-            MESHDMA_RETURN_IF_ERROR(lane.pending[slot]->wait_send());
-            lane.pending[slot].reset();
-          }
-          ArrayRef src =
-              partial != nullptr ? partial_ref : Range(input, b, len);
-          lane.pending[slot] =
-              RemoteCopy(src, slot_view(lane.recv, slot, len),
-                         lane.send_sems[slot], lane.recv_sems[slot], to);
-          MESHDMA_RETURN_IF_ERROR(lane.pending[slot]->start());
-          ++lane.sent;
+          MESHDMA_RETURN_IF_ERROR(lane.Release());
         }
       }
     }
   }
-  // Drain: every send read, every capacity signal consumed.
-  for (Lane& lane : lanes) {
-    for (auto& pending : lane.pending) {
-      if (pending.has_value()) MESHDMA_RETURN_IF_ERROR(pending->wait_send());
-    }
-    const int64_t left = lane.sent - lane.credits_waited;
-    if (left > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(lane.capacity, left));
+
+  // 4. Drain: every send read out (send semaphores), every credit consumed
+  //    (capacity), so that every semaphore ends at 0.
+  for (ReduceScatterLane& lane : lanes) {
+    MESHDMA_RETURN_IF_ERROR(lane.Drain());
   }
   return absl::OkStatus();
 }

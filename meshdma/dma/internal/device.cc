@@ -9,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/checked_math.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
@@ -35,14 +37,13 @@ absl::string_view WaitVerb(WaitKind kind) {
   return "wait";
 }
 
-// Highest byte offset (exclusive) a view touches relative to element 0.
-int64_t ExtentBytes(const ArrayRef& ref) {
-  if (ref.num_elements() == 0) return 0;
-  int64_t last = 0;
-  for (int d = 0; d < ref.rank(); ++d) {
-    last += (ref.dim(d) - 1) * ref.strides()[d];
-  }
-  return (last + 1) * static_cast<int64_t>(DTypeSize(ref.dtype()));
+// The byte range a view touches relative to element 0. Cannot fail: every
+// ArrayRef was checked on construction to span a range that fits in int64.
+base_internal::ByteExtent Extent(const ArrayRef& ref) {
+  return base_internal::CheckedByteExtent(
+             ref.shape(), ref.strides(),
+             static_cast<int64_t>(DTypeSize(ref.dtype())))
+      .value_or(base_internal::ByteExtent{});
 }
 
 }  // namespace
@@ -66,7 +67,8 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
       global_index_(global_index),
       local_index_(local_index),
       heap_base_(heap_base),
-      heap_bytes_(heap_bytes) {}
+      heap_bytes_(heap_bytes),
+      persistent_bottom_(heap_bytes) {}
 
 std::string Device::Name() const {
   return absl::StrCat("device ", global_index_, " (rank ",
@@ -126,26 +128,46 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
         absl::StrCat("AllocateSymmetric on ", Name(), ": rank ", shape.size(),
                      " exceeds the maximum ", kMaxRank));
   }
-  int64_t elements = 1;
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": invalid dtype ",
+                     static_cast<int>(dtype), " for shape [",
+                     absl::StrJoin(shape, ","), "]"));
+  }
   for (int64_t d : shape) {
     if (d < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("AllocateSymmetric on ", Name(), ": negative dimension ",
                        d, " in shape [", absl::StrJoin(shape, ","), "]"));
     }
-    elements *= d;
   }
   if (scopes_.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("AllocateSymmetric on ", Name(), ": no open scope"));
   }
-  const int64_t bytes = elements * static_cast<int64_t>(DTypeSize(dtype));
-  const int64_t aligned = (bytes + 63) & ~int64_t{63};
-  if (aligned > heap_bytes_ - heap_top_) {
+  // Elements, bytes and the 64-byte rounding, each checked for overflow.
+  const std::optional<int64_t> elements = base_internal::CheckedProduct(shape);
+  const std::optional<int64_t> bytes_or =
+      elements.has_value()
+          ? base_internal::CheckedMul(*elements,
+                                      static_cast<int64_t>(DTypeSize(dtype)))
+          : std::nullopt;
+  const std::optional<int64_t> padded =
+      bytes_or.has_value() ? base_internal::CheckedAdd(*bytes_or, 63)
+                           : std::nullopt;
+  if (!padded.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocateSymmetric on ", Name(), ": shape ",
+                     DTypeName(dtype), "[", absl::StrJoin(shape, ","),
+                     "] has a size in bytes that overflows int64"));
+  }
+  const int64_t bytes = *bytes_or;
+  const int64_t aligned = *padded & ~int64_t{63};
+  if (aligned > persistent_bottom_ - heap_top_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "symmetric heap of ", Name(), " exhausted: request ", DTypeName(dtype),
         "[", absl::StrJoin(shape, ","), "] needs ", bytes, " bytes, ",
-        heap_bytes_ - heap_top_, " of ", heap_bytes_,
+        persistent_bottom_ - heap_top_, " of ", heap_bytes_,
         " bytes left (raise RuntimeOptions::heap_bytes or "
         "MESHDMA_HEAP_BYTES)"));
   }
@@ -159,6 +181,11 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
 absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
                                                    int count,
                                                    absl::string_view name) {
+  if (!IsValidSemaphoreType(type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("semaphore array '", name, "' on ", Name(),
+                     ": invalid semaphore type ", static_cast<int>(type)));
+  }
   if (count < 1) {
     return absl::InvalidArgumentError(absl::StrCat("semaphore array '", name,
                                                    "' on ", Name(), ": size ",
@@ -169,6 +196,85 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
   scopes_.back().semaphores.push_back(
       SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
   return bytes.heap_offset();
+}
+
+absl::StatusOr<ArrayRef> Device::AllocatePersistent(
+    DType dtype, std::span<const int64_t> shape, absl::string_view name) {
+  if (mesh_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "AllocatePersistent('", name, "') on ", Name(), " outside Runtime::Run"));
+  }
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && bytes > (int64_t{1} << 40) / d)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AllocatePersistent('", name, "') on ", Name(), ": bad shape [",
+          absl::StrJoin(shape, ","), "]"));
+    }
+    bytes *= d;
+  }
+  const int64_t aligned = (bytes + 63) & ~int64_t{63};
+  if (aligned > persistent_bottom_ - heap_top_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "symmetric heap of ", Name(), " exhausted: persistent '", name, "' ",
+        DTypeName(dtype), "[", absl::StrJoin(shape, ","), "] needs ", bytes,
+        " bytes, ", persistent_bottom_ - heap_top_, " of ", heap_bytes_,
+        " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
+  }
+  persistent_bottom_ -= aligned;
+  // Persistent memory is zero when the Run starts (ReleasePersistent zeroes
+  // what the previous Run used).
+  return ArrayRef::Symmetric(heap_base_ + persistent_bottom_,
+                             persistent_bottom_, dtype, shape);
+}
+
+absl::StatusOr<int64_t> Device::AllocatePersistentSemaphores(
+    SemaphoreType type, int count, absl::string_view name) {
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "persistent semaphore array '", name, "' on ", Name(), ": size ", count,
+        " must be >= 1"));
+  }
+  const int64_t shape[] = {count * kSemaphoreBytes};
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes,
+                           AllocatePersistent(DType::kU8, shape, name));
+  persistent_semaphores_.push_back(
+      SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
+  return bytes.heap_offset();
+}
+
+void Device::AtRunExit(std::function<absl::Status()> fn) {
+  run_exit_.push_back(std::move(fn));
+}
+
+absl::Status Device::ReleasePersistent(bool run_hooks) {
+  std::vector<std::string> problems;
+  for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend(); ++it) {
+    absl::Status s = (*it)();
+    if (!s.ok()) problems.push_back(std::string(s.message()));
+  }
+  run_exit_.clear();
+  if (run_hooks && problems.empty()) {
+    for (const SemaphoreRecord& rec : persistent_semaphores_) {
+      for (int i = 0; i < rec.count; ++i) {
+        const Semaphore sem(rec.offset + i * kSemaphoreBytes, rec.type);
+        const int64_t count =
+            CellAt(sem.heap_offset())->count.load(std::memory_order_acquire);
+        if (count != 0) {
+          problems.push_back(absl::StrCat(DescribeSemaphore(sem), " is ",
+                                          count, ", expected 0"));
+        }
+      }
+    }
+  }
+  persistent_semaphores_.clear();
+  std::memset(heap_base_ + persistent_bottom_, 0,
+              heap_bytes_ - persistent_bottom_);
+  persistent_bottom_ = heap_bytes_;
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("persistent state of ", Name(), " at the end of Run: ",
+                   absl::StrJoin(problems, "; ")));
 }
 
 absl::Status Device::PopScope() {
@@ -214,14 +320,61 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
     return absl::InvalidArgumentError(
         absl::StrCat(verb, " on ", Name(), ": semaphore was never allocated"));
   }
-  if (sem.heap_offset() < 0 ||
-      sem.heap_offset() + kSemaphoreBytes > heap_bytes_ ||
-      sem.heap_offset() % kSemaphoreBytes != 0) {
+  const int64_t off = sem.heap_offset();
+  if (!IsValidSemaphoreType(sem.type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": semaphore @", off,
+                     " has invalid type ", static_cast<int>(sem.type())));
+  }
+  if (off < 0 || off > heap_bytes_ - kSemaphoreBytes ||
+      off % kSemaphoreBytes != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         verb, " on ", Name(), ": ", sem.ToString(),
         " is not a semaphore of a heap of ", heap_bytes_, " bytes"));
   }
-  return absl::OkStatus();
+  // A handle is accepted only where it names a semaphore this device knows:
+  // a device-barrier round inside `device_barrier`, the per-collective-id
+  // BARRIER semaphore, or a live allocation of the same type.
+  if (off < kCollectiveCellsOffset) {
+    if (in_device_barrier_) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        verb, " on ", Name(), ": ", sem.ToString(),
+        " is a reserved device-barrier cell; use device_barrier()"));
+  }
+  if (off < kReservedHeapBytes) {
+    if (sem.type() == SemaphoreType::kBarrier) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(),
+                     " is the reserved BARRIER semaphore of collective id ",
+                     (off - kCollectiveCellsOffset) / kSemaphoreBytes,
+                     "; get it from get_barrier_semaphore()"));
+  }
+  auto check_in = [&](const std::vector<SemaphoreRecord>& records)
+      -> std::optional<absl::Status> {
+    for (const SemaphoreRecord& rec : records) {
+      if (off < rec.offset || off >= rec.offset + rec.count * kSemaphoreBytes) {
+        continue;
+      }
+      if (rec.type != sem.type()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(), " names ",
+                         DescribeSemaphore(Semaphore(off, rec.type)),
+                         ", allocated as ", SemaphoreTypeName(rec.type)));
+      }
+      return absl::OkStatus();
+    }
+    return std::nullopt;
+  };
+  if (off >= persistent_bottom_) {
+    if (auto s = check_in(persistent_semaphores_)) return *s;
+  } else {
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+      if (auto s = check_in(scope->semaphores)) return *s;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      verb, " on ", Name(), ": ", sem.ToString(),
+      " is not a live semaphore (not allocated, or its scope has closed)"));
 }
 
 absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
@@ -261,10 +414,31 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                    " is not in the symmetric heap; a remote copy's destination "
                    "must come from AllocateSymmetric");
     }
-    if (dst.heap_offset() + ExtentBytes(dst) > heap_bytes_) {
-      return error("dst ", dst.ToString(), " at heap offset ",
-                   dst.heap_offset(), " extends past the heap of ", heap_bytes_,
-                   " bytes");
+  }
+  // A symmetric view (always the destination of a remote copy) must be this
+  // device's address of its heap offset and lie wholly in the user part of
+  // the heap: a forged or overflowing view must not reach the reserved
+  // semaphore cells, or bytes outside any heap.
+  const std::pair<const ArrayRef*, absl::string_view> views[] = {{&src, "src"},
+                                                                 {&dst, "dst"}};
+  for (const auto& [ref, role] : views) {
+    if (!ref->is_symmetric()) continue;
+    const base_internal::ByteExtent e = Extent(*ref);
+    const std::optional<int64_t> lo =
+        base_internal::CheckedAdd(ref->heap_offset(), e.lo);
+    const std::optional<int64_t> hi =
+        base_internal::CheckedAdd(ref->heap_offset(), e.hi);
+    if (ref->data() != heap_base_ + ref->heap_offset()) {
+      return error(role, " ", ref->ToString(), " claims heap offset ",
+                   ref->heap_offset(),
+                   " but its address is not that offset of this device's heap");
+    }
+    if (e.hi > e.lo && (!lo.has_value() || !hi.has_value() ||
+                        *lo < kReservedHeapBytes || *hi > heap_bytes_)) {
+      return error(role, " ", ref->ToString(), " at heap offset ",
+                   ref->heap_offset(), " spans bytes outside [",
+                   kReservedHeapBytes, ", ", heap_bytes_,
+                   "), the user part of the symmetric heap");
     }
   }
 
@@ -354,11 +528,13 @@ std::string Device::DescribeInflight(int min_depth) {
 }
 
 absl::Status Device::DrainInflight(int min_depth) {
-  const absl::Time deadline = absl::Now() + runtime_->wait_timeout();
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(runtime_->wait_timeout());
   while (num_inflight(min_depth) != 0) {
+    if (runtime_->PollRemote()) continue;
     if (runtime_->copy_engine() == nullptr ||
         !runtime_->copy_engine()->HelpOnce()) {
-      if (absl::Now() > deadline) {
+      if (deadline.Expired()) {
         return absl::DeadlineExceededError(
             absl::StrCat("DMAs of ", Name(), " did not complete within ",
                          absl::FormatDuration(runtime_->wait_timeout()), ": ",
@@ -442,22 +618,27 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       if (CellTryConsume(cell, value)) return absl::OkStatus();
     }
   }
-  // Slow path: tell the MPI progress thread someone is waiting (it then polls
-  // instead of sleeping), spin, then sleep.
+  // Slow path: spin, progressing the MPI path from this thread while
+  // spinning, then sleep; a sleeping waiter is counted so that the MPI
+  // progress thread polls for it.
   runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
   struct Unregister {
     std::atomic<int>& count;
     ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
   } unregister{runtime_->waiting_devices()};
-  const int64_t start = absl::GetCurrentTimeNanos();
+  // Deadlines use the monotonic clock; an infinite wait timeout never expires.
+  const int64_t start = base_internal::MonotonicNanos();
   for (int i = 0;; ++i) {
     CpuRelax();
     if (CellTryConsume(cell, value)) return absl::OkStatus();
+    if (runtime_->PollRemote() && CellTryConsume(cell, value)) {
+      return absl::OkStatus();
+    }
     // Pure spinning: yielding here was measured to push waits past the spin
     // window into futex sleeps, whose wake-up costs tens of microseconds on
     // a virtual machine (BENCHMARKS.md).
     if ((i & 63) == 63 &&
-        absl::GetCurrentTimeNanos() - start > runtime_->spin_ns()) {
+        base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
       break;
     }
   }
@@ -470,8 +651,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_.clear();
   };
-  const int64_t deadline =
-      start + absl::ToInt64Nanoseconds(runtime_->wait_timeout());
+  const base_internal::Deadline deadline(start, runtime_->wait_timeout());
   for (;;) {
     if (CellTryConsume(cell, value)) {
       clear_blocked();
@@ -484,13 +664,20 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
           " abandoned: ", runtime_->abort_reason()));
     }
     if (engine != nullptr && engine->HelpOnce()) continue;
-    const int64_t now = absl::GetCurrentTimeNanos();
-    if (now >= deadline) {
+    const int64_t left = deadline.RemainingNanos();
+    if (left == 0) {
       absl::Status s = TimeoutError(cell, value, kind, sem);
       clear_blocked();
       return s;
     }
-    CellSleep(cell, value, std::min(kSleepSliceNanos, deadline - now));
+    // While messages to or from other hosts are in flight, keep progressing
+    // them here rather than sleeping: MPI moves a large message only while
+    // somebody polls.
+    if (runtime_->PollRemote() || runtime_->RemotePending()) {
+      CpuRelax();
+      continue;
+    }
+    CellSleep(cell, value, std::min(kSleepSliceNanos, left));
   }
 }
 
@@ -510,11 +697,11 @@ std::string Device::BlockedOn() {
   return blocked_on_.empty() ? "running (not blocked)" : blocked_on_;
 }
 
-std::string Device::DescribeSemaphore(Semaphore sem) const {
+std::string Device::SemaphoreName(Semaphore sem) const {
   const int64_t off = sem.heap_offset();
   std::string name;
-  for (const Scope& scope : scopes_) {
-    for (const SemaphoreRecord& rec : scope.semaphores) {
+  auto find_in = [&](const std::vector<SemaphoreRecord>& records) {
+    for (const SemaphoreRecord& rec : records) {
       const int64_t end = rec.offset + rec.count * kSemaphoreBytes;
       if (off >= rec.offset && off < end) {
         name = rec.count == 1
@@ -523,7 +710,9 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
                                   (off - rec.offset) / kSemaphoreBytes, "] ");
       }
     }
-  }
+  };
+  for (const Scope& scope : scopes_) find_in(scope.semaphores);
+  find_in(persistent_semaphores_);
   if (off >= kBarrierCellsOffset && off < kCollectiveCellsOffset) {
     name = absl::StrCat("'device barrier round ",
                         (off - kBarrierCellsOffset) / kSemaphoreBytes, "' ");
@@ -531,9 +720,13 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
     name = absl::StrCat("'collective id ",
                         (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
   }
-  return absl::StrCat(name, SemaphoreTypeName(sem.type()), " semaphore @", off,
-                      " (count ",
-                      CellAt(off)->count.load(std::memory_order_relaxed), ")");
+  return absl::StrCat(name, SemaphoreTypeName(sem.type()), " semaphore @", off);
+}
+
+std::string Device::DescribeSemaphore(Semaphore sem) const {
+  return absl::StrCat(
+      SemaphoreName(sem), " (count ",
+      CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed), ")");
 }
 
 // --- Barrier
@@ -546,6 +739,11 @@ absl::Status Device::Barrier() {
   // signal of device (me - 2^k) mod n. Counting semaphores make consecutive
   // barriers safe without sense reversal: a partner that runs ahead into the
   // next barrier adds a signal the next barrier consumes.
+  in_device_barrier_ = true;
+  struct Leave {
+    bool& flag;
+    ~Leave() { flag = false; }
+  } leave{in_device_barrier_};
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
     const Semaphore sem(kBarrierCellsOffset + k * kSemaphoreBytes,
                         SemaphoreType::kBarrier);

@@ -59,12 +59,27 @@ class Device {
                                     std::span<const int64_t> shape);
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
                                              absl::string_view name);
-  int64_t bytes_free() const { return heap_bytes_ - heap_top_; }
+  int64_t bytes_free() const { return persistent_bottom_ - heap_top_; }
   void PushScope(std::string kernel_name, std::optional<int> collective_id);
   // Checks the exit contract of the innermost scope, drains this device's
   // DMAs and frees the scope. Returns the contract violation, if any.
   absl::Status PopScope();
   std::optional<int> collective_id() const;
+
+  // --- Persistent symmetric memory: allocated from the top of the heap down,
+  // in the same order on every device of the mesh, for the rest of the
+  // current `Runtime::Run`; outside every kernel scope and its exit contract.
+  absl::StatusOr<ArrayRef> AllocatePersistent(DType dtype,
+                                              std::span<const int64_t> shape,
+                                              absl::string_view name);
+  absl::StatusOr<int64_t> AllocatePersistentSemaphores(SemaphoreType type,
+                                                       int count,
+                                                       absl::string_view name);
+  void AtRunExit(std::function<absl::Status()> fn);
+  // At the end of a Run: runs the `AtRunExit` functions (latest first) when
+  // `run_hooks`, checks that every persistent semaphore is back to 0, then
+  // zeroes and releases the persistent memory.
+  absl::Status ReleasePersistent(bool run_hooks);
 
   // --- The verbs.
   absl::Status StartDma(const ArrayRef& src, const ArrayRef& dst,
@@ -93,6 +108,11 @@ class Device {
   SemaphoreCell* CellAt(int64_t heap_offset) const {
     return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
   }
+  // "'recv' DMA semaphore @14336": the name the allocation gave (this
+  // device's scopes; symmetric, so every device's), its type and offset.
+  // Call on this device's thread.
+  std::string SemaphoreName(Semaphore sem) const;
+  // SemaphoreName plus the current count.
   std::string DescribeSemaphore(Semaphore sem) const;
 
  private:
@@ -123,10 +143,15 @@ class Device {
   std::byte* const heap_base_;
   const int64_t heap_bytes_;
   int64_t heap_top_ = kReservedHeapBytes;
+  int64_t persistent_bottom_;  // Persistent memory is [this, heap_bytes_).
   std::vector<Scope> scopes_;
+  std::vector<SemaphoreRecord> persistent_semaphores_;
+  std::vector<std::function<absl::Status()>> run_exit_;
   const Mesh* mesh_ = nullptr;
   int logical_id_ = -1;
   int64_t barrier_epoch_ = 0;
+  // True while `Barrier` runs: only then are device-barrier cells accepted.
+  bool in_device_barrier_ = false;
 
   std::mutex inflight_mu_;
   std::vector<DmaOp*> inflight_;

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/base/env.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/timeline_tracer.h"
 #include "meshdma/dma/trace.h"
@@ -49,17 +51,15 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(
 
 RuntimeImpl::~RuntimeImpl() {
   absl::Status s = Shutdown();
-  if (!s.ok()) {
-    std::fprintf(stderr, "meshdma: runtime shutdown: %s\n",
-                 std::string(s.message()).c_str());
-  }
+  // Nobody can receive this error: it is printed whatever MESHDMA_DEBUG says.
+  if (!s.ok()) LogError(absl::StrCat("runtime shutdown: ", s.message()));
 }
 
 absl::Status RuntimeImpl::Init() {
   MESHDMA_RETURN_IF_ERROR(ReadOptions());
   MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
   MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
-  StartObservation();
+  MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
   StartCopyEngine();
   StartDeviceThreads();
@@ -70,7 +70,7 @@ absl::Status RuntimeImpl::Init() {
 // default.
 absl::Status RuntimeImpl::ReadOptions() {
   using base_internal::EnvChoice;
-  using base_internal::EnvDouble;
+  using base_internal::EnvSeconds;
   using base_internal::EnvInt;
   using base_internal::Resolve;
   constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
@@ -92,14 +92,20 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
 
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<double> timeout_env,
-                           EnvDouble(kWaitTimeoutEnv, 0, 1e9));
-  std::optional<absl::Duration> timeout_from_env;
-  if (timeout_env.has_value()) timeout_from_env = absl::Seconds(*timeout_env);
+  // Infinite means no timeout; a finite timeout is at most ~31 years, so a
+  // deadline on the monotonic clock never overflows.
+  constexpr double kMaxTimeoutSeconds = 1e9;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<absl::Duration> timeout_from_env,
+                           EnvSeconds(kWaitTimeoutEnv, kMaxTimeoutSeconds));
   wait_timeout_ =
       Resolve(options_.wait_timeout, timeout_from_env, absl::Seconds(120));
-  if (wait_timeout_ <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("wait timeout must be positive");
+  if (wait_timeout_ <= absl::ZeroDuration() ||
+      (wait_timeout_ != absl::InfiniteDuration() &&
+       wait_timeout_ > absl::Seconds(kMaxTimeoutSeconds))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::wait_timeout ", absl::FormatDuration(wait_timeout_),
+        " must be positive and at most ", kMaxTimeoutSeconds,
+        " s, or absl::InfiniteDuration() for no timeout"));
   }
 
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -144,15 +150,17 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
 }
 
 // Step 4: the user's observer, behind the timeline tracer when tracing.
-void RuntimeImpl::StartObservation() {
+absl::Status RuntimeImpl::StartObservation() {
   observer_ = options_.observer;
   trace_path_ = options_.trace_path.value_or(
       base_internal::EnvString(kTraceEnv).value_or(""));
   if (!trace_path_.empty()) {
-    tracer_ =
-        std::make_unique<TimelineTracer>(launch_->rank(), options_.observer);
+    MESHDMA_RETURN_IF_ERROR(
+        TimelineTracer::CheckWritable(trace_path_, *processes_));
+    tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
+  return absl::OkStatus();
 }
 
 // Step 6: copy workers, in the asynchronous DMA mode only.
@@ -257,7 +265,30 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
+  LogLaunch();
   return absl::OkStatus();
+}
+
+// MESHDMA_DEBUG=INFO: the launch (rank 0), this process's settings and the
+// path to every peer device, once per runtime.
+void RuntimeImpl::LogLaunch() const {
+  if (!LogEnabled(LogLevel::kInfo, kLogInit | kLogTransport)) return;
+  if (launch_->rank() == 0) MESHDMA_LOG(kInfo, kLogInit, launch_->Describe());
+  MESHDMA_LOG(kInfo, kLogInit, "rank ", launch_->rank(), ": DMA mode ",
+              dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ",
+              heap_bytes_, " bytes per device, wait timeout ",
+              absl::FormatDuration(wait_timeout_), ", spin ", options_.spin_ns,
+              " ns");
+  std::map<std::string, std::vector<int>> by_path;
+  for (int g = 0; g < launch_->num_devices(); ++g) {
+    if (transport_of_device_[g] != nullptr) {
+      by_path[std::string(transport_of_device_[g]->name())].push_back(g);
+    }
+  }
+  for (const auto& [path, devices] : by_path) {
+    MESHDMA_LOG(kInfo, kLogTransport, "rank ", launch_->rank(),
+                " reaches devices ", absl::StrJoin(devices, ","), " by ", path);
+  }
 }
 
 void RuntimeImpl::DeviceThreadMain(int local_index) {
@@ -267,8 +298,7 @@ void RuntimeImpl::DeviceThreadMain(int local_index) {
     if (core >= 0) {
       absl::Status s = topology_->PinThreadToCore(core);
       if (!s.ok()) {
-        std::fprintf(stderr, "meshdma: warning: %s: %s\n",
-                     device->Name().c_str(), std::string(s.message()).c_str());
+        MESHDMA_LOG(kWarn, kLogTopology, device->Name(), ": ", s.message());
       }
     }
   }
@@ -352,8 +382,13 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     if (!logical.ok()) return;  // Not in this mesh.
     SetCurrentDevice(device);
     device->EnterRun(&mesh, *logical);
-    absl::Status s = fn();
+    absl::Status s = fn ? fn()
+                        : absl::InvalidArgumentError(absl::StrCat(
+                              "Runtime::Run on ", device->Name(),
+                              ": the function to run is empty"));
+    absl::Status persistent = device->ReleasePersistent(/*run_hooks=*/s.ok());
     absl::Status exit = device->PopScope();
+    if (s.ok()) s = persistent;
     if (s.ok()) s = exit;
     device->ExitRun();
     SetCurrentDevice(nullptr);
@@ -458,4 +493,3 @@ absl::Status RuntimeImpl::Shutdown() {
 }
 
 }  // namespace meshdma::dma_internal
-

@@ -63,6 +63,15 @@ class RuntimeImpl : public TransportHost {
   // The local device with this global index, or null.
   Device* LocalDevice(int global_device) const;
   CopyEngine* copy_engine() const { return copy_engine_.get(); }
+  // Progresses the transport to other hosts from the calling (waiting)
+  // device thread; true when anything moved. No-op without other hosts.
+  bool PollRemote() const {
+    return remote_transport_ != nullptr && remote_transport_->Poll();
+  }
+  // True while the transport to other hosts has traffic outstanding.
+  bool RemotePending() const {
+    return remote_transport_ != nullptr && remote_transport_->HasPending();
+  }
   uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
   // Devices of this process inside a wait that did not complete at once; the
   // MPI progress thread keeps polling instead of sleeping while any are.
@@ -89,7 +98,8 @@ class RuntimeImpl : public TransportHost {
   absl::Status ReadOptions();
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
-  void StartObservation();
+  absl::Status StartObservation();
+  void LogLaunch() const;
   absl::Status InitHeaps();
   void StartCopyEngine();
   void StartDeviceThreads();

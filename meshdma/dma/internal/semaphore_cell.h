@@ -26,11 +26,16 @@ struct alignas(64) SemaphoreCell {
 static_assert(sizeof(SemaphoreCell) == 64);
 static_assert(std::atomic<int64_t>::is_always_lock_free);
 
-// Adds `inc` to the count with release order (the data a signal covers is
-// visible to whoever observes the new count) and wakes sleepers. The wake is a
-// syscall only when someone sleeps.
+// Adds `inc` (>= 0) to the count with release order (the data a signal
+// covers is visible to whoever observes the new count) and wakes sleepers.
+// The count saturates at INT64_MAX rather than wrap to a negative value. The
+// wake is a syscall only when someone sleeps.
 inline void CellAdd(SemaphoreCell* cell, int64_t inc) {
-  cell->count.fetch_add(inc, std::memory_order_seq_cst);
+  int64_t c = cell->count.load(std::memory_order_relaxed);
+  while (!cell->count.compare_exchange_weak(
+      c, c > INT64_MAX - inc ? INT64_MAX : c + inc, std::memory_order_seq_cst,
+      std::memory_order_relaxed)) {
+  }
   if (cell->sleepers.load(std::memory_order_seq_cst) != 0) {
     cell->wake_seq.fetch_add(1, std::memory_order_seq_cst);
     // Shared (not FUTEX_PRIVATE) so that waiters in other processes wake.

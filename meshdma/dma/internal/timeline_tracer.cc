@@ -1,16 +1,31 @@
 #include "meshdma/dma/internal/timeline_tracer.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <deque>
 #include <fstream>
+#include <set>
+#include <sstream>
+#include <tuple>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/trace.h"
 
 namespace meshdma {
 namespace {
+
+// Rounds of the clock alignment (each one barrier).
+constexpr int kClockRounds = 16;
 
 std::string Escape(absl::string_view s) {
   std::string out;
@@ -35,118 +50,389 @@ const char* KindName(WaitKind kind) {
   return "wait";
 }
 
+// The user's name for `sem`, read on the calling device's thread.
+std::string SemName(Semaphore sem) {
+  if (dma_internal::Device* d = dma_internal::CurrentDevice()) {
+    return Escape(d->SemaphoreName(sem));
+  }
+  return Escape(sem.ToString());
+}
+
+std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
+
 }  // namespace
 
 namespace dma_internal {
 
-TimelineTracer::TimelineTracer(int rank, Observer* next)
-    : rank_(rank), next_(next), start_ns_(absl::GetCurrentTimeNanos()) {}
+TimelineTracer::TimelineTracer(const Launch& launch, Observer* next)
+    : launch_(launch),
+      rank_(launch.rank()),
+      next_(next),
+      start_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count()) {}
 
-double TimelineTracer::NowUs() const {
-  return (absl::GetCurrentTimeNanos() - start_ns_) / 1e3;
+int64_t TimelineTracer::NowNs() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+             .count() -
+         start_ns_;
 }
 
-void TimelineTracer::Add(std::string event_json) {
-  std::lock_guard<std::mutex> lock(mu_);
-  events_.push_back(std::move(event_json));
+void TimelineTracer::Add(int64_t ns, std::string head, std::string tail) {
+  events_.push_back({ns, std::move(head), std::move(tail)});
+}
+
+absl::Status TimelineTracer::CheckWritable(const std::string& path,
+                                           ProcessGroup& processes) {
+  std::string error;
+  if (processes.rank() == 0) {
+    std::ofstream f(path, std::ios::app);
+    if (!f) error = std::strerror(errno);
+  }
+  MESHDMA_RETURN_IF_ERROR(processes.Broadcast(error, 0));
+  if (error.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("trace file '", path, "' (", kTraceEnv,
+                   " or RuntimeOptions::trace_path) cannot be created on rank "
+                   "0: ",
+                   error));
 }
 
 void TimelineTracer::OnKernelBegin(int device, absl::string_view kernel) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"kernel","ph":"B","ts":%.3f,"pid":%d,"tid":%d})",
-      Escape(kernel), NowUs(), rank_, device));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Add(NowNs(),
+        absl::StrFormat(R"({"name":"%s","cat":"kernel","ph":"B","ts":)",
+                        Escape(kernel)),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+  }
   if (next_) next_->OnKernelBegin(device, kernel);
 }
 
 void TimelineTracer::OnKernelEnd(int device, absl::string_view kernel) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"kernel","ph":"E","ts":%.3f,"pid":%d,"tid":%d})",
-      Escape(kernel), NowUs(), rank_, device));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Add(NowNs(),
+        absl::StrFormat(R"({"name":"%s","cat":"kernel","ph":"E","ts":)",
+                        Escape(kernel)),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+  }
   if (next_) next_->OnKernelEnd(device, kernel);
 }
 
 void TimelineTracer::OnDmaStart(const DmaEvent& dma) {
-  Add(absl::StrFormat(
-      R"({"name":"dma to device %d","cat":"dma","ph":"b","id":%d,"ts":%.3f,"pid":%d,"tid":%d,)"
-      R"("args":{"bytes":%d,"src_device":%d,"dst_device":%d,"send_sem":%d,"recv_sem":%d}})",
-      dma.dst_device, dma.id, NowUs(), rank_, dma.src_device, dma.bytes,
-      dma.src_device, dma.dst_device, dma.send_sem, dma.recv_sem));
+  const std::string recv =
+      SemName(Semaphore(dma.recv_sem, SemaphoreType::kDma));
+  const std::string send =
+      dma.send_sem >= 0 ? SemName(Semaphore(dma.send_sem, SemaphoreType::kDma))
+                        : "";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowNs();
+    dma_start_ns_[dma.id] = now;
+    Add(now,
+        absl::StrFormat(
+            R"({"name":"dma to device %d","cat":"dma","ph":"b","id":%d,"ts":)",
+            dma.dst_device, dma.id),
+        absl::StrFormat(
+            R"(,"pid":%d,"tid":%d,"args":{"bytes":%d,"src_device":%d,)"
+            R"("dst_device":%d,"send_sem":"%s","recv_sem":"%s"}})",
+            rank_, dma.src_device, dma.bytes, dma.src_device, dma.dst_device,
+            send, recv));
+    // A short slice on the issuing device's track, where its flow starts.
+    Add(now,
+        absl::StrFormat(R"({"name":"dma start","cat":"dma","ph":"X","ts":)"),
+        absl::StrFormat(R"(,"dur":0.01,"pid":%d,"tid":%d,"args":{"dma":%d,)"
+                        R"("dst_device":%d,"bytes":%d,"recv_sem":"%s"}})",
+                        rank_, dma.src_device, dma.id, dma.dst_device,
+                        dma.bytes, recv));
+    const int64_t inflight = bytes_in_flight_[dma.src_device] += dma.bytes;
+    Add(now,
+        absl::StrFormat(
+            R"({"name":"device %d bytes in flight","cat":"dma","ph":"C","ts":)",
+            dma.src_device),
+        absl::StrFormat(R"(,"pid":%d,"args":{"bytes":%d}})", rank_, inflight));
+  }
   if (next_) next_->OnDmaStart(dma);
 }
 
 void TimelineTracer::OnDmaComplete(const DmaEvent& dma) {
-  Add(absl::StrFormat(
-      R"({"name":"dma to device %d","cat":"dma","ph":"e","id":%d,"ts":%.3f,"pid":%d,"tid":%d})",
-      dma.dst_device, dma.id, NowUs(), rank_, dma.src_device));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowNs();
+    Add(now,
+        absl::StrFormat(
+            R"({"name":"dma to device %d","cat":"dma","ph":"e","id":%d,"ts":)",
+            dma.dst_device, dma.id),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, dma.src_device));
+    const int64_t inflight = bytes_in_flight_[dma.src_device] -= dma.bytes;
+    Add(now,
+        absl::StrFormat(
+            R"({"name":"device %d bytes in flight","cat":"dma","ph":"C","ts":)",
+            dma.src_device),
+        absl::StrFormat(R"(,"pid":%d,"args":{"bytes":%d}})", rank_, inflight));
+    auto it = dma_start_ns_.find(dma.id);
+    const int64_t start = it != dma_start_ns_.end() ? it->second : now;
+    if (it != dma_start_ns_.end()) dma_start_ns_.erase(it);
+    arrivals_.push_back({now, start, dma.dst_device, dma.recv_sem, dma.bytes,
+                         dma.src_device, dma.id});
+  }
   if (next_) next_->OnDmaComplete(dma);
 }
 
 void TimelineTracer::OnSignal(int device, int target_device, Semaphore sem,
                               int64_t inc) {
-  Add(absl::StrFormat(
-      R"({"name":"signal","cat":"semaphore","ph":"i","s":"t","ts":%.3f,"pid":%d,"tid":%d,)"
-      R"("args":{"target_device":%d,"semaphore":"%s","inc":%d}})",
-      NowUs(), rank_, device, target_device, sem.ToString(), inc));
+  const std::string name = SemName(sem);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowNs();
+    Add(now, R"({"name":"signal","cat":"semaphore","ph":"X","ts":)",
+        absl::StrFormat(
+            R"(,"dur":0.01,"pid":%d,"tid":%d,)"
+            R"("args":{"target_device":%d,"semaphore":"%s","inc":%d}})",
+            rank_, device, target_device, name, inc));
+    arrivals_.push_back(
+        {now, now, target_device, sem.heap_offset(), inc, device, 0});
+  }
   if (next_) next_->OnSignal(device, target_device, sem, inc);
 }
 
 void TimelineTracer::OnWaitBegin(int device, WaitKind kind, Semaphore sem,
                                  int64_t value, int64_t observed) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"wait","ph":"B","ts":%.3f,"pid":%d,"tid":%d,)"
-      R"("args":{"semaphore":"%s","expected":%d,"observed":%d}})",
-      KindName(kind), NowUs(), rank_, device, sem.ToString(), value, observed));
+  const std::string name = SemName(sem);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowNs();
+    wait_begin_ns_[device] = now;
+    Add(now,
+        absl::StrFormat(R"({"name":"%s","cat":"wait","ph":"B","ts":)",
+                        KindName(kind)),
+        absl::StrFormat(
+            R"(,"pid":%d,"tid":%d,)"
+            R"("args":{"semaphore":"%s","expected":%d,"observed":%d}})",
+            rank_, device, name, value, observed));
+  }
   if (next_) next_->OnWaitBegin(device, kind, sem, value, observed);
 }
 
 void TimelineTracer::OnWaitEnd(int device, WaitKind kind, Semaphore sem,
                                int64_t value, bool ok) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"wait","ph":"E","ts":%.3f,"pid":%d,"tid":%d,"args":{"ok":%s}})",
-      KindName(kind), NowUs(), rank_, device, ok ? "true" : "false"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowNs();
+    Add(now,
+        absl::StrFormat(R"({"name":"%s","cat":"wait","ph":"E","ts":)",
+                        KindName(kind)),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d,"args":{"ok":%s}})", rank_,
+                        device, ok ? "true" : "false"));
+    // Send-side DMA semaphores only ever hear from their own device.
+    if (ok && kind != WaitKind::kDmaSend) {
+      consumptions_.push_back(
+          {wait_begin_ns_[device], now, device, sem.heap_offset(), value});
+    }
+  }
   if (next_) next_->OnWaitEnd(device, kind, sem, value, ok);
 }
 
 void TimelineTracer::OnSpanBegin(int device, absl::string_view name) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"compute","ph":"B","ts":%.3f,"pid":%d,"tid":%d})",
-      Escape(name), NowUs(), rank_, device));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Add(NowNs(),
+        absl::StrFormat(R"({"name":"%s","cat":"compute","ph":"B","ts":)",
+                        Escape(name)),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+  }
   if (next_) next_->OnSpanBegin(device, name);
 }
 
 void TimelineTracer::OnSpanEnd(int device, absl::string_view name) {
-  Add(absl::StrFormat(
-      R"({"name":"%s","cat":"compute","ph":"E","ts":%.3f,"pid":%d,"tid":%d})",
-      Escape(name), NowUs(), rank_, device));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Add(NowNs(),
+        absl::StrFormat(R"({"name":"%s","cat":"compute","ph":"E","ts":)",
+                        Escape(name)),
+        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+  }
   if (next_) next_->OnSpanEnd(device, name);
 }
 
 absl::Status TimelineTracer::Write(const std::string& path,
                                    ProcessGroup& processes) const {
-  std::string mine;
+  const int size = processes.size();
+  // Step 1: clock offsets to rank 0 (see the header), computed by rank 0 and
+  // sent to everyone.
+  std::vector<int64_t> offset(size, 0), error(size, 0);
+  if (size > 1) {
+    std::string mine;
+    for (int k = 0; k < kClockRounds; ++k) {
+      const int64_t enter = NowNs();
+      MESHDMA_RETURN_IF_ERROR(
+          processes.Barrier("trace clock alignment", absl::Seconds(60)));
+      absl::StrAppend(&mine, enter, " ", NowNs(), " ");
+    }
+    MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> rounds,
+                             processes.Gather(mine, /*root=*/0));
+    std::string table;
+    if (processes.rank() == 0) {
+      std::vector<std::vector<int64_t>> t(size);
+      for (int r = 0; r < size; ++r) {
+        for (absl::string_view v :
+             absl::StrSplit(rounds[r], ' ', absl::SkipEmpty())) {
+          int64_t x = 0;
+          if (!absl::SimpleAtoi(v, &x)) {
+            return absl::InternalError("trace clock alignment: bad data");
+          }
+          t[r].push_back(x);
+        }
+      }
+      for (int r = 1; r < size; ++r) {
+        int64_t lo = INT64_MIN, hi = INT64_MAX;
+        for (int k = 0; k < kClockRounds; ++k) {
+          lo = std::max(lo, t[r][2 * k] - t[0][2 * k + 1]);
+          hi = std::min(hi, t[r][2 * k + 1] - t[0][2 * k]);
+        }
+        offset[r] = lo / 2 + hi / 2;
+        error[r] = std::max<int64_t>(0, hi / 2 - lo / 2);
+      }
+      table = absl::StrJoin(offset, " ");
+    }
+    MESHDMA_RETURN_IF_ERROR(processes.Broadcast(table, 0));
+    std::vector<std::string> parts = absl::StrSplit(table, ' ');
+    for (int r = 0; r < size && r < static_cast<int>(parts.size()); ++r) {
+      if (!absl::SimpleAtoi(parts[r], &offset[r])) {
+        return absl::InternalError("trace clock alignment: bad offsets");
+      }
+    }
+  }
+  const int64_t shift = offset[processes.rank()];
+
+  // Step 2: each process formats its events on the common clock and lists
+  // its arrivals and waits for the flow replay.
+  std::string json, flows;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    mine = absl::StrJoin(events_, ",\n");
-    // Name the tracks: a process per rank, a thread per device.
-    absl::StrAppend(
-        &mine, mine.empty() ? "" : ",\n",
-        absl::StrFormat(R"({"name":"process_name","ph":"M","pid":%d,)"
-                        R"("args":{"name":"rank %d"}})",
-                        rank_, rank_));
+    std::vector<std::string> lines;
+    lines.reserve(events_.size());
+    for (const Event& e : events_) {
+      lines.push_back(absl::StrCat(e.head, Us(e.ns - shift), e.tail));
+    }
+    json = absl::StrJoin(lines, ",\n");
+    for (const Arrival& a : arrivals_) {
+      absl::StrAppend(&flows, "A ", a.ns - shift, " ", a.start_ns - shift, " ",
+                      a.device, " ", a.sem, " ", a.amount, " ", a.from_device,
+                      " ", a.dma_id, "\n");
+    }
+    for (const Consumption& c : consumptions_) {
+      absl::StrAppend(&flows, "C ", c.begin_ns - shift, " ", c.end_ns - shift,
+                      " ", c.device, " ", c.sem, " ", c.value, "\n");
+    }
   }
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> parts,
-                           processes.Gather(mine, /*root=*/0));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_json,
+                           processes.Gather(json, /*root=*/0));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_flows,
+                           processes.Gather(flows, /*root=*/0));
   if (processes.rank() != 0) return absl::OkStatus();
-  parts.erase(std::remove(parts.begin(), parts.end(), std::string()),
-              parts.end());
-  const std::string all = absl::StrJoin(parts, ",\n");
+
+  // Step 3 (rank 0): replay every (device, semaphore) queue.
+  std::vector<Arrival> arrivals;
+  std::vector<Consumption> waits;
+  for (const std::string& text : all_flows) {
+    std::istringstream in(text);
+    std::string kind;
+    while (in >> kind) {
+      if (kind == "A") {
+        Arrival a;
+        in >> a.ns >> a.start_ns >> a.device >> a.sem >> a.amount >>
+            a.from_device >> a.dma_id;
+        arrivals.push_back(a);
+      } else {
+        Consumption c;
+        in >> c.begin_ns >> c.end_ns >> c.device >> c.sem >> c.value;
+        waits.push_back(c);
+      }
+    }
+  }
+  std::sort(arrivals.begin(), arrivals.end(),
+            [](const Arrival& a, const Arrival& b) { return a.ns < b.ns; });
+  std::sort(waits.begin(), waits.end(),
+            [](const Consumption& a, const Consumption& b) {
+              return a.end_ns < b.end_ns;
+            });
+  std::map<std::pair<int, int64_t>, std::deque<std::pair<Arrival, int64_t>>>
+      queues;
+  for (const Arrival& a : arrivals) {
+    queues[{a.device, a.sem}].push_back({a, a.amount});
+  }
+  auto rank_of = [&](int device) {
+    return device >= 0 && device < launch_.num_devices()
+               ? launch_.devices()[device].rank
+               : 0;
+  };
+  std::vector<std::string> out;
+  int64_t flow_id = 0;
+  for (const Consumption& w : waits) {
+    auto& q = queues[{w.device, w.sem}];
+    int64_t need = w.value;
+    while (need > 0 && !q.empty()) {
+      auto& [a, left] = q.front();
+      const int64_t take = std::min(need, left);
+      need -= take;
+      left -= take;
+      ++flow_id;
+      const char* name = a.dma_id != 0 ? "dma" : "signal";
+      out.push_back(absl::StrFormat(
+          R"({"name":"%s","cat":"flow","ph":"s","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
+          R"("args":{"to_device":%d,"dma":%d,"units":%d}})",
+          name, flow_id, Us(a.start_ns), rank_of(a.from_device), a.from_device,
+          w.device, a.dma_id, take));
+      out.push_back(absl::StrFormat(
+          R"({"name":"%s","cat":"flow","ph":"f","bp":"e","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
+          R"("args":{"to_device":%d}})",
+          name, flow_id, Us(std::max(w.begin_ns, w.end_ns - 1)),
+          rank_of(w.device), w.device, w.device));
+      if (left == 0) q.pop_front();
+    }
+  }
+  // Track names: a process per rank, a thread per device.
+  for (int r = 0; r < launch_.num_processes(); ++r) {
+    out.push_back(absl::StrFormat(
+        R"j({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d (%s)"}})j",
+        r, r, Escape(launch_.processes()[r].hostname)));
+  }
+  for (const GlobalDevice& d : launch_.devices()) {
+    const std::string core =
+        d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
+    out.push_back(
+        absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
+                        R"j("args":{"name":"device %d (rank %d, %s)"}})j",
+                        d.rank, d.global_index, d.global_index, d.rank, core));
+    out.push_back(absl::StrFormat(
+        R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
+        R"("args":{"sort_index":%d}})",
+        d.rank, d.global_index, d.global_index));
+  }
+  for (const std::string& part : all_json) {
+    if (!part.empty()) out.push_back(part);
+  }
   std::ofstream f(path);
-  if (!f)
-    return absl::InternalError(absl::StrCat("cannot write trace file ", path));
-  f << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n" << all << "\n]}\n";
+  if (!f) {
+    return absl::InternalError(absl::StrCat("cannot write trace file '", path,
+                                            "': ", std::strerror(errno)));
+  }
+  f << "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"clock\":\"each "
+       "rank's steady clock from its tracer's start, shifted by its offset "
+       "to rank 0's, estimated over "
+    << kClockRounds
+    << " barrier rounds; ts are microseconds on rank 0's clock\","
+       "\"clock_offset_ns\":["
+    << absl::StrJoin(offset, ",") << "],\"clock_error_bound_ns\":["
+    << absl::StrJoin(error, ",") << "]},\n\"traceEvents\":[\n"
+    << absl::StrJoin(out, ",\n") << "\n]}\n";
+  f.close();
   return f ? absl::OkStatus()
            : absl::InternalError(
-                 absl::StrCat("error writing trace file ", path));
+                 absl::StrCat("error writing trace file '", path, "'"));
 }
 
 }  // namespace dma_internal

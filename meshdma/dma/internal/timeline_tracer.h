@@ -1,9 +1,33 @@
 // The timeline tracer behind `MESHDMA_TRACE` (meshdma/dma/trace.h): an
-// observer that records every event as Chrome trace-event JSON.
+// observer that records every event and writes Chrome trace-event JSON.
+//
+// What the file holds: a process per rank and a track per device, named
+// "device G (rank R, core C)"; kernels, compute spans, waits (with the
+// semaphore's user-given name), DMAs (an async slice from start to
+// completion, and a short "dma start" slice on the issuing device), signals,
+// a counter of the bytes each device has in flight, and flow arrows from each
+// DMA start and each signal to the wait that consumed it.
+//
+// Flows. A semaphore's count is a queue: DMAs and signals add to it in the
+// order they complete, waits take from its front. Rank 0 replays, per
+// (device, semaphore), the arrivals in time order against the successful
+// waits in time order and links each wait to the arrivals whose units it
+// consumed. Send-side DMA semaphores are left out (their arrows would point
+// back to the same device).
+//
+// Clocks. Every process stamps events with its own steady clock, counted from
+// its own tracer's creation. At `Write` the processes align them to rank 0's:
+// in each of several rounds every process reads its clock on entering and on
+// leaving a barrier; since no process leaves before all have entered, rank
+// r's offset to rank 0 lies in [enter_r - leave_0, leave_r - enter_0] in
+// every round. The intersection over the rounds gives the offset (its
+// middle) and a bound on its error (half its width), both recorded in the
+// file's "otherData".
 #ifndef MESHDMA_DMA_INTERNAL_TIMELINE_TRACER_H_
 #define MESHDMA_DMA_INTERNAL_TIMELINE_TRACER_H_
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -11,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/observer.h"
+#include "meshdma/topology/launch.h"
 #include "meshdma/topology/process_group.h"
 
 namespace meshdma::dma_internal {
@@ -19,7 +44,14 @@ namespace meshdma::dma_internal {
 // or null).
 class TimelineTracer : public Observer {
  public:
-  TimelineTracer(int rank, Observer* next);
+  // `launch` names the tracks; it must outlive the tracer.
+  TimelineTracer(const Launch& launch, Observer* next);
+
+  // Collective: fails on every process, naming the path and MESHDMA_TRACE,
+  // unless rank 0 can create `path`; so a trace that could not be written is
+  // an error when the runtime starts rather than a message at exit.
+  static absl::Status CheckWritable(const std::string& path,
+                                    ProcessGroup& processes);
 
   void OnKernelBegin(int device, absl::string_view kernel) override;
   void OnKernelEnd(int device, absl::string_view kernel) override;
@@ -34,19 +66,48 @@ class TimelineTracer : public Observer {
   void OnSpanBegin(int device, absl::string_view name) override;
   void OnSpanEnd(int device, absl::string_view name) override;
 
-  // Writes the trace to `path`. Collective over `processes`: rank 0 writes
-  // every process's events.
+  // Writes the trace to `path`. Collective over `processes` (it aligns the
+  // clocks and gathers the events): rank 0 writes every process's events.
   absl::Status Write(const std::string& path, ProcessGroup& processes) const;
 
  private:
-  void Add(std::string event_json);
-  double NowUs() const;
+  // An event whose JSON is `head` + timestamp (microseconds) + `tail`.
+  struct Event {
+    int64_t ns;
+    std::string head, tail;
+  };
+  // Units added to (device, semaphore): by a DMA (dma_id > 0) or a signal.
+  struct Arrival {
+    int64_t ns;        // When the units landed.
+    int64_t start_ns;  // When the DMA started, or the signal was sent.
+    int device;        // The receiving device.
+    int64_t sem;       // Heap offset.
+    int64_t amount;
+    int from_device;
+    uint64_t dma_id;  // 0 for a signal.
+  };
+  // A wait that took `value` units from (device, semaphore).
+  struct Consumption {
+    int64_t begin_ns, end_ns;
+    int device;
+    int64_t sem;
+    int64_t value;
+  };
 
+  int64_t NowNs() const;
+  void Add(int64_t ns, std::string head, std::string tail);
+
+  const Launch& launch_;
   const int rank_;
   Observer* const next_;
   const int64_t start_ns_;
   mutable std::mutex mu_;
-  std::vector<std::string> events_;
+  std::vector<Event> events_;
+  std::vector<Arrival> arrivals_;
+  std::vector<Consumption> consumptions_;
+  std::map<uint64_t, int64_t> dma_start_ns_;  // Of DMAs in flight, by id.
+  std::map<int, int64_t> bytes_in_flight_;    // By issuing device.
+  std::map<int, int64_t> wait_begin_ns_;      // Of the wait a device is in.
 };
 
 }  // namespace meshdma::dma_internal

@@ -92,6 +92,13 @@ class Transport {
   virtual void Put(std::unique_ptr<DmaOp> op) = 0;
   // Adds `inc` to the semaphore at `sem_offset` on `target_device`.
   virtual void Signal(int target_device, int64_t sem_offset, int64_t inc) = 0;
+  // Makes progress on this transport's outstanding traffic from the calling
+  // thread (a device spinning in a wait); true when anything moved. Paths
+  // whose copies complete on their own have nothing to do.
+  virtual bool Poll() { return false; }
+  // True while traffic of this transport is outstanding (sent but not
+  // complete, or announced but not yet received).
+  virtual bool HasPending() const { return false; }
   // Tells every other process that this launch failed. Paths that share
   // memory have nothing to tell: a no-op.
   virtual void BroadcastAbort(const std::string& reason) {}

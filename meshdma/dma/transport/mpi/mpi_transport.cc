@@ -6,13 +6,14 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
 namespace meshdma::dma_internal {
 namespace {
 
-constexpr int kHeaderTag = 7101;
+constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
@@ -42,24 +43,18 @@ ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
 struct MpiTransport::Header {
   Kind kind;
   int32_t dst_device;
-  int64_t dst_offset;  // kPut: heap offset of dst; kSignal: semaphore offset.
-  int64_t sem_offset;  // kPut: receiver's recv semaphore.
-  int64_t value;       // kPut: bytes; kSignal: increment.
+  int64_t dst_offset;    // kPut: heap offset of dst; kSignal: semaphore offset.
+  int64_t sem_offset;    // kPut: receiver's recv semaphore.
+  int64_t value;         // kPut: bytes; kSignal: increment.
   int64_t elem_bytes;
+  int64_t inline_bytes;  // Payload bytes that follow the header.
   ViewLayout dst_layout;
-  char reason[256];  // kAbort.
-};
-
-struct MpiTransport::Outgoing {
-  Header header{};
-  std::unique_ptr<DmaOp> op;  // kPut.
-  int dest_rank = 0;
 };
 
 struct MpiTransport::PendingSend {
-  Header header;
-  std::unique_ptr<DmaOp> op;
-  std::vector<std::byte> packed;
+  std::vector<std::byte> message;  // Header and inline payload.
+  std::vector<std::byte> packed;   // A strided source, gathered.
+  std::unique_ptr<DmaOp> op;       // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
 };
 
@@ -82,81 +77,26 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
 
 MpiTransport::~MpiTransport() { Shutdown().IgnoreError(); }
 
-void MpiTransport::Enqueue(std::unique_ptr<Outgoing> out) {
+void MpiTransport::Send(int dest_rank, const Header& header,
+                        absl::string_view inline_payload,
+                        std::unique_ptr<DmaOp> op) {
+  auto send = std::make_unique<PendingSend>();
+  send->message.resize(sizeof(Header) + inline_payload.size());
+  std::memcpy(send->message.data(), &header, sizeof(Header));
+  if (!inline_payload.empty()) {
+    std::memcpy(send->message.data() + sizeof(Header), inline_payload.data(),
+                inline_payload.size());
+  }
+  std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    outgoing_.push_back(std::move(out));
-  }
-  cv_.notify_one();
-}
-
-void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
-  auto out = std::make_unique<Outgoing>();
-  const int dst = op->event.dst_device;
-  out->dest_rank = host_->RankOf(dst);
-  out->header.kind = Kind::kPut;
-  out->header.dst_device = dst;
-  out->header.dst_offset = op->dst_heap_offset;
-  out->header.sem_offset = op->event.recv_sem;
-  out->header.value = op->event.bytes;
-  out->header.elem_bytes = op->elem_bytes;
-  out->header.dst_layout = op->dst_layout;
-  out->op = std::move(op);
-  Enqueue(std::move(out));
-}
-
-void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc) {
-  auto out = std::make_unique<Outgoing>();
-  out->dest_rank = host_->RankOf(target_device);
-  out->header.kind = Kind::kSignal;
-  out->header.dst_device = target_device;
-  out->header.dst_offset = sem_offset;
-  out->header.value = inc;
-  Enqueue(std::move(out));
-}
-
-void MpiTransport::BroadcastAbort(const std::string& reason) {
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    auto out = std::make_unique<Outgoing>();
-    out->dest_rank = r;
-    out->header.kind = Kind::kAbort;
-    std::snprintf(out->header.reason, sizeof(out->header.reason), "%s",
-                  reason.c_str());
-    Enqueue(std::move(out));
-  }
-}
-
-absl::Status MpiTransport::Shutdown() {
-  if (!thread_.joinable()) return error_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutdown_requested_ = true;
-  }
-  cv_.notify_one();
-  thread_.join();
-  return error_;
-}
-
-bool MpiTransport::PostOutgoing() {
-  std::deque<std::unique_ptr<Outgoing>> batch;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batch.swap(outgoing_);
-  }
-  for (auto& out : batch) {
-    auto send = std::make_unique<PendingSend>();
-    send->header = out->header;
-    send->op = std::move(out->op);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     MPI_Request req;
-    MPI_Isend(&send->header, sizeof(Header), MPI_BYTE, out->dest_rank,
-              kHeaderTag, comm_, &req);
+    MPI_Isend(send->message.data(), static_cast<int>(send->message.size()),
+              MPI_BYTE, dest_rank, kMessageTag, comm_, &req);
     send->requests.push_back(req);
-    if (send->header.kind == Kind::kPut && send->header.value > 0) {
-      DmaOp* op = send->op.get();
+    if (op != nullptr && header.inline_bytes == 0 && header.value > 0) {
       const std::byte* payload = op->src;
       if (!IsPacked(op->src_layout, op->elem_bytes)) {
-        // Gather the strided source into one message.
         send->packed.resize(op->event.bytes);
         CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
                  op->elem_bytes)
@@ -165,26 +105,103 @@ bool MpiTransport::PostOutgoing() {
       }
       for (int64_t off = 0; off < op->event.bytes; off += kMaxPiece) {
         const int64_t len = std::min(kMaxPiece, op->event.bytes - off);
-        MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE,
-                  out->dest_rank, kPayloadTag, comm_, &req);
+        MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE, dest_rank,
+                  kPayloadTag, comm_, &req);
         send->requests.push_back(req);
       }
+      send->op = std::move(op);
+    } else {
+      done = std::move(op);
     }
     sends_.push_back(std::move(send));
+    pending_.fetch_add(1, std::memory_order_relaxed);
+    ProgressLocked();
   }
-  return !batch.empty();
+  if (done != nullptr) host_->CompleteDma(std::move(done));
+  wake_cv_.notify_one();  // The progress thread finishes what is left.
 }
 
-void MpiTransport::HandleHeader(const Header& h, int source) {
+void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
+  Header h{};
+  h.kind = Kind::kPut;
+  h.dst_device = op->event.dst_device;
+  h.dst_offset = op->dst_heap_offset;
+  h.sem_offset = op->event.recv_sem;
+  h.value = op->event.bytes;
+  h.elem_bytes = op->elem_bytes;
+  h.dst_layout = op->dst_layout;
+  const int dest = host_->RankOf(h.dst_device);
+  if (op->event.bytes > kInlineBytes) {
+    Send(dest, h, {}, std::move(op));
+    return;
+  }
+  // Small: pack the payload behind the header, one message.
+  h.inline_bytes = op->event.bytes;
+  std::string payload(op->event.bytes, '\0');
+  CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
+           op->elem_bytes)
+      .CopyAll(op->src, reinterpret_cast<std::byte*>(payload.data()));
+  Send(dest, h, payload, std::move(op));
+}
+
+void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc) {
+  Header h{};
+  h.kind = Kind::kSignal;
+  h.dst_device = target_device;
+  h.dst_offset = sem_offset;
+  h.value = inc;
+  Send(host_->RankOf(target_device), h, {}, nullptr);
+}
+
+void MpiTransport::BroadcastAbort(const std::string& reason) {
+  Header h{};
+  h.kind = Kind::kAbort;
+  h.inline_bytes = static_cast<int64_t>(reason.size());
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) Send(r, h, reason, nullptr);
+  }
+}
+
+bool MpiTransport::Poll() {
+  std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // Someone else is progressing.
+  last_device_poll_ns_.store(absl::GetCurrentTimeNanos(),
+                             std::memory_order_relaxed);
+  return ProgressLocked();
+}
+
+absl::Status MpiTransport::Shutdown() {
+  if (!thread_.joinable()) return error_;
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    shutdown_requested_ = true;
+  }
+  wake_cv_.notify_one();
+  thread_.join();
+  return error_;
+}
+
+bool MpiTransport::ProgressLocked() {
+  bool did = PollIncoming();
+  did |= TestPending();
+  return did;
+}
+
+void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
+                                 int source) {
+  Header h;
+  std::memcpy(&h, message.data(), sizeof(Header));
+  const std::byte* payload = message.data() + sizeof(Header);
   if (h.kind == Kind::kAbort) {
-    host_->Abort(h.reason, /*notify_peers=*/false);
+    host_->Abort(std::string(reinterpret_cast<const char*>(payload),
+                             h.inline_bytes),
+                 /*notify_peers=*/false);
     return;
   }
   std::byte* heap = host_->HeapBase(h.dst_device);
   if (heap == nullptr || !host_->IsLocalDevice(h.dst_device)) {
-    host_->Abort(absl::StrCat("rank ", rank_,
-                                 " received a message for device ",
-                                 h.dst_device, ", which it does not hold"),
+    host_->Abort(absl::StrCat("rank ", rank_, " received a message for device ",
+                              h.dst_device, ", which it does not hold"),
                  /*notify_peers=*/true);
     return;
   }
@@ -192,12 +209,19 @@ void MpiTransport::HandleHeader(const Header& h, int source) {
     CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
     return;
   }
+  auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
+  if (h.inline_bytes > 0 || h.value == 0) {
+    CopyPlan(Packed(h.dst_layout, h.elem_bytes), h.dst_layout, h.elem_bytes)
+        .CopyAll(payload, heap + h.dst_offset);
+    CellAdd(recv_cell, h.value);  // The data is in place.
+    return;
+  }
   auto recv = std::make_unique<PendingRecv>();
   recv->dst = heap + h.dst_offset;
   recv->dst_layout = h.dst_layout;
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
-  recv->recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
+  recv->recv_cell = recv_cell;
   std::byte* landing = recv->dst;
   if (!IsPacked(h.dst_layout, h.elem_bytes)) {
     recv->staging.resize(h.value);
@@ -211,6 +235,7 @@ void MpiTransport::HandleHeader(const Header& h, int source) {
     recv->requests.push_back(req);
   }
   recvs_.push_back(std::move(recv));
+  pending_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool MpiTransport::PollIncoming() {
@@ -218,12 +243,14 @@ bool MpiTransport::PollIncoming() {
   for (int i = 0; i < 64; ++i) {
     int flag = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kHeaderTag, comm_, &flag, &status);
+    MPI_Iprobe(MPI_ANY_SOURCE, kMessageTag, comm_, &flag, &status);
     if (!flag) break;
-    Header h;
-    MPI_Recv(&h, sizeof(Header), MPI_BYTE, status.MPI_SOURCE, kHeaderTag, comm_,
-             MPI_STATUS_IGNORE);
-    HandleHeader(h, status.MPI_SOURCE);
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::vector<std::byte> message(std::max<int>(count, sizeof(Header)));
+    MPI_Recv(message.data(), count, MPI_BYTE, status.MPI_SOURCE, kMessageTag,
+             comm_, MPI_STATUS_IGNORE);
+    HandleMessage(message, status.MPI_SOURCE);
     any = true;
   }
   return any;
@@ -244,6 +271,7 @@ bool MpiTransport::TestPending() {
       host_->CompleteDma(std::move((*it)->op));
     }
     it = sends_.erase(it);
+    pending_.fetch_sub(1, std::memory_order_relaxed);
     any = true;
   }
   for (auto it = recvs_.begin(); it != recvs_.end();) {
@@ -262,50 +290,61 @@ bool MpiTransport::TestPending() {
     // The data is in place: now the receiver may see the bytes counted.
     CellAdd(r.recv_cell, r.bytes);
     it = recvs_.erase(it);
+    pending_.fetch_sub(1, std::memory_order_relaxed);
     any = true;
   }
   return any;
 }
 
 void MpiTransport::ProgressMain() {
-  // Poll while traffic flows; when idle, back off from spinning to yielding
-  // to short sleeps (woken at once by new outgoing work), so an idle launch
-  // does not burn a core.
+  // While devices poll (a device spinning in a wait calls `Poll`), stay out
+  // of their way. Otherwise poll while traffic is outstanding or a device
+  // sleeps in a wait, and back off from yielding to short sleeps when idle,
+  // so an idle launch does not burn a core.
+  constexpr int64_t kDevicesPollingNs = 50'000;
   int idle = 0;
   MPI_Request barrier = MPI_REQUEST_NULL;
   bool barrier_posted = false;
   for (;;) {
-    bool did = PostOutgoing();
-    did |= PollIncoming();
-    did |= TestPending();
+    bool shutdown;
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      shutdown = shutdown_requested_;
+    }
+    bool did = false;
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      did = ProgressLocked();
+      if (shutdown && sends_.empty()) {
+        if (!barrier_posted) {
+          MPI_Ibarrier(comm_, &barrier);
+          barrier_posted = true;
+        }
+        int done = 0;
+        MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
+        if (done && recvs_.empty()) return;
+      }
+    }
     if (did) {
       idle = 0;
       continue;
     }
-    bool shutdown;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      shutdown = shutdown_requested_ && outgoing_.empty();
-    }
-    if (shutdown && sends_.empty()) {
-      if (!barrier_posted) {
-        MPI_Ibarrier(comm_, &barrier);
-        barrier_posted = true;
-      }
-      int done = 0;
-      MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-      if (done && recvs_.empty()) return;
-    }
     ++idle;
-    if (idle < 200 || !sends_.empty() || !recvs_.empty() ||
-        host_->DevicesWaiting()) {
+    const bool devices_polling =
+        absl::GetCurrentTimeNanos() -
+            last_device_poll_ns_.load(std::memory_order_relaxed) <
+        kDevicesPollingNs;
+    const bool needed = pending_.load(std::memory_order_relaxed) > 0 ||
+                        host_->DevicesWaiting() || shutdown;
+    if (needed && !devices_polling && idle < 2000) {
       if (idle > 50) sched_yield();
       continue;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    const int64_t us = std::min<int64_t>(500, (idle - 200) * 5 + 5);
-    cv_.wait_for(lock, std::chrono::microseconds(us),
-                 [this] { return !outgoing_.empty() || shutdown_requested_; });
+    std::unique_lock<std::mutex> lock(wake_mu_);
+    const int64_t us =
+        devices_polling ? 50 : std::min<int64_t>(500, idle * 5 + 5);
+    wake_cv_.wait_for(lock, std::chrono::microseconds(us),
+                      [this] { return shutdown_requested_; });
   }
 }
 

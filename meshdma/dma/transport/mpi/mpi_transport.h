@@ -1,23 +1,32 @@
-// Peers on other hosts, over MPI two-sided messages driven by one progress
-// thread per process.
+// Peers on other hosts, over MPI two-sided messages issued and progressed by
+// the device threads themselves.
 //
-// Why two-sided and not MPI RMA (measured with bench/mpi_path_probe.cc, see
-// BENCHMARKS.md): over Open MPI 4.1 restricted to TCP, the inter-host case
-// without UCX or InfiniBand, no one-sided component creates a window at
-// MPI_THREAD_MULTIPLE (osc/pt2pt refuses the thread level, osc/rdma needs an
-// RDMA-capable BTL); the fast RMA numbers on one machine come from osc/sm,
-// i.e. shared memory, which meshdma already uses directly. Where RMA does
-// work, a DMA still needs put + flush + a remote atomic + flush before the
-// receiver may count the bytes, and the receiver must call into MPI to see
-// the atomic. A receiver-side progress thread that writes the payload into
-// the heap and then bumps the semaphore cell with a release add keeps the
-// waiter's path identical on every transport and never calls MPI from a wait.
+// The direct path: the device that starts a DMA or signals a semaphore calls
+// `MPI_Isend` itself; a device blocked in a wait drives MPI progress itself
+// (`Poll`) while it spins, so a small message costs no thread hand-off on
+// either side. One progress thread per process covers the time when nobody
+// polls (every device computing, or sleeping in a long wait): it polls while
+// traffic is outstanding or a device sleeps in a wait, and backs off while
+// devices poll. All MPI state is behind one lock; a poller that cannot take
+// it leaves the work to whoever holds it.
 //
-// Wire protocol, per (source, destination) pair in MPI's non-overtaking order:
-//   header (tag kHeaderTag) [, payload (tag kPayloadTag) in <= 1 GiB pieces]
-// The receiver posts the payload receive straight into the destination heap
-// when the destination view is contiguous (single copy), otherwise into a
-// staging buffer that it scatters into the strided view.
+// Why two-sided and not MPI RMA: measured with bench/mpi_path_probe.cc
+// (BENCHMARKS.md). Over Open MPI 4.1 restricted to TCP no one-sided
+// component creates a window at MPI_THREAD_MULTIPLE (osc/pt2pt refuses the
+// thread level, osc/rdma needs an RDMA-capable BTL), and through osc/ucx over
+// TCP a put, a remote atomic and the flushes cost several times a two-sided
+// message. A DMA also needs its bytes counted on the receiver only after
+// they are in place, which a receiver that writes the payload and then adds
+// to the semaphore cell gives on every path.
+//
+// Wire protocol, per (source, destination) pair in MPI's non-overtaking
+// order: one message with tag kMessageTag holding a `Header`, followed by the
+// payload itself when it is at most kInlineBytes (one message per small DMA;
+// the sender's source is free as soon as it is packed), else by the payload
+// as separate messages (tag kPayloadTag, <= 1 GiB pieces) that the receiver
+// posts straight into the destination heap when the view is contiguous
+// (single copy), otherwise into a staging buffer it scatters. An abort
+// carries its reason as the payload.
 #ifndef MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 
@@ -25,7 +34,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -41,6 +49,9 @@ namespace meshdma::dma_internal {
 
 class MpiTransport : public Transport {
  public:
+  // Payloads up to this many bytes travel inside the header's message.
+  static constexpr int64_t kInlineBytes = 32 << 10;
+
   // `comm` is the runtime's own communicator (a dup of MPI_COMM_WORLD).
   MpiTransport(TransportHost* host, MPI_Comm comm);
   ~MpiTransport() override;
@@ -50,7 +61,10 @@ class MpiTransport : public Transport {
   bool MapDestination(DmaOp&) override { return false; }
   void Put(std::unique_ptr<DmaOp> op) override;
   void Signal(int target_device, int64_t sem_offset, int64_t inc) override;
-  // Tells every other process that this launch failed (see Runtime::Abort).
+  bool Poll() override;
+  bool HasPending() const override {
+    return pending_.load(std::memory_order_relaxed) > 0;
+  }
   void BroadcastAbort(const std::string& reason) override;
   // Collective: completes outstanding traffic, then a barrier, then stops the
   // progress thread.
@@ -58,30 +72,37 @@ class MpiTransport : public Transport {
 
  private:
   struct Header;
-  struct Outgoing;
   struct PendingSend;
   struct PendingRecv;
 
-  void Enqueue(std::unique_ptr<Outgoing> out);
-  void ProgressMain();
-  bool PostOutgoing();
+  // Sends `header` (and `inline_payload`, and then the op's payload when it
+  // is not inline) to `dest_rank`. Called by the issuing device.
+  void Send(int dest_rank, const Header& header,
+            absl::string_view inline_payload, std::unique_ptr<DmaOp> op);
+  // One round of progress; the caller holds `mu_`.
+  bool ProgressLocked();
   bool PollIncoming();
   bool TestPending();
-  void HandleHeader(const Header& h, int source);
+  void HandleMessage(const std::vector<std::byte>& message, int source);
+  void ProgressMain();
 
   TransportHost* const host_;
   const MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Outgoing>> outgoing_;
-  bool shutdown_requested_ = false;
-
-  // Owned by the progress thread.
+  // Guards every MPI call and the pending lists. Recursive: handling a
+  // message may abort, which sends.
+  std::recursive_mutex mu_;
   std::list<std::unique_ptr<PendingSend>> sends_;
   std::list<std::unique_ptr<PendingRecv>> recvs_;
+  std::atomic<int> pending_{0};  // sends_.size() + recvs_.size().
+  // When a device last progressed MPI from `Poll`.
+  std::atomic<int64_t> last_device_poll_ns_{0};
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool shutdown_requested_ = false;
   std::thread thread_;
   absl::Status error_;
 };

@@ -1,0 +1,152 @@
+#include "meshdma/collectives/internal/channel.h"
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma::collectives_internal {
+namespace {
+
+// This device thread's channels for the current Run, in creation order.
+thread_local std::vector<std::unique_ptr<Channel>>* t_channels = nullptr;
+
+// A wait-only descriptor of `bytes` on (send_sem, recv_sem): the DMA layer's
+// verbs wait for byte counts through descriptors of that size.
+AsyncCopyDescriptor WaitFor(const ArrayRef& bytes_view, Semaphore send_sem,
+                            Semaphore recv_sem, int peer) {
+  return RemoteCopy(bytes_view, bytes_view, send_sem, recv_sem, peer);
+}
+
+}  // namespace
+
+absl::StatusOr<Channel*> Channel::For(const Group& g) {
+  if (t_channels != nullptr) {
+    for (auto& c : *t_channels) {
+      if (c->mesh_ == g.mesh && c->members_ == g.members) return c.get();
+    }
+  }
+  // First small call over this group in this Run: allocate the persistent
+  // state (the same sequence on every member) and register the Run-end drain.
+  std::unique_ptr<Channel> c(new Channel());
+  const int n = g.size();
+  c->members_ = g.members;
+  c->mesh_ = g.mesh;
+  const int64_t shape[] = {kSlotSets, n, kRowBytes};
+  MESHDMA_ASSIGN_OR_RETURN(c->slots_,
+                           AllocatePersistent(DType::kU8, shape, "channel"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      c->arrived_, AllocatePersistentSemaphores(SemaphoreType::kDma,
+                                                kSlotSets * n,
+                                                "channel arrived"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sent,
+      AllocatePersistentSemaphores(SemaphoreType::kDma, 1, "channel sent"));
+  c->sent_ = sent[0];
+  MESHDMA_ASSIGN_OR_RETURN(
+      c->credits_, AllocatePersistentSemaphores(SemaphoreType::kRegular,
+                                                kSlotSets, "channel credits"));
+  c->staging_.resize(static_cast<size_t>(n) * kRowBytes);
+  if (t_channels == nullptr) {
+    t_channels = new std::vector<std::unique_ptr<Channel>>();
+    MESHDMA_RETURN_IF_ERROR(AtRunExit([]() -> absl::Status {
+      absl::Status status;
+      for (auto& channel : *t_channels) {
+        absl::Status s = channel->WaitOwedCredits();
+        if (status.ok()) status = s;
+      }
+      delete t_channels;
+      t_channels = nullptr;
+      return status;
+    }));
+  }
+  t_channels->push_back(std::move(c));
+  return t_channels->back().get();
+}
+
+absl::Status Channel::WaitOwedCredits() {
+  for (int p = 0; p < kSlotSets; ++p) {
+    if (pushed_[p] > 0) {
+      MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
+      pushed_[p] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Channel::Exchange(
+    absl::string_view collective, const Group& g, int64_t signature,
+    std::span<const Outgoing> out, std::span<const Incoming> in,
+    absl::FunctionRef<void(const std::byte* rows)> consume) {
+  const int64_t call = calls_++;
+  const int p = static_cast<int>(call % kSlotSets);
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, slots_.At(p));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat, set.Reshape({set.num_elements()}));
+  // Step 1: the rows this device wrote in set p last time have been read.
+  if (pushed_[p] > 0) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
+  }
+  // Step 2: one DMA per receiver into row `g.index` of its set p.
+  int64_t sent_bytes = 0;
+  for (const Outgoing& o : out) {
+    std::byte* row = staging_.data() + o.position * kRowBytes;
+    std::memcpy(row, &signature, sizeof(signature));
+    std::memcpy(row + sizeof(signature), &call, sizeof(call));
+    if (o.bytes > 0) std::memcpy(row + kHeaderBytes, o.payload, o.bytes);
+    const int64_t bytes = kHeaderBytes + o.bytes;
+    const int64_t shape[] = {bytes};
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
+                             ArrayRef::FromPointer(row, DType::kU8, shape));
+    ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
+    MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
+                                       arrived_[p * g.size() + g.index],
+                                       g.members[o.position])
+                                .start());
+    sent_bytes += bytes;
+  }
+  pushed_[p] = static_cast<int>(out.size());
+  // Step 3: every expected row is here, and my rows have been read.
+  for (const Incoming& i : in) {
+    MESHDMA_RETURN_IF_ERROR(
+        WaitFor(Range(flat, 0, kHeaderBytes + i.bytes), sent_,
+                arrived_[p * g.size() + i.position], g.members[i.position])
+            .wait_recv());
+  }
+  if (sent_bytes > 0) {
+    MESHDMA_RETURN_IF_ERROR(
+        WaitFor(Range(flat, 0, sent_bytes), sent_, arrived_[p * g.size()],
+                g.Peer(1))
+            .wait_send());
+  }
+  // Step 4: every sender made this call.
+  const std::byte* rows = set.data();
+  for (const Incoming& i : in) {
+    int64_t theirs = 0, their_call = 0;
+    std::memcpy(&theirs, rows + i.position * kRowBytes, sizeof(theirs));
+    std::memcpy(&their_call, rows + i.position * kRowBytes + sizeof(theirs),
+                sizeof(their_call));
+    MESHDMA_RETURN_IF_ERROR(
+        CompareSignatures(collective, g, signature, theirs, g.members[i.position]));
+    if (their_call != call) {
+      return CollectiveError(
+          collective, g,
+          absl::StrCat("device ", g.members[i.position], " is at its call ",
+                       their_call, " of small collectives over this group, "
+                       "this device at ", call,
+                       ": the devices made different sequences of calls"));
+    }
+  }
+  consume(rows);
+  // Step 5: hand each sender its row back.
+  for (const Incoming& i : in) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(
+        credits_[p], 1, DeviceId(g.members[i.position]), DeviceIdType::kLogical));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace meshdma::collectives_internal

@@ -1,0 +1,114 @@
+// A channel: persistent state for one group of devices, for the rest of the
+// current `Runtime::Run`, that lets consecutive small calls of any collective
+// over that group move their data in one exchange with no entry barrier.
+// It is written with the DMA layer's own verbs: persistent symmetric slots
+// (`AllocatePersistent`), DMA semaphores that count the bytes arriving in a
+// slot set, and REGULAR credit semaphores through which a receiver hands a
+// slot back to its sender.
+//
+// Layout on every member, allocated by the group's first small call of the
+// Run in the same order everywhere: for each of `kSlotSets` slot sets, one
+// row of `kRowBytes` per member position (row i is written only by member i)
+// with a DMA semaphore `arrived[p][i]` counting its bytes, and a REGULAR
+// semaphore `credits[p]`.
+//
+// Call m of the channel uses slot set p = m % kSlotSets:
+//   step 1: if this device pushed rows in slot set p at call m - kSlotSets,
+//           wait on credits[p] for one credit per row pushed then: every
+//           receiver has consumed it, so the rows may be overwritten;
+//   step 2: push each outgoing row, [header | payload] staged in private
+//           memory, into row `rank` of the receiver's slot set p: one DMA per
+//           receiver, counted on the receiver's arrived[p][rank];
+//   step 3: wait on arrived[p][i] for the row of every member i this device
+//           expects, then for its own pushes to have been read;
+//   step 4: check every received header against this call's signature and
+//           call number (a peer making another call is an error at once),
+//           and let the caller read the rows;
+//   step 5: give one credit back to each sender (a remote signal on its
+//           credits[p]).
+// Two slot sets suffice for flow control because step 1 makes a sender wait
+// for the consumer of the rows it is about to overwrite. Counting each
+// sender's row on its own semaphore matters when senders run ahead: a member
+// that does not wait for this device (a partial permutation) may push its
+// row for a later call while this device still waits for another sender's
+// row of the current call, and the two byte counts must not mix. When the Run ends,
+// each device waits for the credits still owed to it, so every semaphore is
+// back to 0 before the persistent memory is released.
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/semaphore.h"
+
+namespace meshdma::collectives_internal {
+
+class Channel {
+ public:
+  static constexpr int kSlotSets = 2;
+  // Each row: the header (signature, call number), then up to
+  // `kMaxPayloadBytes` of payload.
+  static constexpr int64_t kHeaderBytes = 64;
+  static constexpr int64_t kMaxPayloadBytes = 16 << 10;
+  static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
+  // Callers keep per-member lists on the stack.
+  static constexpr int kMaxMembers = 256;
+
+  // True when a call of group `g` whose largest row is `max_row_bytes` can
+  // go through a channel. Depends only on values every member shares.
+  static bool Fits(const Group& g, int64_t max_row_bytes) {
+    return g.size() > 1 && g.size() <= kMaxMembers &&
+           max_row_bytes <= kMaxPayloadBytes;
+  }
+
+  // What this device pushes to the member at `position`.
+  struct Outgoing {
+    int position;
+    const std::byte* payload;
+    int64_t bytes;
+  };
+  // What this device expects from the member at `position`.
+  struct Incoming {
+    int position;
+    int64_t bytes;
+  };
+
+  // The calling device's channel for group `g` (created on first use in this
+  // Run; every member must reach it in the same order).
+  static absl::StatusOr<Channel*> For(const Group& g);
+
+  // Steps 1-5 for one call. `consume(rows)` runs between steps 4 and 5;
+  // `rows` + position * kRowBytes + kHeaderBytes is the payload that member
+  // sent (valid only during `consume`).
+  absl::Status Exchange(absl::string_view collective, const Group& g,
+                        int64_t signature, std::span<const Outgoing> out,
+                        std::span<const Incoming> in,
+                        absl::FunctionRef<void(const std::byte* rows)> consume);
+
+ private:
+  Channel() = default;
+  absl::Status WaitOwedCredits();
+
+  std::vector<int> members_;  // The group's LOGICAL ids.
+  const Mesh* mesh_ = nullptr;
+  ArrayRef slots_;                // u8[kSlotSets, n, kRowBytes].
+  SemaphoreArray arrived_;        // DMA, [kSlotSets * n]: per set and sender.
+  Semaphore sent_;                // DMA: this device's pushes being read.
+  SemaphoreArray credits_;        // REGULAR, one per slot set.
+  std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
+  int64_t calls_ = 0;
+  int pushed_[kSlotSets] = {};  // Rows pushed at the last use of each set.
+};
+
+}  // namespace meshdma::collectives_internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
