@@ -2,8 +2,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/internal/c_api_internal.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
@@ -37,8 +39,12 @@ absl::StatusOr<meshdma::Semaphore> ToSemaphore(meshdma_semaphore s) {
                             static_cast<meshdma::SemaphoreType>(s.type));
 }
 
-absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
-                                        const char* operand) {
+}  // namespace
+
+namespace meshdma::dma_internal {
+
+absl::StatusOr<meshdma::ArrayRef> ViewToArrayRef(const meshdma_view* v,
+                                                 const char* operand) {
   if (v == nullptr) {
     return absl::InvalidArgumentError(std::string("null view for ") + operand);
   }
@@ -50,10 +56,23 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
   const std::span<const int64_t> shape(v->shape, v->rank);
   const std::span<const int64_t> strides(v->strides, v->rank);
   const auto dtype = static_cast<meshdma::DType>(v->dtype);
+  // MESHDMA_HEAP_OFFSET_RESOLVE: the view is symmetric if `data` lies in this
+  // device's heap (compared as integers).
+  int64_t heap_offset = v->heap_offset;
+  if (heap_offset == MESHDMA_HEAP_OFFSET_RESOLVE) {
+    meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v->data);
+    const uintptr_t base =
+        d == nullptr ? 0 : reinterpret_cast<uintptr_t>(d->heap_base());
+    heap_offset = d != nullptr && p >= base &&
+                          p - base < static_cast<uint64_t>(d->heap_bytes())
+                      ? static_cast<int64_t>(p - base)
+                      : -1;
+  }
   // The view's sizes are checked by ArrayRef (they must fit in int64); a
   // symmetric view is checked against the heap when a DMA starts.
   absl::StatusOr<meshdma::ArrayRef> ref;
-  if (v->heap_offset < 0) {
+  if (heap_offset < 0) {
     ref = meshdma::ArrayRef::FromPointer(v->data, dtype, shape, strides);
   } else {
     meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
@@ -61,14 +80,14 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
     // object.
     if (d == nullptr || reinterpret_cast<uintptr_t>(v->data) -
                                 reinterpret_cast<uintptr_t>(d->heap_base()) !=
-                            static_cast<uint64_t>(v->heap_offset)) {
+                            static_cast<uint64_t>(heap_offset)) {
       return absl::InvalidArgumentError(
           std::string(operand) + ": heap_offset " +
-          std::to_string(v->heap_offset) +
+          std::to_string(heap_offset) +
           " does not match data on the calling device");
     }
     ref = meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
-                                              v->heap_offset, dtype, shape,
+                                              heap_offset, dtype, shape,
                                               strides);
   }
   if (!ref.ok()) {
@@ -79,6 +98,12 @@ absl::StatusOr<meshdma::ArrayRef> ToRef(const meshdma_view* v,
   return ref;
 }
 
+int ReportStatus(const absl::Status& s) { return Report(s); }
+
+}  // namespace meshdma::dma_internal
+
+namespace {
+using meshdma::dma_internal::ViewToArrayRef;
 }  // namespace
 
 extern "C" {
@@ -145,8 +170,8 @@ int meshdma_semaphore_read(meshdma_semaphore sem, int64_t* out) {
 
 int meshdma_async_copy_start(const meshdma_view* src, const meshdma_view* dst,
                              meshdma_semaphore sem) {
-  auto s = ToRef(src, "src");
-  auto d = ToRef(dst, "dst");
+  auto s = ViewToArrayRef(src, "src");
+  auto d = ViewToArrayRef(dst, "dst");
   auto m = ToSemaphore(sem);
   if (!s.ok()) return Report(s.status());
   if (!d.ok()) return Report(d.status());
@@ -159,8 +184,8 @@ int meshdma_async_remote_copy_start(const meshdma_view* src,
                                     meshdma_semaphore send_sem,
                                     meshdma_semaphore recv_sem,
                                     int32_t logical_device_id) {
-  auto s = ToRef(src, "src");
-  auto d = ToRef(dst, "dst");
+  auto s = ViewToArrayRef(src, "src");
+  auto d = ViewToArrayRef(dst, "dst");
   auto ss = ToSemaphore(send_sem);
   auto rs = ToSemaphore(recv_sem);
   if (!s.ok()) return Report(s.status());
@@ -191,5 +216,50 @@ int meshdma_dma_wait_recv(meshdma_semaphore recv_sem, int64_t bytes) {
 }
 
 int meshdma_device_barrier(void) { return Report(meshdma::device_barrier()); }
+
+int meshdma_get_barrier_semaphore(meshdma_semaphore* out) {
+  auto s = meshdma::get_barrier_semaphore();
+  if (!s.ok()) return Report(s.status());
+  if (out == nullptr) return Report(absl::InvalidArgumentError("null output"));
+  *out = {s->heap_offset(), MESHDMA_SEMAPHORE_BARRIER};
+  return 0;
+}
+
+int meshdma_allocate_symmetric(int32_t dtype, int32_t rank,
+                               const int64_t* shape, meshdma_view* out) {
+  if (rank < 0 || rank > 6 || dtype < 0 ||
+      dtype > static_cast<int>(meshdma::DType::kF64) ||
+      (rank > 0 && shape == nullptr) || out == nullptr) {
+    return Report(absl::InvalidArgumentError(
+        "meshdma_allocate_symmetric: bad dtype, rank, shape or output"));
+  }
+  auto a = meshdma::AllocateSymmetric(static_cast<meshdma::DType>(dtype),
+                                      std::span<const int64_t>(shape, rank));
+  if (!a.ok()) return Report(a.status());
+  out->data = a->data();
+  out->heap_offset = a->heap_offset();
+  out->dtype = dtype;
+  out->rank = rank;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    out->shape[i] = shape[i];
+    out->strides[i] = stride;
+    stride *= shape[i];
+  }
+  return 0;
+}
+
+int meshdma_mesh_device_id(const int32_t* coords, int32_t n, int32_t* out) {
+  auto mesh = meshdma::current_mesh();
+  if (!mesh.ok()) return Report(mesh.status());
+  if (n < 0 || (n > 0 && coords == nullptr) || out == nullptr)
+    return Report(absl::InvalidArgumentError(
+        "meshdma_mesh_device_id: bad coordinates or output"));
+  std::vector<int64_t> c(coords, coords + n);
+  auto id = (*mesh)->LogicalId(c);
+  if (!id.ok()) return Report(id.status());
+  *out = *id;
+  return 0;
+}
 
 }  // extern "C"

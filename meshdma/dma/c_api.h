@@ -28,7 +28,11 @@ typedef struct meshdma_semaphore {
 } meshdma_semaphore;
 
 /* A strided view: element type (meshdma::DType's value), rank <= 6, shape and
- * strides in elements. `data` is this device's address of element 0. */
+ * strides in elements. `data` is this device's address of element 0.
+ * `heap_offset` is the offset of `data` in the symmetric heap, -1 for memory
+ * outside it, or MESHDMA_HEAP_OFFSET_RESOLVE: the callee finds out from
+ * `data` (code that holds only a pointer, e.g. an MLIR memref, uses this). */
+#define MESHDMA_HEAP_OFFSET_RESOLVE (-2)
 typedef struct meshdma_view {
   void* data;
   int64_t heap_offset; /* -1 if not in the symmetric heap */
@@ -65,6 +69,41 @@ int meshdma_dma_wait_send(meshdma_semaphore send_sem, int64_t bytes);
 int meshdma_dma_wait_recv(meshdma_semaphore recv_sem, int64_t bytes);
 
 int meshdma_device_barrier(void);
+
+/* The BARRIER semaphore of the running kernel's collective id (an error when
+ * the kernel has none). */
+int meshdma_get_barrier_semaphore(meshdma_semaphore* out);
+
+/* A zero-initialised array in the symmetric heap of the innermost scope (the
+ * running kernel's, else the Run's): every device runs the same sequence, so
+ * the k-th allocation names the same object everywhere. `out` receives a
+ * contiguous view. */
+int meshdma_allocate_symmetric(int32_t dtype, int32_t rank,
+                               const int64_t* shape, meshdma_view* out);
+
+/* The LOGICAL id of the MESH id `coords` (one coordinate per axis of the
+ * current mesh); an error naming the id and the mesh when it is off it. */
+int meshdma_mesh_device_id(const int32_t* coords, int32_t n, int32_t* out);
+
+/* Collectives (meshdma/collectives/), called SPMD by every device of the
+ * current mesh. `axes` names the group's mesh axes, comma-separated ("x" or
+ * "x,y"). Reductions: 0 sum, 1 max, 2 min, 3 mean (meshdma::ReduceOp).
+ * Defined by the collectives layer (meshdma/collectives/c_api.cc). */
+int meshdma_ppermute(const meshdma_view* in, const meshdma_view* out,
+                     const char* axes, const int64_t* pairs, int32_t n_pairs);
+/* ppermute i -> i + offset over the group, modulo its size if `rotate`,
+ * else dropping pairs that leave it. */
+int meshdma_ppermute_shift(const meshdma_view* in, const meshdma_view* out,
+                           const char* axes, int64_t offset, int32_t rotate);
+int meshdma_all_gather(const meshdma_view* in, const meshdma_view* out,
+                       const char* axes, int32_t tiled);
+int meshdma_all_reduce(int32_t op, const meshdma_view* in,
+                       const meshdma_view* out, const char* axes);
+int meshdma_reduce_scatter(int32_t op, const meshdma_view* in,
+                           const meshdma_view* out, const char* axes);
+int meshdma_all_to_all(const meshdma_view* in, const meshdma_view* out,
+                       const char* axes, int32_t split_axis,
+                       int32_t concat_axis);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,1486 @@
+// meshdma-verify-protocol: a static check of a kernel's semaphore protocol
+// for one concrete mesh shape.
+//
+// 1. Trace. Each device's kernel is interpreted with its own ids: integer
+//    arithmetic is folded, loops with known bounds are unrolled (a grid too),
+//    `scf.if`, `scf.while`, `scf.index_switch`, `cf` branches and `func.call`
+//    are followed. The result is a trace of events (DMA starts, signals,
+//    waits, DMA waits, barriers, collectives) and the allocation sequence.
+//    Anything that decides control flow, a device id, an amount or a size and
+//    depends on data (a load, `sem_read`, a non-constant kernel argument) makes
+//    the kernel *unverifiable*: an error, never a pass.
+// 2. Static checks on the traces: ids on the mesh, the same allocation
+//    sequence on every device, DMA shapes and element types, remote targets in
+//    symmetric memory, matching collectives within each group.
+// 3. Joint run. Waits are local and everything else only increments counts,
+//    so taking one event never disables another device's event: a round-robin
+//    run to a fixpoint reaches the one final state every schedule reaches. A
+//    DMA credits its semaphores when it starts (DMAs always finish). The run
+//    decides deadlock (with the wait-for cycle) and the exit contract (every
+//    semaphore back to 0).
+// 4. Entry race (kernels without the runtime's entry barrier): for each device
+//    R and call c of two back-to-back calls, R is held before entering call c
+//    and the others run as far as they can; any DMA or REGULAR signal of call
+//    >= c into R is a push into a device that has not entered that call.
+#include <chrono>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallBitVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "meshdma_mlir/MeshDma.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+namespace meshdma::ir {
+namespace {
+
+constexpr int64_t kMaxStepsPerDevice = 20'000'000;
+constexpr int kMaxCallDepth = 64;
+constexpr int64_t kMaxDevices = 4096;
+// Slot 0 of every device is the barrier semaphore; sem_alloc k is slot k+1.
+constexpr int kBarrierSlot = 0;
+
+enum class EvKind : uint8_t {
+  kDmaStart,    // credits `send_slot` here (remote) and `slot` on `target`
+  kSignal,      // credits `slot` on `target` by `amount`
+  kWait,        // consumes `amount` from local `slot`
+  kWaitRecv,    // consumes `amount` bytes from local DMA `slot`
+  kWaitSend,    // same, on the send side
+  kBarrier,     // device barrier over the whole mesh
+  kCollective,  // a runtime collective over a group of the mesh
+};
+
+struct Event {
+  EvKind kind;
+  int32_t slot = -1;
+  int32_t send_slot = -1;
+  int32_t target = -1;
+  int64_t amount = 0;
+  Operation* op = nullptr;
+};
+
+// One abstract value of the interpreter.
+struct AVal {
+  enum Kind : uint8_t { kNone, kInt, kData, kSem, kBuf } kind = kNone;
+  int64_t i = 0;  // kInt: the value; kData: reason index; kSem: slot;
+                  // kBuf: buffer index
+};
+
+struct DataReason {
+  Operation* origin;  // where the data-dependent value comes from
+  std::string what;
+};
+
+struct Buffer {
+  int root;  // >= 0: allocation index; < 0: -(argument + 1); local
+             // (non-symmetric) buffers use root >= kLocalRootBase
+  bool symmetric;
+  Operation* origin;  // the allocation (nullptr for kernel arguments)
+  Type elem;
+  llvm::SmallVector<int64_t, 4> shape;  // -1: unknown (dynamic)
+};
+constexpr int kLocalRootBase = 1 << 28;
+
+struct AllocRecord {
+  bool is_semaphore;
+  SemaphoreKind kind;
+  Type type;  // buffers
+  Operation* op;
+};
+
+struct CollectiveRecord {
+  Operation* op;
+  std::vector<int> members;  // group, in group order (includes this device)
+};
+
+struct Trace {
+  std::vector<Event> events;
+  std::vector<AllocRecord> allocs;
+  std::vector<CollectiveRecord> collectives;
+  int num_slots = 1;
+};
+
+// Everything that ends a device's interpretation: an error has been emitted.
+struct Abort {};
+
+class DeviceTracer {
+ public:
+  DeviceTracer(func::FuncOp kernel, const MeshInfo& mesh, int device,
+               bool entry_barrier)
+      : kernel_(kernel),
+        mesh_(mesh),
+        device_(device),
+        entry_barrier_(entry_barrier) {
+    num_devices_ = 1;
+    for (int64_t s : mesh.shape) num_devices_ *= s;
+    int64_t rest = device;
+    coords_.resize(mesh.shape.size());
+    for (int a = static_cast<int>(mesh.shape.size()) - 1; a >= 0; --a) {
+      coords_[a] = rest % mesh.shape[a];
+      rest /= mesh.shape[a];
+    }
+    if (auto g = kernel->getAttrOfType<DenseI64ArrayAttr>(
+            MeshDmaDialect::kIterationBoundsAttr))
+      grid_.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+  }
+
+  // Builds the trace; on failure an error has been emitted.
+  LogicalResult Run(Trace& trace) {
+    trace_ = &trace;
+    if (entry_barrier_)
+      trace.events.push_back(Event{EvKind::kBarrier, -1, -1, -1, 0, kernel_});
+    llvm::SmallVector<AVal> args;
+    for (auto [i, arg] : llvm::enumerate(kernel_.getArguments())) {
+      if (auto type = llvm::dyn_cast<MemRefType>(arg.getType())) {
+        Buffer b{
+            -static_cast<int>(i) - 1, true, nullptr, type.getElementType(), {}};
+        for (int64_t d : type.getShape())
+          b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+        args.push_back(NewBuf(std::move(b)));
+      } else {
+        args.push_back(
+            NewData(kernel_, "kernel argument #" + std::to_string(i)));
+      }
+    }
+    try {
+      int64_t points = 1;
+      for (int64_t b : grid_) points *= b;
+      grid_index_.assign(grid_.size(), 0);
+      for (int64_t p = 0; p < points; ++p) {
+        int64_t rest = p;
+        for (int d = static_cast<int>(grid_.size()) - 1; d >= 0; --d) {
+          grid_index_[d] = rest % grid_[d];
+          rest /= grid_[d];
+        }
+        llvm::SmallVector<AVal> results;
+        RunRegion(kernel_.getBody(), args, results);
+      }
+    } catch (const Abort&) {
+      return failure();
+    }
+    return success();
+  }
+
+ private:
+  //===------------------------------------------------------------------===//
+  // Values
+  //===------------------------------------------------------------------===//
+  AVal NewData(Operation* origin, std::string what) {
+    reasons_.push_back({origin, std::move(what)});
+    return AVal{AVal::kData, static_cast<int64_t>(reasons_.size() - 1)};
+  }
+  AVal NewBuf(Buffer b) {
+    buffers_.push_back(std::move(b));
+    return AVal{AVal::kBuf, static_cast<int64_t>(buffers_.size() - 1)};
+  }
+  static AVal Int(int64_t v) { return AVal{AVal::kInt, v}; }
+
+  AVal Get(Value v) {
+    auto it = values_.find(v);
+    if (it == values_.end()) return AVal{};
+    return it->second;
+  }
+  void Set(Value v, AVal a) { values_[v] = a; }
+
+  [[noreturn]] void Fail(Operation* op, const llvm::Twine& msg) {
+    op->emitError() << msg;
+    throw Abort{};
+  }
+  [[noreturn]] void FailOnDevice(Operation* op, const llvm::Twine& msg) {
+    op->emitError() << msg << " (device " << device_ << ")";
+    throw Abort{};
+  }
+
+  // The integer behind `v`, or an "unverifiable" error naming `what`.
+  int64_t Known(Value v, Operation* user, llvm::StringRef what) {
+    AVal a = Get(v);
+    if (a.kind == AVal::kInt) return a.i;
+    if (a.kind == AVal::kData) {
+      const DataReason& r = reasons_[a.i];
+      InFlightDiagnostic d = user->emitError()
+                             << "unverifiable: " << what << " depends on data ("
+                             << r.what << ")";
+      d.attachNote(r.origin->getLoc()) << "the data comes from here";
+      throw Abort{};
+    }
+    Fail(user, "unverifiable: " + what +
+                   " is not an integer the checker "
+                   "can evaluate");
+  }
+  int Slot(Value v, Operation* user) {
+    AVal a = Get(v);
+    if (a.kind == AVal::kSem) return static_cast<int>(a.i);
+    if (a.kind == AVal::kData) Known(v, user, "the semaphore");
+    Fail(user,
+         "unverifiable: the semaphore operand is not one the checker "
+         "can track");
+  }
+  const Buffer& Buf(Value v, Operation* user) {
+    AVal a = Get(v);
+    if (a.kind == AVal::kBuf) return buffers_[a.i];
+    if (a.kind == AVal::kData) Known(v, user, "the buffer");
+    Fail(user,
+         "unverifiable: the buffer operand is not one the checker can "
+         "track");
+  }
+  int64_t Bytes(const Buffer& b, Operation* user) {
+    int64_t n = ElementBytes(b.elem);
+    for (int64_t d : b.shape) {
+      if (d < 0)
+        Fail(user,
+             "unverifiable: the DMA size depends on a dynamic "
+             "dimension");
+      n *= d;
+    }
+    return n;
+  }
+
+  static unsigned Width(Type t) {
+    if (auto i = llvm::dyn_cast<IntegerType>(t)) return i.getWidth();
+    return 64;  // index
+  }
+  static int64_t Norm(int64_t v, unsigned w) {
+    if (w >= 64) return v;
+    if (w == 1) return v & 1;
+    uint64_t m = (uint64_t{1} << w) - 1;
+    uint64_t u = static_cast<uint64_t>(v) & m;
+    if (u >> (w - 1)) u |= ~m;
+    return static_cast<int64_t>(u);
+  }
+  static uint64_t Unsigned(int64_t v, unsigned w) {
+    if (w >= 64) return static_cast<uint64_t>(v);
+    return static_cast<uint64_t>(v) & ((uint64_t{1} << w) - 1);
+  }
+
+  //===------------------------------------------------------------------===//
+  // Control flow
+  //===------------------------------------------------------------------===//
+
+  // Runs `region` from its entry block with `args`; `results` receives the
+  // operands of the terminator that leaves the region.
+  Operation* RunRegion(Region& region, llvm::ArrayRef<AVal> args,
+                       llvm::SmallVectorImpl<AVal>& results) {
+    Block* block = &region.front();
+    llvm::SmallVector<AVal> block_args(args.begin(), args.end());
+    while (true) {
+      for (auto [arg, val] : llvm::zip(block->getArguments(), block_args))
+        Set(arg, val);
+      for (Operation& op : block->without_terminator()) Exec(&op);
+      Operation* term = block->getTerminator();
+      if (auto br = llvm::dyn_cast<cf::BranchOp>(term)) {
+        block_args = Vals(br.getDestOperands());
+        block = br.getDest();
+        Step(term);
+        continue;
+      }
+      if (auto br = llvm::dyn_cast<cf::CondBranchOp>(term)) {
+        bool c = Known(br.getCondition(), term, "the branch condition");
+        block_args =
+            Vals(c ? br.getTrueDestOperands() : br.getFalseDestOperands());
+        block = c ? br.getTrueDest() : br.getFalseDest();
+        Step(term);
+        continue;
+      }
+      if (term->getNumSuccessors() != 0)
+        Fail(term, "unverifiable: unsupported branch '" +
+                       term->getName().getStringRef() + "'");
+      results.clear();
+      for (Value v : term->getOperands()) results.push_back(Get(v));
+      return term;
+    }
+  }
+
+  llvm::SmallVector<AVal> Vals(ValueRange vs) {
+    llvm::SmallVector<AVal> out;
+    for (Value v : vs) out.push_back(Get(v));
+    return out;
+  }
+
+  void Step(Operation* op) {
+    if (++steps_ > kMaxStepsPerDevice)
+      Fail(op, "unverifiable: the kernel runs more than " +
+                   std::to_string(kMaxStepsPerDevice) +
+                   " operations per device");
+  }
+
+  void SetResults(Operation* op, llvm::ArrayRef<AVal> vals) {
+    for (auto [r, v] : llvm::zip(op->getResults(), vals)) Set(r, v);
+  }
+
+  void Exec(Operation* op) {
+    Step(op);
+    llvm::TypeSwitch<Operation*>(op)
+        .Case<arith::ConstantOp>([&](auto c) {
+          if (auto i = llvm::dyn_cast<IntegerAttr>(c.getValue()))
+            Set(c.getResult(),
+                Int(Norm(i.getValue().getSExtValue(), Width(c.getType()))));
+          else
+            Set(c.getResult(), NewData(op, "a non-integer constant"));
+        })
+        .Case<scf::ForOp>([&](scf::ForOp f) { ExecFor(f); })
+        .Case<scf::IfOp>([&](scf::IfOp f) {
+          bool c = Known(f.getCondition(), op, "the scf.if condition");
+          llvm::SmallVector<AVal> res;
+          Region& r = c ? f.getThenRegion() : f.getElseRegion();
+          if (!r.empty()) RunRegion(r, {}, res);
+          SetResults(op, res);
+        })
+        .Case<scf::WhileOp>([&](scf::WhileOp w) { ExecWhile(w); })
+        .Case<scf::IndexSwitchOp>([&](scf::IndexSwitchOp s) {
+          int64_t v = Known(s.getArg(), op, "the scf.index_switch value");
+          Region* r = &s.getDefaultRegion();
+          for (auto [i, c] : llvm::enumerate(s.getCases()))
+            if (c == v) r = &s.getCaseRegions()[i];
+          llvm::SmallVector<AVal> res;
+          RunRegion(*r, {}, res);
+          SetResults(op, res);
+        })
+        .Case<scf::ExecuteRegionOp>([&](scf::ExecuteRegionOp e) {
+          llvm::SmallVector<AVal> res;
+          RunRegion(e.getRegion(), {}, res);
+          SetResults(op, res);
+        })
+        .Case<func::CallOp>([&](func::CallOp call) { ExecCall(call); })
+        .Case<memref::SubViewOp>([&](auto s) { ExecSubView(s); })
+        .Case<memref::CastOp>(
+            [&](memref::CastOp c) { Set(c.getResult(), Get(c.getSource())); })
+        .Case<memref::DimOp>([&](memref::DimOp d) {
+          const Buffer& b = Buf(d.getSource(), op);
+          int64_t i = Known(d.getIndex(), op, "the memref.dim index");
+          if (i < 0 || i >= static_cast<int64_t>(b.shape.size()) ||
+              b.shape[i] < 0)
+            Set(d.getResult(), NewData(op, "a dynamic dimension"));
+          else
+            Set(d.getResult(), Int(b.shape[i]));
+        })
+        .Case<memref::AllocOp, memref::AllocaOp>([&](auto a) {
+          MemRefType t = a.getType();
+          Buffer b{kLocalRootBase + next_local_++,
+                   false,
+                   op,
+                   t.getElementType(),
+                   {}};
+          for (int64_t d : t.getShape())
+            b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+          Set(a.getResult(), NewBuf(std::move(b)));
+        })
+        .Case<memref::CollapseShapeOp, memref::ExpandShapeOp>([&](auto r) {
+          Buffer b = Buf(r.getSrc(), op);
+          MemRefType t = r.getResultType();
+          b.shape.clear();
+          for (int64_t d : t.getShape())
+            b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+          Set(r.getResult(), NewBuf(std::move(b)));
+        })
+        .Default([&](Operation* op) {
+          if (op->getDialect() &&
+              op->getDialect()->getNamespace() == "meshdma") {
+            ExecMeshDma(op);
+            return;
+          }
+          if (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
+              ExecArith(op))
+            return;
+          ExecOther(op);
+        });
+  }
+
+  // Whether `op` holds meshdma ops or calls (memoised). A loop or call
+  // without results that does not communicate only computes on memory, which
+  // the checker treats as data anyway, so it is skipped.
+  bool Communicates(Operation* op) {
+    auto it = communicates_.find(op);
+    if (it != communicates_.end()) return it->second;
+    bool found = false;
+    op->walk([&](Operation* inner) {
+      if (inner == op) return;
+      if ((inner->getDialect() &&
+           inner->getDialect()->getNamespace() == "meshdma") ||
+          llvm::isa<func::CallOp>(inner))
+        found = true;
+    });
+    communicates_[op] = found;
+    return found;
+  }
+
+  void ExecFor(scf::ForOp f) {
+    Operation* op = f;
+    if (f.getNumResults() == 0 && !Communicates(op)) return;
+    int64_t lb = Known(f.getLowerBound(), op, "the loop's lower bound");
+    int64_t ub = Known(f.getUpperBound(), op, "the loop's upper bound");
+    int64_t step = Known(f.getStep(), op, "the loop's step");
+    if (step <= 0)
+      Fail(op, "loop step must be positive, got " + std::to_string(step));
+    llvm::SmallVector<AVal> carried = Vals(f.getInitArgs());
+    llvm::SmallVector<AVal> args;
+    for (int64_t iv = lb; iv < ub; iv += step) {
+      args.clear();
+      args.push_back(Int(iv));
+      args.append(carried.begin(), carried.end());
+      RunRegion(f.getRegion(), args, carried);
+    }
+    SetResults(op, carried);
+  }
+
+  void ExecWhile(scf::WhileOp w) {
+    Operation* op = w;
+    llvm::SmallVector<AVal> carried = Vals(w.getInits());
+    llvm::SmallVector<AVal> res;
+    while (true) {
+      Operation* term = RunRegion(w.getBefore(), carried, res);
+      auto cond = llvm::cast<scf::ConditionOp>(term);
+      bool c = Known(cond.getCondition(), term, "the loop condition");
+      res = Vals(cond.getArgs());
+      if (!c) break;
+      RunRegion(w.getAfter(), res, carried);
+      Step(op);
+    }
+    SetResults(op, res);
+  }
+
+  void ExecCall(func::CallOp call) {
+    Operation* op = call;
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        op, call.getCalleeAttr());
+    if (!callee || callee.isExternal()) {
+      // An external function: compute only as far as the checker knows.
+      for (Value r : op->getResults())
+        Set(r, NewData(op, "the result of a call to an external function"));
+      return;
+    }
+    if (op->getNumResults() == 0 && !Communicates(callee)) return;
+    if (++depth_ > kMaxCallDepth)
+      Fail(op, "unverifiable: calls nest deeper than " +
+                   std::to_string(kMaxCallDepth));
+    llvm::SmallVector<AVal> res;
+    RunRegion(callee.getBody(), Vals(call.getOperands()), res);
+    --depth_;
+    SetResults(op, res);
+  }
+
+  void ExecSubView(memref::SubViewOp s) {
+    Operation* op = s;
+    Buffer src = Buf(s.getSource(), op);
+    Buffer out = src;
+    out.shape.clear();
+    auto offsets = s.getMixedOffsets();
+    auto sizes = s.getMixedSizes();
+    auto strides = s.getMixedStrides();
+    llvm::SmallBitVector dropped = s.getDroppedDims();
+    auto value_of = [&](OpFoldResult f, llvm::StringRef what) -> int64_t {
+      if (auto a = llvm::dyn_cast_if_present<Attribute>(f))
+        return llvm::cast<IntegerAttr>(a).getInt();
+      return Known(llvm::cast<Value>(f), op, what);
+    };
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      int64_t o = value_of(offsets[d], "a subview offset");
+      int64_t n = value_of(sizes[d], "a subview size");
+      int64_t st = value_of(strides[d], "a subview stride");
+      int64_t dim = d < src.shape.size() ? src.shape[d] : -1;
+      if (o < 0 || n < 0 || (dim >= 0 && n > 0 && o + (n - 1) * st >= dim))
+        FailOnDevice(op, "subview out of bounds: dimension " +
+                             std::to_string(d) + " takes offset " +
+                             std::to_string(o) + ", size " + std::to_string(n) +
+                             ", stride " + std::to_string(st) +
+                             " of a dimension of " + std::to_string(dim));
+      if (!dropped.test(d)) out.shape.push_back(n);
+    }
+    Set(s.getResult(), NewBuf(std::move(out)));
+  }
+
+  // Integer arithmetic; returns false for ops it does not model.
+  bool ExecArith(Operation* op) {
+    if (op->getNumResults() != 1) return false;
+    Type rt = op->getResult(0).getType();
+    if (!rt.isIntOrIndex()) return false;
+    unsigned w = Width(rt);
+    llvm::SmallVector<AVal, 3> in;
+    for (Value v : op->getOperands()) in.push_back(Get(v));
+    for (const AVal& a : in) {
+      if (a.kind == AVal::kData) {
+        Set(op->getResult(0), a);  // data in, data out
+        return true;
+      }
+      if (a.kind != AVal::kInt) return false;
+    }
+    auto x = [&](int i) { return in[i].i; };
+    auto ux = [&](int i) {
+      return Unsigned(in[i].i, Width(op->getOperand(i).getType()));
+    };
+    std::optional<int64_t> r;
+    auto div_ok = [&]() { return in.size() == 2 && x(1) != 0; };
+    llvm::StringRef name = op->getName().getStringRef();
+    if (name == "arith.addi")
+      r = x(0) + x(1);
+    else if (name == "arith.subi")
+      r = x(0) - x(1);
+    else if (name == "arith.muli")
+      r = x(0) * x(1);
+    else if (name == "arith.divsi" && div_ok())
+      r = x(0) / x(1);
+    else if (name == "arith.remsi" && div_ok())
+      r = x(0) % x(1);
+    else if (name == "arith.divui" && div_ok())
+      r = static_cast<int64_t>(ux(0) / ux(1));
+    else if (name == "arith.remui" && div_ok())
+      r = static_cast<int64_t>(ux(0) % ux(1));
+    else if (name == "arith.floordivsi" && div_ok()) {
+      int64_t q = x(0) / x(1);
+      if ((x(0) % x(1) != 0) && ((x(0) < 0) != (x(1) < 0))) --q;
+      r = q;
+    } else if (name == "arith.ceildivsi" && div_ok()) {
+      int64_t q = x(0) / x(1);
+      if ((x(0) % x(1) != 0) && ((x(0) < 0) == (x(1) < 0))) ++q;
+      r = q;
+    } else if (name == "arith.andi")
+      r = x(0) & x(1);
+    else if (name == "arith.ori")
+      r = x(0) | x(1);
+    else if (name == "arith.xori")
+      r = x(0) ^ x(1);
+    else if (name == "arith.maxsi")
+      r = std::max(x(0), x(1));
+    else if (name == "arith.minsi")
+      r = std::min(x(0), x(1));
+    else if (name == "arith.maxui")
+      r = static_cast<int64_t>(std::max(ux(0), ux(1)));
+    else if (name == "arith.minui")
+      r = static_cast<int64_t>(std::min(ux(0), ux(1)));
+    else if (name == "arith.shli" && x(1) >= 0 && x(1) < 64)
+      r = static_cast<int64_t>(static_cast<uint64_t>(x(0)) << x(1));
+    else if (name == "arith.shrsi" && x(1) >= 0 && x(1) < 64)
+      r = x(0) >> x(1);
+    else if (name == "arith.shrui" && x(1) >= 0 && x(1) < 64)
+      r = static_cast<int64_t>(ux(0) >> x(1));
+    else if (name == "arith.select")
+      r = x(0) ? x(1) : x(2);
+    else if (name == "arith.index_cast" || name == "arith.extsi" ||
+             name == "arith.trunci")
+      r = x(0);
+    else if (name == "arith.index_castui" || name == "arith.extui")
+      r = static_cast<int64_t>(ux(0));
+    else if (auto cmp = llvm::dyn_cast<arith::CmpIOp>(op)) {
+      int64_t a = x(0), b = x(1);
+      uint64_t ua = ux(0), ub = ux(1);
+      using P = arith::CmpIPredicate;
+      switch (cmp.getPredicate()) {
+        case P::eq:
+          r = a == b;
+          break;
+        case P::ne:
+          r = a != b;
+          break;
+        case P::slt:
+          r = a < b;
+          break;
+        case P::sle:
+          r = a <= b;
+          break;
+        case P::sgt:
+          r = a > b;
+          break;
+        case P::sge:
+          r = a >= b;
+          break;
+        case P::ult:
+          r = ua < ub;
+          break;
+        case P::ule:
+          r = ua <= ub;
+          break;
+        case P::ugt:
+          r = ua > ub;
+          break;
+        case P::uge:
+          r = ua >= ub;
+          break;
+      }
+    }
+    if (!r) {
+      if (name.starts_with("arith.div") || name.starts_with("arith.rem") ||
+          name.ends_with("divsi"))
+        FailOnDevice(op, "division by zero");
+      return false;
+    }
+    Set(op->getResult(0), Int(Norm(*r, w)));
+    return true;
+  }
+
+  // arith.select on semaphores and buffers chooses a handle.
+  bool ExecSelectHandle(Operation* op) {
+    auto sel = llvm::dyn_cast<arith::SelectOp>(op);
+    if (!sel) return false;
+    bool c = Known(sel.getCondition(), op, "the select condition");
+    Set(sel.getResult(), Get(c ? sel.getTrueValue() : sel.getFalseValue()));
+    return true;
+  }
+
+  void ExecOther(Operation* op) {
+    if (ExecSelectHandle(op)) return;
+    // Ops the checker does not model: fine if they only compute on data.
+    bool communicates = false;
+    op->walk([&](Operation* inner) {
+      if (inner != op && inner->getDialect() &&
+          inner->getDialect()->getNamespace() == "meshdma")
+        communicates = true;
+      if (inner != op && llvm::isa<func::CallOp>(inner)) communicates = true;
+    });
+    if (communicates)
+      Fail(op, "unverifiable: '" + op->getName().getStringRef() +
+                   "' holds meshdma ops or calls the checker cannot "
+                   "follow");
+    for (Value r : op->getResults()) {
+      if (llvm::isa<SemaphoreType>(r.getType()) ||
+          llvm::isa<MemRefType>(r.getType()))
+        Fail(op, "unverifiable: '" + op->getName().getStringRef() +
+                     "' yields a semaphore or buffer the checker cannot "
+                     "track");
+      Set(r, NewData(op, "the result of '" +
+                             op->getName().getStringRef().str() + "'"));
+    }
+  }
+
+  //===------------------------------------------------------------------===//
+  // meshdma ops
+  //===------------------------------------------------------------------===//
+
+  // The LOGICAL id of a device clause.
+  int Target(Operation* op, ValueRange ids, bool logical) {
+    if (ids.empty()) return device_;
+    if (logical) {
+      int64_t id = Known(ids[0], op, "the device id");
+      if (id < 0 || id >= num_devices_)
+        FailOnDevice(op, "device id off the mesh: LOGICAL id " +
+                             std::to_string(id) + " on a mesh of " +
+                             std::to_string(num_devices_) + " devices");
+      return static_cast<int>(id);
+    }
+    if (ids.size() != mesh_.shape.size())
+      Fail(op, "a MESH device id needs " + std::to_string(mesh_.shape.size()) +
+                   " coordinates");
+    int64_t linear = 0;
+    for (size_t a = 0; a < ids.size(); ++a) {
+      int64_t c = Known(ids[a], op, "the device id");
+      if (c < 0 || c >= mesh_.shape[a])
+        FailOnDevice(op, "device id off the mesh: coordinate " +
+                             std::to_string(c) + " along axis '" +
+                             mesh_.axes[a] + "' of size " +
+                             std::to_string(mesh_.shape[a]));
+      linear = linear * mesh_.shape[a] + c;
+    }
+    return static_cast<int>(linear);
+  }
+
+  int NewSlot(Operation* op, SemaphoreKind kind) {
+    if (!grid_.empty()) {
+      auto it = memo_.find(op);
+      if (it != memo_.end()) return static_cast<int>(it->second.i);
+    }
+    int slot = trace_->num_slots++;
+    trace_->allocs.push_back({true, kind, {}, op});
+    if (!grid_.empty()) memo_[op] = AVal{AVal::kSem, slot};
+    return slot;
+  }
+
+  void Emit(Event e) { trace_->events.push_back(e); }
+
+  void ExecMeshDma(Operation* op) {
+    llvm::TypeSwitch<Operation*>(op)
+        .Case<DeviceIdOp>([&](auto o) { Set(o.getResult(), Int(device_)); })
+        .Case<AxisIndexOp>([&](AxisIndexOp o) {
+          Set(o.getResult(), Int(coords_[AxisOf(op, o.getAxis())]));
+        })
+        .Case<AxisSizeOp>([&](AxisSizeOp o) {
+          Set(o.getResult(), Int(mesh_.shape[AxisOf(op, o.getAxis())]));
+        })
+        .Case<ProgramIdOp>([&](ProgramIdOp o) {
+          Set(o.getResult(), Int(grid_index_[o.getDimension()]));
+        })
+        .Case<NumProgramsOp>([&](NumProgramsOp o) {
+          Set(o.getResult(), Int(grid_[o.getDimension()]));
+        })
+        .Case<SemAllocOp>([&](SemAllocOp o) {
+          Set(o.getResult(),
+              AVal{AVal::kSem, NewSlot(op, o.getType().getKind())});
+        })
+        .Case<BarrierSemaphoreOp>([&](BarrierSemaphoreOp o) {
+          Set(o.getResult(), AVal{AVal::kSem, kBarrierSlot});
+        })
+        .Case<AllocOp>([&](AllocOp o) {
+          if (!grid_.empty()) {
+            auto it = memo_.find(op);
+            if (it != memo_.end()) {
+              Set(o.getResult(), it->second);
+              return;
+            }
+          }
+          MemRefType t = o.getType();
+          Buffer b{static_cast<int>(trace_->allocs.size()), true, op,
+                   t.getElementType(),
+                   llvm::SmallVector<int64_t, 4>(t.getShape())};
+          trace_->allocs.push_back({false, SemaphoreKind::regular, t, op});
+          AVal v = NewBuf(std::move(b));
+          if (!grid_.empty()) memo_[op] = v;
+          Set(o.getResult(), v);
+        })
+        .Case<SemSignalOp>([&](SemSignalOp o) {
+          int slot = Slot(o.getSemaphore(), op);
+          int64_t amount = Known(o.getAmount(), op, "the signal amount");
+          if (amount < 0)
+            FailOnDevice(op,
+                         "negative signal amount " + std::to_string(amount));
+          Emit({EvKind::kSignal, slot, -1,
+                Target(op, o.getDeviceId(), o.getLogical()), amount, op});
+        })
+        .Case<SemWaitOp>([&](SemWaitOp o) {
+          int slot = Slot(o.getSemaphore(), op);
+          int64_t amount = Known(o.getAmount(), op, "the wait amount");
+          if (amount < 0)
+            FailOnDevice(op, "negative wait amount " + std::to_string(amount));
+          Emit({EvKind::kWait, slot, -1, device_, amount, op});
+        })
+        .Case<SemReadOp>([&](SemReadOp o) {
+          Slot(o.getSemaphore(), op);
+          Set(o.getResult(), NewData(op,
+                                     "a semaphore count read by "
+                                     "sem_read"));
+        })
+        .Case<DmaStartOp>([&](DmaStartOp o) { ExecDmaStart(o); })
+        .Case<DmaWaitRecvOp>([&](DmaWaitRecvOp o) {
+          int slot = Slot(o.getSemaphore(), op);
+          Emit({EvKind::kWaitRecv, slot, -1, device_,
+                Bytes(Buf(o.getRef(), op), op), op});
+        })
+        .Case<DmaWaitSendOp>([&](DmaWaitSendOp o) {
+          int slot = Slot(o.getSemaphore(), op);
+          Emit({EvKind::kWaitSend, slot, -1, device_,
+                Bytes(Buf(o.getRef(), op), op), op});
+        })
+        .Case<DeviceBarrierOp>([&](auto) {
+          Emit({EvKind::kBarrier, -1, -1, -1, 0, op});
+        })
+        .Case<PpermuteOp, AllGatherOp, AllReduceOp, ReduceScatterOp,
+              AllToAllOp>([&](auto o) {
+          // Runtime collectives: checked by the runtime's own protocol (and
+          // by meshdma-expand-collectives + this pass). Here they synchronise
+          // their group and must match across it.
+          Buf(o.getInput(), op);
+          Buf(o.getOutput(), op);
+          CollectiveRecord rec{op, GroupOf(op, o.getAxes())};
+          trace_->collectives.push_back(std::move(rec));
+          Emit({EvKind::kCollective,
+                static_cast<int32_t>(trace_->collectives.size() - 1), -1, -1, 0,
+                op});
+        })
+        .Default([&](Operation* op) {
+          Fail(op, "unverifiable: the checker does not model '" +
+                       op->getName().getStringRef() + "'");
+        });
+  }
+
+  int AxisOf(Operation* op, llvm::StringRef axis) {
+    int a = mesh_.AxisIndex(axis);
+    if (a < 0) Fail(op, "unknown mesh axis '" + axis + "'");
+    return a;
+  }
+
+  std::vector<int> GroupOf(Operation* op, ArrayAttr axes) {
+    std::vector<bool> in_group(mesh_.shape.size(), false);
+    for (Attribute a : axes)
+      in_group[AxisOf(op, llvm::cast<StringAttr>(a).getValue())] = true;
+    std::vector<int> members;
+    for (int d = 0; d < num_devices_; ++d) {
+      int64_t rest = d;
+      bool same = true;
+      for (int a = static_cast<int>(mesh_.shape.size()) - 1; a >= 0; --a) {
+        int64_t c = rest % mesh_.shape[a];
+        rest /= mesh_.shape[a];
+        if (!in_group[a] && c != coords_[a]) same = false;
+      }
+      if (same) members.push_back(d);
+    }
+    return members;
+  }
+
+  void ExecDmaStart(DmaStartOp o) {
+    Operation* op = o;
+    const Buffer& src = Buf(o.getSource(), op);
+    const Buffer& dst = Buf(o.getTarget(), op);
+    if (src.elem != dst.elem) FailOnDevice(op, "DMA element types differ");
+    if (src.shape != dst.shape) {
+      std::string s, d;
+      for (int64_t x : src.shape)
+        s += (s.empty() ? "" : "x") + std::to_string(x);
+      for (int64_t x : dst.shape)
+        d += (d.empty() ? "" : "x") + std::to_string(x);
+      FailOnDevice(op, "DMA shape mismatch: source " + s + " vs target " + d);
+    }
+    int64_t bytes = Bytes(src, op);
+    int recv = Slot(o.getTargetSemaphore(), op);
+    int target = Target(op, o.getDeviceId(), o.getLogical());
+    int send = -1;
+    if (o.getSourceSemaphore()) {
+      send = Slot(o.getSourceSemaphore(), op);
+      if (!dst.symmetric) {
+        InFlightDiagnostic d = op->emitError()
+                               << "remote DMA into memory that is not "
+                                  "symmetric (device "
+                               << device_
+                               << "); use meshdma.alloc or a kernel argument";
+        if (dst.origin)
+          d.attachNote(dst.origin->getLoc()) << "the target is allocated here";
+        throw Abort{};
+      }
+    }
+    Emit({EvKind::kDmaStart, recv, send, target, bytes, op});
+  }
+
+  func::FuncOp kernel_;
+  const MeshInfo& mesh_;
+  int device_;
+  bool entry_barrier_;
+  int64_t num_devices_;
+  std::vector<int64_t> coords_;
+  std::vector<int64_t> grid_, grid_index_;
+  Trace* trace_ = nullptr;
+  llvm::DenseMap<Value, AVal> values_;
+  llvm::DenseMap<Operation*, AVal> memo_;
+  llvm::DenseMap<Operation*, bool> communicates_;
+  std::vector<DataReason> reasons_;
+  std::vector<Buffer> buffers_;
+  int next_local_ = 0;
+  int64_t steps_ = 0;
+  int depth_ = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Joint run
+//===----------------------------------------------------------------------===//
+
+struct Credit {
+  Operation* op;
+  int from;
+  int64_t size;
+  int64_t left;
+};
+
+struct Mismatch {
+  Operation* wait;
+  const Credit* credit;
+  int64_t wait_bytes;
+  int device;
+  int slot;
+};
+
+class JointRun {
+ public:
+  JointRun(const std::vector<Trace>& traces, int calls, bool track_credits)
+      : traces_(traces),
+        n_(static_cast<int>(traces.size())),
+        calls_(calls),
+        track_(track_credits) {
+    slots_ = 1;
+    for (const Trace& t : traces) slots_ = std::max(slots_, t.num_slots);
+    counts_.assign(static_cast<size_t>(n_) * slots_, 0);
+    pos_.assign(n_, 0);
+    barriers_.assign(n_, 0);
+    arrived_.assign(n_, false);
+    colls_.assign(n_, 0);
+    coll_arrived_.assign(n_, false);
+    if (track_) credits_.resize(static_cast<size_t>(n_) * slots_);
+  }
+
+  // Holds `device` before the first event of call `call` (1-based).
+  void Hold(int device, int call) {
+    held_ = device;
+    held_call_ = call;
+    held_at_ = static_cast<int64_t>(call - 1) * Len(device);
+  }
+
+  // Runs to the fixpoint. Returns false if a push into the held device from
+  // a call >= the held call happened (recorded in race_*).
+  bool Run() {
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (int d = 0; d < n_; ++d) {
+        while (CanStep(d)) {
+          progress = true;
+          if (race_op_) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  int64_t Len(int d) const {
+    return static_cast<int64_t>(traces_[d].events.size());
+  }
+  bool Done(int d) const { return pos_[d] >= Len(d) * calls_; }
+  const Event& Current(int d) const {
+    return traces_[d].events[pos_[d] % Len(d)];
+  }
+  int CallOf(int d) const {
+    return Len(d) ? static_cast<int>(pos_[d] / Len(d)) + 1 : 1;
+  }
+  int64_t Count(int d, int slot) const {
+    return counts_[static_cast<size_t>(d) * slots_ + slot];
+  }
+  int Slots() const { return slots_; }
+  const std::deque<Credit>& Credits(int d, int slot) const {
+    return credits_[static_cast<size_t>(d) * slots_ + slot];
+  }
+  const std::vector<Mismatch>& mismatches() const { return mismatches_; }
+  int64_t steps() const { return steps_; }
+
+  Operation* race_op_ = nullptr;
+  int race_from_ = -1;
+  int race_call_ = 0;
+
+  // The devices whose remaining events (this call and later) credit `slot` of
+  // device `d`, or that have not yet arrived where `d` waits for them.
+  std::vector<int> WaitsFor(int d) const {
+    std::vector<int> out;
+    const Event& e = Current(d);
+    for (int o = 0; o < n_; ++o) {
+      if (Done(o) && e.kind != EvKind::kBarrier &&
+          e.kind != EvKind::kCollective)
+        continue;
+      if (e.kind == EvKind::kBarrier) {
+        if (o != d && barriers_[o] < barriers_[d]) out.push_back(o);
+        continue;
+      }
+      if (e.kind == EvKind::kCollective) {
+        const auto& members = traces_[d].collectives[e.slot].members;
+        if (o != d &&
+            std::find(members.begin(), members.end(), o) != members.end() &&
+            colls_[o] < colls_[d])
+          out.push_back(o);
+        continue;
+      }
+      for (int64_t p = pos_[o]; p < Len(o) * calls_; ++p) {
+        const Event& x = traces_[o].events[p % Len(o)];
+        bool credits = false;
+        if (x.kind == EvKind::kSignal && x.target == d && x.slot == e.slot)
+          credits = true;
+        if (x.kind == EvKind::kDmaStart) {
+          if (x.target == d && x.slot == e.slot) credits = true;
+          if (o == d && x.send_slot == e.slot && x.send_slot >= 0)
+            credits = true;
+        }
+        if (credits) {
+          out.push_back(o);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  int64_t& At(int d, int slot) {
+    return counts_[static_cast<size_t>(d) * slots_ + slot];
+  }
+
+  void Credit_(int d, int slot, int64_t amount, Operation* op, int from) {
+    At(d, slot) += amount;
+    if (track_)
+      credits_[static_cast<size_t>(d) * slots_ + slot].push_back(
+          {op, from, amount, amount});
+  }
+
+  void Consume(int d, int slot, int64_t amount, Operation* wait, bool dma) {
+    At(d, slot) -= amount;
+    if (!track_) return;
+    auto& q = credits_[static_cast<size_t>(d) * slots_ + slot];
+    int64_t left = amount;
+    while (left > 0 && !q.empty()) {
+      Credit& c = q.front();
+      int64_t take = std::min(left, c.left);
+      c.left -= take;
+      left -= take;
+      if (c.left == 0) {
+        q.pop_front();
+      } else if (dma) {
+        mismatches_.push_back({wait, nullptr, amount, d, slot});
+        mismatch_credit_.push_back(c);
+      }
+    }
+  }
+
+  bool CanStep(int d) {
+    if (Done(d)) return false;
+    if (d == held_ && pos_[d] >= held_at_) return false;
+    const Event& e = Current(d);
+    int call = CallOf(d);
+    switch (e.kind) {
+      case EvKind::kDmaStart:
+        if (IsPush(d, e.target, e.slot, call)) return RecordRace(d, e, call);
+        if (e.send_slot >= 0) Credit_(d, e.send_slot, e.amount, e.op, d);
+        Credit_(e.target, e.slot, e.amount, e.op, d);
+        break;
+      case EvKind::kSignal:
+        if (IsPush(d, e.target, e.slot, call)) return RecordRace(d, e, call);
+        Credit_(e.target, e.slot, e.amount, e.op, d);
+        break;
+      case EvKind::kWait:
+      case EvKind::kWaitRecv:
+      case EvKind::kWaitSend:
+        if (At(d, e.slot) < e.amount) return false;
+        Consume(d, e.slot, e.amount, e.op, e.kind != EvKind::kWait);
+        break;
+      case EvKind::kBarrier: {
+        if (!arrived_[d]) {
+          arrived_[d] = true;
+          ++barriers_[d];
+        }
+        for (int o = 0; o < n_; ++o)
+          if (barriers_[o] < barriers_[d]) return false;
+        arrived_[d] = false;
+        break;
+      }
+      case EvKind::kCollective: {
+        if (!coll_arrived_[d]) {
+          coll_arrived_[d] = true;
+          ++colls_[d];
+        }
+        for (int o : traces_[d].collectives[e.slot].members)
+          if (colls_[o] < colls_[d]) return false;
+        coll_arrived_[d] = false;
+        break;
+      }
+    }
+    ++pos_[d];
+    ++steps_;
+    return true;
+  }
+
+  bool IsPush(int from, int to, int slot, int call) const {
+    if (held_ < 0 || to != held_ || from == to || slot == kBarrierSlot)
+      return false;
+    return call >= held_call_;
+  }
+  bool RecordRace(int d, const Event& e, int call) {
+    race_op_ = e.op;
+    race_from_ = d;
+    race_call_ = call;
+    return true;
+  }
+
+  const std::vector<Trace>& traces_;
+  int n_;
+  int calls_;
+  bool track_;
+  int slots_;
+  std::vector<int64_t> counts_;
+  std::vector<int64_t> pos_;
+  std::vector<int64_t> barriers_;
+  std::vector<bool> arrived_;
+  std::vector<int64_t> colls_;
+  std::vector<bool> coll_arrived_;
+  std::vector<std::deque<Credit>> credits_;
+  std::vector<Mismatch> mismatches_;
+
+ public:
+  std::vector<Credit> mismatch_credit_;
+
+ private:
+  int held_ = -1;
+  int held_call_ = 0;
+  int64_t held_at_ = 0;
+  int64_t steps_ = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+std::string SlotName(const Trace& t, int slot) {
+  if (slot == kBarrierSlot) return "the barrier semaphore";
+  const AllocRecord* rec = nullptr;
+  int k = 0;
+  for (const AllocRecord& a : t.allocs)
+    if (a.is_semaphore && ++k == slot) rec = &a;
+  std::string kind = rec ? stringifySemaphoreKind(rec->kind).str() : "?";
+  return "semaphore #" + std::to_string(slot - 1) + " (" + kind + ")";
+}
+
+Operation* SlotOp(const Trace& t, int slot) {
+  int k = 0;
+  for (const AllocRecord& a : t.allocs)
+    if (a.is_semaphore && ++k == slot) return a.op;
+  return nullptr;
+}
+
+std::string EventWhat(const Event& e) {
+  switch (e.kind) {
+    case EvKind::kWait:
+      return "sem_wait needs " + std::to_string(e.amount);
+    case EvKind::kWaitRecv:
+      return "dma_wait_recv needs " + std::to_string(e.amount) + " bytes";
+    case EvKind::kWaitSend:
+      return "dma_wait_send needs " + std::to_string(e.amount) + " bytes";
+    case EvKind::kBarrier:
+      return "device barrier";
+    case EvKind::kCollective:
+      return "collective";
+    default:
+      return "event";
+  }
+}
+
+struct VerifyProtocolPass
+    : public PassWrapper<VerifyProtocolPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(VerifyProtocolPass)
+
+  VerifyProtocolPass() = default;
+  VerifyProtocolPass(const VerifyProtocolPass& other) : PassWrapper(other) {}
+
+  StringRef getArgument() const final { return "meshdma-verify-protocol"; }
+  StringRef getDescription() const final {
+    return "Proves a meshdma kernel's semaphore protocol for one mesh shape "
+           "(deadlock, exit contract, ids, allocations, DMA sizes, entry "
+           "race)";
+  }
+
+  Option<std::string> mesh_shape_{
+      *this, "mesh-shape",
+      llvm::cl::desc("Mesh shape, e.g. 8 or 2x4 (fills `?` dimensions)")};
+  Option<int> calls_{*this, "calls",
+                     llvm::cl::desc("Back-to-back calls to check for the "
+                                    "entry race (1 or 2)"),
+                     llvm::cl::init(2)};
+  Option<bool> stats_{*this, "stats",
+                      llvm::cl::desc("Emit a remark with the figures of "
+                                     "each verified kernel"),
+                      llvm::cl::init(false)};
+  Option<std::string> kernel_{*this, "kernel",
+                              llvm::cl::desc("Only this kernel")};
+
+  void runOnOperation() override {
+    bool ok = true;
+    getOperation().walk([&](func::FuncOp f) {
+      if (!f->hasAttr(MeshDmaDialect::kKernelAttr)) return;
+      if (!kernel_.empty() && f.getSymName() != kernel_) return;
+      if (failed(VerifyKernel(f))) ok = false;
+    });
+    if (!ok) signalPassFailure();
+  }
+
+  LogicalResult ResolveMesh(func::FuncOp f, MeshInfo& mesh) {
+    auto found = GetKernelMesh(f);
+    if (!found) return f.emitError("kernel has no resolvable meshdma.mesh");
+    mesh = *found;
+    llvm::SmallVector<int64_t> given;
+    if (!mesh_shape_.empty()) {
+      llvm::SmallVector<llvm::StringRef> parts;
+      llvm::StringRef(mesh_shape_).split(parts, 'x');
+      for (llvm::StringRef p : parts) {
+        int64_t v;
+        if (p.getAsInteger(10, v) || v < 1)
+          return f.emitError("bad mesh-shape '") << mesh_shape_ << "'";
+        given.push_back(v);
+      }
+      if (given.size() != mesh.shape.size())
+        return f.emitError("mesh-shape '")
+               << mesh_shape_ << "' has rank " << given.size() << ", mesh @"
+               << mesh.op.getSymName() << " has rank " << mesh.shape.size();
+    }
+    for (size_t a = 0; a < mesh.shape.size(); ++a) {
+      if (ShapedType::isDynamic(mesh.shape[a])) {
+        if (given.empty())
+          return f.emitError("mesh @")
+                 << mesh.op.getSymName()
+                 << " has a dynamic shape; pass mesh-shape=...";
+        mesh.shape[a] = given[a];
+      } else if (!given.empty() && given[a] != mesh.shape[a]) {
+        return f.emitError("mesh-shape '")
+               << mesh_shape_ << "' contradicts mesh @" << mesh.op.getSymName()
+               << " (axis '" << mesh.axes[a] << "' has size " << mesh.shape[a]
+               << ")";
+      }
+    }
+    return success();
+  }
+
+  LogicalResult VerifyKernel(func::FuncOp f) {
+    auto start = std::chrono::steady_clock::now();
+    MeshInfo mesh;
+    if (failed(ResolveMesh(f, mesh))) return failure();
+    int64_t total = 1;
+    for (int64_t s : mesh.shape) total *= s;
+    if (total > kMaxDevices)
+      return f.emitError("the checker handles meshes of up to ")
+             << kMaxDevices << " devices, got " << total;
+    int n = static_cast<int>(total);
+    bool entry_barrier = true;
+    if (auto b = f->getAttrOfType<BoolAttr>(MeshDmaDialect::kEntryBarrierAttr))
+      entry_barrier = b.getValue();
+
+    std::vector<Trace> traces(n);
+    for (int d = 0; d < n; ++d) {
+      DeviceTracer tracer(f, mesh, d, entry_barrier);
+      if (failed(tracer.Run(traces[d]))) return failure();
+    }
+    if (failed(CheckAllocations(f, traces)) || failed(CheckCollectives(traces)))
+      return failure();
+
+    JointRun run(traces, 1, /*track_credits=*/true);
+    run.Run();
+    if (failed(ReportDeadlock(f, traces, run)) ||
+        failed(ReportExit(traces, run)))
+      return failure();
+
+    int64_t steps = run.steps();
+    if (!entry_barrier && calls_ > 0) {
+      for (int call = 1; call <= std::min<int>(calls_, 2); ++call) {
+        for (int held = 0; held < n; ++held) {
+          JointRun race(traces, std::min<int>(calls_, 2), false);
+          race.Hold(held, call);
+          bool clean = race.Run();
+          steps += race.steps();
+          if (!clean) {
+            InFlightDiagnostic d =
+                race.race_op_->emitError()
+                << "entry race: device " << race.race_from_
+                << " pushes into device " << held << " in call "
+                << race.race_call_ << " before device " << held
+                << " has entered call " << call
+                << " (meshdma.entry_barrier = false, and the kernel's own "
+                   "handshake does not order this push)";
+            d.attachNote(f.getLoc())
+                << "hand-shake on the barrier semaphore first, or keep "
+                   "the runtime's entry barrier";
+            return failure();
+          }
+        }
+      }
+    }
+    auto end = std::chrono::steady_clock::now();
+    if (stats_) {
+      int64_t events = 0;
+      for (const Trace& t : traces)
+        events += static_cast<int64_t>(t.events.size());
+      double ms =
+          std::chrono::duration<double, std::milli>(end - start).count();
+      f.emitRemark() << "protocol verified: " << n << " devices, " << events
+                     << " events, " << steps << " steps, "
+                     << llvm::formatv("{0:F2}", ms).str() << " ms";
+    }
+    return success();
+  }
+
+  LogicalResult CheckAllocations(func::FuncOp f,
+                                 const std::vector<Trace>& traces) {
+    const auto& ref = traces[0].allocs;
+    auto describe = [](const AllocRecord& a) {
+      if (a.is_semaphore)
+        return "a " + stringifySemaphoreKind(a.kind).str() + " semaphore";
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << "a buffer " << a.type;
+      return s;
+    };
+    for (size_t d = 1; d < traces.size(); ++d) {
+      const auto& mine = traces[d].allocs;
+      size_t common = std::min(ref.size(), mine.size());
+      for (size_t k = 0; k < common; ++k) {
+        bool same = ref[k].is_semaphore == mine[k].is_semaphore &&
+                    (ref[k].is_semaphore ? ref[k].kind == mine[k].kind
+                                         : ref[k].type == mine[k].type);
+        if (!same) {
+          InFlightDiagnostic diag = mine[k].op->emitError()
+                                    << "asymmetric allocation: allocation #"
+                                    << k << " is " << describe(mine[k])
+                                    << " on device " << d << " but "
+                                    << describe(ref[k]) << " on device 0";
+          diag.attachNote(ref[k].op->getLoc()) << "device 0 allocates it here";
+          return failure();
+        }
+      }
+      if (ref.size() != mine.size())
+        return f.emitError("asymmetric allocation: device ")
+               << d << " makes " << mine.size() << " allocations, device 0 "
+               << ref.size();
+    }
+    return success();
+  }
+
+  LogicalResult CheckCollectives(const std::vector<Trace>& traces) {
+    for (size_t d = 0; d < traces.size(); ++d) {
+      for (size_t k = 0; k < traces[d].collectives.size(); ++k) {
+        const CollectiveRecord& mine = traces[d].collectives[k];
+        for (int o : mine.members) {
+          const auto& theirs = traces[o].collectives;
+          if (k >= theirs.size()) {
+            mine.op->emitError("collective mismatch: device ")
+                << d << " calls its collective #" << k << " here; device " << o
+                << " of its group makes only " << theirs.size();
+            return failure();
+          }
+          Operation* other = theirs[k].op;
+          if (other->getName() != mine.op->getName() ||
+              other->getAttrDictionary() != mine.op->getAttrDictionary() ||
+              other->getOperandTypes() != mine.op->getOperandTypes()) {
+            InFlightDiagnostic diag =
+                mine.op->emitError("collective mismatch: collective #")
+                << k << " of device " << d << " differs from device " << o
+                << "'s";
+            diag.attachNote(other->getLoc()) << "device " << o << " calls this";
+            return failure();
+          }
+        }
+      }
+    }
+    return success();
+  }
+
+  LogicalResult ReportDeadlock(func::FuncOp f, const std::vector<Trace>& traces,
+                               const JointRun& run) {
+    int n = static_cast<int>(traces.size());
+    std::vector<int> stuck;
+    for (int d = 0; d < n; ++d)
+      if (!run.Done(d)) stuck.push_back(d);
+    if (stuck.empty()) return success();
+    // Prefer a device on a wait-for cycle.
+    int first = stuck[0];
+    std::vector<int> cycle;
+    for (int start : stuck) {
+      std::vector<int> path{start};
+      std::vector<int> seen(n, -1);
+      seen[start] = 0;
+      int cur = start;
+      while (true) {
+        std::vector<int> next = run.WaitsFor(cur);
+        int pick = -1;
+        for (int x : next)
+          if (!run.Done(x)) {
+            pick = x;
+            break;
+          }
+        if (pick < 0) break;
+        if (seen[pick] >= 0) {
+          cycle.assign(path.begin() + seen[pick], path.end());
+          cycle.push_back(pick);
+          break;
+        }
+        seen[pick] = static_cast<int>(path.size());
+        path.push_back(pick);
+        cur = pick;
+      }
+      if (!cycle.empty()) {
+        first = cycle[0];
+        break;
+      }
+    }
+    const Event& e = run.Current(first);
+    InFlightDiagnostic diag = e.op->emitError();
+    diag << "deadlock: device " << first << " is stuck here: " << EventWhat(e);
+    if (e.slot >= 0 && e.kind != EvKind::kCollective)
+      diag << " on " << SlotName(traces[first], e.slot) << ", has "
+           << run.Count(first, e.slot);
+    diag << " (" << stuck.size() << " of " << n << " devices are stuck)";
+    if (!cycle.empty()) {
+      std::string s;
+      for (size_t i = 0; i < cycle.size(); ++i)
+        s += (i ? " -> " : "") + std::string("device ") +
+             std::to_string(cycle[i]);
+      diag.attachNote(e.op->getLoc()) << "wait-for cycle: " << s;
+      for (size_t i = 1; i + 1 < cycle.size(); ++i) {
+        const Event& x = run.Current(cycle[i]);
+        std::string what = EventWhat(x);
+        if (x.slot >= 0 && x.kind != EvKind::kCollective)
+          what += " on " + SlotName(traces[cycle[i]], x.slot) + ", has " +
+                  std::to_string(run.Count(cycle[i], x.slot));
+        diag.attachNote(x.op->getLoc())
+            << "device " << cycle[i] << " is stuck here: " << what;
+      }
+    } else {
+      std::vector<int> who = run.WaitsFor(first);
+      if (who.empty()) {
+        diag.attachNote(e.op->getLoc())
+            << "no device credits it in the rest of its trace";
+      } else {
+        for (int o : who) {
+          if (run.Done(o)) continue;
+          diag.attachNote(run.Current(o).op->getLoc())
+              << "device " << o << " could credit it but is stuck here";
+          break;
+        }
+      }
+    }
+    for (const Mismatch& m : run.mismatches())
+      if (m.device == first && m.slot == e.slot)
+        diag.attachNote(m.wait->getLoc())
+            << "DMA size mismatch: this wait of " << m.wait_bytes
+            << " bytes consumed part of a larger DMA";
+    (void)f;
+    return failure();
+  }
+
+  LogicalResult ReportExit(const std::vector<Trace>& traces,
+                           const JointRun& run) {
+    int n = static_cast<int>(traces.size());
+    for (int slot = 0; slot < run.Slots(); ++slot) {
+      int bad = 0, first = -1;
+      for (int d = 0; d < n; ++d)
+        if (run.Count(d, slot) != 0) {
+          if (first < 0) first = d;
+          ++bad;
+        }
+      if (first < 0) continue;
+      const Trace& t = traces[first];
+      // The size mismatch is the root cause where there is one.
+      for (size_t i = 0; i < run.mismatches().size(); ++i) {
+        const Mismatch& m = run.mismatches()[i];
+        if (m.device != first || m.slot != slot) continue;
+        const Credit& c = run.mismatch_credit_[i];
+        InFlightDiagnostic diag =
+            m.wait->emitError()
+            << "DMA size mismatch: on device " << first << " this wait of "
+            << m.wait_bytes << " bytes consumed part of a " << c.size
+            << "-byte DMA from device " << c.from << "; " << SlotName(t, slot)
+            << " holds " << run.Count(first, slot) << " at exit";
+        diag.attachNote(c.op->getLoc()) << "the DMA starts here";
+        return failure();
+      }
+      Operation* where = SlotOp(t, slot);
+      const auto& credits = run.Credits(first, slot);
+      if (!where)
+        where = credits.empty() ? t.events.front().op : credits.front().op;
+      InFlightDiagnostic diag = where->emitError();
+      diag << SlotName(t, slot) << " of device " << first << " holds "
+           << run.Count(first, slot) << " at exit, the exit contract needs 0";
+      if (bad > 1) diag << " (" << bad << " devices)";
+      int shown = 0;
+      for (const Credit& c : credits) {
+        if (++shown > 4) break;
+        diag.attachNote(c.op->getLoc())
+            << "unmatched: " << c.left << " from device " << c.from << " here";
+      }
+      return failure();
+    }
+    return success();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateVerifyProtocolPass() {
+  return std::make_unique<VerifyProtocolPass>();
+}
+
+}  // namespace meshdma::ir

@@ -1,0 +1,9 @@
+// An upstream mesh program on a 2x2 mesh, lowered (convert-mesh-to-meshdma,
+// bufferization, convert-meshdma-to-llvm) and JIT-run by the ctest entry
+// mlir.jit.mesh.reduce_scatter_y; the output is checked against the C++ psum_scatter
+// over y.
+mesh.mesh @m(shape = 2x2) {meshdma.axes = ["x", "y"]}
+func.func @f(%t: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  %r = mesh.reduce_scatter %t on @m mesh_axes = [1] reduction = <sum> scatter_axis = 0 : tensor<4x8xf32> -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
+}
