@@ -61,21 +61,13 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     //   step 1: push my block to every peer (Channel::Exchange);
     //   step 2: copy every arrived block, and mine, into place.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    Channel::Outgoing outgoing[Channel::kMaxMembers];
-    Channel::Incoming incoming[Channel::kMaxMembers];
-    int k = 0;
-    for (int i = 0; i < n; ++i) {
-      if (i == g.index) continue;
-      outgoing[k] = {i, in.data(), in.size_bytes()};
-      incoming[k] = {i, in.size_bytes()};
-      ++k;
-    }
-    return channel->Exchange(
+    return channel->ExchangeWithAll(
         kName, g,
         collectives_internal::CallSignature(
             collectives_internal::CollectiveKind::kAllGather, in.dtype(),
             count, tiled ? 1 : 0, &output),
-        {outgoing, size_t(k)}, {incoming, size_t(k)},
+        [&](int) { return std::pair(in.data(), in.size_bytes()); },
+        in.size_bytes(),
         [&](const std::byte* rows) {
           const int64_t bytes = in.size_bytes();
           std::byte* base = out.data();

@@ -90,23 +90,18 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     //   step 1: push block j of my input to member j (Channel::Exchange);
     //   step 2: copy each arrived block, and my own, into my output.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    Channel::Outgoing outgoing[Channel::kMaxMembers];
-    Channel::Incoming incoming[Channel::kMaxMembers];
     const int64_t block_bytes = mine_in_output.size_bytes();
-    int k = 0;
-    for (int j = 0; j < n; ++j) {
-      if (j == r) continue;
-      const ArrayRef src = send_block(j);
-      outgoing[k] = {j, src.data(), src.size_bytes()};
-      incoming[k] = {j, block_bytes};
-      ++k;
-    }
-    return channel->Exchange(
+    return channel->ExchangeWithAll(
         kName, g,
         collectives_internal::CallSignature(
             collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
             input.num_elements(), split_axis * 8 + concat_axis, &output),
-        {outgoing, size_t(k)}, {incoming, size_t(k)},
+        [&](int j) {
+          const ArrayRef src = send_block(j);
+          return std::pair(static_cast<const std::byte*>(src.data()),
+                           src.size_bytes());
+        },
+        block_bytes,
         [&](const std::byte* rows) {
           const ArrayRef own = send_block(r);
           std::memcpy(mine_in_output.data(), own.data(), own.size_bytes());

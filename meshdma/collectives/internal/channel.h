@@ -94,6 +94,27 @@ class Channel {
                         std::span<const Incoming> in,
                         absl::FunctionRef<void(const std::byte* rows)> consume);
 
+  // `Exchange` with every peer: member j gets `part(j)` ({first byte, byte
+  // count}) and sends this device `incoming_bytes`.
+  template <typename Part>
+  absl::Status ExchangeWithAll(
+      absl::string_view collective, const Group& g, int64_t signature,
+      Part part, int64_t incoming_bytes,
+      absl::FunctionRef<void(const std::byte* rows)> consume) {
+    Outgoing out[kMaxMembers];
+    Incoming in[kMaxMembers];
+    int k = 0;
+    for (int j = 0; j < g.size(); ++j) {
+      if (j == g.index) continue;
+      const auto [data, bytes] = part(j);
+      out[k] = {j, data, bytes};
+      in[k] = {j, incoming_bytes};
+      ++k;
+    }
+    return Exchange(collective, g, signature, {out, size_t(k)}, {in, size_t(k)},
+                    consume);
+  }
+
  private:
   Channel() = default;
   absl::Status WaitOwedCredits();

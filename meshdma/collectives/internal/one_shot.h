@@ -64,23 +64,12 @@ absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
                            int64_t signature, Part part, const T* mine, T* out,
                            int64_t count) {
   MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-  Channel::Outgoing outgoing[Channel::kMaxMembers];
-  Channel::Incoming incoming[Channel::kMaxMembers];
-  const int64_t my_bytes = count * static_cast<int64_t>(sizeof(T));
-  int k = 0;
-  for (int j = 0; j < g.size(); ++j) {
-    if (j == g.index) continue;
-    const auto [data, bytes] = part(j);
-    outgoing[k] = {j, data, bytes};
-    incoming[k] = {j, my_bytes};
-    ++k;
-  }
-  return channel->Exchange(name, g, signature, {outgoing, size_t(k)},
-                           {incoming, size_t(k)}, [&](const std::byte* rows) {
-                             ReduceRows<T>(op, g, mine, rows,
-                                           Channel::kRowBytes,
-                                           Channel::kHeaderBytes, out, count);
-                           });
+  return channel->ExchangeWithAll(
+      name, g, signature, part, count * static_cast<int64_t>(sizeof(T)),
+      [&](const std::byte* rows) {
+        ReduceRows<T>(op, g, mine, rows, Channel::kRowBytes,
+                      Channel::kHeaderBytes, out, count);
+      });
 }
 
 }  // namespace meshdma::collectives_internal
