@@ -32,21 +32,22 @@ using meshdma::cli::ByteSize;
 ABSL_FLAG(ByteSize, minbytes, ByteSize{8}, "smallest size (K/M/G suffixes)");
 ABSL_FLAG(ByteSize, maxbytes, ByteSize{256 << 20}, "largest size");
 ABSL_FLAG(ByteSize, stepbytes, ByteSize{1 << 20},
-          "increment between sizes, used when -i is given and -f is not");
+          "increment between sizes when no -f is given");
 ABSL_FLAG(double, stepfactor, 2.0, "multiplication factor between sizes");
 ABSL_FLAG(int, iters, 0,
           "timed iterations per repeat; 0: chosen per size for about 40 ms "
           "(printed in the iters column)");
-ABSL_FLAG(int, warmup_iters, 3, "warm-up iterations before each size");
+ABSL_FLAG(int, warmup_iters, 3,
+          "warm-up iterations before each measurement");
 ABSL_FLAG(int, check, 1,
           "calls per size whose output is checked against a closed-form "
           "reference (#wrong); 0: no check");
 ABSL_FLAG(std::string, op, "sum",
-          "reduction: sum, prod, max, min, avg, or all (all_reduce, "
-          "reduce_scatter)");
+          "reduction: sum, max, min, avg, or all (all_reduce, reduce_scatter; "
+          "nccl-tests' prod is not offered)");
 ABSL_FLAG(std::string, datatype, "float",
-          "element type: int8, uint8, int32, int64, half, bfloat16, float, "
-          "double (also u8 i32 i64 f16 bf16 f32 f64), or all");
+          "element type: uint8, int32, int64, half, bfloat16, float, double "
+          "(also u8 i32 i64 f16 bf16 f32 f64), or all");
 ABSL_FLAG(int, root, 0, "root rank of rooted collectives (none here: echoed)");
 ABSL_FLAG(int, average, 1,
           "time reported across devices: 0 device 0's, 1 mean, 2 min, 3 max");

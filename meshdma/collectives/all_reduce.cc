@@ -130,37 +130,6 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
-// One-shot over the group's channel (collectives/internal/channel.h): the
-// same exchange as `OneShot` with no kernel entry barrier, for inputs that fit
-// a channel row.
-//   step 1: push my input to every peer (Channel::Exchange, steps 1-3);
-//   step 2: reduce the n rows in group order, my input standing for mine.
-template <typename T>
-absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
-                            const ArrayRef& in, const ArrayRef& out,
-                            int64_t signature) {
-  using collectives_internal::Channel;
-  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-  const int n = g.size();
-  const int64_t bytes = in.size_bytes();
-  Channel::Outgoing outgoing[Channel::kMaxMembers];
-  Channel::Incoming incoming[Channel::kMaxMembers];
-  int k = 0;
-  for (int i = 0; i < n; ++i) {
-    if (i == g.index) continue;
-    outgoing[k] = {i, in.data(), bytes};
-    incoming[k] = {i, bytes};
-    ++k;
-  }
-  return channel->Exchange(
-      name, g, signature, {outgoing, size_t(k)}, {incoming, size_t(k)},
-      [&](const std::byte* rows) {
-        collectives_internal::ReduceRows<T>(
-            op, g, in.data_as<const T>(), rows, Channel::kRowBytes,
-            Channel::kHeaderBytes, out.data_as<T>(), in.num_elements());
-      });
-}
-
 template <typename T>
 absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
                   const ArrayRef& out, int lanes,
@@ -223,11 +192,14 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {
-      status = ChannelOneShot<T>(
-          name, g, op, in, out,
+      // Small: every member gets my whole input over the group's channel.
+      status = collectives_internal::ChannelReduce<T>(
+          name, g, op,
           collectives_internal::CallSignature(
               collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
-              in.num_elements(), static_cast<int>(op), &output));
+              in.num_elements(), static_cast<int>(op), &output),
+          [&](int) { return std::pair(in.data(), in.size_bytes()); },
+          in.data_as<const T>(), out.data_as<T>(), in.num_elements());
       return;
     }
     status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {

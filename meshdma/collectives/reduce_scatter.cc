@@ -86,39 +86,6 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
-// Small: one exchange over the group's channel, no entry barrier.
-//   step 1: push segment j of my input to member j (Channel::Exchange);
-//   step 2: reduce, in group order, the n copies of my segment (mine from
-//           my input).
-template <typename T>
-absl::Status ChannelOneShot(absl::string_view name, const Group& g, ReduceOp op,
-                            const ArrayRef& in, const ArrayRef& out,
-                            int64_t signature) {
-  using collectives_internal::Channel;
-  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-  const int n = g.size();
-  const int64_t count = in.num_elements();
-  const int64_t elem = static_cast<int64_t>(DTypeSize(in.dtype()));
-  const auto [my_begin, my_len] = ScatterSegment(count, n, g.index);
-  Channel::Outgoing outgoing[Channel::kMaxMembers];
-  Channel::Incoming incoming[Channel::kMaxMembers];
-  int k = 0;
-  for (int j = 0; j < n; ++j) {
-    if (j == g.index) continue;
-    const auto [b, len] = ScatterSegment(count, n, j);
-    outgoing[k] = {j, in.data() + b * elem, len * elem};
-    incoming[k] = {j, my_len * elem};
-    ++k;
-  }
-  return channel->Exchange(
-      name, g, signature, {outgoing, size_t(k)}, {incoming, size_t(k)},
-      [&](const std::byte* rows) {
-        collectives_internal::ReduceRows<T>(
-            op, g, in.data_as<const T>() + my_begin, rows, Channel::kRowBytes,
-            Channel::kHeaderBytes, out.data_as<T>(), my_len);
-      });
-}
-
 }  // namespace
 
 absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
@@ -164,11 +131,18 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {
-      status = ChannelOneShot<T>(
-          name, g, op, in, out,
+      // Small: member j gets segment j of my input over the group's channel.
+      const int64_t elem = static_cast<int64_t>(sizeof(T));
+      status = collectives_internal::ChannelReduce<T>(
+          name, g, op,
           collectives_internal::CallSignature(
               collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
-              in.num_elements(), static_cast<int>(op), nullptr));
+              in.num_elements(), static_cast<int>(op), nullptr),
+          [&](int j) {
+            const auto [b, len] = ScatterSegment(in.num_elements(), n, j);
+            return std::pair(in.data() + b * elem, len * elem);
+          },
+          in.data_as<const T>() + my_begin, out.data_as<T>(), my_len);
       return;
     }
     status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/reduce.h"
 
@@ -47,6 +49,38 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
             : reinterpret_cast<const T*>(rows + i * row_bytes + header);
   }
   ReduceMany<T>(op, sources.data(), g.size(), out, count);
+}
+
+// One-shot reduction over the group's channel (channel.h), for all-reduce
+// (every member sends its whole input to every peer) and reduce-scatter
+// (member j gets segment j):
+//   step 1: push `part(j)` of my input to every member j
+//           (Channel::Exchange, steps 1-3);
+//   step 2: reduce, in group order, the n copies of my `count` elements into
+//           `out`; `mine` (my own part) stands for my row.
+// `part(j)` returns {first byte, byte count} of what member j gets.
+template <typename T, typename Part>
+absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
+                           int64_t signature, Part part, const T* mine, T* out,
+                           int64_t count) {
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  Channel::Outgoing outgoing[Channel::kMaxMembers];
+  Channel::Incoming incoming[Channel::kMaxMembers];
+  const int64_t my_bytes = count * static_cast<int64_t>(sizeof(T));
+  int k = 0;
+  for (int j = 0; j < g.size(); ++j) {
+    if (j == g.index) continue;
+    const auto [data, bytes] = part(j);
+    outgoing[k] = {j, data, bytes};
+    incoming[k] = {j, my_bytes};
+    ++k;
+  }
+  return channel->Exchange(name, g, signature, {outgoing, size_t(k)},
+                           {incoming, size_t(k)}, [&](const std::byte* rows) {
+                             ReduceRows<T>(op, g, mine, rows,
+                                           Channel::kRowBytes,
+                                           Channel::kHeaderBytes, out, count);
+                           });
 }
 
 }  // namespace meshdma::collectives_internal

@@ -72,6 +72,16 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
     : host_(host), comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  // Pre-posted receives for headers and inline payloads: any incoming message
+  // matches the earliest one still pending, so they complete in posting
+  // order and are handled (and re-posted) in that order.
+  for (int i = 0; i < kPostedReceives; ++i) {
+    posted_[i].buffer.resize(sizeof(Header) + kInlineBytes);
+    MPI_Recv_init(posted_[i].buffer.data(),
+                  static_cast<int>(posted_[i].buffer.size()), MPI_BYTE,
+                  MPI_ANY_SOURCE, kMessageTag, comm_, &posted_[i].request);
+    MPI_Start(&posted_[i].request);
+  }
   thread_ = std::thread([this] { ProgressMain(); });
 }
 
@@ -239,20 +249,23 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
 }
 
 bool MpiTransport::PollIncoming() {
+  // Handling a message may abort, which sends, which progresses: the receive
+  // being handled is not re-posted yet, so do not poll again from inside.
+  if (handling_) return false;
+  handling_ = true;
   bool any = false;
-  for (int i = 0; i < 64; ++i) {
-    int flag = 0;
+  for (int i = 0; i < kPostedReceives; ++i) {
+    PostedReceive& head = posted_[next_posted_];
+    int done = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kMessageTag, comm_, &flag, &status);
-    if (!flag) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    std::vector<std::byte> message(std::max<int>(count, sizeof(Header)));
-    MPI_Recv(message.data(), count, MPI_BYTE, status.MPI_SOURCE, kMessageTag,
-             comm_, MPI_STATUS_IGNORE);
-    HandleMessage(message, status.MPI_SOURCE);
+    MPI_Test(&head.request, &done, &status);
+    if (!done) break;
+    HandleMessage(head.buffer, status.MPI_SOURCE);
+    MPI_Start(&head.request);
+    next_posted_ = (next_posted_ + 1) % kPostedReceives;
     any = true;
   }
+  handling_ = false;
   return any;
 }
 
@@ -322,7 +335,14 @@ void MpiTransport::ProgressMain() {
         }
         int done = 0;
         MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-        if (done && recvs_.empty()) return;
+        if (done && recvs_.empty()) {
+          for (PostedReceive& r : posted_) {
+            MPI_Cancel(&r.request);
+            MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+            MPI_Request_free(&r.request);
+          }
+          return;
+        }
       }
     }
     if (did) {

@@ -20,7 +20,8 @@
 // to the semaphore cell gives on every path.
 //
 // Wire protocol, per (source, destination) pair in MPI's non-overtaking
-// order: one message with tag kMessageTag holding a `Header`, followed by the
+// order (received through a ring of pre-posted persistent receives): one
+// message with tag kMessageTag holding a `Header`, followed by the
 // payload itself when it is at most kInlineBytes (one message per small DMA;
 // the sender's source is free as soon as it is packed), else by the payload
 // as separate messages (tag kPayloadTag, <= 1 GiB pieces) that the receiver
@@ -96,6 +97,15 @@ class MpiTransport : public Transport {
   std::recursive_mutex mu_;
   std::list<std::unique_ptr<PendingSend>> sends_;
   std::list<std::unique_ptr<PendingRecv>> recvs_;
+  // Receives posted in advance for incoming headers, used round-robin.
+  static constexpr int kPostedReceives = 8;
+  struct PostedReceive {
+    std::vector<std::byte> buffer;  // Header and up to kInlineBytes.
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  PostedReceive posted_[kPostedReceives];
+  int next_posted_ = 0;  // The earliest posted, next to complete.
+  bool handling_ = false;  // Inside PollIncoming (under mu_).
   std::atomic<int> pending_{0};  // sends_.size() + recvs_.size().
   // When a device last progressed MPI from `Poll`.
   std::atomic<int64_t> last_device_poll_ns_{0};
