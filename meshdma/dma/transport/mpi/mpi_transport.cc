@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
@@ -15,6 +19,10 @@ namespace {
 
 constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
+constexpr int kShutdownBarrierTag = 7103;
+// How long the shutdown barrier waits for peers once the launch has been
+// aborted: healthy peers were told and are shutting down too.
+constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
 enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3 };
@@ -56,6 +64,7 @@ struct MpiTransport::PendingSend {
   std::vector<std::byte> packed;   // A strided source, gathered.
   std::unique_ptr<DmaOp> op;       // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
+  int dest = -1;
 };
 
 struct MpiTransport::PendingRecv {
@@ -75,12 +84,16 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
   thread_ = std::thread([this] { ProgressMain(); });
 }
 
-MpiTransport::~MpiTransport() { Shutdown().IgnoreError(); }
+MpiTransport::~MpiTransport() {
+  Shutdown().IgnoreError();
+  if (!MpiPeersLost()) MPI_Comm_free(&comm_);
+}
 
 void MpiTransport::Send(int dest_rank, const Header& header,
                         absl::string_view inline_payload,
                         std::unique_ptr<DmaOp> op) {
   auto send = std::make_unique<PendingSend>();
+  send->dest = dest_rank;
   send->message.resize(sizeof(Header) + inline_payload.size());
   std::memcpy(send->message.data(), &header, sizeof(Header));
   if (!inline_payload.empty()) {
@@ -303,8 +316,9 @@ void MpiTransport::ProgressMain() {
   // so an idle launch does not burn a core.
   constexpr int64_t kDevicesPollingNs = 50'000;
   int idle = 0;
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  bool barrier_posted = false;
+  std::unique_ptr<MpiBarrier> barrier;
+  absl::Duration barrier_timeout;
+  std::optional<base_internal::Deadline> deadline;
   for (;;) {
     bool shutdown;
     {
@@ -315,14 +329,42 @@ void MpiTransport::ProgressMain() {
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
       did = ProgressLocked();
+      if (shutdown && !deadline.has_value()) {
+        barrier_timeout = host_->aborted()
+                              ? std::min(host_->wait_timeout(),
+                                         kAbortedShutdownGrace)
+                              : host_->wait_timeout();
+        deadline = base_internal::Deadline::After(barrier_timeout);
+      }
       if (shutdown && sends_.empty()) {
-        if (!barrier_posted) {
-          MPI_Ibarrier(comm_, &barrier);
-          barrier_posted = true;
+        if (barrier == nullptr) {
+          barrier = std::make_unique<MpiBarrier>(comm_, kShutdownBarrierTag, 0);
         }
-        int done = 0;
-        MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-        if (done && recvs_.empty()) return;
+        absl::StatusOr<bool> done = barrier->Test();
+        if (!done.ok()) {
+          error_ = done.status();
+          return;
+        }
+        if (*done && recvs_.empty()) return;
+      }
+      if (shutdown && deadline->Expired()) {
+        std::string missing;
+        if (barrier != nullptr) {
+          missing = absl::StrCat("rank(s) ", barrier->Missing(),
+                                 " never reached the shutdown barrier");
+        } else {
+          std::set<int> dests;
+          for (const auto& send : sends_) dests.insert(send->dest);
+          missing = absl::StrCat("rank(s) ", absl::StrJoin(dests, ", "),
+                                 " never received ", sends_.size(),
+                                 " message(s) sent to them");
+        }
+        error_ = absl::DeadlineExceededError(absl::StrCat(
+            "MPI transport shutdown on rank ", rank_, ": ", missing,
+            " within ", absl::FormatDuration(barrier_timeout),
+            " (dead, stuck, or still in another call)"));
+        MarkMpiPeersLost(std::string(error_.message()));
+        return;
       }
     }
     if (did) {
@@ -350,8 +392,9 @@ void MpiTransport::ProgressMain() {
 
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes) {
-  return std::make_unique<MpiTransport>(
-      host, static_cast<MpiProcessGroup&>(processes).comm());
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
+  return std::make_unique<MpiTransport>(host, comm);
 }
 
 }  // namespace meshdma::dma_internal
