@@ -41,6 +41,7 @@ class Device {
   int local_index() const { return local_index_; }
   RuntimeImpl* runtime() const { return runtime_; }
   std::byte* heap_base() const { return heap_base_; }
+  int64_t heap_bytes() const { return heap_bytes_; }
   // "device 3 (rank 1, local 1)".
   std::string Name() const;
 
