@@ -10,12 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/checked_math.h"
 #include "meshdma/base/deadline.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
 namespace meshdma::dma_internal {
 namespace {
+
+using base_internal::ByteExtent;
+using base_internal::CheckedByteExtent;
 
 constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
@@ -218,9 +222,66 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
                  /*notify_peers=*/true);
     return;
   }
+  // Nothing from the wire is trusted: every offset and length must lie in
+  // the destination heap.
+  const int64_t heap_bytes = host_->heap_bytes();
+  auto fits = [&](int64_t offset, int64_t lo, int64_t hi) {
+    return offset >= 0 && offset <= heap_bytes && offset + lo >= 0 &&
+           hi <= heap_bytes - offset;
+  };
+  auto reject = [&](const std::string& what) {
+    host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
+                              " a message for device ", h.dst_device, " ",
+                              what, ", outside its ", heap_bytes,
+                              "-byte heap; dropped"),
+                 /*notify_peers=*/true);
+  };
+  const int64_t cell = static_cast<int64_t>(sizeof(SemaphoreCell));
   if (h.kind == Kind::kSignal) {
+    if (!fits(h.dst_offset, 0, cell)) {
+      reject(absl::StrCat("signalling a semaphore at offset ", h.dst_offset));
+      return;
+    }
     CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
     return;
+  }
+  if (h.kind != Kind::kPut) {
+    reject(absl::StrCat("of unknown kind ", static_cast<int>(h.kind)));
+    return;
+  }
+  {
+    const int64_t sent = static_cast<int64_t>(message.size() - sizeof(Header));
+    std::optional<ByteExtent> extent;
+    if (h.dst_layout.rank >= 0 && h.dst_layout.rank <= kMaxRank &&
+        h.elem_bytes > 0 && h.elem_bytes <= 16) {
+      const std::span<const int64_t> shape(h.dst_layout.shape.data(),
+                                           h.dst_layout.rank);
+      extent = CheckedByteExtent(
+          shape,
+          std::span<const int64_t>(h.dst_layout.byte_strides.data(),
+                                   h.dst_layout.rank),
+          1);
+      const std::optional<int64_t> elements =
+          base_internal::CheckedProduct(shape);
+      if (!elements.has_value() ||
+          base_internal::CheckedMul(*elements, h.elem_bytes) != h.value) {
+        extent.reset();  // The layout does not hold the bytes sent.
+      }
+    }
+    if (!fits(h.sem_offset, 0, cell) || !extent.has_value() ||
+        h.value < 0 || h.inline_bytes < 0 || h.inline_bytes > sent ||
+        (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
+      reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",
+                          h.inline_bytes, " inline, semaphore at ",
+                          h.sem_offset, ")"));
+      return;
+    }
+    if (h.value > 0 &&
+        !fits(h.dst_offset, extent->lo, extent->hi + h.elem_bytes - 1)) {
+      reject(absl::StrCat("writing ", h.value, " bytes at offset ",
+                          h.dst_offset));
+      return;
+    }
   }
   auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
   if (h.inline_bytes > 0 || h.value == 0) {
