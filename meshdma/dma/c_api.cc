@@ -1,9 +1,14 @@
 #include "meshdma/dma/c_api.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "meshdma/base/checked_math.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/internal/c_api_internal.h"
 #include "meshdma/dma/internal/device.h"
@@ -37,6 +42,57 @@ absl::StatusOr<meshdma::Semaphore> ToSemaphore(meshdma_semaphore s) {
   }
   return meshdma::Semaphore(s.heap_offset,
                             static_cast<meshdma::SemaphoreType>(s.type));
+}
+
+// True when the page holding `addr` is mapped in this process.
+bool Mapped(uintptr_t addr) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return msync(reinterpret_cast<void*>(addr & ~(page - 1)), 1, MS_ASYNC) == 0;
+}
+
+// A C caller's strides are not trusted: the bytes a view spans must lie in
+// the calling device's heap (symmetric views) or, for other memory, start
+// and end in mapped pages, so that a stride of -2^40 is an error and not a
+// copy into whatever lies there.
+absl::Status CheckSpan(const meshdma_view& v, const meshdma::ArrayRef& ref,
+                       int64_t heap_offset, const char* operand) {
+  const auto extent = meshdma::base_internal::CheckedByteExtent(
+      ref.shape(), ref.strides(),
+      static_cast<int64_t>(meshdma::DTypeSize(ref.dtype())));
+  if (!extent.has_value() || extent->lo == extent->hi) return absl::OkStatus();
+  const std::string what = std::string(operand) + ": view with strides {" +
+                           [&] {
+                             std::string s;
+                             for (int d = 0; d < v.rank; ++d) {
+                               if (d > 0) s += ",";
+                               s += std::to_string(v.strides[d]);
+                             }
+                             return s;
+                           }() +
+                           "} spans bytes [" + std::to_string(extent->lo) +
+                           ", " + std::to_string(extent->hi) +
+                           ") around element 0";
+  if (heap_offset >= 0) {
+    meshdma::dma_internal::Device* d = meshdma::dma_internal::CurrentDevice();
+    const int64_t heap = d == nullptr ? 0 : d->heap_bytes();
+    if (heap_offset + extent->lo < 0 || extent->hi > heap - heap_offset) {
+      return absl::InvalidArgumentError(
+          what + ", outside the " + std::to_string(heap) +
+          "-byte symmetric heap from heap_offset " +
+          std::to_string(heap_offset));
+    }
+    return absl::OkStatus();
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(v.data);
+  const uintptr_t first = base + static_cast<uintptr_t>(extent->lo);
+  const uintptr_t last = base + static_cast<uintptr_t>(extent->hi - 1);
+  if ((extent->lo < 0 && first > base) || last < base || !Mapped(first) ||
+      !Mapped(last)) {
+    return absl::InvalidArgumentError(what +
+                                      ", which is not mapped memory of this "
+                                      "process");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -95,6 +151,7 @@ absl::StatusOr<meshdma::ArrayRef> ViewToArrayRef(const meshdma_view* v,
         ref.status().code(),
         std::string(operand) + ": " + std::string(ref.status().message()));
   }
+  MESHDMA_RETURN_IF_ERROR(CheckSpan(*v, *ref, heap_offset, operand));
   return ref;
 }
 

@@ -2,8 +2,14 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 
 extern "C" {
 // Exported by OpenBLAS (Debian's libopenblas0-pthread).
@@ -20,11 +26,84 @@ void InitBlasOnce() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+void AbortOnError(const absl::Status& s) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "meshdma: %s\n", std::string(s.message()).c_str());
+  std::abort();
+}
+
 }  // namespace
+
+absl::Status CheckGemmArgs(bool transpose_a, bool transpose_b, int64_t m,
+                           int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* b, int64_t ldb, const float* c,
+                           int64_t ldc) {
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  const std::string where =
+      absl::StrCat("Gemm(m=", m, ", n=", n, ", k=", k, ", lda=", lda,
+                   ", ldb=", ldb, ", ldc=", ldc, "): ");
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"m", m},
+                         {"n", n},
+                         {"k", k},
+                         {"lda", lda},
+                         {"ldb", ldb},
+                         {"ldc", ldc}}) {
+    if (v < 0 || v > kMaxInt) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, name, " must be in [0, ", kMaxInt, "]"));
+    }
+  }
+  // Row lengths of the stored (row-major) operands.
+  const int64_t a_row = transpose_a ? m : k;
+  const int64_t b_row = transpose_b ? k : n;
+  const int64_t a_rows = transpose_a ? k : m;
+  const int64_t b_rows = transpose_b ? n : k;
+  if (lda < std::max<int64_t>(1, a_row)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "lda is shorter than a row of A (", a_row, ")"));
+  }
+  if (ldb < std::max<int64_t>(1, b_row)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "ldb is shorter than a row of B (", b_row, ")"));
+  }
+  if (ldc < std::max<int64_t>(1, n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "ldc is shorter than a row of C (", n, ")"));
+  }
+  if ((a == nullptr && a_rows > 0 && a_row > 0) ||
+      (b == nullptr && b_rows > 0 && b_row > 0) ||
+      (c == nullptr && m > 0 && n > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "null ",
+                                                   a == nullptr   ? "A"
+                                                   : b == nullptr ? "B"
+                                                                  : "C",
+                                                   " for a non-empty operand"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckedGemm(bool transpose_a, bool transpose_b, int64_t m,
+                         int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc) {
+  absl::Status s =
+      CheckGemmArgs(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc);
+  if (!s.ok()) return s;
+  if (m == 0 || n == 0) return absl::OkStatus();
+  InitBlasOnce();
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
+  return absl::OkStatus();
+}
 
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
           float beta, float* c, int64_t ldc) {
+  AbortOnError(
+      CheckGemmArgs(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc));
   if (m == 0 || n == 0) return;
   InitBlasOnce();
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
@@ -37,6 +116,8 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
 void GemmNaive(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  AbortOnError(
+      CheckGemmArgs(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc));
   for (int64_t i = 0; i < m; ++i) {
     float* crow = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) crow[j] = beta == 0 ? 0.0f : beta * crow[j];

@@ -8,11 +8,30 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
+
 namespace meshdma {
 
 // C[m, n] = alpha * op(A) op(B) + beta * C, row-major, with leading
 // dimensions `lda`, `ldb`, `ldc`; op(A) is [m, k] (A stored [k, m] when
 // `transpose_a`), op(B) is [k, n] (B stored [n, k] when `transpose_b`).
+// InvalidArgument, naming the operand, when a size is negative or beyond
+// BLAS's int, a leading dimension is shorter than its row, or a pointer is
+// null for a non-empty operand.
+absl::Status CheckedGemm(bool transpose_a, bool transpose_b, int64_t m,
+                         int64_t n, int64_t k, float alpha, const float* a,
+                         int64_t lda, const float* b, int64_t ldb, float beta,
+                         float* c, int64_t ldc);
+
+// The same sizes checked, for `Gemm` and `GemmNaive`.
+absl::Status CheckGemmArgs(bool transpose_a, bool transpose_b, int64_t m,
+                           int64_t n, int64_t k, const float* a, int64_t lda,
+                           const float* b, int64_t ldb, const float* c,
+                           int64_t ldc);
+
+// `CheckedGemm` for callers whose sizes come from validated shapes (the
+// kernels): a bad size aborts the process with the message rather than
+// reaching the BLAS.
 void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
           float beta, float* c, int64_t ldc);

@@ -349,7 +349,11 @@ absl::StatusOr<std::vector<ShardedArray>> ShardMapped::operator()(
     std::span<const ShapeDtype> out_shapes) const {
   const std::string where = absl::StrCat(
       "shard_map '", options_.name, "' over mesh ", mesh_.ToString(), ": ");
-  // Step 1: arity.
+  // Step 1: a function, and the arity.
+  if (!fn_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "the function to map is empty"));
+  }
   if (inputs.size() != in_specs_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, inputs.size(), " inputs but ", in_specs_.size(), " in_specs"));

@@ -46,6 +46,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "meshdma/base/dtype.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/runtime.h"
@@ -86,6 +88,24 @@ class ShardedArray {
       const Runtime& runtime, const Mesh& mesh, PartitionSpec spec,
       std::vector<T>& host, std::vector<int64_t> shape,
       const FromHostOptions& options = {}) {
+    // Only the processes that read `host` need it to hold the shape.
+    if (!options.root.has_value() || *options.root == runtime.launch().rank()) {
+      int64_t elements = 1;
+      for (int64_t d : shape) {
+        if (d < 0 || __builtin_mul_overflow(elements, d, &elements)) {
+          elements = -1;
+          break;
+        }
+      }
+      if (elements < 0 || static_cast<uint64_t>(elements) > host.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FromHost('", options.name, "'): the host vector holds ",
+            host.size(), " elements but shape [", absl::StrJoin(shape, ", "),
+            "] needs ",
+            elements < 0 ? std::string("an invalid count")
+                         : absl::StrCat(elements)));
+      }
+    }
     auto ref = ArrayRef::FromPointer(host.data(), kDTypeOf<T>, shape);
     if (!ref.ok()) return ref.status();
     return FromHost(runtime, mesh, std::move(spec), *ref, options);

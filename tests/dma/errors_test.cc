@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <string>
@@ -85,6 +86,28 @@ TEST(RuntimeLifecycleTest, DoubleCreateAndRunAfterShutdown) {
   absl::Status s = (*rt)->Run(*mesh, [] { return absl::OkStatus(); });
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("after Shutdown"));
+}
+
+// Heap sizes are agreed at start-up on every path (shared memory and MPI):
+// ranks with different sizes get an error naming each rank's size, not a
+// peer's DMA past the end of a smaller heap.
+TEST(RuntimeLifecycleTest, HeapSizesMustAgree) {
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* env_size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (env_rank == nullptr || env_size == nullptr || std::atoi(env_size) < 2) {
+    GTEST_SKIP() << "needs two processes under mpirun";
+  }
+  RuntimeOptions o = testing::TierOptions(DmaMode::kEager);
+  if (std::atoi(env_rank) == 1) o.heap_bytes = 32ll << 20;
+  auto rt = Runtime::Create(o);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("heap sizes differ"));
+  EXPECT_THAT(rt.status().message(), HasSubstr("rank 1: 33554432"));
+  EXPECT_THAT(rt.status().message(), HasSubstr("rank 0: 67108864"));
+  // The failure is collective: a runtime can be created afterwards.
+  auto again = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  EXPECT_TRUE(again.ok()) << again.status();
 }
 
 // Shared-memory segments are private to the job and never outlive it: the

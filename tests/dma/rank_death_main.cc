@@ -1,31 +1,65 @@
-// A process that dies in the middle of a kernel must not leave the others
-// hanging: they stop with an error within the wait timeout and the launch
-// exits nonzero. Run under mpirun; ctest expects failure (WILL_FAIL), and the
-// test's own timeout catches a hang.
+// A process that dies, stops or leaves early must not leave the others
+// hanging: every live process stops with an error naming the lost rank within
+// the wait timeout and exits nonzero, also when the launcher does not kill
+// the job (mpirun --enable-recovery). Run under mpirun by
+// check_rank_death.py, which times each process.
+//
+// Usage: rank_death_main MODE, MODE one of
+//   exit   rank 1 calls _exit(7) inside a kernel
+//   kill   rank 1 sends itself SIGKILL inside a kernel
+//   stop   rank 1 sends itself SIGSTOP inside a kernel (stuck forever)
+//   early  rank 1 returns from main (status 0) before calling Run
+// Each process prints "rank R pid P" at start and "rank R exits after S s"
+// when its runtime is gone.
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 
-int main() {
-  meshdma::RuntimeOptions o;
-  o.wait_timeout = absl::Seconds(5);
-  auto rt = meshdma::Runtime::Create(o);
-  if (!rt.ok()) return 3;
-  const int rank = (*rt)->launch().rank();
-  absl::Status s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
-    return meshdma::RunKernel({.name = "victim"}, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(
-          auto sem, meshdma::AllocateSemaphore(meshdma::SemaphoreType::kRegular,
-                                               "never"));
-      if (rank == 1) _exit(7);  // Dies without a word.
-      return meshdma::semaphore_wait(sem, 1);
-    });
-  });
-  std::fprintf(stderr, "rank %d: %s\n", rank, std::string(s.message()).c_str());
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "exit";
+  const auto start = std::chrono::steady_clock::now();
+  int rank = -1;
+  absl::Status s;
+  {
+    auto rt = meshdma::Runtime::Create();
+    if (!rt.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(rt.status().message()).c_str());
+      return 3;
+    }
+    rank = (*rt)->launch().rank();
+    std::fprintf(stderr, "rank %d pid %d\n", rank, static_cast<int>(getpid()));
+    if (mode == "early" && rank == 1) {
+      std::fprintf(stderr, "rank 1 leaves before Run\n");
+    } else {
+      s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+        return meshdma::RunKernel({.name = "victim"}, [&]() -> absl::Status {
+          MESHDMA_ASSIGN_OR_RETURN(
+              auto sem, meshdma::AllocateSemaphore(
+                            meshdma::SemaphoreType::kRegular, "never"));
+          if (rank == 1) {
+            if (mode == "exit") _exit(7);  // Dies without a word.
+            if (mode == "kill") raise(SIGKILL);
+            if (mode == "stop") raise(SIGSTOP);
+          }
+          return meshdma::semaphore_wait(sem, 1);
+        });
+      });
+    }
+    std::fprintf(stderr, "rank %d: %s\n", rank,
+                 std::string(s.message()).c_str());
+  }
+  const double secs = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+  std::fprintf(stderr, "rank %d exits after %.2f s\n", rank, secs);
   return s.ok() ? 0 : 1;
 }

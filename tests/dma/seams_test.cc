@@ -197,5 +197,46 @@ TEST(CApiTest, RingExchangeThroughTheCAbi) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// A view whose stride reaches 2^40 elements away is an error code, whether it
+// claims to be in the symmetric heap or not, never a wild copy.
+TEST(CApiTest, HugeNegativeStrideIsAnError) {
+  auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  absl::Status s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<int32_t>({64}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<int32_t>({64}));
+    return RunKernel({.name = "c_abi_stride"}, [&]() -> absl::Status {
+      int32_t me = -1;
+      EXPECT_EQ(meshdma_logical_device_id(&me), 0);
+      meshdma_semaphore send, recv;
+      EXPECT_EQ(meshdma_allocate_semaphore(MESHDMA_SEMAPHORE_DMA, &send), 0);
+      EXPECT_EQ(meshdma_allocate_semaphore(MESHDMA_SEMAPHORE_DMA, &recv), 0);
+      std::vector<int32_t> host(64);
+      const int64_t stride = -(int64_t{1} << 40);
+      meshdma_view bad_sym{
+          src.data(), src.heap_offset(), static_cast<int32_t>(DType::kI32), 1,
+          {2},        {stride}};
+      meshdma_view bad_host{host.data(), -1,  static_cast<int32_t>(DType::kI32),
+                            1,           {2}, {stride}};
+      meshdma_view d_view{dst.data(),
+                          dst.heap_offset(),
+                          static_cast<int32_t>(DType::kI32),
+                          1,
+                          {2},
+                          {1}};
+      EXPECT_NE(meshdma_async_copy_start(&bad_sym, &d_view, send), 0);
+      EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("src"));
+      EXPECT_NE(meshdma_async_copy_start(&bad_host, &d_view, send), 0);
+      EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("src"));
+      EXPECT_NE(
+          meshdma_async_remote_copy_start(&d_view, &bad_sym, send, recv, me),
+          0);
+      EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("dst"));
+      return absl::OkStatus();
+    });
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 }  // namespace
 }  // namespace meshdma

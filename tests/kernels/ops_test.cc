@@ -30,6 +30,31 @@ using ::testing::HasSubstr;
     ASSERT_TRUE(run_status.ok()) << run_status;                                \
   } while (0)
 
+TEST(GemmTest, BadSizesAreInvalidArgument) {
+  std::vector<float> a(16), b(16), c(16);
+  EXPECT_TRUE(CheckedGemm(false, false, 4, 4, 4, 1.0f, a.data(), 4, b.data(), 4,
+                          0.0f, c.data(), 4)
+                  .ok());
+  auto bad = [&](int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                 int64_t ldc, const char* what) {
+    absl::Status s = CheckedGemm(false, false, m, n, k, 1.0f, a.data(), lda,
+                                 b.data(), ldb, 0.0f, c.data(), ldc);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(what));
+  };
+  bad(-1, 4, 4, 4, 4, 4, "m must be");
+  bad(4, 4, int64_t{1} << 33, 4, 4, 4, "k must be");
+  bad(4, 4, 4, 2, 4, 4, "lda");
+  bad(4, 4, 4, 4, 0, 4, "ldb");
+  bad(4, 8, 4, 4, 8, 4, "ldc");
+  absl::Status null_b = CheckedGemm(false, false, 4, 4, 4, 1.0f, a.data(), 4,
+                                    nullptr, 4, 0.0f, c.data(), 4);
+  EXPECT_THAT(std::string(null_b.message()), HasSubstr("null B"));
+  EXPECT_DEATH(Gemm(false, false, 4, 4, 4, 1.0f, a.data(), 1, b.data(), 4, 0.0f,
+                    c.data(), 4),
+               "lda");
+}
+
 TEST(AddVectorsTest, ManyLengths) {
   RUN_ON_DEVICES({
     for (int64_t n : {1, 7, 64, 1000, 4096, 5000}) {

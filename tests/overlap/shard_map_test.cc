@@ -126,6 +126,36 @@ TEST(ShardedArray, ErrorsNameArrayDimensionAndAxis) {
   EXPECT_THAT(std::string(too_long.status().message()), HasSubstr("'w'"));
 }
 
+TEST(ShardedArray, HostVectorSmallerThanShapeIsInvalid) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = Mesh1D();
+  std::vector<float> host(10);
+  auto a = ShardedArray::FromHost(rt, mesh, PartitionSpec{}, host, {4, 4},
+                                  {.name = "small"});
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("'small'"));
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("10 elements"));
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("needs 16"));
+}
+
+TEST(ShardMap, EmptyFunctionIsInvalid) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = Mesh1D();
+  std::vector<float> host(8 * mesh.size());
+  auto x = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, host,
+                                  {8 * mesh.size()});
+  ASSERT_TRUE(x.ok()) << x.status();
+  auto f = shard_map(ShardMapFn(), mesh, {PartitionSpec{{"x"}}},
+                     {PartitionSpec{{"x"}}});
+  std::vector<ShardedArray> in = {*x};
+  std::vector<ShapeDtype> out = {{DType::kF32, {8 * mesh.size()}}};
+  auto r = f(rt, in, out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("empty"));
+}
+
 TEST(ShardMap, ElementwiseWithAxisIndex) {
   Runtime& rt = TestRuntime();
   const Mesh mesh = Mesh1D();

@@ -163,8 +163,7 @@ class ScopedEnv {
 std::unique_ptr<ProcessGroup> WorldGroup() {
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  return std::make_unique<dma_internal::MpiProcessGroup>(comm,
-                                                         /*owns_mpi=*/false);
+  return std::make_unique<dma_internal::MpiProcessGroup>(comm);
 }
 
 TEST(LaunchDiscoverTest, SingleProcessWithoutMpi) {

@@ -195,6 +195,24 @@ absl::Status RuntimeImpl::InitHeaps() {
   for (int r = 0; r < launch_->num_processes(); ++r) {
     if (r != rank && launch_->SameHost(r, rank)) host_peers.push_back(r);
   }
+  // Every process must have the same heap size: offsets are symmetric, and
+  // a peer's DMA is checked against this process's heap only.
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<std::string> sizes,
+      processes_->AllGather(absl::StrCat(heap_bytes_)));
+  for (size_t r = 1; r < sizes.size(); ++r) {
+    if (sizes[r] != sizes[0]) {
+      std::vector<std::string> each;
+      for (size_t q = 0; q < sizes.size(); ++q) {
+        each.push_back(absl::StrCat("rank ", q, ": ", sizes[q]));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "heap sizes differ between processes (bytes per device; set "
+          "RuntimeOptions::heap_bytes or ",
+          kHeapBytesEnv, " the same on every rank): ",
+          absl::StrJoin(each, ", ")));
+    }
+  }
   std::string job_tag(sizeof(uint64_t), '\0');
   if (rank == 0) {
     const uint64_t tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);

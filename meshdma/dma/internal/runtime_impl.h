@@ -36,7 +36,7 @@ class RuntimeImpl : public TransportHost {
   const Launch& launch() const { return *launch_; }
   const HostTopology& topology() const { return *topology_; }
   DmaMode dma_mode() const { return dma_mode_; }
-  absl::Duration wait_timeout() const { return wait_timeout_; }
+  absl::Duration wait_timeout() const override { return wait_timeout_; }
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
@@ -80,7 +80,9 @@ class RuntimeImpl : public TransportHost {
   // Fails every wait in this launch: local waits return Aborted with `reason`
   // and other processes are told. Idempotent; the first reason wins.
   void Abort(const std::string& reason, bool notify_peers = true) override;
-  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  bool aborted() const override {
+    return aborted_.load(std::memory_order_acquire);
+  }
   std::string abort_reason() const;
   // What each local device is doing, one line each.
   std::string DescribeLocalDevices();

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/internal/copy_plan.h"
+#include "absl/time/time.h"
 #include "meshdma/dma/internal/semaphore_cell.h"
 #include "meshdma/dma/observer.h"
 
@@ -52,6 +53,10 @@ class TransportHost {
   // True while some local device is blocked in a wait, so that a progress
   // thread should poll rather than sleep.
   virtual bool DevicesWaiting() const = 0;
+  // How long a wait on a peer may take (RuntimeOptions::wait_timeout).
+  virtual absl::Duration wait_timeout() const = 0;
+  // True once `Abort` has been called.
+  virtual bool aborted() const = 0;
 };
 
 // One started DMA, owned by the transport until it completes.

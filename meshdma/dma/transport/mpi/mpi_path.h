@@ -13,11 +13,13 @@ namespace meshdma::dma_internal {
 
 // The processes of an mpirun launch over a private duplicate of
 // MPI_COMM_WORLD. Initialises MPI at MPI_THREAD_MULTIPLE when nobody has
-// (and then finalises it when the group is destroyed); fails when MPI is
-// already finalised or offers a lower thread level.
+// (once per process: it is finalised at exit, so later runtimes reuse it);
+// fails when MPI is already finalised, offers a lower thread level, or a
+// peer was lost earlier in this process.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
 
-// The transport to devices of other hosts. `processes` must come from
+// The transport to devices of other hosts, on a duplicate of `processes`'s
+// communicator (collective). `processes` must come from
 // `ConnectMpiProcesses` and outlive the transport.
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes);

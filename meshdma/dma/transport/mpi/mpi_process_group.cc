@@ -1,9 +1,16 @@
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
@@ -42,17 +49,159 @@ std::vector<std::string> Split(const std::string& all,
   return out;
 }
 
+// Run's barriers on the process group's communicator.
+constexpr int kProcessBarrierTag = 7201;
+
+std::atomic<bool> g_peers_lost{false};
+std::mutex g_lost_mu;
+std::string* g_lost_reason = nullptr;  // Guarded by g_lost_mu; never freed.
+
+// Registered once, by the runtime that initialised MPI.
+void FinalizeMpiAtExit() {
+  if (g_peers_lost.load()) {
+    std::lock_guard<std::mutex> lock(g_lost_mu);
+    std::fprintf(stderr,
+                 "meshdma: not finalising MPI (%s); exiting with status 1\n",
+                 g_lost_reason != nullptr ? g_lost_reason->c_str() : "");
+    std::fflush(stderr);
+    _exit(1);
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
 }  // namespace
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, bool owns_mpi)
-    : comm_(comm), owns_mpi_(owns_mpi) {
+void MarkMpiPeersLost(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(g_lost_mu);
+  if (g_lost_reason == nullptr) g_lost_reason = new std::string(reason);
+  g_peers_lost.store(true);
+}
+
+bool MpiPeersLost() { return g_peers_lost.load(); }
+
+struct MpiBarrier::State {
+  MPI_Comm comm;
+  int tag;
+  int64_t epoch;
+  int rank = 0;
+  int size = 1;
+  std::vector<int64_t> sent;      // One copy of `epoch` per peer.
+  std::vector<int64_t> received;  // Per rank.
+  std::vector<MPI_Request> sends, recvs;  // Per rank; null for this rank.
+  std::vector<bool> arrived;
+};
+
+MpiBarrier::MpiBarrier(MPI_Comm comm, int tag, int64_t epoch)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.comm = comm;
+  s.tag = tag;
+  s.epoch = epoch;
+  MPI_Comm_rank(comm, &s.rank);
+  MPI_Comm_size(comm, &s.size);
+  s.sent.assign(s.size, epoch);
+  s.received.assign(s.size, -1);
+  s.sends.assign(s.size, MPI_REQUEST_NULL);
+  s.recvs.assign(s.size, MPI_REQUEST_NULL);
+  s.arrived.assign(s.size, false);
+  s.arrived[s.rank] = true;
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank) continue;
+    MPI_Irecv(&s.received[r], 1, MPI_INT64_T, r, tag, comm, &s.recvs[r]);
+  }
+  for (int r = 0; r < s.size; ++r) {
+    if (r == s.rank) continue;
+    MPI_Isend(&s.sent[r], 1, MPI_INT64_T, r, tag, comm, &s.sends[r]);
+  }
+}
+
+MpiBarrier::~MpiBarrier() {
+  State& s = *state_;
+  bool pending = false;
+  for (int r = 0; r < s.size; ++r) {
+    if (s.recvs[r] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&s.recvs[r]);
+      MPI_Request_free(&s.recvs[r]);
+      pending = true;
+    }
+    if (s.sends[r] != MPI_REQUEST_NULL) {
+      MPI_Request_free(&s.sends[r]);
+      pending = true;
+    }
+  }
+  // MPI may still write or read the buffers of requests it could not finish.
+  if (pending) state_.release();
+}
+
+absl::StatusOr<bool> MpiBarrier::Test() {
+  State& s = *state_;
+  bool all = true;
+  for (int r = 0; r < s.size; ++r) {
+    if (s.recvs[r] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&s.recvs[r], &done, MPI_STATUS_IGNORE);
+      if (done) {
+        if (s.received[r] < s.epoch) {
+          // A late message of a barrier this rank gave up on: skip it.
+          MPI_Irecv(&s.received[r], 1, MPI_INT64_T, r, s.tag, s.comm,
+                    &s.recvs[r]);
+        } else if (s.received[r] > s.epoch) {
+          return absl::InternalError(absl::StrCat(
+              "rank ", s.rank, " is at barrier ", s.epoch, " but rank ", r,
+              " is at barrier ", s.received[r],
+              ": the processes made different sequences of collective calls"));
+        } else {
+          s.arrived[r] = true;
+        }
+      }
+    }
+    if (s.sends[r] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&s.sends[r], &done, MPI_STATUS_IGNORE);
+    }
+    all = all && s.arrived[r] && s.sends[r] == MPI_REQUEST_NULL;
+  }
+  return all;
+}
+
+std::string MpiBarrier::Missing() const {
+  std::vector<int> missing;
+  for (int r = 0; r < state_->size; ++r) {
+    if (!state_->arrived[r]) missing.push_back(r);
+  }
+  return absl::StrJoin(missing, ", ");
+}
+
+absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
+                            int rank, absl::Duration timeout) {
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(timeout);
+  for (;;) {
+    MESHDMA_ASSIGN_OR_RETURN(bool done, barrier.Test());
+    if (done) return absl::OkStatus();
+    if (deadline.Expired()) {
+      const std::string missing = barrier.Missing();
+      std::string reason = absl::StrCat(
+          what, " on rank ", rank, ": rank(s) ",
+          missing.empty() ? "?" : missing, " did not reach it within ",
+          absl::FormatDuration(timeout), " (dead, stuck, or in another call)");
+      MarkMpiPeersLost(reason);
+      return absl::DeadlineExceededError(reason);
+    }
+    absl::SleepFor(absl::Microseconds(20));
+  }
+}
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
-  MPI_Comm_free(&comm_);
-  if (owns_mpi_) MPI_Finalize();
+  // A communicator with requests to a lost peer may not be freeable.
+  if (!MpiPeersLost()) MPI_Comm_free(&comm_);
 }
 
 absl::StatusOr<std::vector<std::string>> MpiProcessGroup::AllGather(
@@ -103,22 +252,8 @@ absl::Status MpiProcessGroup::Broadcast(std::string& bytes, int root) {
 
 absl::Status MpiProcessGroup::Barrier(absl::string_view what,
                                       absl::Duration timeout) {
-  MPI_Request request;
-  MESHDMA_MPI_CALL(MPI_Ibarrier(comm_, &request));
-  const absl::Time deadline = absl::Now() + timeout;
-  for (;;) {
-    int done = 0;
-    MESHDMA_MPI_CALL(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return absl::OkStatus();
-    if (absl::Now() > deadline) {
-      // The request cannot be cancelled; the process is expected to exit.
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, " on rank ", rank_,
-                       ": not every process reached it within ",
-                       absl::FormatDuration(timeout)));
-    }
-    absl::SleepFor(absl::Microseconds(20));
-  }
+  MpiBarrier barrier(comm_, kProcessBarrierTag, barrier_epoch_++);
+  return WaitForBarrier(barrier, what, rank_, timeout);
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses() {
@@ -127,8 +262,13 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses() {
   MPI_Finalized(&finalized);
   if (finalized) {
     return absl::FailedPreconditionError(
-        "MPI has been finalised in this process: a meshdma runtime cannot "
-        "be created again after the one that owned MPI shut down");
+        "MPI has been finalised in this process (by its owner): a meshdma "
+        "runtime cannot be created after MPI_Finalize");
+  }
+  if (MpiPeersLost()) {
+    return absl::FailedPreconditionError(
+        "a process of this launch was lost earlier (a barrier timed out); "
+        "MPI cannot be used again in this process");
   }
   int provided = 0;
   bool owns_mpi = false;
@@ -145,9 +285,11 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses() {
         "MPI provides thread level ", provided,
         "; meshdma needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")"));
   }
+  // Initialised once, finalised at exit: a later runtime reuses it.
+  if (owns_mpi) std::atexit(FinalizeMpiAtExit);
   MPI_Comm comm = MPI_COMM_NULL;
   MESHDMA_MPI_CALL(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
-  return std::unique_ptr<ProcessGroup>(new MpiProcessGroup(comm, owns_mpi));
+  return std::unique_ptr<ProcessGroup>(new MpiProcessGroup(comm));
 }
 
 }  // namespace meshdma::dma_internal

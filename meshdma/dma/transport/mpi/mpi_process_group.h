@@ -5,18 +5,59 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "meshdma/base/deadline.h"
 #include "meshdma/topology/process_group.h"
 
 namespace meshdma::dma_internal {
 
+// A barrier made of point-to-point messages on `comm` under `tag`: every
+// rank sends its `epoch` to every other and receives theirs. Unlike
+// MPI_Ibarrier it can name the ranks that have not arrived, barriers under
+// different tags or communicators never match each other, and a late
+// message of an earlier epoch is skipped. Poll with `Test`; dropping an
+// unfinished barrier leaves its few bytes to MPI (the process is expected to
+// exit).
+class MpiBarrier {
+ public:
+  MpiBarrier(MPI_Comm comm, int tag, int64_t epoch);
+  ~MpiBarrier();
+  MpiBarrier(const MpiBarrier&) = delete;
+  MpiBarrier& operator=(const MpiBarrier&) = delete;
+
+  // True once every rank has arrived; an error when a rank sent a later
+  // epoch (the processes disagree on how many barriers they have passed).
+  absl::StatusOr<bool> Test();
+  // Ranks not yet heard from, as "1, 3".
+  std::string Missing() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Polls `barrier` until it completes or `timeout` (monotonic) passes; then
+// DeadlineExceeded naming `what`, this rank and the ranks that never
+// arrived, and MPI is marked unusable (`MarkMpiPeersLost`).
+absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
+                            int rank, absl::Duration timeout);
+
+// After a barrier timed out a peer may be dead or stuck: MPI cannot be
+// finalised (it would wait for that peer), so the process exits with status 1
+// at exit instead, printing `reason`.
+void MarkMpiPeersLost(const std::string& reason);
+bool MpiPeersLost();
+
 class MpiProcessGroup : public ProcessGroup {
  public:
-  // Takes ownership of `comm` (freed on destruction); with `owns_mpi`, also
-  // finalises MPI then.
-  MpiProcessGroup(MPI_Comm comm, bool owns_mpi);
+  // Takes ownership of `comm` (freed on destruction). MPI itself, when
+  // meshdma initialised it, is finalised at exit, so that a runtime can be
+  // created again in the same process.
+  explicit MpiProcessGroup(MPI_Comm comm);
   ~MpiProcessGroup() override;
 
   MPI_Comm comm() const { return comm_; }
@@ -32,7 +73,7 @@ class MpiProcessGroup : public ProcessGroup {
 
  private:
   MPI_Comm comm_;
-  bool owns_mpi_;
+  int64_t barrier_epoch_ = 0;
   int rank_ = 0;
   int size_ = 1;
 };

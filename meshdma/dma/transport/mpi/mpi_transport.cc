@@ -4,17 +4,29 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/checked_math.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
 namespace meshdma::dma_internal {
 namespace {
 
+using base_internal::ByteExtent;
+using base_internal::CheckedByteExtent;
+
 constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
+constexpr int kShutdownBarrierTag = 7103;
+// How long the shutdown barrier waits for peers once the launch has been
+// aborted: healthy peers were told and are shutting down too.
+constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
 enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3 };
@@ -56,6 +68,7 @@ struct MpiTransport::PendingSend {
   std::vector<std::byte> packed;   // A strided source, gathered.
   std::unique_ptr<DmaOp> op;       // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
+  int dest = -1;
 };
 
 struct MpiTransport::PendingRecv {
@@ -85,12 +98,16 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
   thread_ = std::thread([this] { ProgressMain(); });
 }
 
-MpiTransport::~MpiTransport() { Shutdown().IgnoreError(); }
+MpiTransport::~MpiTransport() {
+  Shutdown().IgnoreError();
+  if (!MpiPeersLost()) MPI_Comm_free(&comm_);
+}
 
 void MpiTransport::Send(int dest_rank, const Header& header,
                         absl::string_view inline_payload,
                         std::unique_ptr<DmaOp> op) {
   auto send = std::make_unique<PendingSend>();
+  send->dest = dest_rank;
   send->message.resize(sizeof(Header) + inline_payload.size());
   std::memcpy(send->message.data(), &header, sizeof(Header));
   if (!inline_payload.empty()) {
@@ -215,9 +232,66 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
                  /*notify_peers=*/true);
     return;
   }
+  // Nothing from the wire is trusted: every offset and length must lie in
+  // the destination heap.
+  const int64_t heap_bytes = host_->heap_bytes();
+  auto fits = [&](int64_t offset, int64_t lo, int64_t hi) {
+    return offset >= 0 && offset <= heap_bytes && offset + lo >= 0 &&
+           hi <= heap_bytes - offset;
+  };
+  auto reject = [&](const std::string& what) {
+    host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
+                              " a message for device ", h.dst_device, " ",
+                              what, ", outside its ", heap_bytes,
+                              "-byte heap; dropped"),
+                 /*notify_peers=*/true);
+  };
+  const int64_t cell = static_cast<int64_t>(sizeof(SemaphoreCell));
   if (h.kind == Kind::kSignal) {
+    if (!fits(h.dst_offset, 0, cell)) {
+      reject(absl::StrCat("signalling a semaphore at offset ", h.dst_offset));
+      return;
+    }
     CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
     return;
+  }
+  if (h.kind != Kind::kPut) {
+    reject(absl::StrCat("of unknown kind ", static_cast<int>(h.kind)));
+    return;
+  }
+  {
+    const int64_t sent = static_cast<int64_t>(message.size() - sizeof(Header));
+    std::optional<ByteExtent> extent;
+    if (h.dst_layout.rank >= 0 && h.dst_layout.rank <= kMaxRank &&
+        h.elem_bytes > 0 && h.elem_bytes <= 16) {
+      const std::span<const int64_t> shape(h.dst_layout.shape.data(),
+                                           h.dst_layout.rank);
+      extent = CheckedByteExtent(
+          shape,
+          std::span<const int64_t>(h.dst_layout.byte_strides.data(),
+                                   h.dst_layout.rank),
+          1);
+      const std::optional<int64_t> elements =
+          base_internal::CheckedProduct(shape);
+      if (!elements.has_value() ||
+          base_internal::CheckedMul(*elements, h.elem_bytes) != h.value) {
+        extent.reset();  // The layout does not hold the bytes sent.
+      }
+    }
+    if (!fits(h.sem_offset, 0, cell) || !extent.has_value() ||
+        h.value < 0 || h.inline_bytes < 0 || h.inline_bytes > sent ||
+        (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
+      reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",
+                          h.inline_bytes, " inline, semaphore at ",
+                          h.sem_offset, ")"));
+      return;
+    }
+    if (h.value > 0 &&
+        !fits(h.dst_offset, extent->lo, extent->hi + h.elem_bytes - 1)) {
+      reject(absl::StrCat("writing ", h.value, " bytes at offset ",
+                          h.dst_offset));
+      return;
+    }
   }
   auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
   if (h.inline_bytes > 0 || h.value == 0) {
@@ -316,8 +390,9 @@ void MpiTransport::ProgressMain() {
   // so an idle launch does not burn a core.
   constexpr int64_t kDevicesPollingNs = 50'000;
   int idle = 0;
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  bool barrier_posted = false;
+  std::unique_ptr<MpiBarrier> barrier;
+  absl::Duration barrier_timeout;
+  std::optional<base_internal::Deadline> deadline;
   for (;;) {
     bool shutdown;
     {
@@ -328,14 +403,23 @@ void MpiTransport::ProgressMain() {
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
       did = ProgressLocked();
+      if (shutdown && !deadline.has_value()) {
+        barrier_timeout = host_->aborted()
+                              ? std::min(host_->wait_timeout(),
+                                         kAbortedShutdownGrace)
+                              : host_->wait_timeout();
+        deadline = base_internal::Deadline::After(barrier_timeout);
+      }
       if (shutdown && sends_.empty()) {
-        if (!barrier_posted) {
-          MPI_Ibarrier(comm_, &barrier);
-          barrier_posted = true;
+        if (barrier == nullptr) {
+          barrier = std::make_unique<MpiBarrier>(comm_, kShutdownBarrierTag, 0);
         }
-        int done = 0;
-        MPI_Test(&barrier, &done, MPI_STATUS_IGNORE);
-        if (done && recvs_.empty()) {
+        absl::StatusOr<bool> done = barrier->Test();
+        if (!done.ok()) {
+          error_ = done.status();
+          return;
+        }
+        if (*done && recvs_.empty()) {
           for (PostedReceive& r : posted_) {
             MPI_Cancel(&r.request);
             MPI_Wait(&r.request, MPI_STATUS_IGNORE);
@@ -343,6 +427,25 @@ void MpiTransport::ProgressMain() {
           }
           return;
         }
+      }
+      if (shutdown && deadline->Expired()) {
+        std::string missing;
+        if (barrier != nullptr) {
+          missing = absl::StrCat("rank(s) ", barrier->Missing(),
+                                 " never reached the shutdown barrier");
+        } else {
+          std::set<int> dests;
+          for (const auto& send : sends_) dests.insert(send->dest);
+          missing = absl::StrCat("rank(s) ", absl::StrJoin(dests, ", "),
+                                 " never received ", sends_.size(),
+                                 " message(s) sent to them");
+        }
+        error_ = absl::DeadlineExceededError(absl::StrCat(
+            "MPI transport shutdown on rank ", rank_, ": ", missing,
+            " within ", absl::FormatDuration(barrier_timeout),
+            " (dead, stuck, or still in another call)"));
+        MarkMpiPeersLost(std::string(error_.message()));
+        return;
       }
     }
     if (did) {
@@ -370,8 +473,9 @@ void MpiTransport::ProgressMain() {
 
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes) {
-  return std::make_unique<MpiTransport>(
-      host, static_cast<MpiProcessGroup&>(processes).comm());
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
+  return std::make_unique<MpiTransport>(host, comm);
 }
 
 }  // namespace meshdma::dma_internal

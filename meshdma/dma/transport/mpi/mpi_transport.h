@@ -53,7 +53,9 @@ class MpiTransport : public Transport {
   // Payloads up to this many bytes travel inside the header's message.
   static constexpr int64_t kInlineBytes = 32 << 10;
 
-  // `comm` is the runtime's own communicator (a dup of MPI_COMM_WORLD).
+  // Takes ownership of `comm`, a communicator of its own (a dup of the
+  // process group's), so that its shutdown barrier never matches a barrier
+  // of `Runtime::Run`.
   MpiTransport(TransportHost* host, MPI_Comm comm);
   ~MpiTransport() override;
 
@@ -68,7 +70,9 @@ class MpiTransport : public Transport {
   }
   void BroadcastAbort(const std::string& reason) override;
   // Collective: completes outstanding traffic, then a barrier, then stops the
-  // progress thread.
+  // progress thread. The barrier gives up after the wait timeout (after a
+  // short grace when the launch was aborted: healthy peers have been told),
+  // naming the ranks that never arrived.
   absl::Status Shutdown() override;
 
  private:
@@ -88,7 +92,7 @@ class MpiTransport : public Transport {
   void ProgressMain();
 
   TransportHost* const host_;
-  const MPI_Comm comm_;
+  MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Runs rank_death_main under mpirun and times every process's exit.
+
+Usage: check_rank_death.py MODE TIMEOUT_S MPIRUN [MPIRUN ARGS...] BINARY
+
+Every live process must exit nonzero within TIMEOUT_S plus a small margin,
+and the output must name the lost rank (1). A process stopped forever
+(MODE stop) is killed here once the others are done, as an operator would;
+under `mpirun --enable-recovery` nothing else would end it.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] not in "ZX"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def main():
+    mode, timeout = sys.argv[1], float(sys.argv[2])
+    # Each process reports its own exit status: mpirun's is not reliable
+    # under --enable-recovery.
+    cmd = sys.argv[3:-1] + [
+        "/bin/sh", "-c",
+        '"$0" "$@"; echo "process $$ exit status $?"', sys.argv[-1], mode]
+    env = dict(os.environ, MESHDMA_WAIT_TIMEOUT_S=str(timeout))
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, text=True)
+    lines, pids, exited, started = [], {}, {}, {}
+
+    def reader():
+        for line in proc.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            m = re.match(r"rank (\d+) pid (\d+)", line)
+            if m:
+                pids[int(m.group(1))] = int(m.group(2))
+                started[int(m.group(1))] = time.monotonic()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    # Processes that must exit nonzero, and those whose exit is timed.
+    live = [0]
+    timed = [0] if mode != "early" else [0, 1]
+    # From the runtime's start: the wait timeout, the aborted shutdown's
+    # grace (1 s) and a margin for a loaded machine.
+    limit = timeout + 4.0
+    hard = start + 3 * timeout + 30
+    while proc.poll() is None and time.monotonic() < hard:
+        now = time.monotonic()
+        for r, pid in list(pids.items()):
+            if r not in exited and not alive(pid):
+                exited[r] = now - started[r]
+        if mode == "stop" and 1 in pids and all(r in exited for r in timed):
+            try:
+                os.kill(pids[1], signal.SIGKILL)  # An operator ends it.
+            except ProcessLookupError:
+                pass  # mpirun did.
+        time.sleep(0.05)
+    if proc.poll() is None:
+        for pid in pids.values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        print(f"FAIL: the launch was still running after {hard - start:.0f} s")
+        return 1
+    t.join(5)
+    now = time.monotonic()
+    for r in pids:
+        exited.setdefault(r, now - started[r])
+    out = "".join(lines)
+    ok = True
+    statuses = [int(s) for s in re.findall(r"exit status (\d+)", out)]
+    for r in timed:
+        print(f"rank {r} ({mode}): exited {exited.get(r, -1):.2f} s after "
+              "its runtime started")
+        if exited.get(r, 1e9) > limit:
+            print(f"FAIL: rank {r} took longer than {limit:.1f} s")
+            ok = False
+    if sum(1 for s in statuses if s != 0) < len(live):
+        print(f"FAIL: exit statuses {statuses}: a live process exited 0")
+        ok = False
+    if not re.search(r"rank(\(s\))? 1\b", out):
+        print("FAIL: no message names rank 1")
+        ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
