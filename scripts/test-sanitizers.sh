@@ -47,11 +47,16 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
       cmake --build build-tsan -j "$jobs"
       ctest --test-dir build-tsan --output-on-failure --timeout 900 -L '^threads$' ;;
     fuzz)
+      fuzz_link="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+      fuzz_flags="$fuzz_link -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
       cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DMESHDMA_WITH_MLIR=OFF -DMESHDMA_BUILD_TESTS=OFF \
         -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF \
         -DMESHDMA_BUILD_FUZZERS=ON \
-        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+        -DCMAKE_C_FLAGS="$fuzz_flags" -DCMAKE_CXX_FLAGS="$fuzz_flags" \
+        -DCMAKE_EXE_LINKER_FLAGS="$fuzz_link" \
+        -DCMAKE_SHARED_LINKER_FLAGS="$fuzz_link"
       echo "=== meshdma fuzz targets (build-fuzz)"
       cmake --build build-fuzz -j "$jobs"
       seconds=${MESHDMA_FUZZ_SECONDS:-20}
