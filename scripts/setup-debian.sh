@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev libeigen3-dev
   gnuplot-nox
   libmlir-19-dev mlir-19-tools llvm-19-dev
+  clang libclang-rt-dev
 )
 
 missing=()

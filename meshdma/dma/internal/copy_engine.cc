@@ -73,9 +73,13 @@ void CopyEngine::WorkerMain() {
 void CopyEngine::RunChunk(DmaOp* op, int64_t chunk) {
   CopyPlan plan(op->src_layout, op->dst_layout, op->elem_bytes);
   plan.set_streaming(op->streaming);
-  plan.CopyChunk(op->src, op->dst, chunk, op->num_chunks);
+  const int64_t num_chunks = op->num_chunks;
+  plan.CopyChunk(op->src, op->dst, chunk, num_chunks);
+  // Once its chunk is counted, `op` belongs to whichever thread counts the
+  // last one, which completes and deletes it: nothing here may touch `op`
+  // after the increment unless it counted the last chunk.
   if (op->done_chunks.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-      op->num_chunks) {
+      num_chunks) {
     op->issuer->CompleteDma(std::unique_ptr<DmaOp>(op));
   }
 }

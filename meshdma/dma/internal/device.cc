@@ -267,6 +267,11 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
       }
     }
   }
+  for (const SemaphoreRecord& rec : persistent_semaphores_) {
+    for (int i = 0; i < rec.count; ++i) {
+      CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
+    }
+  }
   persistent_semaphores_.clear();
   std::memset(heap_base_ + persistent_bottom_, 0,
               heap_bytes_ - persistent_bottom_);
@@ -300,7 +305,13 @@ absl::Status Device::PopScope() {
       }
     }
   }
-  // Keep free memory zero: the next allocation starts from zeros.
+  // Keep free memory zero: the next allocation starts from zeros. No signal
+  // may still be finishing on a cell about to be zeroed.
+  for (const SemaphoreRecord& rec : scope.semaphores) {
+    for (int i = 0; i < rec.count; ++i) {
+      CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
+    }
+  }
   std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
   heap_top_ = scope.heap_mark;
   const std::string kernel = scope.kernel_name;

@@ -70,8 +70,9 @@ class GridScope {
   void set_index(const int64_t* index) { index_ = index; }
 
  private:
-  friend int64_t ::meshdma::program_id(int);
-  friend int64_t ::meshdma::num_programs(int);
+  // Parenthesised: clang reads `int64_t ::meshdma::f` as `int64_t::meshdma::f`.
+  friend int64_t(::meshdma::program_id)(int);
+  friend int64_t(::meshdma::num_programs)(int);
   const std::vector<int64_t>* grid_;
   int batch_axes_;
   const int64_t* index_ = nullptr;

@@ -6,8 +6,23 @@
 
 #include "meshdma/base/dtype.h"
 
+// ThreadSanitizer's runtime is not yet set up when the dynamic loader runs
+// target_clones' resolvers (IFUNC), and a TSan binary crashes at start-up:
+// under TSan the functions are built once, for the baseline ISA.
+#if defined(__SANITIZE_THREAD__)
+#define MESHDMA_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MESHDMA_NO_CLONES 1
+#endif
+#endif
+
+#if defined(MESHDMA_NO_CLONES)
+#define MESHDMA_CLONES
+#else
 #define MESHDMA_CLONES \
   __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 namespace meshdma::kernels_internal {
 namespace {

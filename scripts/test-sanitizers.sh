@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds and runs the test suite under sanitizers:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite
+#         (threads, mpirun, forced inter-host) in build-asan
+#   tsan  ThreadSanitizer, the thread-only suite (ctest label `threads`) in
+#         build-tsan
+#   fuzz  every fuzz target (tests/fuzz/) for MESHDMA_FUZZ_SECONDS each
+#         (default 20) from its corpus, built with clang's libFuzzer in
+#         build-fuzz
+# Any sanitizer report fails the run. Suppressions (Open MPI internals only)
+# are in tests/sanitizers/.
+#   MESHDMA_SANITIZERS="asan tsan fuzz"   which ones to run (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/setup-debian.sh
+jobs=$(nproc)
+supp=$root/tests/sanitizers
+
+# Settings common to both sanitizer builds: no MLIR (not part of what is
+# checked here) and a debuggable optimised build.
+common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESHDMA_WITH_MLIR=OFF)
+
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0"
+
+for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
+  start=$SECONDS
+  case "$which" in
+    asan)
+      flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+      cmake -S . -B build-asan "${common[@]}" \
+        -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+        -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+      echo "=== meshdma tests under ASan+UBSan (build-asan)"
+      cmake --build build-asan -j "$jobs"
+      ctest --test-dir build-asan --output-on-failure --timeout 900 ;;
+    tsan)
+      flags="-fsanitize=thread -fno-omit-frame-pointer"
+      cmake -S . -B build-tsan "${common[@]}" \
+        -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF \
+        -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+        -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
+      echo "=== meshdma thread-only tests under TSan (build-tsan)"
+      cmake --build build-tsan -j "$jobs"
+      ctest --test-dir build-tsan --output-on-failure --timeout 900 -L '^threads$' ;;
+    fuzz)
+      fuzz_link="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+      fuzz_flags="$fuzz_link -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
+      cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMESHDMA_WITH_MLIR=OFF -DMESHDMA_BUILD_TESTS=OFF \
+        -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF \
+        -DMESHDMA_BUILD_FUZZERS=ON \
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+        -DCMAKE_C_FLAGS="$fuzz_flags" -DCMAKE_CXX_FLAGS="$fuzz_flags" \
+        -DCMAKE_EXE_LINKER_FLAGS="$fuzz_link" \
+        -DCMAKE_SHARED_LINKER_FLAGS="$fuzz_link"
+      echo "=== meshdma fuzz targets (build-fuzz)"
+      cmake --build build-fuzz -j "$jobs"
+      seconds=${MESHDMA_FUZZ_SECONDS:-20}
+      for corpus in tests/fuzz/corpus/*/; do
+        target=$(basename "$corpus")
+        echo "--- fuzz $target for ${seconds}s"
+        # A scratch copy keeps the repository's corpus as it is.
+        work=build-fuzz/corpus/$target
+        mkdir -p "$work"
+        "build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" \
+          -print_final_stats=1 -artifact_prefix="build-fuzz/$target-" \
+          "$work" "$corpus"
+      done ;;
+    *) echo "scripts/test-sanitizers.sh: unknown '$which' (asan, tsan or fuzz)" >&2
+       exit 2 ;;
+  esac
+  echo "=== $which took $((SECONDS - start)) s"
+done
