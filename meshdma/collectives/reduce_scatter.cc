@@ -103,7 +103,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                            collectives_internal::Flatten(output, name, "output", g));
   const int n = g.size();
-  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.index);
+  const auto [segment_begin, segment_len] =
+      ScatterSegment(in.num_elements(), n, g.index);
+  // Plain copies: lambdas below capture them (C++20 structured bindings
+  // cannot be captured by every compiler in use).
+  const int64_t my_begin = segment_begin, my_len = segment_len;
   if (in.dtype() != out.dtype() || out.num_elements() != my_len) {
     return collectives_internal::CollectiveError(
         name, g,
