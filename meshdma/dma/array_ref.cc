@@ -101,6 +101,11 @@ absl::StatusOr<ArrayRef> ArrayRef::SymmetricStrided(
 }
 
 int64_t ArrayRef::num_elements() const {
+  // Construction checked that the product fits, but only as a whole: with a
+  // zero extent the partial products of the others may not.
+  for (int d = 0; d < rank_; ++d) {
+    if (shape_[d] == 0) return 0;
+  }
   int64_t n = 1;
   for (int d = 0; d < rank_; ++d) n *= shape_[d];
   return n;
