@@ -50,7 +50,16 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(
       c->credits_, AllocatePersistentSemaphores(SemaphoreType::kRegular,
                                                 kSlotSets, "channel credits"));
+  for (int p = 0; p < kSlotSets; ++p) {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, c->slots_.At(p));
+    MESHDMA_ASSIGN_OR_RETURN(c->flat_slots_[p],
+                             set.Reshape({set.num_elements()}));
+  }
   c->staging_.resize(static_cast<size_t>(n) * kRowBytes);
+  const int64_t staging_shape[] = {static_cast<int64_t>(c->staging_.size())};
+  MESHDMA_ASSIGN_OR_RETURN(
+      c->staging_view_,
+      ArrayRef::FromPointer(c->staging_.data(), DType::kU8, staging_shape));
   if (t_channels == nullptr) {
     t_channels = new std::vector<std::unique_ptr<Channel>>();
     MESHDMA_RETURN_IF_ERROR(AtRunExit([]() -> absl::Status {
@@ -84,8 +93,7 @@ absl::Status Channel::Exchange(
     absl::FunctionRef<void(const std::byte* rows)> consume) {
   const int64_t call = calls_++;
   const int p = static_cast<int>(call % kSlotSets);
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, slots_.At(p));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat, set.Reshape({set.num_elements()}));
+  const ArrayRef& flat = flat_slots_[p];
   // Step 1: the rows this device wrote in set p last time have been read.
   if (pushed_[p] > 0) {
     MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
@@ -98,10 +106,8 @@ absl::Status Channel::Exchange(
     std::memcpy(row + sizeof(signature), &call, sizeof(call));
     if (o.bytes > 0) std::memcpy(row + kHeaderBytes, o.payload, o.bytes);
     const int64_t bytes = kHeaderBytes + o.bytes;
-    const int64_t shape[] = {bytes};
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
-                             ArrayRef::FromPointer(row, DType::kU8, shape));
-    ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
+    const ArrayRef src = Range(staging_view_, o.position * kRowBytes, bytes);
+    const ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
     MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
                                        arrived_[p * g.size() + g.index],
                                        g.members[o.position])
@@ -123,7 +129,7 @@ absl::Status Channel::Exchange(
             .wait_send());
   }
   // Step 4: every sender made this call.
-  const std::byte* rows = set.data();
+  const std::byte* rows = flat.data();
   for (const Incoming& i : in) {
     int64_t theirs = 0, their_call = 0;
     std::memcpy(&theirs, rows + i.position * kRowBytes, sizeof(theirs));

@@ -125,7 +125,9 @@ class Channel {
   SemaphoreArray arrived_;        // DMA, [kSlotSets * n]: per set and sender.
   Semaphore sent_;                // DMA: this device's pushes being read.
   SemaphoreArray credits_;        // REGULAR, one per slot set.
+  ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
+  ArrayRef staging_view_;           // `staging_` as 1-D bytes.
   int64_t calls_ = 0;
   int pushed_[kSlotSets] = {};  // Rows pushed at the last use of each set.
 };

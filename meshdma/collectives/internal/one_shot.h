@@ -41,14 +41,22 @@ template <typename T>
 void ReduceRows(ReduceOp op, const Group& g, const T* mine,
                 const std::byte* rows, int64_t row_bytes, int64_t header,
                 T* out, int64_t count) {
-  std::vector<const T*> sources(g.size());
+  // Group sizes are bounded by the channel and ring paths' own limits; keep
+  // the pointers on the stack for the common sizes.
+  const T* small[64];
+  std::vector<const T*> large;
+  const T** sources = small;
+  if (g.size() > 64) {
+    large.resize(g.size());
+    sources = large.data();
+  }
   for (int i = 0; i < g.size(); ++i) {
     sources[i] =
         i == g.index
             ? mine
             : reinterpret_cast<const T*>(rows + i * row_bytes + header);
   }
-  ReduceMany<T>(op, sources.data(), g.size(), out, count);
+  ReduceMany<T>(op, sources, g.size(), out, count);
 }
 
 // One-shot reduction over the group's channel (channel.h), for all-reduce
