@@ -1,5 +1,7 @@
 #include "meshdma/dma/array_ref.h"
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -138,10 +140,19 @@ absl::StatusOr<ArrayRef> ArrayRef::Slice(int dim, int64_t start,
   }
   ArrayRef r = *this;
   r.shape_[dim] = size;
-  // In bounds, so the offset lies within the view's extent, which fits.
+  // In bounds, so the offset lies within the view's extent, which fits --
+  // unless another dimension is empty: then the view holds no element, its
+  // strides bound nothing, and the slice stays where it is.
+  std::optional<int64_t> delta_or = CheckedMul(start, strides_[dim]);
+  if (delta_or.has_value()) {
+    delta_or = CheckedMul(*delta_or, static_cast<int64_t>(DTypeSize(dtype_)));
+  }
   const int64_t delta =
-      start * strides_[dim] * static_cast<int64_t>(DTypeSize(dtype_));
-  r.data_ += delta;
+      delta_or.has_value() && num_elements() != 0 ? *delta_or : 0;
+  // As an address, not pointer arithmetic: a view of memory the caller only
+  // describes (a C-ABI view, say) must not be undefined behaviour to slice.
+  r.data_ = reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(data_) +
+                                         static_cast<uintptr_t>(delta));
   if (heap_offset_ >= 0) {
     const std::optional<int64_t> offset = CheckedAdd(heap_offset_, delta);
     if (!offset.has_value() || *offset < 0) {
