@@ -78,9 +78,10 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<Axis> axes,
                        " (must be >= 1) in mesh ", mesh_str));
     }
     product *= size;
-    if (product > std::numeric_limits<int>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the product of the axis sizes overflows int in mesh ", mesh_str));
+    if (product > kMaxMeshDevices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh ", mesh_str, " has more than ", kMaxMeshDevices,
+                       " devices"));
     }
   }
   // Step 2: the device list matches the axes and names each device once.
@@ -130,12 +131,12 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<Axis> axes) {
       break;
     }
     product *= size;
-    if (product > std::numeric_limits<int>::max()) break;
+    if (product > kMaxMeshDevices) break;
   }
-  if (product > std::numeric_limits<int>::max()) {
+  if (product > kMaxMeshDevices) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the product of the axis sizes overflows int in mesh ",
-                     AxesToString(axes)));
+        absl::StrCat("mesh ", AxesToString(axes), " has more than ",
+                     kMaxMeshDevices, " devices"));
   }
   std::vector<int> devices(product);
   for (int i = 0; i < static_cast<int>(product); ++i) devices[i] = i;

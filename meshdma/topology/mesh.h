@@ -77,6 +77,9 @@ struct RingPosition {
   int left() const { return Peer(-1); }
 };
 
+// The most devices a mesh may have: more is a mistake, not a machine.
+inline constexpr int64_t kMaxMeshDevices = int64_t{1} << 24;
+
 class Mesh {
  public:
   using Axis = std::pair<std::string, int>;

@@ -49,8 +49,11 @@ meshdma_view FuzzedView(FuzzedDataProvider& in, std::byte* heap_base,
                       : in.ConsumeIntegral<int64_t>();
   // Mostly the matching address (the case the heap checks guard), sometimes
   // another one.
+  // As an address: the offset may lie anywhere.
   v.data = in.ConsumeIntegralInRange<int>(0, 7) != 0
-               ? static_cast<void*>(heap_base + v.heap_offset)
+               ? reinterpret_cast<void*>(
+                     reinterpret_cast<uintptr_t>(heap_base) +
+                     static_cast<uintptr_t>(v.heap_offset))
                : static_cast<void*>(heap_base);
   return v;
 }
@@ -76,7 +79,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (src.rank >= 0 && src.rank <= 6 && src.dtype >= 0 && src.dtype <= 6) {
         bytes = static_cast<int64_t>(
             meshdma::DTypeSize(static_cast<meshdma::DType>(src.dtype)));
-        for (int i = 0; i < src.rank; ++i) bytes *= src.shape[i];
+        // Only used when the library accepted the view, whose size then
+        // fits; for the others, saturate instead of overflowing.
+        for (int i = 0; i < src.rank; ++i) {
+          if (__builtin_mul_overflow(bytes, src.shape[i], &bytes)) bytes = -1;
+        }
       }
       if (in.ConsumeBool()) {
         if (meshdma_async_copy_start(&src, &dst, recv) == 0) {

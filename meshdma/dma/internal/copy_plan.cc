@@ -39,9 +39,11 @@ ViewLayout ViewLayout::Of(const ArrayRef& ref) {
   ViewLayout v;
   v.rank = ref.rank();
   const int64_t elem = static_cast<int64_t>(DTypeSize(ref.dtype()));
+  // An empty view's strides bound nothing (they need not even fit in bytes).
+  const bool empty = ref.num_elements() == 0;
   for (int d = 0; d < v.rank; ++d) {
     v.shape[d] = ref.shape()[d];
-    v.byte_strides[d] = ref.strides()[d] * elem;
+    v.byte_strides[d] = empty ? 0 : ref.strides()[d] * elem;
   }
   return v;
 }
@@ -60,6 +62,13 @@ ViewLayout ViewLayout::Contiguous(const ArrayRef& ref) {
 
 CopyPlan::CopyPlan(const ViewLayout& src, const ViewLayout& dst,
                    int64_t elem_bytes) {
+  for (int o = 0; o < src.rank; ++o) {
+    if (src.shape[o] == 0) {  // Nothing to copy.
+      run_bytes_ = elem_bytes;
+      num_runs_ = 0;
+      return;
+    }
+  }
   // Grow the contiguous run from the innermost dimension outwards while both
   // views keep packing it densely.
   run_bytes_ = elem_bytes;
@@ -78,9 +87,6 @@ CopyPlan::CopyPlan(const ViewLayout& src, const ViewLayout& dst,
     dst_strides_[outer_rank_] = dst.byte_strides[o];
     num_runs_ *= src.shape[o];
     ++outer_rank_;
-  }
-  for (int o = 0; o < src.rank; ++o) {
-    if (src.shape[o] == 0) num_runs_ = 0;
   }
 }
 
@@ -105,7 +111,9 @@ void CopyPlan::CopyChunk(const std::byte* src, std::byte* dst, int64_t chunk,
       if (streaming_) {
         StreamingCopy(dst + begin, src + begin, end - begin);
       } else {
-        std::memcpy(dst + begin, src + begin, end - begin);
+        // memmove: a DMA whose views overlap must not be undefined
+        // behaviour (its result is unspecified; docs/semantics.md §3).
+        std::memmove(dst + begin, src + begin, end - begin);
       }
     }
     return;
@@ -136,7 +144,7 @@ void CopyPlan::CopyRuns(const std::byte* src, std::byte* dst, int64_t first,
     if (stream) {
       StreamingCopy(dst + dst_off, src + src_off, run_bytes_);
     } else {
-      std::memcpy(dst + dst_off, src + src_off, run_bytes_);
+      std::memmove(dst + dst_off, src + src_off, run_bytes_);
     }
     for (int d = outer_rank_ - 1; d >= 0; --d) {
       ++idx[d];
