@@ -12,6 +12,7 @@
 #include "meshdma/base/checked_math.h"
 #include "meshdma/base/deadline.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
 namespace meshdma::dma_internal {
@@ -173,6 +174,9 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   }
   const int64_t offset = heap_top_;
   heap_top_ += aligned;
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, offset, aligned, scopes_.back().kernel_name);
+  }
   // Free heap memory is always zero (scopes zero what they free), so the new
   // array starts zeroed without touching it here.
   return ArrayRef::Symmetric(heap_base_ + offset, offset, dtype, shape);
@@ -222,6 +226,10 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
         " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
   }
   persistent_bottom_ -= aligned;
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, persistent_bottom_, aligned,
+                   absl::StrCat("persistent '", name, "'"));
+  }
   // Persistent memory is zero when the Run starts (ReleasePersistent zeroes
   // what the previous Run used).
   return ArrayRef::Symmetric(heap_base_ + persistent_bottom_,
@@ -302,6 +310,9 @@ absl::Status Device::PopScope() {
   }
   // Keep free memory zero: the next allocation starts from zeros.
   std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnFree(global_index_, scope.heap_mark, heap_top_);
+  }
   heap_top_ = scope.heap_mark;
   const std::string kernel = scope.kernel_name;
   scopes_.pop_back();
@@ -464,6 +475,9 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
     op->recv_cell = CellAt(recv_sem.heap_offset());
   }
   if (Observer* obs = runtime_->observer()) obs->OnDmaStart(op->event);
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
+  }
   {
     std::lock_guard<std::mutex> lock(inflight_mu_);
     inflight_.push_back(op.get());
@@ -502,6 +516,7 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
   // The observer hears of the completion before any waiter can see it: a
   // wait that returns has been preceded by its DMA's completion event.
   if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
+  if (op->check_info != nullptr) runtime_->race_checker()->OnDmaComplete(*op);
   if (op->recv_cell != nullptr) CellAdd(op->recv_cell, op->event.bytes);
   if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
 }
@@ -566,6 +581,9 @@ absl::Status Device::Signal(Semaphore sem, int64_t inc,
   if (Observer* obs = runtime_->observer()) {
     obs->OnSignal(global_index_, target, sem, inc);
   }
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnSignal(global_index_, target, sem.heap_offset());
+  }
   if (target == global_index_) {
     CellAdd(CellAt(sem.heap_offset()), inc);
   } else {
@@ -603,6 +621,11 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
         CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
   }
   absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
+  if (s.ok()) {
+    if (RaceChecker* rc = runtime_->race_checker()) {
+      rc->OnWaitEnd(global_index_, sem.heap_offset());
+    }
+  }
   if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());
   return s;
 }

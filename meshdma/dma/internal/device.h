@@ -64,6 +64,10 @@ class Device {
   // DMAs and frees the scope. Returns the contract violation, if any.
   absl::Status PopScope();
   std::optional<int> collective_id() const;
+  // The innermost open scope's kernel name ("" outside every scope).
+  absl::string_view kernel_name() const {
+    return scopes_.empty() ? absl::string_view() : scopes_.back().kernel_name;
+  }
 
   // --- Persistent symmetric memory: allocated from the top of the heap down,
   // in the same order on every device of the mesh, for the rest of the

@@ -160,6 +160,24 @@ absl::Status RuntimeImpl::StartObservation() {
     tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> check_env,
+                           base_internal::EnvChoice(kCheckEnv, {"off", "races"}));
+  std::optional<CheckMode> check_from_env;
+  if (check_env.has_value()) {
+    check_from_env = *check_env == "races" ? CheckMode::kRaces : CheckMode::kOff;
+  }
+  if (base_internal::Resolve(options_.check, check_from_env, CheckMode::kOff) ==
+      CheckMode::kRaces) {
+    // A race is reported as a zero-length span on the device that saw it.
+    race_checker_ = std::make_unique<RaceChecker>(
+        launch_->num_devices(), [this](int device, const std::string& text) {
+          if (observer_ == nullptr) return;
+          const std::string name =
+              absl::StrCat("data race: ", text.substr(0, text.find('\n')));
+          observer_->OnSpanBegin(device, name);
+          observer_->OnSpanEnd(device, name);
+        });
+  }
   return absl::OkStatus();
 }
 
@@ -375,6 +393,7 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
           " but the launch has ", launch_->num_devices(), " devices"));
     }
   }
+  if (race_checker_ != nullptr) race_checker_->Reset();
   std::vector<absl::Status> results(devices_.size());
   auto task = [&](int local) {
     Device* device = devices_[local].get();
@@ -421,6 +440,13 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
       }
       if (code == absl::StatusCode::kOk) code = s.code();
       lines.push_back(absl::StrCat(devices_[i]->Name(), ": ", s.message()));
+    }
+  }
+  if (race_checker_ != nullptr) {
+    absl::Status races = race_checker_->TakeReport();
+    if (!races.ok()) {
+      if (code == absl::StatusCode::kOk) code = races.code();
+      lines.push_back(std::string(races.message()));
     }
   }
   if (lines.empty()) return absl::OkStatus();

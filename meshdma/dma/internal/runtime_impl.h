@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/copy_engine.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/runtime.h"
@@ -42,6 +43,8 @@ class RuntimeImpl : public TransportHost {
   int64_t spin_ns() const { return options_.spin_ns; }
   int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
   Observer* observer() const { return observer_; }
+  // Checked mode's race detector, or null when checked mode is off.
+  RaceChecker* race_checker() const { return race_checker_.get(); }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
 
   // The transport that reaches `global_device`.
@@ -142,6 +145,7 @@ class RuntimeImpl : public TransportHost {
 
   Observer* observer_ = nullptr;
   std::unique_ptr<TimelineTracer> tracer_;
+  std::unique_ptr<RaceChecker> race_checker_;
   std::string trace_path_;
 
   std::atomic<bool> aborted_{false};

@@ -74,6 +74,10 @@ struct DmaOp {
   bool streaming = false;  // Copy with non-temporal stores.
   std::atomic<int64_t> next_chunk{0};
   std::atomic<int64_t> done_chunks{0};
+
+  // Checked mode's record of this DMA (its issuer's vector clock and the
+  // destination to track); null when checked mode is off. Opaque here.
+  std::shared_ptr<const void> check_info;
 };
 
 class Transport {
