@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -69,7 +70,46 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
       local_index_(local_index),
       heap_base_(heap_base),
       heap_bytes_(heap_bytes),
-      persistent_bottom_(heap_bytes) {}
+      persistent_bottom_(heap_bytes) {
+  num_devices_ = runtime_->launch().num_devices();
+  last_sent_sem_.reset(new std::atomic<int64_t>[num_devices_]);
+  last_sent_ns_.reset(new std::atomic<int64_t>[num_devices_]);
+  for (int i = 0; i < num_devices_; ++i) {
+    last_sent_sem_[i].store(-1, std::memory_order_relaxed);
+    last_sent_ns_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+void Device::NoteSent(int target, int64_t sem_offset) {
+  last_sent_sem_[target].store(sem_offset, std::memory_order_relaxed);
+  last_sent_ns_[target].store(base_internal::MonotonicNanos(),
+                              std::memory_order_relaxed);
+}
+
+DeviceHangState Device::HangState() {
+  DeviceHangState s;
+  s.device = global_index_;
+  {
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    s.waiting = !blocked_on_.empty();
+    if (s.waiting) {
+      s.verb = std::string(blocked_verb_);
+      std::replace(s.verb.begin(), s.verb.end(), ' ', '_');
+      s.sem_offset = blocked_sem_.heap_offset();
+      s.sem_name = SemaphoreName(blocked_sem_);
+      s.expected = blocked_value_;
+      s.current = CellAt(s.sem_offset)->count.load(std::memory_order_relaxed);
+    }
+  }
+  s.inflight = DescribeInflight();
+  s.last_sent_sem.resize(num_devices_);
+  s.last_sent_ns.resize(num_devices_);
+  for (int i = 0; i < num_devices_; ++i) {
+    s.last_sent_sem[i] = last_sent_sem_[i].load(std::memory_order_relaxed);
+    s.last_sent_ns[i] = last_sent_ns_[i].load(std::memory_order_relaxed);
+  }
+  return s;
+}
 
 std::string Device::Name() const {
   return absl::StrCat("device ", global_index_, " (rank ",
@@ -475,6 +515,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
     op->recv_cell = CellAt(recv_sem.heap_offset());
   }
   if (Observer* obs = runtime_->observer()) obs->OnDmaStart(op->event);
+  NoteSent(target, op->event.recv_sem);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
   }
@@ -584,6 +625,7 @@ absl::Status Device::Signal(Semaphore sem, int64_t inc,
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnSignal(global_index_, target, sem.heap_offset());
   }
+  NoteSent(target, sem.heap_offset());
   if (target == global_index_) {
     CellAdd(CellAt(sem.heap_offset()), inc);
   } else {
@@ -669,7 +711,17 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_ = absl::StrCat(WaitVerb(kind), " on ", DescribeSemaphore(sem),
                                " for ", value);
+    blocked_verb_ = WaitVerb(kind);
+    blocked_sem_ = sem;
+    blocked_value_ = value;
   }
+  // A wait blocked for half the timeout publishes this process's state, so
+  // that whichever process times out first can see it.
+  bool published = false;
+  const int64_t publish_after =
+      runtime_->wait_timeout() == absl::InfiniteDuration()
+          ? std::numeric_limits<int64_t>::max()
+          : absl::ToInt64Nanoseconds(runtime_->wait_timeout() / 2);
   auto clear_blocked = [this] {
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_.clear();
@@ -687,9 +739,14 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
           " abandoned: ", runtime_->abort_reason()));
     }
     if (engine != nullptr && engine->HelpOnce()) continue;
+    if (!published &&
+        base_internal::MonotonicNanos() - start > publish_after) {
+      published = true;
+      runtime_->PublishHangState();
+    }
     const int64_t left = deadline.RemainingNanos();
     if (left == 0) {
-      absl::Status s = TimeoutError(cell, value, kind, sem);
+      absl::Status s = TimeoutError(cell, value, kind, sem, start);
       clear_blocked();
       return s;
     }
@@ -705,14 +762,19 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
 }
 
 absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
-                                  WaitKind kind, Semaphore sem) {
-  return absl::DeadlineExceededError(
-      absl::StrCat(WaitVerb(kind), " on ", Name(), " timed out after ",
-                   absl::FormatDuration(runtime_->wait_timeout()), " on ",
-                   DescribeSemaphore(sem), ": expected >= ", value,
-                   ", current ", cell->count.load(),
-                   ". DMAs in flight from this device: ", DescribeInflight(),
-                   ". Local devices:\n", runtime_->DescribeLocalDevices()));
+                                  WaitKind kind, Semaphore sem,
+                                  int64_t since_ns) {
+  const std::string mesh = runtime_->MeshHangReport(global_index_, since_ns);
+  return absl::DeadlineExceededError(absl::StrCat(
+      WaitVerb(kind), " on ", Name(), " timed out after ",
+      absl::FormatDuration(runtime_->wait_timeout()), " on ",
+      DescribeSemaphore(sem), ": expected >= ", value, ", current ",
+      cell->count.load(), ". DMAs in flight from this device: ",
+      DescribeInflight(), ". Local devices:\n",
+      runtime_->DescribeLocalDevices(),
+      mesh.empty() ? "\n(the mesh-wide report is printed by the process that "
+                     "timed out first)"
+                   : absl::StrCat("\n", mesh)));
 }
 
 std::string Device::BlockedOn() {

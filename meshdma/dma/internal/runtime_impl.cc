@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
@@ -166,8 +167,17 @@ absl::Status RuntimeImpl::StartObservation() {
   if (check_env.has_value()) {
     check_from_env = *check_env == "races" ? CheckMode::kRaces : CheckMode::kOff;
   }
-  if (base_internal::Resolve(options_.check, check_from_env, CheckMode::kOff) ==
-      CheckMode::kRaces) {
+  const bool races = base_internal::Resolve(options_.check, check_from_env,
+                                            CheckMode::kOff) == CheckMode::kRaces;
+  if (races && launch_->num_processes() > 1) {
+    // Clocks do not yet travel between processes: checking only part of the
+    // happens-before relation would report false races.
+    if (launch_->rank() == 0) {
+      LogError(
+          "MESHDMA_CHECK=races checks launches of one process; this launch "
+          "has several, so it runs unchecked (docs/checked_mode.md)");
+    }
+  } else if (races) {
     // A race is reported as a zero-length span on the device that saw it.
     race_checker_ = std::make_unique<RaceChecker>(
         launch_->num_devices(), [this](int device, const std::string& text) {
@@ -283,6 +293,8 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
+  hang_board_ = std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
+  PublishHangState();
   LogLaunch();
   return absl::OkStatus();
 }
@@ -475,6 +487,36 @@ void RuntimeImpl::Abort(const std::string& reason, bool notify_peers) {
 std::string RuntimeImpl::abort_reason() const {
   std::lock_guard<std::mutex> lock(abort_mu_);
   return abort_reason_;
+}
+
+void RuntimeImpl::PublishHangState() {
+  if (hang_board_ == nullptr) return;
+  ProcessHangState state;
+  state.rank = launch_->rank();
+  state.pid = getpid();
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  state.host = host;
+  for (auto& d : devices_) state.devices.push_back(d->HangState());
+  std::lock_guard<std::mutex> lock(hang_mu_);
+  state.written_ns = base_internal::MonotonicNanos();
+  hang_board_->Publish(state);
+}
+
+std::string RuntimeImpl::MeshHangReport(int device, int64_t since_ns) {
+  if (hang_board_ == nullptr) return "";
+  PublishHangState();
+  if (!hang_board_->ClaimFirst()) return "";
+  const absl::Duration grace =
+      std::min(absl::Seconds(3), wait_timeout_ / 2);
+  std::string report = hang_board_->Report(device, since_ns, grace);
+  LogError(report);
+  if (observer_ != nullptr) {
+    const std::string name = "hang report: see stderr";
+    observer_->OnSpanBegin(device, name);
+    observer_->OnSpanEnd(device, name);
+  }
+  return report;
 }
 
 std::string RuntimeImpl::DescribeLocalDevices() {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/copy_engine.h"
 #include "meshdma/dma/internal/device.h"
@@ -87,6 +88,12 @@ class RuntimeImpl : public TransportHost {
   std::string abort_reason() const;
   // What each local device is doing, one line each.
   std::string DescribeLocalDevices();
+  // Writes this process's devices' states to its hang board.
+  void PublishHangState();
+  // The mesh-wide hang report for a wait of `device` that began at
+  // `since_ns` and timed out, when this is the first timeout of the job
+  // (printed to stderr and traced); otherwise empty.
+  std::string MeshHangReport(int device, int64_t since_ns);
 
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
   // A barrier across processes (no-op alone) that gives up after the wait
@@ -146,6 +153,8 @@ class RuntimeImpl : public TransportHost {
   Observer* observer_ = nullptr;
   std::unique_ptr<TimelineTracer> tracer_;
   std::unique_ptr<RaceChecker> race_checker_;
+  std::unique_ptr<HangBoard> hang_board_;
+  std::mutex hang_mu_;
   std::string trace_path_;
 
   std::atomic<bool> aborted_{false};
