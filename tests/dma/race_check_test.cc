@@ -216,6 +216,25 @@ TEST_F(RaceCheckTest, CapacityRingIsSilent) {
   EXPECT_TRUE(Run([] { return CapacityRing(false); }).ok());
 }
 
+// Two DMAs of one device into the same bytes, the second started before the
+// first was waited for.
+TEST_F(RaceCheckTest, OneDeviceTwoDmasIntoTheSameBytes) {
+  absl::Status s = Run([]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({16}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({16}));
+    return RunKernel({.name = "twice"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto sem, AllocateSemaphore(SemaphoreType::kDma));
+      auto copy = make_async_copy(src, dst, sem);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.wait());
+      return copy.wait();
+    });
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+}
+
 // Each pair of sites is reported once, however often it races.
 TEST_F(RaceCheckTest, ReportedOncePerPairOfSites) {
   absl::Status s = Run([]() -> absl::Status {

@@ -1,7 +1,6 @@
 #include "meshdma/dma/check/hang_report.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,9 +94,10 @@ std::string LocalHost() {
 HangBoard::HangBoard(uint64_t tag, int rank, int num_processes)
     : tag_(tag), rank_(rank), num_processes_(num_processes) {
   const char* dir = std::getenv("MESHDMA_HANG_DIR");
-  dir_ = dir != nullptr && *dir != '\0' ? dir : "/dev/shm";
-  struct stat st;
-  if (stat(dir_.c_str(), &st) != 0) dir_ = "/tmp";
+  const char* tmp = std::getenv("TMPDIR");
+  dir_ = dir != nullptr && *dir != '\0'   ? dir
+         : tmp != nullptr && *tmp != '\0' ? tmp
+                                          : "/tmp";
 }
 
 HangBoard::~HangBoard() {

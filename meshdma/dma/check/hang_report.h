@@ -1,6 +1,6 @@
 // The mesh-wide hang report (docs/checked_mode.md). Every process keeps a
 // small state board, a text file named after the job and its rank in
-// MESHDMA_HANG_DIR (default /dev/shm): written at start-up (pid, host), and
+// MESHDMA_HANG_DIR (default $TMPDIR, else /tmp): written at start-up (pid, host), and
 // again by any device whose wait has been blocked for half the wait timeout.
 // A board is written by its own process only, so a peer that is stopped,
 // stuck in compute or gone still leaves its last board behind; the process

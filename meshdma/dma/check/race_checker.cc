@@ -105,7 +105,12 @@ struct RaceChecker::DmaInfo {
   ArrayRef dst;
   int dst_space = 0;
   int64_t dst_base = 0;  // Shadow offset of dst element 0.
+  uint32_t seq = 0;  // The DMA's value of its issuer's DMA component.
+  // The issuer's clock at start(): what the DMA's accesses are ordered
+  // after. `release` adds the DMA itself (seq): what its completion tells
+  // whoever waits on its semaphores.
   std::shared_ptr<const VectorClock> vc;
+  VectorClock release;
   std::shared_ptr<const std::string> write_site;
   std::shared_ptr<const std::string> dst_buffer;
 };
@@ -212,9 +217,11 @@ void RaceChecker::OnDmaStart(int device, absl::string_view kernel, DmaOp& op,
   info->local = op.event.send_sem < 0;
   info->send_sem = op.event.send_sem;
   info->recv_sem = op.event.recv_sem;
-  auto vc = std::make_shared<VectorClock>(d.vc);
-  (*vc)[n_ + device] = ++d.dma_seq;
+  auto vc = Snapshot(d);
+  info->seq = ++d.dma_seq;
   info->vc = vc;
+  info->release = *vc;
+  info->release[n_ + device] = info->seq;
   info->dst = dst;
   if (dst.is_symmetric()) {
     info->dst_space = info->target;
@@ -259,7 +266,7 @@ void RaceChecker::OnDmaComplete(const DmaOp& op) {
   Access a;
   a.write = true;
   a.comp = n_ + info->issuer;
-  a.epoch = (*info->vc)[n_ + info->issuer];
+  a.epoch = info->seq;
   a.vc = info->vc;
   a.device = info->issuer;
   a.dma = info;
@@ -273,7 +280,7 @@ void RaceChecker::OnDmaComplete(const DmaOp& op) {
     DeviceState& d = state(dev);
     std::lock_guard<std::mutex> lock(d.sem_mu);
     auto [it, inserted] = d.sems.try_emplace(sem, VectorClock(2 * n_, 0));
-    Join(it->second, *info->vc);
+    Join(it->second, info->release);
   };
   join(info->local ? info->issuer : info->target, info->recv_sem);
   if (!info->local) join(info->issuer, info->send_sem);
@@ -298,6 +305,12 @@ void RaceChecker::OnWaitEnd(int device, int64_t sem_offset) {
   auto it = d.sems.find(sem_offset);
   if (it == d.sems.end()) return;
   Join(d.vc, it->second);
+  d.snapshot.reset();
+}
+
+void RaceChecker::OnDrained(int device) {
+  DeviceState& d = state(device);
+  d.vc[n_ + device] = d.dma_seq;
   d.snapshot.reset();
 }
 

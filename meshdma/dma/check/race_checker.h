@@ -55,6 +55,8 @@ class RaceChecker {
   void OnSignal(int device, int target_device, int64_t sem_offset);
   // A wait on `device`'s semaphore at `sem_offset` consumed its count.
   void OnWaitEnd(int device, int64_t sem_offset);
+  // `device` waited for all its DMAs to complete (a scope's drain).
+  void OnDrained(int device);
   void OnAccess(int device, absl::string_view kernel, const ArrayRef& ref,
                 bool write, absl::string_view what);
 

@@ -337,6 +337,9 @@ absl::Status Device::PopScope() {
   }
   absl::Status drained = DrainInflight(depth);
   if (!drained.ok()) violations.push_back(std::string(drained.message()));
+  if (RaceChecker* rc = runtime_->race_checker(); rc != nullptr && drained.ok()) {
+    rc->OnDrained(global_index_);
+  }
   for (const SemaphoreRecord& rec : scope.semaphores) {
     for (int i = 0; i < rec.count; ++i) {
       const Semaphore sem(rec.offset + i * kSemaphoreBytes, rec.type);
