@@ -50,10 +50,10 @@ absl::Status PermuteWith(bool touch_src_early, bool read_dst_early) {
   MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({64}));
   MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({64}));
   return RunKernel({.name = "permute"}, [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(auto send, AllocateSemaphore(SemaphoreType::kDma,
-                                                          "send"));
-    MESHDMA_ASSIGN_OR_RETURN(auto recv, AllocateSemaphore(SemaphoreType::kDma,
-                                                          "recv"));
+    MESHDMA_ASSIGN_OR_RETURN(auto send,
+                             AllocateSemaphore(SemaphoreType::kDma, "send"));
+    MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                             AllocateSemaphore(SemaphoreType::kDma, "recv"));
     auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
     MESHDMA_RETURN_IF_ERROR(copy.start());
     if (touch_src_early) AnnotateWrite(src, "refill of the send buffer");
@@ -81,7 +81,8 @@ TEST_F(RaceCheckTest, ReceiveBufferReadBeforeWaitRecv) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("wait_recv on recv_sem"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("allocation #1 of kernel 'Run'"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("allocation #1 of kernel 'Run'"));
 }
 
 TEST_F(RaceCheckTest, CorrectPermuteIsSilent) {
@@ -103,8 +104,10 @@ absl::Status ScratchReuse(bool entry_barrier) {
           // The second kernel starts late, so that its DMA follows the
           // neighbour's read in the first (a race all the same: nothing
           // orders them).
-          if (std::string(name) == "step_b") absl::SleepFor(absl::Milliseconds(20));
-          MESHDMA_ASSIGN_OR_RETURN(auto scratch, AllocateSymmetric<float>({32}));
+          if (std::string(name) == "step_b")
+            absl::SleepFor(absl::Milliseconds(20));
+          MESHDMA_ASSIGN_OR_RETURN(auto scratch,
+                                   AllocateSymmetric<float>({32}));
           auto copy = make_async_remote_copy(src, scratch, sems[0], sems[1],
                                              (me + 1) % n);
           MESHDMA_RETURN_IF_ERROR(copy.start());
@@ -160,7 +163,8 @@ TEST_F(RaceCheckTest, TwoDevicesWriteOverlappingBytes) {
   absl::Status s = Run([] { return TwoWriters(true); });
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("exit")));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("data race on device 0's heap"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("data race on device 0's heap"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("issued by device 1"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("issued by device 2"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("bytes ["));
@@ -223,7 +227,8 @@ TEST_F(RaceCheckTest, OneDeviceTwoDmasIntoTheSameBytes) {
     MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({16}));
     MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({16}));
     return RunKernel({.name = "twice"}, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(auto sem, AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kDma));
       auto copy = make_async_copy(src, dst, sem);
       MESHDMA_RETURN_IF_ERROR(copy.start());
       MESHDMA_RETURN_IF_ERROR(copy.start());

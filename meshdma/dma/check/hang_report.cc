@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -157,9 +157,9 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
     bool all_fresh = true;
     for (int r = 0; r < num_processes_; ++r) {
       boards[r] = ReadBoard(PathOf(r));
-      const bool fresh = boards[r].has_value() &&
-                         (boards[r]->host != host ||
-                          boards[r]->written_ns >= since_ns);
+      const bool fresh =
+          boards[r].has_value() &&
+          (boards[r]->host != host || boards[r]->written_ns >= since_ns);
       if (!fresh) all_fresh = false;
     }
     if (all_fresh || deadline.Expired()) break;
@@ -172,7 +172,8 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
     const auto& b = boards[r];
     if (!b.has_value()) {
       lines.push_back(absl::StrCat(
-          "  rank ", r, ": no state board (gone before start-up, or on "
+          "  rank ", r,
+          ": no state board (gone before start-up, or on "
           "another host: set MESHDMA_HANG_DIR to a directory every host "
           "shares)"));
       continue;
@@ -188,19 +189,19 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
     } else {
       condition = "on host " + b->host;
     }
-    lines.push_back(absl::StrCat("  rank ", r, " (pid ", b->pid, "): ",
-                                 condition));
+    lines.push_back(
+        absl::StrCat("  rank ", r, " (pid ", b->pid, "): ", condition));
     for (const DeviceHangState& d : b->devices) {
       devices[d.device] = d;
       if (d.waiting) {
-        lines.push_back(absl::StrCat(
-            "    device ", d.device, ": ", d.verb, " on ", d.sem_name,
-            ": expected >= ", d.expected, ", current ", d.current,
-            "; DMAs in flight: ", d.inflight));
+        lines.push_back(
+            absl::StrCat("    device ", d.device, ": ", d.verb, " on ",
+                         d.sem_name, ": expected >= ", d.expected, ", current ",
+                         d.current, "; DMAs in flight: ", d.inflight));
       } else {
-        lines.push_back(absl::StrCat("    device ", d.device,
-                                     ": not waiting; DMAs in flight: ",
-                                     d.inflight));
+        lines.push_back(
+            absl::StrCat("    device ", d.device,
+                         ": not waiting; DMAs in flight: ", d.inflight));
       }
     }
   }
@@ -215,8 +216,8 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
       if (static_cast<size_t>(g) < s.last_sent_sem.size() &&
           s.last_sent_sem[g] == d.sem_offset) {
         edges[g].push_back(e);
-        from.push_back(absl::StrCat("device ", e, s.waiting ? " (waiting)"
-                                                             : " (not waiting)"));
+        from.push_back(absl::StrCat(
+            "device ", e, s.waiting ? " (waiting)" : " (not waiting)"));
       }
     }
     graph.push_back(absl::StrCat(

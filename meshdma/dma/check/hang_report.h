@@ -1,10 +1,10 @@
 // The mesh-wide hang report (docs/checked_mode.md). Every process keeps a
 // small state board, a text file named after the job and its rank in
-// MESHDMA_HANG_DIR (default $TMPDIR, else /tmp): written at start-up (pid, host), and
-// again by any device whose wait has been blocked for half the wait timeout.
-// A board is written by its own process only, so a peer that is stopped,
-// stuck in compute or gone still leaves its last board behind; the process
-// whose wait times out first reads every board and prints the mesh's
+// MESHDMA_HANG_DIR (default $TMPDIR, else /tmp): written at start-up (pid,
+// host), and again by any device whose wait has been blocked for half the wait
+// timeout. A board is written by its own process only, so a peer that is
+// stopped, stuck in compute or gone still leaves its last board behind; the
+// process whose wait times out first reads every board and prints the mesh's
 // wait-for graph.
 #ifndef MESHDMA_DMA_CHECK_HANG_REPORT_H_
 #define MESHDMA_DMA_CHECK_HANG_REPORT_H_

@@ -88,7 +88,7 @@ struct RaceChecker::Access {
   int comp = 0;        // Vector-clock component of the access.
   uint32_t epoch = 0;  // Its value at the access.
   std::shared_ptr<const VectorClock> vc;
-  int device = 0;  // The accessing device (a DMA's issuer).
+  int device = 0;                      // The accessing device (a DMA's issuer).
   std::shared_ptr<const DmaInfo> dma;  // Set for a DMA's accesses.
   std::shared_ptr<const std::string> site;
   std::shared_ptr<const std::string> buffer;  // The allocation touched.
@@ -105,7 +105,7 @@ struct RaceChecker::DmaInfo {
   ArrayRef dst;
   int dst_space = 0;
   int64_t dst_base = 0;  // Shadow offset of dst element 0.
-  uint32_t seq = 0;  // The DMA's value of its issuer's DMA component.
+  uint32_t seq = 0;      // The DMA's value of its issuer's DMA component.
   // The issuer's clock at start(): what the DMA's accesses are ordered
   // after. `release` adds the DMA itself (seq): what its completion tells
   // whoever waits on its semaphores.
@@ -140,8 +140,8 @@ struct RaceChecker::Shadow {
   int64_t max_len = 0;
 };
 
-RaceChecker::RaceChecker(
-    int num_devices, std::function<void(int, const std::string&)> on_race)
+RaceChecker::RaceChecker(int num_devices,
+                         std::function<void(int, const std::string&)> on_race)
     : n_(num_devices), on_race_(std::move(on_race)) {
   for (int i = 0; i < n_; ++i) {
     devices_.push_back(std::make_unique<DeviceState>());
@@ -199,9 +199,9 @@ std::string RaceChecker::DescribeBuffer(int device, int64_t offset) const {
   const auto& allocs = devices_[device]->allocs;
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
     if (offset >= it->offset && offset < it->offset + it->bytes) {
-      return absl::StrCat("allocation #", it->index, " of kernel '",
-                          it->kernel, "' (heap offset ", it->offset, ", ",
-                          it->bytes, " bytes)");
+      return absl::StrCat("allocation #", it->index, " of kernel '", it->kernel,
+                          "' (heap offset ", it->offset, ", ", it->bytes,
+                          " bytes)");
     }
   }
   return absl::StrCat("heap offset ", offset);
@@ -233,9 +233,9 @@ void RaceChecker::OnDmaStart(int device, absl::string_view kernel, DmaOp& op,
     info->dst_base = reinterpret_cast<intptr_t>(dst.data());
     info->dst_buffer = std::make_shared<std::string>("memory outside the heap");
   }
-  info->write_site = std::make_shared<std::string>(absl::StrCat(
-      "DMA write into device ", info->target, " issued by device ", device,
-      " in kernel '", kernel, "'"));
+  info->write_site = std::make_shared<std::string>(
+      absl::StrCat("DMA write into device ", info->target, " issued by device ",
+                   device, " in kernel '", kernel, "'"));
   Access a;
   a.write = false;
   a.comp = n_ + device;
@@ -324,8 +324,8 @@ void RaceChecker::OnAccess(int device, absl::string_view kernel,
   a.epoch = d.vc[device];
   a.vc = Snapshot(d);
   a.device = device;
-  a.site = std::make_shared<std::string>(absl::StrCat(
-      what, " on device ", device, " in kernel '", kernel, "'"));
+  a.site = std::make_shared<std::string>(
+      absl::StrCat(what, " on device ", device, " in kernel '", kernel, "'"));
   if (ref.is_symmetric()) {
     a.buffer = std::make_shared<std::string>(
         DescribeBuffer(device, ref.heap_offset()));
@@ -340,7 +340,8 @@ void RaceChecker::Record(int space, const ArrayRef& ref, const Access& a) {
   const int64_t base = ref.is_symmetric()
                            ? ref.heap_offset()
                            : reinterpret_cast<intptr_t>(ref.data());
-  for (const Run& r : RunsOf(ref)) RecordRange(space, base + r.lo, base + r.hi, a);
+  for (const Run& r : RunsOf(ref))
+    RecordRange(space, base + r.lo, base + r.hi, a);
 }
 
 void RaceChecker::RecordRange(int space, int64_t lo, int64_t hi,
@@ -433,14 +434,13 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
                         " after the first access and waited on by device ",
                         later.device, " before the second");
   }
-  const std::string where =
-      space < n_ ? absl::StrCat("device ", space, "'s heap")
-                 : std::string("memory outside the heap");
+  const std::string where = space < n_
+                                ? absl::StrCat("device ", space, "'s heap")
+                                : std::string("memory outside the heap");
   const std::string text = absl::StrCat(
       "data race on ", where, ", ", *later.buffer, ", bytes [", lo, ", ", hi,
       "):\n    ", describe(earlier), "\n    ", describe(later),
-      "\n    no chain of signals and waits orders them; ", hint,
-      " would have");
+      "\n    no chain of signals and waits orders them; ", hint, " would have");
   {
     std::lock_guard<std::mutex> lock(report_mu_);
     reports_.push_back(text);
@@ -451,9 +451,9 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
 absl::Status RaceChecker::TakeReport() {
   std::lock_guard<std::mutex> lock(report_mu_);
   if (reports_.empty()) return absl::OkStatus();
-  std::string text = absl::StrCat("checked mode found ", reports_.size(),
-                                  " data race(s):\n  ",
-                                  absl::StrJoin(reports_, "\n  "));
+  std::string text =
+      absl::StrCat("checked mode found ", reports_.size(), " data race(s):\n  ",
+                   absl::StrJoin(reports_, "\n  "));
   reports_.clear();
   return absl::FailedPreconditionError(text);
 }

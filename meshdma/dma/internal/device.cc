@@ -337,7 +337,8 @@ absl::Status Device::PopScope() {
   }
   absl::Status drained = DrainInflight(depth);
   if (!drained.ok()) violations.push_back(std::string(drained.message()));
-  if (RaceChecker* rc = runtime_->race_checker(); rc != nullptr && drained.ok()) {
+  if (RaceChecker* rc = runtime_->race_checker();
+      rc != nullptr && drained.ok()) {
     rc->OnDrained(global_index_);
   }
   for (const SemaphoreRecord& rec : scope.semaphores) {
@@ -742,8 +743,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
           " abandoned: ", runtime_->abort_reason()));
     }
     if (engine != nullptr && engine->HelpOnce()) continue;
-    if (!published &&
-        base_internal::MonotonicNanos() - start > publish_after) {
+    if (!published && base_internal::MonotonicNanos() - start > publish_after) {
       published = true;
       runtime_->PublishHangState();
     }
@@ -772,9 +772,9 @@ absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
       WaitVerb(kind), " on ", Name(), " timed out after ",
       absl::FormatDuration(runtime_->wait_timeout()), " on ",
       DescribeSemaphore(sem), ": expected >= ", value, ", current ",
-      cell->count.load(), ". DMAs in flight from this device: ",
-      DescribeInflight(), ". Local devices:\n",
-      runtime_->DescribeLocalDevices(),
+      cell->count.load(),
+      ". DMAs in flight from this device: ", DescribeInflight(),
+      ". Local devices:\n", runtime_->DescribeLocalDevices(),
       mesh.empty() ? "\n(the mesh-wide report is printed by the process that "
                      "timed out first)"
                    : absl::StrCat("\n", mesh)));

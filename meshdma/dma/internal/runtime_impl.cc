@@ -161,14 +161,17 @@ absl::Status RuntimeImpl::StartObservation() {
     tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> check_env,
-                           base_internal::EnvChoice(kCheckEnv, {"off", "races"}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::optional<std::string> check_env,
+      base_internal::EnvChoice(kCheckEnv, {"off", "races"}));
   std::optional<CheckMode> check_from_env;
   if (check_env.has_value()) {
-    check_from_env = *check_env == "races" ? CheckMode::kRaces : CheckMode::kOff;
+    check_from_env =
+        *check_env == "races" ? CheckMode::kRaces : CheckMode::kOff;
   }
-  const bool races = base_internal::Resolve(options_.check, check_from_env,
-                                            CheckMode::kOff) == CheckMode::kRaces;
+  const bool races =
+      base_internal::Resolve(options_.check, check_from_env, CheckMode::kOff) ==
+      CheckMode::kRaces;
   if (races && launch_->num_processes() > 1) {
     // Clocks do not yet travel between processes: checking only part of the
     // happens-before relation would report false races.
@@ -293,7 +296,8 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
-  hang_board_ = std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
+  hang_board_ =
+      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
   PublishHangState();
   LogLaunch();
   return absl::OkStatus();
@@ -507,8 +511,7 @@ std::string RuntimeImpl::MeshHangReport(int device, int64_t since_ns) {
   if (hang_board_ == nullptr) return "";
   PublishHangState();
   if (!hang_board_->ClaimFirst()) return "";
-  const absl::Duration grace =
-      std::min(absl::Seconds(3), wait_timeout_ / 2);
+  const absl::Duration grace = std::min(absl::Seconds(3), wait_timeout_ / 2);
   std::string report = hang_board_->Report(device, since_ns, grace);
   LogError(report);
   if (observer_ != nullptr) {
