@@ -20,12 +20,10 @@ struct Run {
   int64_t hi;
 };
 
-// The byte runs of `ref` relative to its element 0, merged where adjacent.
-std::vector<Run> RunsOf(const ArrayRef& ref) {
-  const int rank = ref.rank();
-  const int64_t elem = static_cast<int64_t>(DTypeSize(ref.dtype()));
-  const auto shape = ref.shape();
-  const auto strides = ref.strides();
+// The byte runs of a view relative to its element 0, merged where adjacent;
+// strides in elements.
+std::vector<Run> RunsOf(int rank, std::span<const int64_t> shape,
+                        std::span<const int64_t> strides, int64_t elem) {
   for (int d = 0; d < rank; ++d) {
     if (shape[d] == 0) return {};
   }
@@ -74,6 +72,20 @@ std::vector<Run> RunsOf(const ArrayRef& ref) {
     }
   }
   return out;
+}
+
+std::vector<Run> RunsOf(const ArrayRef& ref) {
+  return RunsOf(ref.rank(), ref.shape(), ref.strides(),
+                static_cast<int64_t>(DTypeSize(ref.dtype())));
+}
+
+std::vector<Run> RunsOf(const ViewLayout& layout, int64_t elem) {
+  std::vector<int64_t> strides(layout.rank);
+  for (int d = 0; d < layout.rank; ++d) {
+    strides[d] = layout.byte_strides[d] / elem;
+  }
+  return RunsOf(layout.rank, {layout.shape.data(), size_t(layout.rank)},
+                strides, elem);
 }
 
 void Join(VectorClock& into, const VectorClock& from) {
@@ -254,6 +266,8 @@ void RaceChecker::OnDmaStart(int device, absl::string_view kernel, DmaOp& op,
     a.buffer = std::make_shared<std::string>("memory outside the heap");
     Record(n_, src, a);
   }
+  op.check_clock = *vc;
+  op.check_seq = info->seq;
   op.check_info = std::move(info);
   // The issuer's later steps are not covered by the DMA's clock.
   ++d.vc[device];
@@ -307,6 +321,48 @@ void RaceChecker::OnWaitEnd(int device, int64_t sem_offset) {
   Join(d.vc, it->second);
   d.snapshot.reset();
 }
+
+void RaceChecker::OnRemoteArrival(int target, int issuer, int64_t sem_offset,
+                                  std::span<const uint32_t> clock,
+                                  uint32_t dma_seq, int64_t dst_offset,
+                                  const ViewLayout* dst_layout,
+                                  int64_t elem_bytes) {
+  if (clock.size() != static_cast<size_t>(2 * n_)) return;
+  auto vc = std::make_shared<VectorClock>(clock.begin(), clock.end());
+  VectorClock release = *vc;
+  if (issuer >= 0) {
+    release[n_ + issuer] = std::max(release[n_ + issuer], dma_seq);
+  }
+  if (dst_layout != nullptr && issuer >= 0) {
+    auto info = std::make_shared<DmaInfo>();
+    info->issuer = issuer;
+    info->target = target;
+    info->recv_sem = sem_offset;
+    info->seq = dma_seq;
+    info->vc = vc;
+    Access a;
+    a.write = true;
+    a.comp = n_ + issuer;
+    a.epoch = dma_seq;
+    a.vc = vc;
+    a.device = issuer;
+    a.dma = info;
+    a.site = std::make_shared<std::string>(
+        absl::StrCat("DMA write into device ", target, " issued by device ",
+                     issuer, " in another process"));
+    a.buffer =
+        std::make_shared<std::string>(DescribeBuffer(target, dst_offset));
+    for (const Run& r : RunsOf(*dst_layout, elem_bytes)) {
+      RecordRange(target, dst_offset + r.lo, dst_offset + r.hi, a);
+    }
+  }
+  DeviceState& t = state(target);
+  std::lock_guard<std::mutex> lock(t.sem_mu);
+  auto [it, inserted] = t.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
+  Join(it->second, release);
+}
+
+const VectorClock& RaceChecker::ClockOf(int device) { return state(device).vc; }
 
 void RaceChecker::OnDrained(int device) {
   DeviceState& d = state(device);
@@ -401,33 +457,39 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
     return dma.local ? absl::StrCat("its semaphore @", dma.recv_sem)
                      : absl::StrCat("recv_sem @", dma.recv_sem);
   };
-  const Access* dma_side = earlier.dma != nullptr ? &earlier : nullptr;
-  if (dma_side != nullptr && later.dma == nullptr) {
+  // The DMA of a pair where only one access is a DMA's.
+  const Access* dma_side = nullptr;
+  const Access* other = nullptr;
+  if ((earlier.dma != nullptr) != (later.dma != nullptr)) {
+    dma_side = earlier.dma != nullptr ? &earlier : &later;
+    other = earlier.dma != nullptr ? &later : &earlier;
+  }
+  if (dma_side != nullptr) {
     const DmaInfo& dma = *dma_side->dma;
-    if (!dma_side->write && later.device == dma.issuer) {
-      hint = dma.local
-                 ? absl::StrCat("device ", dma.issuer, "'s wait on ",
-                                sem_role(dma), " (the local copy's wait)")
-                 : absl::StrCat("device ", dma.issuer,
-                                "'s wait_send on send_sem @", dma.send_sem);
-    } else if (dma_side->write && later.device == dma.target) {
-      hint = absl::StrCat("device ", dma.target, "'s wait_recv on ",
-                          sem_role(dma));
+    const std::string before_dma = absl::StrCat(
+        "a semaphore signalled by device ", other->device,
+        " after its access and waited on by device ", dma.issuer,
+        " before starting the DMA (an entry barrier, a handshake or a "
+        "capacity semaphore)");
+    if (!dma_side->write && other->device == dma.issuer) {
+      hint = dma.local ? absl::StrCat("device ", dma.issuer, "'s wait on ",
+                                      sem_role(dma), " before its access")
+                       : absl::StrCat("device ", dma.issuer,
+                                      "'s wait_send on send_sem @",
+                                      dma.send_sem, " before its access");
+    } else if (dma_side->write && other->device == dma.target) {
+      hint =
+          absl::StrCat("device ", dma.target, "'s wait_recv on ", sem_role(dma),
+                       " before its access (if the access belongs after "
+                       "the DMA), or ",
+                       before_dma, " (if it belongs before)");
+    } else {
+      hint = before_dma;
     }
-    if (!hint.empty()) {
-      hint = absl::StrCat(hint, " before the ", later.write ? "write" : "read");
-    }
-  } else if (later.dma != nullptr && earlier.dma == nullptr) {
-    hint = absl::StrCat(
-        "a semaphore signalled by device ", earlier.device,
-        " after its access and waited on by device ", later.dma->issuer,
-        " before starting DMA #", later.dma->id,
-        " (an entry barrier, a handshake or a capacity semaphore)");
   } else if (earlier.dma != nullptr && later.dma != nullptr) {
     hint = absl::StrCat("device ", later.dma->issuer,
-                        " waiting, before starting DMA #", later.dma->id,
-                        ", on a semaphore signalled after DMA #",
-                        earlier.dma->id, " was waited for");
+                        " waiting, before starting its DMA, on a semaphore "
+                        "signalled after the other DMA was waited for");
   }
   if (hint.empty()) {
     hint = absl::StrCat("a semaphore signalled by device ", earlier.device,

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/internal/copy_plan.h"
 
 namespace meshdma::dma_internal {
 
@@ -55,6 +57,14 @@ class RaceChecker {
   void OnSignal(int device, int target_device, int64_t sem_offset);
   // A wait on `device`'s semaphore at `sem_offset` consumed its count.
   void OnWaitEnd(int device, int64_t sem_offset);
+  // A signal (`dst_layout` null; `issuer` -1) or a DMA's data from another
+  // process arrived at local device `target` with the sender's `clock`.
+  void OnRemoteArrival(int target, int issuer, int64_t sem_offset,
+                       std::span<const uint32_t> clock, uint32_t dma_seq,
+                       int64_t dst_offset, const ViewLayout* dst_layout,
+                       int64_t elem_bytes);
+  // `device`'s clock, for a signal that a message carries.
+  const VectorClock& ClockOf(int device);
   // `device` waited for all its DMAs to complete (a scope's drain).
   void OnDrained(int device);
   void OnAccess(int device, absl::string_view kernel, const ArrayRef& ref,

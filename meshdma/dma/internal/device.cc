@@ -626,14 +626,20 @@ absl::Status Device::Signal(Semaphore sem, int64_t inc,
   if (Observer* obs = runtime_->observer()) {
     obs->OnSignal(global_index_, target, sem, inc);
   }
+  // A message to another process carries the clock as it was at the signal.
+  std::vector<uint32_t> check_clock;
   if (RaceChecker* rc = runtime_->race_checker()) {
+    if (!runtime_->IsLocalDevice(target)) {
+      check_clock = rc->ClockOf(global_index_);
+    }
     rc->OnSignal(global_index_, target, sem.heap_offset());
   }
   NoteSent(target, sem.heap_offset());
   if (target == global_index_) {
     CellAdd(CellAt(sem.heap_offset()), inc);
   } else {
-    runtime_->TransportTo(target)->Signal(target, sem.heap_offset(), inc);
+    runtime_->TransportTo(target)->Signal(target, sem.heap_offset(), inc,
+                                          check_clock);
   }
   return absl::OkStatus();
 }

@@ -172,15 +172,7 @@ absl::Status RuntimeImpl::StartObservation() {
   const bool races =
       base_internal::Resolve(options_.check, check_from_env, CheckMode::kOff) ==
       CheckMode::kRaces;
-  if (races && launch_->num_processes() > 1) {
-    // Clocks do not yet travel between processes: checking only part of the
-    // happens-before relation would report false races.
-    if (launch_->rank() == 0) {
-      LogError(
-          "MESHDMA_CHECK=races checks launches of one process; this launch "
-          "has several, so it runs unchecked (docs/checked_mode.md)");
-    }
-  } else if (races) {
+  if (races) {
     // A race is reported as a zero-length span on the device that saw it.
     race_checker_ = std::make_unique<RaceChecker>(
         launch_->num_devices(), [this](int device, const std::string& text) {
@@ -295,6 +287,17 @@ absl::Status RuntimeImpl::InitHeaps() {
       if (transport_of_device_[g] == nullptr)
         transport_of_device_[g] = remote_transport_;
     }
+  }
+  if (race_checker_ != nullptr && !peer_segments_.empty()) {
+    // Clocks travel in MPI messages, not yet through shared memory: checking
+    // only part of the happens-before relation would report false races.
+    if (rank == 0) {
+      LogError(
+          "MESHDMA_CHECK=races: processes that share a host run unchecked "
+          "(set MESHDMA_FORCE_INTERHOST=1 to check them over MPI; "
+          "docs/checked_mode.md)");
+    }
+    race_checker_.reset();
   }
   hang_board_ =
       std::make_unique<HangBoard>(tag, rank, launch_->num_processes());

@@ -62,6 +62,16 @@ class RuntimeImpl : public TransportHost {
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
   bool DevicesWaiting() const override;
+  void OnCheckClock(int target_device, int issuer, int64_t sem_offset,
+                    std::span<const uint32_t> clock, uint32_t dma_seq,
+                    int64_t dst_offset, const ViewLayout* dst_layout,
+                    int64_t elem_bytes) override {
+    if (race_checker_ != nullptr) {
+      race_checker_->OnRemoteArrival(target_device, issuer, sem_offset, clock,
+                                     dma_seq, dst_offset, dst_layout,
+                                     elem_bytes);
+    }
+  }
   // The processes of this launch (host collectives).
   ProcessGroup& processes() const { return *processes_; }
   // The local device with this global index, or null.

@@ -49,6 +49,12 @@ struct MpiTransport::Header {
   int64_t elem_bytes;
   int64_t inline_bytes;  // Payload bytes that follow the header.
   ViewLayout dst_layout;
+  // Checked mode: the sender's vector clock (this many words) follows the
+  // header, before any inline payload; `check_seq` numbers a put among its
+  // issuer's DMAs.
+  int32_t check_words;
+  int32_t src_device;
+  uint32_t check_seq;
 };
 
 struct MpiTransport::PendingSend {
@@ -61,6 +67,8 @@ struct MpiTransport::PendingSend {
 struct MpiTransport::PendingRecv {
   std::vector<MPI_Request> requests;
   std::vector<std::byte> staging;  // Non-contiguous destinations only.
+  Header header;                   // Checked mode: reported on arrival.
+  std::vector<uint32_t> check_clock;
   std::byte* dst = nullptr;
   ViewLayout dst_layout;
   int64_t elem_bytes = 1;
@@ -79,13 +87,21 @@ MpiTransport::~MpiTransport() { Shutdown().IgnoreError(); }
 
 void MpiTransport::Send(int dest_rank, const Header& header,
                         absl::string_view inline_payload,
-                        std::unique_ptr<DmaOp> op) {
+                        std::unique_ptr<DmaOp> op,
+                        std::span<const uint32_t> check_clock) {
   auto send = std::make_unique<PendingSend>();
-  send->message.resize(sizeof(Header) + inline_payload.size());
-  std::memcpy(send->message.data(), &header, sizeof(Header));
+  const size_t clock_bytes = check_clock.size() * sizeof(uint32_t);
+  send->message.resize(sizeof(Header) + clock_bytes + inline_payload.size());
+  Header h = header;
+  h.check_words = static_cast<int32_t>(check_clock.size());
+  std::memcpy(send->message.data(), &h, sizeof(Header));
+  if (clock_bytes > 0) {
+    std::memcpy(send->message.data() + sizeof(Header), check_clock.data(),
+                clock_bytes);
+  }
   if (!inline_payload.empty()) {
-    std::memcpy(send->message.data() + sizeof(Header), inline_payload.data(),
-                inline_payload.size());
+    std::memcpy(send->message.data() + sizeof(Header) + clock_bytes,
+                inline_payload.data(), inline_payload.size());
   }
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   {
@@ -130,9 +146,12 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   h.value = op->event.bytes;
   h.elem_bytes = op->elem_bytes;
   h.dst_layout = op->dst_layout;
+  h.src_device = op->event.src_device;
+  h.check_seq = op->check_seq;
+  const std::vector<uint32_t> clock = op->check_clock;
   const int dest = host_->RankOf(h.dst_device);
   if (op->event.bytes > kInlineBytes) {
-    Send(dest, h, {}, std::move(op));
+    Send(dest, h, {}, std::move(op), clock);
     return;
   }
   // Small: pack the payload behind the header, one message.
@@ -141,16 +160,17 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
            op->elem_bytes)
       .CopyAll(op->src, reinterpret_cast<std::byte*>(payload.data()));
-  Send(dest, h, payload, std::move(op));
+  Send(dest, h, payload, std::move(op), clock);
 }
 
-void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc) {
+void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
+                          std::span<const uint32_t> check_clock) {
   Header h{};
   h.kind = Kind::kSignal;
   h.dst_device = target_device;
   h.dst_offset = sem_offset;
   h.value = inc;
-  Send(host_->RankOf(target_device), h, {}, nullptr);
+  Send(host_->RankOf(target_device), h, {}, nullptr, check_clock);
 }
 
 void MpiTransport::BroadcastAbort(const std::string& reason) {
@@ -191,7 +211,11 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
                                  int source) {
   Header h;
   std::memcpy(&h, message.data(), sizeof(Header));
-  const std::byte* payload = message.data() + sizeof(Header);
+  const std::span<const uint32_t> clock(
+      reinterpret_cast<const uint32_t*>(message.data() + sizeof(Header)),
+      h.kind == Kind::kAbort ? 0 : static_cast<size_t>(h.check_words));
+  const std::byte* payload =
+      message.data() + sizeof(Header) + clock.size() * sizeof(uint32_t);
   if (h.kind == Kind::kAbort) {
     host_->Abort(std::string(reinterpret_cast<const char*>(payload),
                              h.inline_bytes),
@@ -206,6 +230,10 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
     return;
   }
   if (h.kind == Kind::kSignal) {
+    if (!clock.empty()) {
+      host_->OnCheckClock(h.dst_device, -1, h.dst_offset, clock, 0, 0, nullptr,
+                          0);
+    }
     CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
     return;
   }
@@ -213,6 +241,11 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
   if (h.inline_bytes > 0 || h.value == 0) {
     CopyPlan(Packed(h.dst_layout, h.elem_bytes), h.dst_layout, h.elem_bytes)
         .CopyAll(payload, heap + h.dst_offset);
+    if (!clock.empty()) {
+      host_->OnCheckClock(h.dst_device, h.src_device, h.sem_offset, clock,
+                          h.check_seq, h.dst_offset, &h.dst_layout,
+                          h.elem_bytes);
+    }
     CellAdd(recv_cell, h.value);  // The data is in place.
     return;
   }
@@ -222,6 +255,8 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
   recv->recv_cell = recv_cell;
+  recv->header = h;
+  recv->check_clock.assign(clock.begin(), clock.end());
   std::byte* landing = recv->dst;
   if (!IsPacked(h.dst_layout, h.elem_bytes)) {
     recv->staging.resize(h.value);
@@ -288,6 +323,12 @@ bool MpiTransport::TestPending() {
           .CopyAll(r.staging.data(), r.dst);
     }
     // The data is in place: now the receiver may see the bytes counted.
+    if (!r.check_clock.empty()) {
+      host_->OnCheckClock(r.header.dst_device, r.header.src_device,
+                          r.header.sem_offset, r.check_clock,
+                          r.header.check_seq, r.header.dst_offset,
+                          &r.header.dst_layout, r.header.elem_bytes);
+    }
     CellAdd(r.recv_cell, r.bytes);
     it = recvs_.erase(it);
     pending_.fetch_sub(1, std::memory_order_relaxed);

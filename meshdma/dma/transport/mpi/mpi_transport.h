@@ -60,7 +60,8 @@ class MpiTransport : public Transport {
   // Never: the destination heap is in another process's memory.
   bool MapDestination(DmaOp&) override { return false; }
   void Put(std::unique_ptr<DmaOp> op) override;
-  void Signal(int target_device, int64_t sem_offset, int64_t inc) override;
+  void Signal(int target_device, int64_t sem_offset, int64_t inc,
+              std::span<const uint32_t> check_clock) override;
   bool Poll() override;
   bool HasPending() const override {
     return pending_.load(std::memory_order_relaxed) > 0;
@@ -78,7 +79,8 @@ class MpiTransport : public Transport {
   // Sends `header` (and `inline_payload`, and then the op's payload when it
   // is not inline) to `dest_rank`. Called by the issuing device.
   void Send(int dest_rank, const Header& header,
-            absl::string_view inline_payload, std::unique_ptr<DmaOp> op);
+            absl::string_view inline_payload, std::unique_ptr<DmaOp> op,
+            std::span<const uint32_t> check_clock = {});
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
   bool PollIncoming();
