@@ -557,6 +557,7 @@ absl::Status RuntimeImpl::Shutdown() {
   }
   local_heaps_ = nullptr;
   devices_.clear();
+  hang_board_.reset();  // Removes this process's board.
   if (tracer_ != nullptr) {
     absl::Status written = tracer_->Write(trace_path_, *processes_);
     if (status.ok()) status = written;
