@@ -57,6 +57,11 @@ inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
 // Overrides streaming_min_bytes.
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 
+// Checked mode: kRaces tracks vector clocks and reports data races as an
+// error from `Runtime::Run` (docs/checked_mode.md).
+enum class CheckMode { kOff, kRaces };
+inline constexpr char kCheckEnv[] = "MESHDMA_CHECK";
+
 struct RuntimeOptions {
   LaunchOptions launch;
   // Symmetric heap per device. Unset: MESHDMA_HEAP_BYTES, else 256 MiB
@@ -91,6 +96,9 @@ struct RuntimeOptions {
   // Writes a timeline trace (dma/trace.h) here at shutdown. Unset:
   // MESHDMA_TRACE, else no tracing.
   std::optional<std::string> trace_path;
+  // Checked mode (docs/checked_mode.md). Unset: MESHDMA_CHECK ("off" or
+  // "races"), else off.
+  std::optional<CheckMode> check;
 };
 
 namespace dma_internal {

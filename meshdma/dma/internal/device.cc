@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -12,6 +13,7 @@
 #include "meshdma/base/checked_math.h"
 #include "meshdma/base/deadline.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
 namespace meshdma::dma_internal {
@@ -68,7 +70,46 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
       local_index_(local_index),
       heap_base_(heap_base),
       heap_bytes_(heap_bytes),
-      persistent_bottom_(heap_bytes) {}
+      persistent_bottom_(heap_bytes) {
+  num_devices_ = runtime_->launch().num_devices();
+  last_sent_sem_.reset(new std::atomic<int64_t>[num_devices_]);
+  last_sent_ns_.reset(new std::atomic<int64_t>[num_devices_]);
+  for (int i = 0; i < num_devices_; ++i) {
+    last_sent_sem_[i].store(-1, std::memory_order_relaxed);
+    last_sent_ns_[i].store(0, std::memory_order_relaxed);
+  }
+}
+
+void Device::NoteSent(int target, int64_t sem_offset) {
+  last_sent_sem_[target].store(sem_offset, std::memory_order_relaxed);
+  last_sent_ns_[target].store(base_internal::MonotonicNanos(),
+                              std::memory_order_relaxed);
+}
+
+DeviceHangState Device::HangState() {
+  DeviceHangState s;
+  s.device = global_index_;
+  {
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    s.waiting = !blocked_on_.empty();
+    if (s.waiting) {
+      s.verb = std::string(blocked_verb_);
+      std::replace(s.verb.begin(), s.verb.end(), ' ', '_');
+      s.sem_offset = blocked_sem_.heap_offset();
+      s.sem_name = SemaphoreName(blocked_sem_);
+      s.expected = blocked_value_;
+      s.current = CellAt(s.sem_offset)->count.load(std::memory_order_relaxed);
+    }
+  }
+  s.inflight = DescribeInflight();
+  s.last_sent_sem.resize(num_devices_);
+  s.last_sent_ns.resize(num_devices_);
+  for (int i = 0; i < num_devices_; ++i) {
+    s.last_sent_sem[i] = last_sent_sem_[i].load(std::memory_order_relaxed);
+    s.last_sent_ns[i] = last_sent_ns_[i].load(std::memory_order_relaxed);
+  }
+  return s;
+}
 
 std::string Device::Name() const {
   return absl::StrCat("device ", global_index_, " (rank ",
@@ -173,6 +214,9 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   }
   const int64_t offset = heap_top_;
   heap_top_ += aligned;
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, offset, aligned, scopes_.back().kernel_name);
+  }
   // Free heap memory is always zero (scopes zero what they free), so the new
   // array starts zeroed without touching it here.
   return ArrayRef::Symmetric(heap_base_ + offset, offset, dtype, shape);
@@ -222,6 +266,10 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
         " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
   }
   persistent_bottom_ -= aligned;
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, persistent_bottom_, aligned,
+                   absl::StrCat("persistent '", name, "'"));
+  }
   // Persistent memory is zero when the Run starts (ReleasePersistent zeroes
   // what the previous Run used).
   return ArrayRef::Symmetric(heap_base_ + persistent_bottom_,
@@ -294,6 +342,10 @@ absl::Status Device::PopScope() {
   }
   absl::Status drained = DrainInflight(depth);
   if (!drained.ok()) violations.push_back(std::string(drained.message()));
+  if (RaceChecker* rc = runtime_->race_checker();
+      rc != nullptr && drained.ok()) {
+    rc->OnDrained(global_index_);
+  }
   for (const SemaphoreRecord& rec : scope.semaphores) {
     for (int i = 0; i < rec.count; ++i) {
       const Semaphore sem(rec.offset + i * kSemaphoreBytes, rec.type);
@@ -313,6 +365,9 @@ absl::Status Device::PopScope() {
     }
   }
   std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnFree(global_index_, scope.heap_mark, heap_top_);
+  }
   heap_top_ = scope.heap_mark;
   const std::string kernel = scope.kernel_name;
   scopes_.pop_back();
@@ -475,6 +530,10 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
     op->recv_cell = CellAt(recv_sem.heap_offset());
   }
   if (Observer* obs = runtime_->observer()) obs->OnDmaStart(op->event);
+  NoteSent(target, op->event.recv_sem);
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
+  }
   {
     std::lock_guard<std::mutex> lock(inflight_mu_);
     inflight_.push_back(op.get());
@@ -513,6 +572,7 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
   // The observer hears of the completion before any waiter can see it: a
   // wait that returns has been preceded by its DMA's completion event.
   if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
+  if (op->check_info != nullptr) runtime_->race_checker()->OnDmaComplete(*op);
   if (op->recv_cell != nullptr) CellAdd(op->recv_cell, op->event.bytes);
   if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
 }
@@ -577,10 +637,20 @@ absl::Status Device::Signal(Semaphore sem, int64_t inc,
   if (Observer* obs = runtime_->observer()) {
     obs->OnSignal(global_index_, target, sem, inc);
   }
+  // A message to another process carries the clock as it was at the signal.
+  std::vector<uint32_t> check_clock;
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    if (!runtime_->IsLocalDevice(target)) {
+      check_clock = rc->ClockOf(global_index_);
+    }
+    rc->OnSignal(global_index_, target, sem.heap_offset());
+  }
+  NoteSent(target, sem.heap_offset());
   if (target == global_index_) {
     CellAdd(CellAt(sem.heap_offset()), inc);
   } else {
-    runtime_->TransportTo(target)->Signal(target, sem.heap_offset(), inc);
+    runtime_->TransportTo(target)->Signal(target, sem.heap_offset(), inc,
+                                          check_clock);
   }
   return absl::OkStatus();
 }
@@ -614,6 +684,11 @@ absl::Status Device::Wait(Semaphore sem, int64_t value, WaitKind kind) {
         CellAt(sem.heap_offset())->count.load(std::memory_order_relaxed));
   }
   absl::Status s = WaitCell(CellAt(sem.heap_offset()), value, kind, sem);
+  if (s.ok()) {
+    if (RaceChecker* rc = runtime_->race_checker()) {
+      rc->OnWaitEnd(global_index_, sem.heap_offset());
+    }
+  }
   if (obs) obs->OnWaitEnd(global_index_, kind, sem, value, s.ok());
   return s;
 }
@@ -657,7 +732,17 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_ = absl::StrCat(WaitVerb(kind), " on ", DescribeSemaphore(sem),
                                " for ", value);
+    blocked_verb_ = WaitVerb(kind);
+    blocked_sem_ = sem;
+    blocked_value_ = value;
   }
+  // A wait blocked for half the timeout publishes this process's state, so
+  // that whichever process times out first can see it.
+  bool published = false;
+  const int64_t publish_after =
+      runtime_->wait_timeout() == absl::InfiniteDuration()
+          ? std::numeric_limits<int64_t>::max()
+          : absl::ToInt64Nanoseconds(runtime_->wait_timeout() / 2);
   auto clear_blocked = [this] {
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_.clear();
@@ -675,9 +760,13 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
           " abandoned: ", runtime_->abort_reason()));
     }
     if (engine != nullptr && engine->HelpOnce()) continue;
+    if (!published && base_internal::MonotonicNanos() - start > publish_after) {
+      published = true;
+      runtime_->PublishHangState();
+    }
     const int64_t left = deadline.RemainingNanos();
     if (left == 0) {
-      absl::Status s = TimeoutError(cell, value, kind, sem);
+      absl::Status s = TimeoutError(cell, value, kind, sem, start);
       clear_blocked();
       return s;
     }
@@ -693,14 +782,19 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
 }
 
 absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
-                                  WaitKind kind, Semaphore sem) {
-  return absl::DeadlineExceededError(
-      absl::StrCat(WaitVerb(kind), " on ", Name(), " timed out after ",
-                   absl::FormatDuration(runtime_->wait_timeout()), " on ",
-                   DescribeSemaphore(sem), ": expected >= ", value,
-                   ", current ", cell->count.load(),
-                   ". DMAs in flight from this device: ", DescribeInflight(),
-                   ". Local devices:\n", runtime_->DescribeLocalDevices()));
+                                  WaitKind kind, Semaphore sem,
+                                  int64_t since_ns) {
+  const std::string mesh = runtime_->MeshHangReport(global_index_, since_ns);
+  return absl::DeadlineExceededError(absl::StrCat(
+      WaitVerb(kind), " on ", Name(), " timed out after ",
+      absl::FormatDuration(runtime_->wait_timeout()), " on ",
+      DescribeSemaphore(sem), ": expected >= ", value, ", current ",
+      cell->count.load(),
+      ". DMAs in flight from this device: ", DescribeInflight(),
+      ". Local devices:\n", runtime_->DescribeLocalDevices(),
+      mesh.empty() ? "\n(the mesh-wide report is printed by the process that "
+                     "timed out first)"
+                   : absl::StrCat("\n", mesh)));
 }
 
 std::string Device::BlockedOn() {

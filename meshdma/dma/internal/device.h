@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/transport/transport.h"
@@ -65,6 +66,10 @@ class Device {
   // DMAs and frees the scope. Returns the contract violation, if any.
   absl::Status PopScope();
   std::optional<int> collective_id() const;
+  // The innermost open scope's kernel name ("" outside every scope).
+  absl::string_view kernel_name() const {
+    return scopes_.empty() ? absl::string_view() : scopes_.back().kernel_name;
+  }
 
   // --- Persistent symmetric memory: allocated from the top of the heap down,
   // in the same order on every device of the mesh, for the rest of the
@@ -100,6 +105,8 @@ class Device {
 
   // One line about what this device is blocked on, for diagnostics.
   std::string BlockedOn();
+  // What this device waits on and last sent to each peer (the hang report).
+  DeviceHangState HangState();
   // The DMAs this device started (in scopes at depth >= `min_depth`) that
   // have not completed.
   std::string DescribeInflight(int min_depth = 0);
@@ -133,7 +140,7 @@ class Device {
   absl::Status WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
-                            Semaphore sem);
+                            Semaphore sem, int64_t since_ns);
   // Waits until no DMA started at scope depth >= `min_depth` is in flight.
   absl::Status DrainInflight(int min_depth);
 
@@ -158,6 +165,16 @@ class Device {
 
   std::mutex blocked_mu_;
   std::string blocked_on_;
+  // While blocked: the verb, the semaphore and the count awaited.
+  absl::string_view blocked_verb_;
+  Semaphore blocked_sem_;
+  int64_t blocked_value_ = 0;
+  // Per target device: the semaphore last signalled there (or a DMA's
+  // receive semaphore) and when; -1 when none.
+  std::unique_ptr<std::atomic<int64_t>[]> last_sent_sem_;
+  std::unique_ptr<std::atomic<int64_t>[]> last_sent_ns_;
+  int num_devices_ = 0;
+  void NoteSent(int target, int64_t sem_offset);
 };
 
 // The device whose thread is calling, or null outside `Runtime::Run`.

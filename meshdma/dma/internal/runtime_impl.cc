@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "meshdma/base/deadline.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
@@ -160,6 +161,28 @@ absl::Status RuntimeImpl::StartObservation() {
     tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
     observer_ = tracer_.get();
   }
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::optional<std::string> check_env,
+      base_internal::EnvChoice(kCheckEnv, {"off", "races"}));
+  std::optional<CheckMode> check_from_env;
+  if (check_env.has_value()) {
+    check_from_env =
+        *check_env == "races" ? CheckMode::kRaces : CheckMode::kOff;
+  }
+  const bool races =
+      base_internal::Resolve(options_.check, check_from_env, CheckMode::kOff) ==
+      CheckMode::kRaces;
+  if (races) {
+    // A race is reported as a zero-length span on the device that saw it.
+    race_checker_ = std::make_unique<RaceChecker>(
+        launch_->num_devices(), [this](int device, const std::string& text) {
+          if (observer_ == nullptr) return;
+          const std::string name =
+              absl::StrCat("data race: ", text.substr(0, text.find('\n')));
+          observer_->OnSpanBegin(device, name);
+          observer_->OnSpanEnd(device, name);
+        });
+  }
   return absl::OkStatus();
 }
 
@@ -283,6 +306,20 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
+  if (race_checker_ != nullptr && !peer_segments_.empty()) {
+    // Clocks travel in MPI messages, not yet through shared memory: checking
+    // only part of the happens-before relation would report false races.
+    if (rank == 0) {
+      LogError(
+          "MESHDMA_CHECK=races: processes that share a host run unchecked "
+          "(set MESHDMA_FORCE_INTERHOST=1 to check them over MPI; "
+          "docs/checked_mode.md)");
+    }
+    race_checker_.reset();
+  }
+  hang_board_ =
+      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
+  PublishHangState();
   LogLaunch();
   return absl::OkStatus();
 }
@@ -393,6 +430,7 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
           " but the launch has ", launch_->num_devices(), " devices"));
     }
   }
+  if (race_checker_ != nullptr) race_checker_->Reset();
   std::vector<absl::Status> results(devices_.size());
   auto task = [&](int local) {
     Device* device = devices_[local].get();
@@ -441,6 +479,13 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
       lines.push_back(absl::StrCat(devices_[i]->Name(), ": ", s.message()));
     }
   }
+  if (race_checker_ != nullptr) {
+    absl::Status races = race_checker_->TakeReport();
+    if (!races.ok()) {
+      if (code == absl::StatusCode::kOk) code = races.code();
+      lines.push_back(std::string(races.message()));
+    }
+  }
   if (lines.empty()) return absl::OkStatus();
   return absl::Status(
       code,
@@ -467,6 +512,35 @@ void RuntimeImpl::Abort(const std::string& reason, bool notify_peers) {
 std::string RuntimeImpl::abort_reason() const {
   std::lock_guard<std::mutex> lock(abort_mu_);
   return abort_reason_;
+}
+
+void RuntimeImpl::PublishHangState() {
+  if (hang_board_ == nullptr) return;
+  ProcessHangState state;
+  state.rank = launch_->rank();
+  state.pid = getpid();
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  state.host = host;
+  for (auto& d : devices_) state.devices.push_back(d->HangState());
+  std::lock_guard<std::mutex> lock(hang_mu_);
+  state.written_ns = base_internal::MonotonicNanos();
+  hang_board_->Publish(state);
+}
+
+std::string RuntimeImpl::MeshHangReport(int device, int64_t since_ns) {
+  if (hang_board_ == nullptr) return "";
+  PublishHangState();
+  if (!hang_board_->ClaimFirst()) return "";
+  const absl::Duration grace = std::min(absl::Seconds(3), wait_timeout_ / 2);
+  std::string report = hang_board_->Report(device, since_ns, grace);
+  LogError(report);
+  if (observer_ != nullptr) {
+    const std::string name = "hang report: see stderr";
+    observer_->OnSpanBegin(device, name);
+    observer_->OnSpanEnd(device, name);
+  }
+  return report;
 }
 
 std::string RuntimeImpl::DescribeLocalDevices() {
@@ -501,6 +575,7 @@ absl::Status RuntimeImpl::Shutdown() {
   }
   local_heaps_ = nullptr;
   devices_.clear();
+  hang_board_.reset();  // Removes this process's board.
   if (tracer_ != nullptr) {
     absl::Status written = tracer_->Write(trace_path_, *processes_);
     if (status.ok()) status = written;

@@ -16,6 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "meshdma/dma/check/hang_report.h"
+#include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/copy_engine.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/runtime.h"
@@ -42,6 +44,8 @@ class RuntimeImpl : public TransportHost {
   int64_t spin_ns() const { return options_.spin_ns; }
   int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
   Observer* observer() const { return observer_; }
+  // Checked mode's race detector, or null when checked mode is off.
+  RaceChecker* race_checker() const { return race_checker_.get(); }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
 
   // The transport that reaches `global_device`.
@@ -58,6 +62,16 @@ class RuntimeImpl : public TransportHost {
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
   bool DevicesWaiting() const override;
+  void OnCheckClock(int target_device, int issuer, int64_t sem_offset,
+                    std::span<const uint32_t> clock, uint32_t dma_seq,
+                    int64_t dst_offset, const ViewLayout* dst_layout,
+                    int64_t elem_bytes) override {
+    if (race_checker_ != nullptr) {
+      race_checker_->OnRemoteArrival(target_device, issuer, sem_offset, clock,
+                                     dma_seq, dst_offset, dst_layout,
+                                     elem_bytes);
+    }
+  }
   // The processes of this launch (host collectives).
   ProcessGroup& processes() const { return *processes_; }
   // The local device with this global index, or null.
@@ -86,6 +100,12 @@ class RuntimeImpl : public TransportHost {
   std::string abort_reason() const;
   // What each local device is doing, one line each.
   std::string DescribeLocalDevices();
+  // Writes this process's devices' states to its hang board.
+  void PublishHangState();
+  // The mesh-wide hang report for a wait of `device` that began at
+  // `since_ns` and timed out, when this is the first timeout of the job
+  // (printed to stderr and traced); otherwise empty.
+  std::string MeshHangReport(int device, int64_t since_ns);
 
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
   // A barrier across processes (no-op alone) that gives up after the wait
@@ -144,6 +164,9 @@ class RuntimeImpl : public TransportHost {
 
   Observer* observer_ = nullptr;
   std::unique_ptr<TimelineTracer> tracer_;
+  std::unique_ptr<RaceChecker> race_checker_;
+  std::unique_ptr<HangBoard> hang_board_;
+  std::mutex hang_mu_;
   std::string trace_path_;
 
   std::atomic<bool> aborted_{false};

@@ -16,8 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -57,6 +59,14 @@ class TransportHost {
   virtual absl::Duration wait_timeout() const = 0;
   // True once `Abort` has been called.
   virtual bool aborted() const = 0;
+  // Checked mode, for transports whose messages cross processes: a signal
+  // (`dst_layout` null) or a DMA's data from `issuer` carrying `clock` has
+  // arrived at `target_device`, just before its semaphore at `sem_offset`
+  // moves. `dma_seq` is the DMA's number among its issuer's DMAs.
+  virtual void OnCheckClock(int target_device, int issuer, int64_t sem_offset,
+                            std::span<const uint32_t> clock, uint32_t dma_seq,
+                            int64_t dst_offset, const ViewLayout* dst_layout,
+                            int64_t elem_bytes) {}
 };
 
 // One started DMA, owned by the transport until it completes.
@@ -79,6 +89,14 @@ struct DmaOp {
   bool streaming = false;  // Copy with non-temporal stores.
   std::atomic<int64_t> next_chunk{0};
   std::atomic<int64_t> done_chunks{0};
+
+  // Checked mode's record of this DMA (its issuer's vector clock and the
+  // destination to track); null when checked mode is off. Opaque here.
+  std::shared_ptr<const void> check_info;
+  // The same, as data a message can carry: the issuer's clock at start()
+  // and the DMA's number. Empty when checked mode is off.
+  std::vector<uint32_t> check_clock;
+  uint32_t check_seq = 0;
 };
 
 class Transport {
@@ -96,7 +114,10 @@ class Transport {
   // semaphore grows by the byte count only after the data is in place.
   virtual void Put(std::unique_ptr<DmaOp> op) = 0;
   // Adds `inc` to the semaphore at `sem_offset` on `target_device`.
-  virtual void Signal(int target_device, int64_t sem_offset, int64_t inc) = 0;
+  // `check_clock` is the signaller's vector clock in checked mode (empty
+  // otherwise), for transports that cross processes to carry.
+  virtual void Signal(int target_device, int64_t sem_offset, int64_t inc,
+                      std::span<const uint32_t> check_clock) = 0;
   // Makes progress on this transport's outstanding traffic from the calling
   // thread (a device spinning in a wait); true when anything moved. Paths
   // whose copies complete on their own have nothing to do.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 namespace kernels_internal {
@@ -69,6 +70,7 @@ void ForEachElement(std::span<const int64_t> shape,
 
 template <typename T>
 Block<typename Ref<T>::Compute> Ref<T>::Load() const {
+  AnnotateRead(array_, "Ref load");
   Block<Compute> b(shape());
   const T* p = data();
   Compute* out = b.data();
@@ -88,6 +90,7 @@ Block<typename Ref<T>::Compute> Ref<T>::Load() const {
 template <typename T>
 Block<typename Ref<T>::Compute> Ref<T>::LoadMasked(
     std::span<const int64_t> valid, Compute fill) const {
+  AnnotateRead(array_, "Ref load");
   Block<Compute> b(shape());
   const T* p = data();
   Compute* out = b.data();
@@ -120,6 +123,7 @@ absl::Status Ref<T>::StoreMasked(const Block<Compute>& block,
         absl::StrCat("masked store into ref ", ToString(), ": ", valid.size(),
                      " valid extents for rank ", rank()));
   }
+  AnnotateWrite(array_, "Ref store");
   T* p = data();
   const Compute* in = block.data();
   if (valid.empty() && array_.is_contiguous()) {

@@ -20,8 +20,8 @@ void DirectTransport::Put(std::unique_ptr<DmaOp> op) {
   host_->CompleteDma(std::move(op));
 }
 
-void DirectTransport::Signal(int target_device, int64_t sem_offset,
-                             int64_t inc) {
+void DirectTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
+                             std::span<const uint32_t> /*check_clock*/) {
   CellAdd(reinterpret_cast<SemaphoreCell*>(host_->HeapBase(target_device) +
                                            sem_offset),
           inc);

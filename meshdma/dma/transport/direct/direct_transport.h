@@ -24,7 +24,8 @@ class DirectTransport : public Transport {
   bool MapDestination(DmaOp& op) override;
   // Copies the bytes on the calling thread, then completes the DMA.
   void Put(std::unique_ptr<DmaOp> op) override;
-  void Signal(int target_device, int64_t sem_offset, int64_t inc) override;
+  void Signal(int target_device, int64_t sem_offset, int64_t inc,
+              std::span<const uint32_t> check_clock) override;
 
  private:
   const std::string name_;

@@ -61,6 +61,12 @@ struct MpiTransport::Header {
   int64_t elem_bytes;
   int64_t inline_bytes;  // Payload bytes that follow the header.
   ViewLayout dst_layout;
+  // Checked mode: the sender's vector clock (this many words) follows the
+  // header, before any inline payload; `check_seq` numbers a put among its
+  // issuer's DMAs.
+  int32_t check_words;
+  int32_t src_device;
+  uint32_t check_seq;
 };
 
 struct MpiTransport::PendingSend {
@@ -74,6 +80,8 @@ struct MpiTransport::PendingSend {
 struct MpiTransport::PendingRecv {
   std::vector<MPI_Request> requests;
   std::vector<std::byte> staging;  // Non-contiguous destinations only.
+  Header header;                   // Checked mode: reported on arrival.
+  std::vector<uint32_t> check_clock;
   std::byte* dst = nullptr;
   ViewLayout dst_layout;
   int64_t elem_bytes = 1;
@@ -105,14 +113,31 @@ MpiTransport::~MpiTransport() {
 
 void MpiTransport::Send(int dest_rank, const Header& header,
                         absl::string_view inline_payload,
-                        std::unique_ptr<DmaOp> op) {
+                        std::unique_ptr<DmaOp> op,
+                        std::span<const uint32_t> check_clock) {
+  const size_t clock_bytes = check_clock.size() * sizeof(uint32_t);
+  if (clock_bytes + inline_payload.size() > kInlineBytes) {
+    // Receives are posted for a header and kInlineBytes more.
+    host_->Abort(absl::StrCat("checked mode over MPI carries at most ",
+                              kInlineBytes / sizeof(uint32_t),
+                              " devices' clocks in a message; this mesh has ",
+                              check_clock.size()),
+                 /*notify_peers=*/true);
+    return;
+  }
   auto send = std::make_unique<PendingSend>();
   send->dest = dest_rank;
-  send->message.resize(sizeof(Header) + inline_payload.size());
-  std::memcpy(send->message.data(), &header, sizeof(Header));
+  send->message.resize(sizeof(Header) + clock_bytes + inline_payload.size());
+  Header h = header;
+  h.check_words = static_cast<int32_t>(check_clock.size());
+  std::memcpy(send->message.data(), &h, sizeof(Header));
+  if (clock_bytes > 0) {
+    std::memcpy(send->message.data() + sizeof(Header), check_clock.data(),
+                clock_bytes);
+  }
   if (!inline_payload.empty()) {
-    std::memcpy(send->message.data() + sizeof(Header), inline_payload.data(),
-                inline_payload.size());
+    std::memcpy(send->message.data() + sizeof(Header) + clock_bytes,
+                inline_payload.data(), inline_payload.size());
   }
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   {
@@ -157,9 +182,14 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   h.value = op->event.bytes;
   h.elem_bytes = op->elem_bytes;
   h.dst_layout = op->dst_layout;
+  h.src_device = op->event.src_device;
+  h.check_seq = op->check_seq;
+  const std::vector<uint32_t> clock = op->check_clock;
   const int dest = host_->RankOf(h.dst_device);
-  if (op->event.bytes > kInlineBytes) {
-    Send(dest, h, {}, std::move(op));
+  const int64_t clock_bytes =
+      static_cast<int64_t>(clock.size() * sizeof(uint32_t));
+  if (op->event.bytes + clock_bytes > kInlineBytes) {
+    Send(dest, h, {}, std::move(op), clock);
     return;
   }
   // Small: pack the payload behind the header, one message.
@@ -168,16 +198,17 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
            op->elem_bytes)
       .CopyAll(op->src, reinterpret_cast<std::byte*>(payload.data()));
-  Send(dest, h, payload, std::move(op));
+  Send(dest, h, payload, std::move(op), clock);
 }
 
-void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc) {
+void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
+                          std::span<const uint32_t> check_clock) {
   Header h{};
   h.kind = Kind::kSignal;
   h.dst_device = target_device;
   h.dst_offset = sem_offset;
   h.value = inc;
-  Send(host_->RankOf(target_device), h, {}, nullptr);
+  Send(host_->RankOf(target_device), h, {}, nullptr, check_clock);
 }
 
 void MpiTransport::BroadcastAbort(const std::string& reason) {
@@ -214,11 +245,22 @@ bool MpiTransport::ProgressLocked() {
   return did;
 }
 
-void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
+void MpiTransport::HandleMessage(std::span<const std::byte> message,
                                  int source) {
+  if (message.size() < sizeof(Header)) {
+    host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
+                              " a message of ", message.size(),
+                              " bytes, shorter than a header"),
+                 /*notify_peers=*/true);
+    return;
+  }
   Header h;
   std::memcpy(&h, message.data(), sizeof(Header));
-  const std::byte* payload = message.data() + sizeof(Header);
+  const std::span<const uint32_t> clock(
+      reinterpret_cast<const uint32_t*>(message.data() + sizeof(Header)),
+      h.kind == Kind::kAbort ? 0 : static_cast<size_t>(h.check_words));
+  const std::byte* payload =
+      message.data() + sizeof(Header) + clock.size() * sizeof(uint32_t);
   if (h.kind == Kind::kAbort) {
     host_->Abort(std::string(reinterpret_cast<const char*>(payload),
                              h.inline_bytes),
@@ -251,6 +293,10 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
     if (!fits(h.dst_offset, 0, cell)) {
       reject(absl::StrCat("signalling a semaphore at offset ", h.dst_offset));
       return;
+    }
+    if (!clock.empty()) {
+      host_->OnCheckClock(h.dst_device, -1, h.dst_offset, clock, 0, 0, nullptr,
+                          0);
     }
     CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
     return;
@@ -297,6 +343,11 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
   if (h.inline_bytes > 0 || h.value == 0) {
     CopyPlan(Packed(h.dst_layout, h.elem_bytes), h.dst_layout, h.elem_bytes)
         .CopyAll(payload, heap + h.dst_offset);
+    if (!clock.empty()) {
+      host_->OnCheckClock(h.dst_device, h.src_device, h.sem_offset, clock,
+                          h.check_seq, h.dst_offset, &h.dst_layout,
+                          h.elem_bytes);
+    }
     CellAdd(recv_cell, h.value);  // The data is in place.
     return;
   }
@@ -306,6 +357,8 @@ void MpiTransport::HandleMessage(const std::vector<std::byte>& message,
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
   recv->recv_cell = recv_cell;
+  recv->header = h;
+  recv->check_clock.assign(clock.begin(), clock.end());
   std::byte* landing = recv->dst;
   if (!IsPacked(h.dst_layout, h.elem_bytes)) {
     recv->staging.resize(h.value);
@@ -334,7 +387,11 @@ bool MpiTransport::PollIncoming() {
     MPI_Status status;
     MPI_Test(&head.request, &done, &status);
     if (!done) break;
-    HandleMessage(head.buffer, status.MPI_SOURCE);
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    HandleMessage(std::span<const std::byte>(head.buffer.data(),
+                                             static_cast<size_t>(count)),
+                  status.MPI_SOURCE);
     MPI_Start(&head.request);
     next_posted_ = (next_posted_ + 1) % kPostedReceives;
     any = true;
@@ -375,6 +432,12 @@ bool MpiTransport::TestPending() {
           .CopyAll(r.staging.data(), r.dst);
     }
     // The data is in place: now the receiver may see the bytes counted.
+    if (!r.check_clock.empty()) {
+      host_->OnCheckClock(r.header.dst_device, r.header.src_device,
+                          r.header.sem_offset, r.check_clock,
+                          r.header.check_seq, r.header.dst_offset,
+                          &r.header.dst_layout, r.header.elem_bytes);
+    }
     CellAdd(r.recv_cell, r.bytes);
     it = recvs_.erase(it);
     pending_.fetch_sub(1, std::memory_order_relaxed);

@@ -38,6 +38,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,7 +64,8 @@ class MpiTransport : public Transport {
   // Never: the destination heap is in another process's memory.
   bool MapDestination(DmaOp&) override { return false; }
   void Put(std::unique_ptr<DmaOp> op) override;
-  void Signal(int target_device, int64_t sem_offset, int64_t inc) override;
+  void Signal(int target_device, int64_t sem_offset, int64_t inc,
+              std::span<const uint32_t> check_clock) override;
   bool Poll() override;
   bool HasPending() const override {
     return pending_.load(std::memory_order_relaxed) > 0;
@@ -83,12 +85,13 @@ class MpiTransport : public Transport {
   // Sends `header` (and `inline_payload`, and then the op's payload when it
   // is not inline) to `dest_rank`. Called by the issuing device.
   void Send(int dest_rank, const Header& header,
-            absl::string_view inline_payload, std::unique_ptr<DmaOp> op);
+            absl::string_view inline_payload, std::unique_ptr<DmaOp> op,
+            std::span<const uint32_t> check_clock = {});
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
   bool PollIncoming();
   bool TestPending();
-  void HandleMessage(const std::vector<std::byte>& message, int source);
+  void HandleMessage(std::span<const std::byte> message, int source);
   void ProgressMain();
 
   TransportHost* const host_;

@@ -1,0 +1,528 @@
+#include "meshdma/dma/check/race_checker.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/dma/transport/transport.h"
+
+namespace meshdma::dma_internal {
+namespace {
+
+// A strided view is tracked as its contiguous byte runs, up to this many;
+// a view with more runs is tracked as the hull of its bytes.
+constexpr int64_t kMaxRuns = 4096;
+
+struct Run {
+  int64_t lo;
+  int64_t hi;
+};
+
+// The byte runs of a view relative to its element 0, merged where adjacent;
+// strides in elements.
+std::vector<Run> RunsOf(int rank, std::span<const int64_t> shape,
+                        std::span<const int64_t> strides, int64_t elem) {
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] == 0) return {};
+  }
+  if (rank == 0) return {{0, elem}};
+  // Trailing dimensions that are contiguous together form one run.
+  int inner = rank - 1;
+  int64_t run_elems = strides[inner] == 1 ? shape[inner] : 1;
+  if (strides[inner] == 1) {
+    while (inner > 0 && strides[inner - 1] == run_elems) {
+      --inner;
+      run_elems *= shape[inner];
+    }
+  } else {
+    ++inner;  // Every element is its own run.
+  }
+  int64_t runs = 1;
+  bool hull = false;
+  for (int d = 0; d < inner; ++d) {
+    if (strides[d] < 0) hull = true;
+    runs *= shape[d];
+    if (runs > kMaxRuns) hull = true;
+  }
+  if (hull) {
+    int64_t lo = 0, hi = 0;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t span = (shape[d] - 1) * strides[d];
+      (span < 0 ? lo : hi) += span;
+    }
+    return {{lo * elem, (hi + 1) * elem}};
+  }
+  std::vector<Run> out;
+  out.reserve(static_cast<size_t>(runs));
+  std::vector<int64_t> idx(static_cast<size_t>(inner), 0);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t off = 0;
+    for (int d = 0; d < inner; ++d) off += idx[d] * strides[d];
+    const Run run{off * elem, (off + run_elems) * elem};
+    if (!out.empty() && out.back().hi == run.lo) {
+      out.back().hi = run.hi;
+    } else {
+      out.push_back(run);
+    }
+    for (int d = inner - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<Run> RunsOf(const ArrayRef& ref) {
+  return RunsOf(ref.rank(), ref.shape(), ref.strides(),
+                static_cast<int64_t>(DTypeSize(ref.dtype())));
+}
+
+std::vector<Run> RunsOf(const ViewLayout& layout, int64_t elem) {
+  std::vector<int64_t> strides(layout.rank);
+  for (int d = 0; d < layout.rank; ++d) {
+    strides[d] = layout.byte_strides[d] / elem;
+  }
+  return RunsOf(layout.rank, {layout.shape.data(), size_t(layout.rank)},
+                strides, elem);
+}
+
+void Join(VectorClock& into, const VectorClock& from) {
+  for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+}  // namespace
+
+// One tracked access to a byte range.
+struct RaceChecker::Access {
+  bool write = false;
+  int comp = 0;        // Vector-clock component of the access.
+  uint32_t epoch = 0;  // Its value at the access.
+  std::shared_ptr<const VectorClock> vc;
+  int device = 0;                      // The accessing device (a DMA's issuer).
+  std::shared_ptr<const DmaInfo> dma;  // Set for a DMA's accesses.
+  std::shared_ptr<const std::string> site;
+  std::shared_ptr<const std::string> buffer;  // The allocation touched.
+};
+
+// What checked mode attaches to a DMA (`DmaOp::check_info`).
+struct RaceChecker::DmaInfo {
+  uint64_t id = 0;
+  int issuer = 0;
+  int target = 0;
+  bool local = false;
+  int64_t send_sem = -1;
+  int64_t recv_sem = 0;
+  ArrayRef dst;
+  int dst_space = 0;
+  int64_t dst_base = 0;  // Shadow offset of dst element 0.
+  uint32_t seq = 0;      // The DMA's value of its issuer's DMA component.
+  // The issuer's clock at start(): what the DMA's accesses are ordered
+  // after. `release` adds the DMA itself (seq): what its completion tells
+  // whoever waits on its semaphores.
+  std::shared_ptr<const VectorClock> vc;
+  VectorClock release;
+  std::shared_ptr<const std::string> write_site;
+  std::shared_ptr<const std::string> dst_buffer;
+};
+
+struct RaceChecker::DeviceState {
+  VectorClock vc;
+  std::shared_ptr<const VectorClock> snapshot;  // Of `vc`, while unchanged.
+  uint32_t dma_seq = 0;
+  struct Alloc {
+    int64_t offset;
+    int64_t bytes;
+    std::string kernel;
+    int index;  // Within its kernel's allocations.
+  };
+  std::vector<Alloc> allocs;
+  std::mutex sem_mu;
+  std::unordered_map<int64_t, VectorClock> sems;
+};
+
+struct RaceChecker::Shadow {
+  struct Entry {
+    int64_t hi;
+    Access access;
+  };
+  std::mutex mu;
+  std::multimap<int64_t, Entry> entries;  // Keyed by the range's start.
+  int64_t max_len = 0;
+};
+
+RaceChecker::RaceChecker(int num_devices,
+                         std::function<void(int, const std::string&)> on_race)
+    : n_(num_devices), on_race_(std::move(on_race)) {
+  for (int i = 0; i < n_; ++i) {
+    devices_.push_back(std::make_unique<DeviceState>());
+  }
+  for (int i = 0; i <= n_; ++i) shadows_.push_back(std::make_unique<Shadow>());
+  Reset();
+}
+
+RaceChecker::~RaceChecker() = default;
+
+void RaceChecker::Reset() {
+  for (int i = 0; i < n_; ++i) {
+    DeviceState& d = *devices_[i];
+    d.vc.assign(2 * n_, 0);
+    d.vc[i] = 1;
+    d.snapshot.reset();
+    d.dma_seq = 0;
+    d.allocs.clear();
+    std::lock_guard<std::mutex> lock(d.sem_mu);
+    d.sems.clear();
+  }
+  for (auto& s : shadows_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->entries.clear();
+    s->max_len = 0;
+  }
+}
+
+std::shared_ptr<const VectorClock> RaceChecker::Snapshot(DeviceState& d) {
+  if (d.snapshot == nullptr) d.snapshot = std::make_shared<VectorClock>(d.vc);
+  return d.snapshot;
+}
+
+void RaceChecker::OnAllocate(int device, int64_t offset, int64_t bytes,
+                             absl::string_view kernel) {
+  auto& allocs = state(device).allocs;
+  int index = 0;
+  for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
+    if (it->kernel != kernel) break;
+    ++index;
+  }
+  allocs.push_back({offset, bytes, std::string(kernel), index});
+}
+
+void RaceChecker::OnFree(int device, int64_t lo, int64_t hi) {
+  auto& allocs = state(device).allocs;
+  allocs.erase(std::remove_if(allocs.begin(), allocs.end(),
+                              [&](const DeviceState::Alloc& a) {
+                                return a.offset >= lo && a.offset < hi;
+                              }),
+               allocs.end());
+}
+
+std::string RaceChecker::DescribeBuffer(int device, int64_t offset) const {
+  const auto& allocs = devices_[device]->allocs;
+  for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
+    if (offset >= it->offset && offset < it->offset + it->bytes) {
+      return absl::StrCat("allocation #", it->index, " of kernel '", it->kernel,
+                          "' (heap offset ", it->offset, ", ", it->bytes,
+                          " bytes)");
+    }
+  }
+  return absl::StrCat("heap offset ", offset);
+}
+
+void RaceChecker::OnDmaStart(int device, absl::string_view kernel, DmaOp& op,
+                             const ArrayRef& src, const ArrayRef& dst) {
+  DeviceState& d = state(device);
+  auto info = std::make_shared<DmaInfo>();
+  info->id = op.event.id;
+  info->issuer = device;
+  info->target = op.event.dst_device;
+  info->local = op.event.send_sem < 0;
+  info->send_sem = op.event.send_sem;
+  info->recv_sem = op.event.recv_sem;
+  auto vc = Snapshot(d);
+  info->seq = ++d.dma_seq;
+  info->vc = vc;
+  info->release = *vc;
+  info->release[n_ + device] = info->seq;
+  info->dst = dst;
+  if (dst.is_symmetric()) {
+    info->dst_space = info->target;
+    info->dst_base = dst.heap_offset();
+    info->dst_buffer = std::make_shared<std::string>(
+        DescribeBuffer(device, dst.heap_offset()));
+  } else {
+    info->dst_space = n_;
+    info->dst_base = reinterpret_cast<intptr_t>(dst.data());
+    info->dst_buffer = std::make_shared<std::string>("memory outside the heap");
+  }
+  info->write_site = std::make_shared<std::string>(
+      absl::StrCat("DMA write into device ", info->target, " issued by device ",
+                   device, " in kernel '", kernel, "'"));
+  Access a;
+  a.write = false;
+  a.comp = n_ + device;
+  a.epoch = d.dma_seq;
+  a.vc = vc;
+  a.device = device;
+  a.dma = info;
+  a.site = std::make_shared<std::string>(
+      absl::StrCat("DMA read of the source on device ", device, " (to device ",
+                   info->target, ") in kernel '", kernel, "'"));
+  if (src.is_symmetric()) {
+    a.buffer = std::make_shared<std::string>(
+        DescribeBuffer(device, src.heap_offset()));
+    Record(device, src, a);
+  } else {
+    a.buffer = std::make_shared<std::string>("memory outside the heap");
+    Record(n_, src, a);
+  }
+  op.check_clock = *vc;
+  op.check_seq = info->seq;
+  op.check_info = std::move(info);
+  // The issuer's later steps are not covered by the DMA's clock.
+  ++d.vc[device];
+  d.snapshot.reset();
+}
+
+void RaceChecker::OnDmaComplete(const DmaOp& op) {
+  auto info = std::static_pointer_cast<const DmaInfo>(op.check_info);
+  if (info == nullptr) return;
+  Access a;
+  a.write = true;
+  a.comp = n_ + info->issuer;
+  a.epoch = info->seq;
+  a.vc = info->vc;
+  a.device = info->issuer;
+  a.dma = info;
+  a.site = info->write_site;
+  a.buffer = info->dst_buffer;
+  for (const Run& r : RunsOf(info->dst)) {
+    RecordRange(info->dst_space, info->dst_base + r.lo, info->dst_base + r.hi,
+                a);
+  }
+  auto join = [&](int dev, int64_t sem) {
+    DeviceState& d = state(dev);
+    std::lock_guard<std::mutex> lock(d.sem_mu);
+    auto [it, inserted] = d.sems.try_emplace(sem, VectorClock(2 * n_, 0));
+    Join(it->second, info->release);
+  };
+  join(info->local ? info->issuer : info->target, info->recv_sem);
+  if (!info->local) join(info->issuer, info->send_sem);
+}
+
+void RaceChecker::OnSignal(int device, int target_device, int64_t sem_offset) {
+  DeviceState& d = state(device);
+  {
+    DeviceState& t = state(target_device);
+    std::lock_guard<std::mutex> lock(t.sem_mu);
+    auto [it, inserted] =
+        t.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
+    Join(it->second, d.vc);
+  }
+  ++d.vc[device];
+  d.snapshot.reset();
+}
+
+void RaceChecker::OnWaitEnd(int device, int64_t sem_offset) {
+  DeviceState& d = state(device);
+  std::lock_guard<std::mutex> lock(d.sem_mu);
+  auto it = d.sems.find(sem_offset);
+  if (it == d.sems.end()) return;
+  Join(d.vc, it->second);
+  d.snapshot.reset();
+}
+
+void RaceChecker::OnRemoteArrival(int target, int issuer, int64_t sem_offset,
+                                  std::span<const uint32_t> clock,
+                                  uint32_t dma_seq, int64_t dst_offset,
+                                  const ViewLayout* dst_layout,
+                                  int64_t elem_bytes) {
+  if (clock.size() != static_cast<size_t>(2 * n_)) return;
+  auto vc = std::make_shared<VectorClock>(clock.begin(), clock.end());
+  VectorClock release = *vc;
+  if (issuer >= 0) {
+    release[n_ + issuer] = std::max(release[n_ + issuer], dma_seq);
+  }
+  if (dst_layout != nullptr && issuer >= 0) {
+    auto info = std::make_shared<DmaInfo>();
+    info->issuer = issuer;
+    info->target = target;
+    info->recv_sem = sem_offset;
+    info->seq = dma_seq;
+    info->vc = vc;
+    Access a;
+    a.write = true;
+    a.comp = n_ + issuer;
+    a.epoch = dma_seq;
+    a.vc = vc;
+    a.device = issuer;
+    a.dma = info;
+    a.site = std::make_shared<std::string>(
+        absl::StrCat("DMA write into device ", target, " issued by device ",
+                     issuer, " in another process"));
+    a.buffer =
+        std::make_shared<std::string>(DescribeBuffer(target, dst_offset));
+    for (const Run& r : RunsOf(*dst_layout, elem_bytes)) {
+      RecordRange(target, dst_offset + r.lo, dst_offset + r.hi, a);
+    }
+  }
+  DeviceState& t = state(target);
+  std::lock_guard<std::mutex> lock(t.sem_mu);
+  auto [it, inserted] = t.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
+  Join(it->second, release);
+}
+
+const VectorClock& RaceChecker::ClockOf(int device) { return state(device).vc; }
+
+void RaceChecker::OnDrained(int device) {
+  DeviceState& d = state(device);
+  d.vc[n_ + device] = d.dma_seq;
+  d.snapshot.reset();
+}
+
+void RaceChecker::OnAccess(int device, absl::string_view kernel,
+                           const ArrayRef& ref, bool write,
+                           absl::string_view what) {
+  DeviceState& d = state(device);
+  Access a;
+  a.write = write;
+  a.comp = device;
+  a.epoch = d.vc[device];
+  a.vc = Snapshot(d);
+  a.device = device;
+  a.site = std::make_shared<std::string>(
+      absl::StrCat(what, " on device ", device, " in kernel '", kernel, "'"));
+  if (ref.is_symmetric()) {
+    a.buffer = std::make_shared<std::string>(
+        DescribeBuffer(device, ref.heap_offset()));
+    Record(device, ref, a);
+  } else {
+    a.buffer = std::make_shared<std::string>("memory outside the heap");
+    Record(n_, ref, a);
+  }
+}
+
+void RaceChecker::Record(int space, const ArrayRef& ref, const Access& a) {
+  const int64_t base = ref.is_symmetric()
+                           ? ref.heap_offset()
+                           : reinterpret_cast<intptr_t>(ref.data());
+  for (const Run& r : RunsOf(ref))
+    RecordRange(space, base + r.lo, base + r.hi, a);
+}
+
+void RaceChecker::RecordRange(int space, int64_t lo, int64_t hi,
+                              const Access& a) {
+  if (hi <= lo) return;
+  Shadow& s = *shadows_[space];
+  std::vector<std::pair<std::pair<int64_t, int64_t>, Access>> races;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto it = s.entries.lower_bound(lo - s.max_len);
+         it != s.entries.end() && it->first < hi;) {
+      const Access& p = it->second.access;
+      const int64_t plo = it->first, phi = it->second.hi;
+      if (phi <= lo) {
+        ++it;
+        continue;
+      }
+      const bool p_before_a = (*a.vc)[p.comp] >= p.epoch;
+      const bool a_before_p = (*p.vc)[a.comp] >= a.epoch;
+      const bool same_dma = p.dma != nullptr && p.dma == a.dma;
+      if ((a.write || p.write) && !p_before_a && !a_before_p && !same_dma) {
+        races.push_back({{std::max(lo, plo), std::min(hi, phi)}, p});
+      }
+      // `a` subsumes an earlier access it covers and is ordered after.
+      if (p_before_a && plo >= lo && phi <= hi && (a.write || !p.write)) {
+        it = s.entries.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    s.entries.emplace(lo, Shadow::Entry{hi, a});
+    s.max_len = std::max(s.max_len, hi - lo);
+  }
+  for (const auto& [range, p] : races) {
+    Report(space, range.first, range.second, p, a);
+  }
+}
+
+void RaceChecker::Report(int space, int64_t lo, int64_t hi,
+                         const Access& earlier, const Access& later) {
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    auto key = std::minmax(*earlier.site, *later.site);
+    if (!reported_sites_.insert({key.first, key.second}).second) return;
+    ++num_races_;
+  }
+  auto describe = [&](const Access& x) {
+    std::string s = absl::StrCat(x.write ? "write" : "read", " by ", *x.site);
+    if (x.dma != nullptr) {
+      absl::StrAppend(&s, " (DMA #", x.dma->id, ")");
+    }
+    return s;
+  };
+  // Which wait would have ordered them.
+  std::string hint;
+  auto sem_role = [](const DmaInfo& dma) {
+    return dma.local ? absl::StrCat("its semaphore @", dma.recv_sem)
+                     : absl::StrCat("recv_sem @", dma.recv_sem);
+  };
+  // The DMA of a pair where only one access is a DMA's.
+  const Access* dma_side = nullptr;
+  const Access* other = nullptr;
+  if ((earlier.dma != nullptr) != (later.dma != nullptr)) {
+    dma_side = earlier.dma != nullptr ? &earlier : &later;
+    other = earlier.dma != nullptr ? &later : &earlier;
+  }
+  if (dma_side != nullptr) {
+    const DmaInfo& dma = *dma_side->dma;
+    const std::string before_dma = absl::StrCat(
+        "a semaphore signalled by device ", other->device,
+        " after its access and waited on by device ", dma.issuer,
+        " before starting the DMA (an entry barrier, a handshake or a "
+        "capacity semaphore)");
+    if (!dma_side->write && other->device == dma.issuer) {
+      hint = dma.local ? absl::StrCat("device ", dma.issuer, "'s wait on ",
+                                      sem_role(dma), " before its access")
+                       : absl::StrCat("device ", dma.issuer,
+                                      "'s wait_send on send_sem @",
+                                      dma.send_sem, " before its access");
+    } else if (dma_side->write && other->device == dma.target) {
+      hint =
+          absl::StrCat("device ", dma.target, "'s wait_recv on ", sem_role(dma),
+                       " before its access (if the access belongs after "
+                       "the DMA), or ",
+                       before_dma, " (if it belongs before)");
+    } else {
+      hint = before_dma;
+    }
+  } else if (earlier.dma != nullptr && later.dma != nullptr) {
+    hint = absl::StrCat("device ", later.dma->issuer,
+                        " waiting, before starting its DMA, on a semaphore "
+                        "signalled after the other DMA was waited for");
+  }
+  if (hint.empty()) {
+    hint = absl::StrCat("a semaphore signalled by device ", earlier.device,
+                        " after the first access and waited on by device ",
+                        later.device, " before the second");
+  }
+  const std::string where = space < n_
+                                ? absl::StrCat("device ", space, "'s heap")
+                                : std::string("memory outside the heap");
+  const std::string text = absl::StrCat(
+      "data race on ", where, ", ", *later.buffer, ", bytes [", lo, ", ", hi,
+      "):\n    ", describe(earlier), "\n    ", describe(later),
+      "\n    no chain of signals and waits orders them; ", hint, " would have");
+  {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    reports_.push_back(text);
+  }
+  if (on_race_) on_race_(later.device, text);
+}
+
+absl::Status RaceChecker::TakeReport() {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  if (reports_.empty()) return absl::OkStatus();
+  std::string text =
+      absl::StrCat("checked mode found ", reports_.size(), " data race(s):\n  ",
+                   absl::StrJoin(reports_, "\n  "));
+  reports_.clear();
+  return absl::FailedPreconditionError(text);
+}
+
+int64_t RaceChecker::num_races() const {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  return num_races_;
+}
+
+}  // namespace meshdma::dma_internal

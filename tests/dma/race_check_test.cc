@@ -1,0 +1,262 @@
+// Checked mode's race detector (docs/checked_mode.md): each classic bug of
+// Pallas distributed kernels is reported, and its corrected form is not.
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/kernels/ref.h"
+#include "tests/dma/runtime_test_util.h"
+
+namespace meshdma {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RaceCheckTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.check = CheckMode::kRaces;
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    auto mesh = rt_->MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    mesh_ = std::make_unique<Mesh>(*mesh);
+  }
+  absl::Status Run(std::function<absl::Status()> fn) {
+    return rt_->Run(*mesh_, std::move(fn));
+  }
+  int n() const { return mesh_->size(); }
+
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Mesh> mesh_;
+};
+
+// Pushes `src` into the right neighbour's `dst`; `bug` touches a buffer
+// before the wait that makes it safe.
+absl::Status PermuteWith(bool touch_src_early, bool read_dst_early) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({64}));
+  MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({64}));
+  return RunKernel({.name = "permute"}, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto send,
+                             AllocateSemaphore(SemaphoreType::kDma, "send"));
+    MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                             AllocateSemaphore(SemaphoreType::kDma, "recv"));
+    auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
+    MESHDMA_RETURN_IF_ERROR(copy.start());
+    if (touch_src_early) AnnotateWrite(src, "refill of the send buffer");
+    MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+    if (!touch_src_early) AnnotateWrite(src, "refill of the send buffer");
+    if (read_dst_early) AnnotateRead(dst, "use of the receive buffer");
+    MESHDMA_RETURN_IF_ERROR(copy.wait_recv());
+    if (!read_dst_early) AnnotateRead(dst, "use of the receive buffer");
+    return absl::OkStatus();
+  });
+}
+
+TEST_F(RaceCheckTest, SendBufferWrittenBeforeWaitSend) {
+  absl::Status s = Run([] { return PermuteWith(true, false); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("wait_send on send_sem"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("refill of the send buffer on device 0"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 'permute'"));
+}
+
+TEST_F(RaceCheckTest, ReceiveBufferReadBeforeWaitRecv) {
+  absl::Status s = Run([] { return PermuteWith(false, true); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("wait_recv on recv_sem"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("allocation #1 of kernel 'Run'"));
+}
+
+TEST_F(RaceCheckTest, CorrectPermuteIsSilent) {
+  EXPECT_TRUE(Run([] { return PermuteWith(false, false); }).ok());
+}
+
+// Kernel 1 receives into scratch and reads it; kernel 2 pushes into scratch
+// at the same heap offset. Without an entry barrier a neighbour already in
+// kernel 2 may overwrite what this device still reads in kernel 1.
+absl::Status ScratchReuse(bool entry_barrier) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({32}));
+  MESHDMA_ASSIGN_OR_RETURN(auto sems,
+                           AllocateSemaphoreArray(SemaphoreType::kDma, 2));
+  for (const char* name : {"step_a", "step_b"}) {
+    MESHDMA_RETURN_IF_ERROR(RunKernel(
+        {.name = name, .entry_barrier = entry_barrier}, [&]() -> absl::Status {
+          // The second kernel starts late, so that its DMA follows the
+          // neighbour's read in the first (a race all the same: nothing
+          // orders them).
+          if (std::string(name) == "step_b")
+            absl::SleepFor(absl::Milliseconds(20));
+          MESHDMA_ASSIGN_OR_RETURN(auto scratch,
+                                   AllocateSymmetric<float>({32}));
+          auto copy = make_async_remote_copy(src, scratch, sems[0], sems[1],
+                                             (me + 1) % n);
+          MESHDMA_RETURN_IF_ERROR(copy.start());
+          MESHDMA_RETURN_IF_ERROR(copy.wait());
+          MESHDMA_ASSIGN_OR_RETURN(auto ref, Ref<float>::Of(scratch));
+          (void)ref.Load();  // Consumes the scratch.
+          return absl::OkStatus();
+        }));
+  }
+  return absl::OkStatus();
+}
+
+TEST_F(RaceCheckTest, ScratchReuseWithoutEntryBarrier) {
+  absl::Status s = Run([] { return ScratchReuse(false); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Ref load"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 'step_b'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("entry barrier"));
+}
+
+TEST_F(RaceCheckTest, ScratchReuseWithEntryBarrierIsSilent) {
+  EXPECT_TRUE(Run([] { return ScratchReuse(true); }).ok());
+}
+
+// Devices 1 and 2 both push 32 floats into device 0's buffer; with
+// `overlap` their rows overlap.
+absl::Status TwoWriters(bool overlap) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+  MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({32}));
+  MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({64}));
+  return RunKernel({.name = "gather"}, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto send, AllocateSemaphore(SemaphoreType::kDma));
+    MESHDMA_ASSIGN_OR_RETURN(auto recv, AllocateSemaphore(SemaphoreType::kDma));
+    if (me == 1 || me == 2) {
+      const int64_t start = overlap ? (me - 1) * 16 : (me - 1) * 32;
+      MESHDMA_ASSIGN_OR_RETURN(auto part, dst.Slice(0, start, 32));
+      auto copy = make_async_remote_copy(src, part, send, recv, 0);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+    }
+    if (me == 0) {
+      auto copy = make_async_remote_copy(src, dst, send, recv, 0);
+      MESHDMA_RETURN_IF_ERROR(copy.wait_recv());  // 32 floats, twice.
+      MESHDMA_RETURN_IF_ERROR(copy.wait_recv());
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST_F(RaceCheckTest, TwoDevicesWriteOverlappingBytes) {
+  if (n() < 3) GTEST_SKIP() << "needs 3 devices";
+  absl::Status s = Run([] { return TwoWriters(true); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("exit")));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("data race on device 0's heap"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("issued by device 1"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("issued by device 2"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bytes ["));
+}
+
+TEST_F(RaceCheckTest, TwoDevicesWriteDisjointBytesIsSilent) {
+  if (n() < 3) GTEST_SKIP() << "needs 3 devices";
+  EXPECT_TRUE(Run([] { return TwoWriters(false); }).ok());
+}
+
+// A ring with two receive slots: at step s a device pushes into slot s % 2
+// of its right neighbour, after (from step 2 on) the neighbour has said the
+// slot is free on a REGULAR capacity semaphore. `early` signals capacity
+// right after wait_recv, before the slot has been read.
+absl::Status CapacityRing(bool early) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  constexpr int kSteps = 6;
+  MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({16}));
+  MESHDMA_ASSIGN_OR_RETURN(auto slots, AllocateSymmetric<float>({2, 16}));
+  return RunKernel({.name = "ring"}, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto send, AllocateSemaphore(SemaphoreType::kDma));
+    MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                             AllocateSemaphoreArray(SemaphoreType::kDma, 2));
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto capacity, AllocateSemaphore(SemaphoreType::kRegular, "capacity"));
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    for (int s = 0; s < kSteps; ++s) {
+      MESHDMA_ASSIGN_OR_RETURN(auto slot, slots.At(s % 2));
+      if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(capacity, 1));
+      auto copy = make_async_remote_copy(src, slot, send, recv[s % 2], right);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+      MESHDMA_RETURN_IF_ERROR(copy.wait_recv());
+      if (early) MESHDMA_RETURN_IF_ERROR(semaphore_signal(capacity, 1, left));
+      MESHDMA_ASSIGN_OR_RETURN(auto ref, Ref<float>::Of(slot));
+      (void)ref.Load();
+      if (!early) MESHDMA_RETURN_IF_ERROR(semaphore_signal(capacity, 1, left));
+    }
+    return semaphore_wait(capacity, 2);
+  });
+}
+
+TEST_F(RaceCheckTest, CapacitySignalOneStepEarly) {
+  absl::Status s = Run([] { return CapacityRing(true); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Ref load"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("capacity semaphore"));
+}
+
+TEST_F(RaceCheckTest, CapacityRingIsSilent) {
+  EXPECT_TRUE(Run([] { return CapacityRing(false); }).ok());
+}
+
+// Two DMAs of one device into the same bytes, the second started before the
+// first was waited for.
+TEST_F(RaceCheckTest, OneDeviceTwoDmasIntoTheSameBytes) {
+  absl::Status s = Run([]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({16}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({16}));
+    return RunKernel({.name = "twice"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      auto copy = make_async_copy(src, dst, sem);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.wait());
+      return copy.wait();
+    });
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+}
+
+// Each pair of sites is reported once, however often it races.
+TEST_F(RaceCheckTest, ReportedOncePerPairOfSites) {
+  absl::Status s = Run([]() -> absl::Status {
+    for (int i = 0; i < 5; ++i) {
+      MESHDMA_RETURN_IF_ERROR(PermuteWith(true, false));
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_FALSE(s.ok());
+  const std::string msg(s.message());
+  size_t count = 0;
+  for (size_t p = msg.find("data race on"); p != std::string::npos;
+       p = msg.find("data race on", p + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, static_cast<size_t>(n()));
+}
+
+}  // namespace
+}  // namespace meshdma
