@@ -4,9 +4,10 @@
 #         (threads, mpirun, forced inter-host) in build-asan
 #   tsan  ThreadSanitizer, the thread-only suite (ctest label `threads`) in
 #         build-tsan
-#   fuzz  every fuzz target (tests/fuzz/) for MESHDMA_FUZZ_SECONDS each
-#         (default 20) from its corpus, built with clang's libFuzzer in
-#         build-fuzz
+#   fuzz  every fuzz target (tests/fuzz/) from its corpus for
+#         MESHDMA_FUZZ_RUNS inputs (default 20000; seeded, so a run is
+#         repeatable) or at most MESHDMA_FUZZ_SECONDS (default 60), built with
+#         clang's libFuzzer in build-fuzz
 # Any sanitizer report fails the run. Suppressions (Open MPI internals only)
 # are in tests/sanitizers/.
 #   MESHDMA_SANITIZERS="asan tsan fuzz"   which ones to run (default: all)
@@ -59,14 +60,16 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
         -DCMAKE_SHARED_LINKER_FLAGS="$fuzz_link"
       echo "=== meshdma fuzz targets (build-fuzz)"
       cmake --build build-fuzz -j "$jobs"
-      seconds=${MESHDMA_FUZZ_SECONDS:-20}
+      seconds=${MESHDMA_FUZZ_SECONDS:-60}
+      runs=${MESHDMA_FUZZ_RUNS:-20000}
       for corpus in tests/fuzz/corpus/*/; do
         target=$(basename "$corpus")
-        echo "--- fuzz $target for ${seconds}s"
+        echo "--- fuzz $target: $runs inputs (at most ${seconds}s)"
         # A scratch copy keeps the repository's corpus as it is.
         work=build-fuzz/corpus/$target
-        mkdir -p "$work"
-        "build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" \
+        rm -rf "$work" && mkdir -p "$work"
+        "build-fuzz/tests/fuzz/$target" -seed=1 -runs="$runs" \
+          -max_total_time="$seconds" \
           -print_final_stats=1 -artifact_prefix="build-fuzz/$target-" \
           "$work" "$corpus"
       done ;;

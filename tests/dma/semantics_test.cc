@@ -101,7 +101,9 @@ TEST_P(SemanticsTest, ByteCountsAccumulateAcrossDmas) {
       for (int i = 0; i < 256; ++i) {
         EXPECT_EQ(dst.data_as<float>()[i], left + i * 0.5f);
       }
-      // The reverse: one big copy, four small waits.
+      // The reverse: one big copy, four small waits. The neighbour must have
+      // read its `dst` before this device overwrites it.
+      MESHDMA_RETURN_IF_ERROR(device_barrier());
       MESHDMA_RETURN_IF_ERROR(whole.start());
       for (int row = 0; row < 4; ++row) {
         MESHDMA_ASSIGN_OR_RETURN(auto s_row, src.Slice(0, row, 1));

@@ -123,6 +123,9 @@ void MpiTransport::Send(int dest_rank, const Header& header,
                               " devices' clocks in a message; this mesh has ",
                               check_clock.size()),
                  /*notify_peers=*/true);
+    // The issuer's in-flight list still names the op: keep it alive (the
+    // launch is over).
+    op.release();
     return;
   }
   auto send = std::make_unique<PendingSend>();
