@@ -37,8 +37,7 @@ ABSL_FLAG(double, stepfactor, 2.0, "multiplication factor between sizes");
 ABSL_FLAG(int, iters, 0,
           "timed iterations per repeat; 0: chosen per size for about 40 ms "
           "(printed in the iters column)");
-ABSL_FLAG(int, warmup_iters, 3,
-          "warm-up iterations before each measurement");
+ABSL_FLAG(int, warmup_iters, 3, "warm-up iterations before each measurement");
 ABSL_FLAG(int, check, 1,
           "calls per size whose output is checked against a closed-form "
           "reference (#wrong); 0: no check");

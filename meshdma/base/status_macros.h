@@ -24,25 +24,25 @@ absl::Status AddCallSite(const absl::Status& status, std::string_view file,
 #define MESHDMA_STATUS_CONCAT_INNER_(a, b) a##b
 #define MESHDMA_STATUS_CONCAT_(a, b) MESHDMA_STATUS_CONCAT_INNER_(a, b)
 
-#define MESHDMA_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                   \
-    ::absl::Status meshdma_status_ = (expr);                             \
-    if (!meshdma_status_.ok()) {                                         \
+#define MESHDMA_RETURN_IF_ERROR(expr)                                         \
+  do {                                                                        \
+    ::absl::Status meshdma_status_ = (expr);                                  \
+    if (!meshdma_status_.ok()) {                                              \
       return ::meshdma::base_internal::AddCallSite(meshdma_status_, __FILE__, \
-                                              __LINE__);                 \
-    }                                                                    \
+                                                   __LINE__);                 \
+    }                                                                         \
   } while (0)
 
 #define MESHDMA_ASSIGN_OR_RETURN(lhs, expr) \
   MESHDMA_ASSIGN_OR_RETURN_IMPL_(           \
       MESHDMA_STATUS_CONCAT_(meshdma_statusor_, __LINE__), lhs, expr)
 
-#define MESHDMA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)              \
-  auto statusor = (expr);                                                \
-  if (!statusor.ok()) {                                                  \
+#define MESHDMA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)                   \
+  auto statusor = (expr);                                                     \
+  if (!statusor.ok()) {                                                       \
     return ::meshdma::base_internal::AddCallSite(statusor.status(), __FILE__, \
-                                            __LINE__);                   \
-  }                                                                      \
+                                                 __LINE__);                   \
+  }                                                                           \
   lhs = std::move(statusor).value()
 
 #endif  // MESHDMA_BASE_STATUS_MACROS_H_

@@ -43,10 +43,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
                      DTypeName(input.dtype()), "[", absl::StrJoin(want, ","),
                      "]"));
   }
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                           collectives_internal::Flatten(input, kName, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                           collectives_internal::Flatten(output, kName, "output", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef in, collectives_internal::Flatten(input, kName, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef out, collectives_internal::Flatten(output, kName, "output", g));
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t count = in.num_elements();
@@ -64,8 +64,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     return channel->ExchangeWithAll(
         kName, g,
         collectives_internal::CallSignature(
-            collectives_internal::CollectiveKind::kAllGather, in.dtype(),
-            count, tiled ? 1 : 0, &output),
+            collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
+            tiled ? 1 : 0, &output),
         [&](int) { return std::pair(in.data(), in.size_bytes()); },
         in.size_bytes(),
         [&](const std::byte* rows) {
@@ -91,11 +91,12 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                          " requested)"));
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+      collectives_internal::KernelFor(std::string(kName)),
+      [&]() -> absl::Status {
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
-              tiled ? 1 : 0, &output));
+              kName, g, collectives_internal::CollectiveKind::kAllGather,
+              in.dtype(), count, tiled ? 1 : 0, &output));
         }
         // Step 0: my own block, unless the input already is it.
         const ArrayRef mine =
@@ -106,8 +107,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;
         // Steps 1..n-1: the ring, sending my block from `in` (single copy).
-        MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState state,
-                                 collectives_internal::AllocateAllGather(g, lanes));
+        MESHDMA_ASSIGN_OR_RETURN(
+            collectives_internal::AllGatherState state,
+            collectives_internal::AllocateAllGather(g, lanes));
         return collectives_internal::RingAllGather(g, in, out, blocks, state);
       });
 }

@@ -74,7 +74,6 @@ namespace {
 using collectives_internal::Group;
 using collectives_internal::Range;
 
-
 // One-shot all-reduce:
 //   step 1: stage a 64-byte header (the call's signature, see
 //           `CheckRingNeighbour`) followed by my input in one local buffer,
@@ -109,24 +108,25 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   if (check) std::memcpy(staged, &signature, sizeof(signature));
   std::memcpy(staged + header, in.data(), in.size_bytes());
   for (int j = 1; j < n; ++j) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::RemoteCopy(my_row, my_row, send_sem, recv_sem, g.Peer(j))
-            .start());
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                                my_row, my_row, send_sem, recv_sem, g.Peer(j))
+                                .start());
   }
   // Step 2: one wait for all rows, one for all sends (the counts add up).
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef rows, scratch.Slice(0, 0, n - 1));
-  AsyncCopyDescriptor all =
-      collectives_internal::RemoteCopy(rows, rows, send_sem, recv_sem, g.Peer(1));
+  AsyncCopyDescriptor all = collectives_internal::RemoteCopy(
+      rows, rows, send_sem, recv_sem, g.Peer(1));
   MESHDMA_RETURN_IF_ERROR(all.wait_recv());
   MESHDMA_RETURN_IF_ERROR(all.wait_send());
   // Steps 3 and 4.
   const std::byte* base = scratch.data();
   if (check) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::CheckRowSignatures(name, g, signature, base, row_bytes));
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
+        name, g, signature, base, row_bytes));
   }
-  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base, row_bytes, header,
-                          out.data_as<T>(), count);
+  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base,
+                                      row_bytes, header, out.data_as<T>(),
+                                      count);
   return absl::OkStatus();
 }
 
@@ -137,7 +137,8 @@ absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
   const int n = g.size();
   const int64_t count = in.num_elements();
   std::vector<int64_t> segments(n + 1);
-  for (int i = 0; i <= n; ++i) segments[i] = collectives_internal::PartBegin(count, n, i);
+  for (int i = 0; i <= n; ++i)
+    segments[i] = collectives_internal::PartBegin(count, n, i);
   const ArrayRef mine =
       Range(out, segments[g.index], segments[g.index + 1] - segments[g.index]);
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState gather,
@@ -150,7 +151,7 @@ absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
       &gather));
   // Phase 2: all-gather the totals straight into every member's `out`.
   return collectives_internal::RingAllGather(g, mine, out, segments, gather,
-                                 /*step0_sent=*/true);
+                                             /*step0_sent=*/true);
 }
 
 }  // namespace
@@ -163,11 +164,12 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                                  : op == ReduceOp::kMax ? "pmax"
                                  : op == ReduceOp::kMin ? "pmin"
                                                         : "pmean";
-  MESHDMA_ASSIGN_OR_RETURN(Group g, collectives_internal::ResolveGroup(name, axes));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                           collectives_internal::Flatten(input, name, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                           collectives_internal::Flatten(output, name, "output", g));
+  MESHDMA_ASSIGN_OR_RETURN(Group g,
+                           collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef out, collectives_internal::Flatten(output, name, "output", g));
   if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
     return collectives_internal::CollectiveError(
         name, g,
@@ -202,33 +204,35 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>(), out.data_as<T>(), in.num_elements());
       return;
     }
-    status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
-      const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-      if (options.check_peers && !one_shot) {
-        MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-            name, g, collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
-            in.num_elements(), static_cast<int>(op), &output));
-      }
-      if (g.size() == 1) {
-        if (in.data() != out.data()) {
-          std::memmove(out.data(), in.data(), in.size_bytes());
-        }
-        return absl::OkStatus();
-      }
-      switch (algorithm) {
-        case CollectiveAlgorithm::kOneShot:
-          return OneShot<T>(
-              name, g, op, in, out,
-              collectives_internal::CallSignature(collectives_internal::CollectiveKind::kAllReduce,
-                                      in.dtype(), in.num_elements(),
-                                      static_cast<int>(op), &output),
-              options.check_peers);
-        case CollectiveAlgorithm::kBidirectionalRing:
-          return Ring<T>(g, op, in, out, 2, options);
-        default:
-          return Ring<T>(g, op, in, out, 1, options);
-      }
-    });
+    status =
+        RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
+          const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+          if (options.check_peers && !one_shot) {
+            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+                name, g, collectives_internal::CollectiveKind::kAllReduce,
+                in.dtype(), in.num_elements(), static_cast<int>(op), &output));
+          }
+          if (g.size() == 1) {
+            if (in.data() != out.data()) {
+              std::memmove(out.data(), in.data(), in.size_bytes());
+            }
+            return absl::OkStatus();
+          }
+          switch (algorithm) {
+            case CollectiveAlgorithm::kOneShot:
+              return OneShot<T>(
+                  name, g, op, in, out,
+                  collectives_internal::CallSignature(
+                      collectives_internal::CollectiveKind::kAllReduce,
+                      in.dtype(), in.num_elements(), static_cast<int>(op),
+                      &output),
+                  options.check_peers);
+            case CollectiveAlgorithm::kBidirectionalRing:
+              return Ring<T>(g, op, in, out, 2, options);
+            default:
+              return Ring<T>(g, op, in, out, 1, options);
+          }
+        });
   };
   if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
     return collectives_internal::CollectiveError(

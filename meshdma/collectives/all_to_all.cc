@@ -17,8 +17,9 @@ std::vector<int64_t> AllToAllOutputShape(std::span<const int64_t> input_shape,
                                          int group_size, int index) {
   std::vector<int64_t> shape(input_shape.begin(), input_shape.end());
   const int64_t s = shape[split_axis];
-  shape[split_axis] = collectives_internal::PartBegin(s, group_size, index + 1) -
-                      collectives_internal::PartBegin(s, group_size, index);
+  shape[split_axis] =
+      collectives_internal::PartBegin(s, group_size, index + 1) -
+      collectives_internal::PartBegin(s, group_size, index);
   shape[concat_axis] *= group_size;
   return shape;
 }
@@ -69,8 +70,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   // Block of `input` bound for position j.
   auto send_block = [&](int j) {
     const int64_t b = collectives_internal::PartBegin(split_size, n, j);
-    return *input.Slice(split_axis, b,
-                        collectives_internal::PartBegin(split_size, n, j + 1) - b);
+    return *input.Slice(
+        split_axis, b,
+        collectives_internal::PartBegin(split_size, n, j + 1) - b);
   };
   // Where position `src` puts its block in the output of position `dst`.
   auto recv_block = [&](const ArrayRef& out_of_dst, int src) {
@@ -79,8 +81,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   };
   using collectives_internal::Channel;
   const ArrayRef mine_in_output = recv_block(output, r);
-  if (options.algorithm == CollectiveAlgorithm::kAuto &&
-      split_axis == 0 && concat_axis == 0 && input.is_contiguous() &&
+  if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
+      concat_axis == 0 && input.is_contiguous() &&
       Channel::Fits(g, send_block(0).size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
@@ -118,11 +120,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                    " on ", n, " devices: direct (", n - 1,
                    " DMA pushes per device)");
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+      collectives_internal::KernelFor(std::string(kName)),
+      [&]() -> absl::Status {
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
-              input.num_elements(), split_axis * 8 + concat_axis, &output));
+              kName, g, collectives_internal::CollectiveKind::kAllToAll,
+              input.dtype(), input.num_elements(), split_axis * 8 + concat_axis,
+              &output));
         }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

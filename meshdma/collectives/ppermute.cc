@@ -21,10 +21,10 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                           collectives_internal::Flatten(input, kName, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                           collectives_internal::Flatten(output, kName, "output", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef in, collectives_internal::Flatten(input, kName, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef out, collectives_internal::Flatten(output, kName, "output", g));
   if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
     return collectives_internal::CollectiveError(
         kName, g,
@@ -105,11 +105,12 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
                    " on ", n, " devices: direct (one DMA push per pair)");
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)), [&]() -> absl::Status {
+      collectives_internal::KernelFor(std::string(kName)),
+      [&]() -> absl::Status {
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kPpermute, in.dtype(),
-              in.num_elements(), 0, nullptr));
+              kName, g, collectives_internal::CollectiveKind::kPpermute,
+              in.dtype(), in.num_elements(), 0, nullptr));
         }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

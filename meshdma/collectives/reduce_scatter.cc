@@ -60,7 +60,8 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     std::byte* staged = staging + pos * row;
     if (check) std::memcpy(staged, &signature, sizeof(signature));
     std::memcpy(staged + header, in.data() + b * elem, len * elem);
-    const ArrayRef src = collectives_internal::Range(scratch, n * row + pos * row, bytes);
+    const ArrayRef src =
+        collectives_internal::Range(scratch, n * row + pos * row, bytes);
     const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
     MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
                                 src, dst, send_sem, recv_sem, g.members[pos])
@@ -68,21 +69,23 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     out_bytes += bytes;
   }
   // Step 2 (wait-only descriptors of the total byte counts).
-  const ArrayRef all_in = collectives_internal::Range(scratch, 0, (n - 1) * in_bytes);
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::RemoteCopy(all_in, all_in, send_sem, recv_sem, g.Peer(-1))
-          .wait_recv());
+  const ArrayRef all_in =
+      collectives_internal::Range(scratch, 0, (n - 1) * in_bytes);
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                              all_in, all_in, send_sem, recv_sem, g.Peer(-1))
+                              .wait_recv());
   const ArrayRef all_out = collectives_internal::Range(scratch, 0, out_bytes);
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::RemoteCopy(all_out, all_out, send_sem, recv_sem, g.Peer(1))
-          .wait_send());
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                              all_out, all_out, send_sem, recv_sem, g.Peer(1))
+                              .wait_send());
   // Steps 3 and 4.
   if (check && in_bytes > 0) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::CheckRowSignatures(name, g, signature, recv, row));
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
+        name, g, signature, recv, row));
   }
-  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin, recv, row,
-                          header, out.data_as<T>(), my_len);
+  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin,
+                                      recv, row, header, out.data_as<T>(),
+                                      my_len);
   return absl::OkStatus();
 }
 
@@ -97,11 +100,12 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                                  : op == ReduceOp::kMin
                                      ? "reduce_scatter(min)"
                                      : "reduce_scatter(mean)";
-  MESHDMA_ASSIGN_OR_RETURN(Group g, collectives_internal::ResolveGroup(name, axes));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                           collectives_internal::Flatten(input, name, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                           collectives_internal::Flatten(output, name, "output", g));
+  MESHDMA_ASSIGN_OR_RETURN(Group g,
+                           collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef out, collectives_internal::Flatten(output, name, "output", g));
   const int n = g.size();
   const auto [segment_begin, segment_len] =
       ScatterSegment(in.num_elements(), n, g.index);
@@ -126,8 +130,8 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm =
       ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name);
   absl::Status status;
-  const int64_t largest_segment =
-      (in.num_elements() + n - 1) / n * static_cast<int64_t>(DTypeSize(in.dtype()));
+  const int64_t largest_segment = (in.num_elements() + n - 1) / n *
+                                  static_cast<int64_t>(DTypeSize(in.dtype()));
   const bool channel =
       algorithm == CollectiveAlgorithm::kOneShot &&
       collectives_internal::Channel::Fits(g, largest_segment) &&
@@ -149,37 +153,39 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>() + my_begin, out.data_as<T>(), my_len);
       return;
     }
-    status = RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
-      const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-      if (options.check_peers && !one_shot) {
-        MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-            name, g, collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
-            in.num_elements(), static_cast<int>(op), nullptr));
-      }
-      if (n == 1) {
-        if (in.data() != out.data()) {
-          std::memmove(out.data(), in.data(), in.size_bytes());
-        }
-        return absl::OkStatus();
-      }
-      switch (algorithm) {
-        case CollectiveAlgorithm::kOneShot:
-          return OneShot<T>(
-              name, g, op, in, out,
-              collectives_internal::CallSignature(collectives_internal::CollectiveKind::kReduceScatter,
-                                      in.dtype(), in.num_elements(),
-                                      static_cast<int>(op), nullptr),
-              options.check_peers);
-        case CollectiveAlgorithm::kBidirectionalRing:
-          return collectives_internal::RingReduceScatter<T>(g, op, in, nullptr, out, 2,
-                                                options.chunk_bytes,
-                                                options.num_buffers);
-        default:
-          return collectives_internal::RingReduceScatter<T>(g, op, in, nullptr, out, 1,
-                                                options.chunk_bytes,
-                                                options.num_buffers);
-      }
-    });
+    status =
+        RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
+          const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+          if (options.check_peers && !one_shot) {
+            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+                name, g, collectives_internal::CollectiveKind::kReduceScatter,
+                in.dtype(), in.num_elements(), static_cast<int>(op), nullptr));
+          }
+          if (n == 1) {
+            if (in.data() != out.data()) {
+              std::memmove(out.data(), in.data(), in.size_bytes());
+            }
+            return absl::OkStatus();
+          }
+          switch (algorithm) {
+            case CollectiveAlgorithm::kOneShot:
+              return OneShot<T>(
+                  name, g, op, in, out,
+                  collectives_internal::CallSignature(
+                      collectives_internal::CollectiveKind::kReduceScatter,
+                      in.dtype(), in.num_elements(), static_cast<int>(op),
+                      nullptr),
+                  options.check_peers);
+            case CollectiveAlgorithm::kBidirectionalRing:
+              return collectives_internal::RingReduceScatter<T>(
+                  g, op, in, nullptr, out, 2, options.chunk_bytes,
+                  options.num_buffers);
+            default:
+              return collectives_internal::RingReduceScatter<T>(
+                  g, op, in, nullptr, out, 1, options.chunk_bytes,
+                  options.num_buffers);
+          }
+        });
   };
   if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
     return collectives_internal::CollectiveError(

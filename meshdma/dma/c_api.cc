@@ -142,9 +142,8 @@ absl::StatusOr<meshdma::ArrayRef> ViewToArrayRef(const meshdma_view* v,
           std::to_string(heap_offset) +
           " does not match data on the calling device");
     }
-    ref = meshdma::ArrayRef::SymmetricStrided(static_cast<std::byte*>(v->data),
-                                              heap_offset, dtype, shape,
-                                              strides);
+    ref = meshdma::ArrayRef::SymmetricStrided(
+        static_cast<std::byte*>(v->data), heap_offset, dtype, shape, strides);
   }
   if (!ref.ok()) {
     return absl::Status(

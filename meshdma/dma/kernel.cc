@@ -38,8 +38,9 @@ absl::Status RunKernel(const KernelOptions& options,
 }
 
 absl::StatusOr<Semaphore> get_barrier_semaphore() {
-  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
-                           dma_internal::RequireDevice("get_barrier_semaphore"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      dma_internal::Device * d,
+      dma_internal::RequireDevice("get_barrier_semaphore"));
   std::optional<int> id = d->collective_id();
   if (!id.has_value()) {
     return absl::FailedPreconditionError(

@@ -1,6 +1,6 @@
 // Kernel scope: entry barrier, barrier semaphore and exit contract
-// (docs/semantics.md §5). `pallas_call` (kernels/) builds on this; communication
-// code may use it directly.
+// (docs/semantics.md §5). `pallas_call` (kernels/) builds on this;
+// communication code may use it directly.
 //
 // `RunKernel(options, body)` on every device of the current mesh:
 //   1. opens an allocation scope for the kernel's scratch and semaphores;

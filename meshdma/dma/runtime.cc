@@ -12,8 +12,8 @@ Runtime::~Runtime() = default;
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     RuntimeOptions options) {
-  MESHDMA_ASSIGN_OR_RETURN(auto impl,
-                           dma_internal::RuntimeImpl::Create(std::move(options)));
+  MESHDMA_ASSIGN_OR_RETURN(
+      auto impl, dma_internal::RuntimeImpl::Create(std::move(options)));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 

@@ -32,8 +32,8 @@
 #include "meshdma/dma/observer.h"
 #include "meshdma/topology/host_topology.h"
 #include "meshdma/topology/launch.h"
-#include "meshdma/topology/process_group.h"
 #include "meshdma/topology/mesh.h"
+#include "meshdma/topology/process_group.h"
 
 namespace meshdma {
 

@@ -24,8 +24,9 @@ absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
 absl::StatusOr<SemaphoreArray> AllocateSemaphoreArray(SemaphoreType type,
                                                       int size,
                                                       absl::string_view name) {
-  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
-                           dma_internal::RequireDevice("AllocateSemaphoreArray"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      dma_internal::Device * d,
+      dma_internal::RequireDevice("AllocateSemaphoreArray"));
   MESHDMA_ASSIGN_OR_RETURN(int64_t offset,
                            d->AllocateSemaphores(type, size, name));
   return SemaphoreArray(offset, type, size);

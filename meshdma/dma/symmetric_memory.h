@@ -1,6 +1,6 @@
-// Symmetric allocation (docs/semantics.md §1). Every device of a mesh runs the same
-// sequence of allocations, so the k-th allocation has the same heap offset on
-// every device and a handle names the peer's copy too. Allocations belong to
+// Symmetric allocation (docs/semantics.md §1). Every device of a mesh runs the
+// same sequence of allocations, so the k-th allocation has the same heap offset
+// on every device and a handle names the peer's copy too. Allocations belong to
 // the innermost open scope: a kernel (`RunKernel`, `pallas_call`), a
 // `run_scoped` region, or the `Runtime::Run` call; they are freed when it
 // closes. Exhaustion is ResourceExhausted naming the request, the device and

@@ -101,8 +101,8 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
   req.out_shape = &params.out_shape;
   req.allow_partial_blocks = params.allow_partial_blocks;
   req.stats = params.stats;
-  MESHDMA_ASSIGN_OR_RETURN(
-      auto runner, kernels_internal::PipelineRunner::Plan(req, inputs, outputs));
+  MESHDMA_ASSIGN_OR_RETURN(auto runner, kernels_internal::PipelineRunner::Plan(
+                                            req, inputs, outputs));
 
   KernelOptions kopts;
   kopts.name = params.name;

@@ -1,6 +1,5 @@
 #include "meshdma/sharding/shard_map.h"
 
-
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -91,9 +90,7 @@ absl::StatusOr<T> AddContext(absl::StatusOr<T> value,
   return AddContext(value.status(), context);
 }
 
-bool MultiProcess(const Runtime& rt) {
-  return rt.launch().num_processes() > 1;
-}
+bool MultiProcess(const Runtime& rt) { return rt.launch().num_processes() > 1; }
 
 // The rank of the process holding mesh device `logical_id`.
 int RankOf(const Runtime& rt, const Mesh& mesh, int logical_id) {
@@ -163,9 +160,9 @@ absl::StatusOr<ShardedArray> ShardedArray::FromHost(
       for (size_t d = 0; d < shape.size(); ++d) header[2 + d] = shape[d];
     }
     std::string bytes(reinterpret_cast<const char*>(header), sizeof(header));
-    MESHDMA_RETURN_IF_ERROR(AddContext(
-        runtime.processes().Broadcast(bytes, *options.root),
-        absl::StrCat("FromHost('", options.name, "')")));
+    MESHDMA_RETURN_IF_ERROR(
+        AddContext(runtime.processes().Broadcast(bytes, *options.root),
+                   absl::StrCat("FromHost('", options.name, "')")));
     std::memcpy(header, bytes.data(), sizeof(header));
     shape.assign(header + 2, header + 2 + header[0]);
     dtype = static_cast<DType>(header[1]);
@@ -187,9 +184,9 @@ absl::StatusOr<ShardedArray> ShardedArray::FromHost(
     }
     std::string bytes(reinterpret_cast<const char*>(packed.data()),
                       is_root ? packed.size() : 0);
-    MESHDMA_RETURN_IF_ERROR(AddContext(
-        runtime.processes().Broadcast(bytes, *options.root),
-        absl::StrCat("FromHost('", options.name, "')")));
+    MESHDMA_RETURN_IF_ERROR(
+        AddContext(runtime.processes().Broadcast(bytes, *options.root),
+                   absl::StrCat("FromHost('", options.name, "')")));
     if (bytes.size() != packed.size()) {
       return absl::InternalError(absl::StrCat(
           "FromHost('", options.name, "'): rank ", *options.root, " sent ",
@@ -248,15 +245,14 @@ absl::Status ShardedArray::ToHost(void* host) const {
       send.append(reinterpret_cast<const char*>(shards_[l]->data()),
                   shards_[l]->size());
     }
-    MESHDMA_ASSIGN_OR_RETURN(
-        gathered, AddContext(runtime_->processes().AllGather(send),
-                             absl::StrCat("ToHost('", name_, "')")));
+    MESHDMA_ASSIGN_OR_RETURN(gathered,
+                             AddContext(runtime_->processes().AllGather(send),
+                                        absl::StrCat("ToHost('", name_, "')")));
     for (int r = 0; r < nprocs; ++r) {
       if (gathered[r].size() != devices_of[r].size() * shard_bytes) {
         return absl::InternalError(absl::StrCat(
             "ToHost('", name_, "'): rank ", r, " sent ", gathered[r].size(),
-            " bytes of shards, expected ",
-            devices_of[r].size() * shard_bytes));
+            " bytes of shards, expected ", devices_of[r].size() * shard_bytes));
       }
       for (size_t i = 0; i < devices_of[r].size(); ++i) {
         shard_of[devices_of[r][i]] = reinterpret_cast<const std::byte*>(

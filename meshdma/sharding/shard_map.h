@@ -18,10 +18,10 @@
 // Processes. `FromHost`, `ToHost` and a `shard_map` call are collective over
 // the processes of the launch (every process calls them with the same
 // arguments); they are called from the main thread, never from inside
-// `Runtime::Run`. Across processes `ToHost` exchanges shards through the runtime's
-// host collectives on the main thread (one all-gather), while the device threads
-// are idle; `FromHost` reads the host array on every process, or, with
-// `FromHostOptions::root`, only on that rank and broadcasts it.
+// `Runtime::Run`. Across processes `ToHost` exchanges shards through the
+// runtime's host collectives on the main thread (one all-gather), while the
+// device threads are idle; `FromHost` reads the host array on every process,
+// or, with `FromHostOptions::root`, only on that rank and broadcasts it.
 //
 // `shard_map(fn, mesh, in_specs, out_specs)` returns a callable that, given
 // global input arrays and the global output shapes, runs `fn` once on every

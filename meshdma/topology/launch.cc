@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -51,10 +51,10 @@ absl::StatusOr<std::optional<int>> SimulatedHosts(const LaunchOptions& options,
   }
   if (!hosts.has_value()) return std::nullopt;
   if (*hosts < 1 || *hosts > num_processes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kSimulatedHostsEnv, " = ", *hosts, " simulated hosts for ",
-        num_processes, " process(es): expected a count in [1, ",
-        num_processes, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(kSimulatedHostsEnv, " = ", *hosts, " simulated hosts for ",
+                     num_processes, " process(es): expected a count in [1, ",
+                     num_processes, "]"));
   }
   return static_cast<int>(*hosts);
 }
@@ -82,10 +82,10 @@ absl::StatusOr<std::optional<int>> ExplicitDevicesPerProcess(
 // Every rank's `mine`, indexed by rank (collective).
 absl::StatusOr<std::vector<std::vector<int>>> AllgatherInts(
     ProcessGroup& group, const std::vector<int>& mine) {
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<std::string> all,
-      group.AllGather(absl::string_view(
-          reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(int))));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                           group.AllGather(absl::string_view(
+                               reinterpret_cast<const char*>(mine.data()),
+                               mine.size() * sizeof(int))));
   std::vector<std::vector<int>> out(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     out[r].resize(all[r].size() / sizeof(int));

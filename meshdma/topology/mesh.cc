@@ -79,9 +79,8 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<Axis> axes,
     }
     product *= size;
     if (product > kMaxMeshDevices) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mesh ", mesh_str, " has more than ", kMaxMeshDevices,
-                       " devices"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mesh ", mesh_str, " has more than ", kMaxMeshDevices, " devices"));
     }
   }
   // Step 2: the device list matches the axes and names each device once.

@@ -1,6 +1,6 @@
 // PartitionSpec: how an array's dimensions are sharded over mesh axes
-// (docs/semantics.md §8). Entry d lists the axes dimension d is split over: none
-// (replicated), one, or several (split over their product, the first axis
+// (docs/semantics.md §8). Entry d lists the axes dimension d is split over:
+// none (replicated), one, or several (split over their product, the first axis
 // major). Dimensions past the spec's length are replicated.
 #ifndef MESHDMA_TOPOLOGY_PARTITION_SPEC_H_
 #define MESHDMA_TOPOLOGY_PARTITION_SPEC_H_

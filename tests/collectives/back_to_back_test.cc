@@ -84,15 +84,17 @@ absl::Status RunCall(int c, const Call& call, int me, int n,
   options.algorithm = call.algorithm;
   const int64_t count = call.count;
   const std::vector<std::string> axes = {"x"};
-  const std::string what = absl::StrCat("call ", c, " (op ",
-                                        static_cast<int>(call.op), ", ", count,
-                                        " f32) on device ", me);
+  const std::string what =
+      absl::StrCat("call ", c, " (op ", static_cast<int>(call.op), ", ", count,
+                   " f32) on device ", me);
   return run_scoped([&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
-    for (int64_t i = 0; i < count; ++i) in.data_as<float>()[i] = Value(c, me, i);
+    for (int64_t i = 0; i < count; ++i)
+      in.data_as<float>()[i] = Value(c, me, i);
     switch (call.op) {
       case Op::kPsum: {
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                                 AllocateSymmetric<float>({count}));
         MESHDMA_RETURN_IF_ERROR(psum(in, out, axes, options));
         return Check(what, out, [&](int64_t i) {
           float s = 0;
@@ -121,20 +123,21 @@ absl::Status RunCall(int c, const Call& call, int me, int n,
       }
       case Op::kAllToAll: {
         const int64_t block = count / n;
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                                 AllocateSymmetric<float>({count}));
         MESHDMA_RETURN_IF_ERROR(all_to_all(in, out, axes, 0, 0, options));
         return Check(what, out, [&](int64_t i) {
           return Value(c, static_cast<int>(i / block), me * block + i % block);
         });
       }
       case Op::kPpermute: {
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                                 AllocateSymmetric<float>({count}));
         std::vector<std::pair<int, int>> right;
         for (int d = 0; d < n; ++d) right.push_back({d, (d + 1) % n});
         MESHDMA_RETURN_IF_ERROR(ppermute(in, out, axes, right, options));
-        return Check(what, out, [&](int64_t i) {
-          return Value(c, (me + n - 1) % n, i);
-        });
+        return Check(what, out,
+                     [&](int64_t i) { return Value(c, (me + n - 1) % n, i); });
       }
     }
     return absl::OkStatus();

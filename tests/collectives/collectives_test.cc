@@ -16,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "meshdma/base/status_macros.h"
 #include "collectives_test_util.h"
+#include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gtest/gtest.h"
 #include "meshdma/topology/launch.h"
 
 namespace meshdma {

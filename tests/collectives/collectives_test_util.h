@@ -13,10 +13,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/dtype.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/runtime.h"
-#include "gtest/gtest.h"
 #include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {

@@ -4,12 +4,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "collectives_test_util.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/collectives.h"
-#include "collectives_test_util.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gtest/gtest.h"
 #include "meshdma/topology/launch.h"
 
 namespace meshdma {

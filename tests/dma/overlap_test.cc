@@ -1,17 +1,17 @@
-// docs/semantics.md §7: in the asynchronous mode `start()` returns before the bytes
-// move, so compute placed between `start()` and `wait()` overlaps the copy:
-// the pair takes about max(compute, copy), not their sum. In the eager mode
-// the copy happens inside `start()`.
+// docs/semantics.md §7: in the asynchronous mode `start()` returns before the
+// bytes move, so compute placed between `start()` and `wait()` overlaps the
+// copy: the pair takes about max(compute, copy), not their sum. In the eager
+// mode the copy happens inside `start()`.
 #include <cmath>
 #include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {

@@ -57,9 +57,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: %s\n", rank,
                  std::string(s.message()).c_str());
   }
-  const double secs = std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   std::fprintf(stderr, "rank %d exits after %.2f s\n", rank, secs);
   return s.ok() ? 0 : 1;
 }

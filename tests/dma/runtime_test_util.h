@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
+#include "meshdma/dma/runtime.h"
 #include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/c_api.h"
@@ -13,8 +15,6 @@
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/dma/trace.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {

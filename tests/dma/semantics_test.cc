@@ -7,14 +7,14 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {

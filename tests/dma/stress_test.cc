@@ -5,12 +5,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gtest/gtest.h"
 #include "tests/dma/runtime_test_util.h"
 
 namespace meshdma {

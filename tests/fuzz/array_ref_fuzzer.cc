@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   alignas(64) static std::byte buffer[64];
   const int rank = in.ConsumeIntegralInRange<int>(0, meshdma::kMaxRank + 1);
-  const auto dtype = static_cast<meshdma::DType>(in.ConsumeIntegral<uint8_t>() % 12);
+  const auto dtype =
+      static_cast<meshdma::DType>(in.ConsumeIntegral<uint8_t>() % 12);
   const std::vector<int64_t> shape = Dims(in, rank);
   const std::vector<int64_t> strides =
       in.ConsumeBool() ? Dims(in, rank) : std::vector<int64_t>{};

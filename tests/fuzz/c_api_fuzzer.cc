@@ -50,11 +50,11 @@ meshdma_view FuzzedView(FuzzedDataProvider& in, std::byte* heap_base,
   // Mostly the matching address (the case the heap checks guard), sometimes
   // another one.
   // As an address: the offset may lie anywhere.
-  v.data = in.ConsumeIntegralInRange<int>(0, 7) != 0
-               ? reinterpret_cast<void*>(
-                     reinterpret_cast<uintptr_t>(heap_base) +
-                     static_cast<uintptr_t>(v.heap_offset))
-               : static_cast<void*>(heap_base);
+  v.data =
+      in.ConsumeIntegralInRange<int>(0, 7) != 0
+          ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(heap_base) +
+                                    static_cast<uintptr_t>(v.heap_offset))
+          : static_cast<void*>(heap_base);
   return v;
 }
 
@@ -64,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   meshdma::Runtime* rt = TheRuntime();
   FuzzedDataProvider in(data, size);
   absl::Status s = rt->Run(*rt->MakeMesh1D(), [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(auto buf, meshdma::AllocateSymmetric<float>({4096}));
+    MESHDMA_ASSIGN_OR_RETURN(auto buf,
+                             meshdma::AllocateSymmetric<float>({4096}));
     std::byte* heap_base = buf.data() - buf.heap_offset();
     return meshdma::RunKernel({.name = "fuzz"}, [&]() -> absl::Status {
       meshdma_semaphore send, recv;

@@ -20,8 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       .name = "fuzz",
       .synopsis = "[flags]",
       .summary = "flags fuzzer",
-      .aliases = {{'n', "fuzz_count"}, {'b', "fuzz_bytes"},
-                  {'f', "fuzz_factor"}, {'c', "fuzz_check"}},
+      .aliases = {{'n', "fuzz_count"},
+                  {'b', "fuzz_bytes"},
+                  {'f', "fuzz_factor"},
+                  {'c', "fuzz_check"}},
       .ranges = {{"fuzz_count", 0, 1 << 20}, {"fuzz_page", 1, 4096}},
   };
   std::vector<std::string> args = {"fuzz"};

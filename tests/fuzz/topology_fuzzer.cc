@@ -83,8 +83,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> shape;
   const int shape_rank = in.ConsumeIntegralInRange<int>(0, 5);
   for (int i = 0; i < shape_rank; ++i) {
-    shape.push_back(in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(-1, 64)
-                                     : in.ConsumeIntegral<int64_t>());
+    shape.push_back(in.ConsumeBool()
+                        ? in.ConsumeIntegralInRange<int64_t>(-1, 64)
+                        : in.ConsumeIntegral<int64_t>());
   }
   (void)spec.Validate(*mesh, shape);
   (void)spec.LocalShape(*mesh, shape);

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <random>
 
-#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/kernels/ops/attention_reference.h"
 #include "meshdma/kernels/ops/flash_attention.h"
 #include "meshdma/kernels/ops/flash_attention_backward.h"

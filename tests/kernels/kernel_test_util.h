@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gtest/gtest.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/runtime.h"
-#include "gtest/gtest.h"
 
 namespace meshdma::testing {
 

@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <memory>
 
+#include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "gtest/gtest.h"
 #include "meshdma/kernels/ops/attention_reference.h"
 #include "meshdma/kernels/ops/flash_attention.h"
 #include "meshdma/kernels/ops/flash_attention_backward.h"

@@ -2,9 +2,9 @@
 // sizes the block sizes do not divide.
 #include <cmath>
 
-#include "meshdma/base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/kernels/blas.h"
 #include "meshdma/kernels/ops/add_vectors.h"
 #include "meshdma/kernels/ops/attention_reference.h"

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "meshdma/base/status_macros.h"
-#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
-#include "meshdma/kernels/blas.h"
-#include "meshdma/kernels/ops/attention_reference.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/collectives/fused/kv_transfer.h"
 #include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/ops/attention_reference.h"
 #include "meshdma/sharding/shard_map.h"
 #include "overlap_test_util.h"
 

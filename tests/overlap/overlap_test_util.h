@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
+#include "meshdma/dma/runtime.h"
 #include "meshdma/topology/launch.h"
 
 namespace meshdma::testing {

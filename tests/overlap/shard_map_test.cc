@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "meshdma/base/status_macros.h"
-#include "meshdma/dma/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
 #include "meshdma/kernels/blas.h"
 #include "meshdma/kernels/ops/matmul.h"
 #include "overlap_test_util.h"

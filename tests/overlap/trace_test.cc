@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "meshdma/base/status_macros.h"
-#include "meshdma/dma/runtime.h"
 #include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/dma/runtime.h"
 #include "overlap_test_util.h"
 
 namespace meshdma {

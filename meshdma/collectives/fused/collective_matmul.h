@@ -25,8 +25,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "meshdma/dma/array_ref.h"
 #include "meshdma/collectives/fused/overlap.h"
+#include "meshdma/dma/array_ref.h"
 
 namespace meshdma {
 

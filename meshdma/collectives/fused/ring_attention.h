@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "meshdma/dma/array_ref.h"
 #include "meshdma/collectives/fused/overlap.h"
+#include "meshdma/dma/array_ref.h"
 
 namespace meshdma {
 

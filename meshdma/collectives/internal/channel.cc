@@ -40,9 +40,8 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(c->slots_,
                            AllocatePersistent(DType::kU8, shape, "channel"));
   MESHDMA_ASSIGN_OR_RETURN(
-      c->arrived_, AllocatePersistentSemaphores(SemaphoreType::kDma,
-                                                kSlotSets * n,
-                                                "channel arrived"));
+      c->arrived_, AllocatePersistentSemaphores(
+                       SemaphoreType::kDma, kSlotSets * n, "channel arrived"));
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sent,
       AllocatePersistentSemaphores(SemaphoreType::kDma, 1, "channel sent"));
@@ -117,16 +116,15 @@ absl::Status Channel::Exchange(
   pushed_[p] = static_cast<int>(out.size());
   // Step 3: every expected row is here, and my rows have been read.
   for (const Incoming& i : in) {
-    MESHDMA_RETURN_IF_ERROR(
-        WaitFor(Range(flat, 0, kHeaderBytes + i.bytes), sent_,
-                arrived_[p * g.size() + i.position], g.members[i.position])
-            .wait_recv());
+    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, kHeaderBytes + i.bytes),
+                                    sent_, arrived_[p * g.size() + i.position],
+                                    g.members[i.position])
+                                .wait_recv());
   }
   if (sent_bytes > 0) {
-    MESHDMA_RETURN_IF_ERROR(
-        WaitFor(Range(flat, 0, sent_bytes), sent_, arrived_[p * g.size()],
-                g.Peer(1))
-            .wait_send());
+    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, sent_bytes), sent_,
+                                    arrived_[p * g.size()], g.Peer(1))
+                                .wait_send());
   }
   // Step 4: every sender made this call.
   const std::byte* rows = flat.data();
@@ -135,22 +133,24 @@ absl::Status Channel::Exchange(
     std::memcpy(&theirs, rows + i.position * kRowBytes, sizeof(theirs));
     std::memcpy(&their_call, rows + i.position * kRowBytes + sizeof(theirs),
                 sizeof(their_call));
-    MESHDMA_RETURN_IF_ERROR(
-        CompareSignatures(collective, g, signature, theirs, g.members[i.position]));
+    MESHDMA_RETURN_IF_ERROR(CompareSignatures(collective, g, signature, theirs,
+                                              g.members[i.position]));
     if (their_call != call) {
       return CollectiveError(
           collective, g,
-          absl::StrCat("device ", g.members[i.position], " is at its call ",
-                       their_call, " of small collectives over this group, "
-                       "this device at ", call,
-                       ": the devices made different sequences of calls"));
+          absl::StrCat(
+              "device ", g.members[i.position], " is at its call ", their_call,
+              " of small collectives over this group, "
+              "this device at ",
+              call, ": the devices made different sequences of calls"));
     }
   }
   consume(rows);
   // Step 5: hand each sender its row back.
   for (const Incoming& i : in) {
-    MESHDMA_RETURN_IF_ERROR(semaphore_signal(
-        credits_[p], 1, DeviceId(g.members[i.position]), DeviceIdType::kLogical));
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(credits_[p], 1,
+                                             DeviceId(g.members[i.position]),
+                                             DeviceIdType::kLogical));
   }
   return absl::OkStatus();
 }

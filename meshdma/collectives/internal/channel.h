@@ -31,9 +31,9 @@
 // sender's row on its own semaphore matters when senders run ahead: a member
 // that does not wait for this device (a partial permutation) may push its
 // row for a later call while this device still waits for another sender's
-// row of the current call, and the two byte counts must not mix. When the Run ends,
-// each device waits for the credits still owed to it, so every semaphore is
-// back to 0 before the persistent memory is released.
+// row of the current call, and the two byte counts must not mix. When the Run
+// ends, each device waits for the credits still owed to it, so every semaphore
+// is back to 0 before the persistent memory is released.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 
@@ -121,10 +121,10 @@ class Channel {
 
   std::vector<int> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
-  ArrayRef slots_;                // u8[kSlotSets, n, kRowBytes].
-  SemaphoreArray arrived_;        // DMA, [kSlotSets * n]: per set and sender.
-  Semaphore sent_;                // DMA: this device's pushes being read.
-  SemaphoreArray credits_;        // REGULAR, one per slot set.
+  ArrayRef slots_;                  // u8[kSlotSets, n, kRowBytes].
+  SemaphoreArray arrived_;          // DMA, [kSlotSets * n]: per set and sender.
+  Semaphore sent_;                  // DMA: this device's pushes being read.
+  SemaphoreArray credits_;          // REGULAR, one per slot set.
   ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.

@@ -245,15 +245,16 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
 absl::StatusOr<ArrayRef> Device::AllocatePersistent(
     DType dtype, std::span<const int64_t> shape, absl::string_view name) {
   if (mesh_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "AllocatePersistent('", name, "') on ", Name(), " outside Runtime::Run"));
+    return absl::FailedPreconditionError(absl::StrCat("AllocatePersistent('",
+                                                      name, "') on ", Name(),
+                                                      " outside Runtime::Run"));
   }
   int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
   for (int64_t d : shape) {
     if (d < 0 || (d > 0 && bytes > (int64_t{1} << 40) / d)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "AllocatePersistent('", name, "') on ", Name(), ": bad shape [",
-          absl::StrJoin(shape, ","), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("AllocatePersistent('", name, "') on ", Name(),
+                       ": bad shape [", absl::StrJoin(shape, ","), "]"));
     }
     bytes *= d;
   }
@@ -263,7 +264,8 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
         "symmetric heap of ", Name(), " exhausted: persistent '", name, "' ",
         DTypeName(dtype), "[", absl::StrJoin(shape, ","), "] needs ", bytes,
         " bytes, ", persistent_bottom_ - heap_top_, " of ", heap_bytes_,
-        " bytes left (raise RuntimeOptions::heap_bytes or MESHDMA_HEAP_BYTES)"));
+        " bytes left (raise RuntimeOptions::heap_bytes or "
+        "MESHDMA_HEAP_BYTES)"));
   }
   persistent_bottom_ -= aligned;
   if (RaceChecker* rc = runtime_->race_checker()) {
@@ -279,9 +281,9 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
 absl::StatusOr<int64_t> Device::AllocatePersistentSemaphores(
     SemaphoreType type, int count, absl::string_view name) {
   if (count < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "persistent semaphore array '", name, "' on ", Name(), ": size ", count,
-        " must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("persistent semaphore array '", name, "' on ", Name(),
+                     ": size ", count, " must be >= 1"));
   }
   const int64_t shape[] = {count * kSemaphoreBytes};
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes,
@@ -297,7 +299,8 @@ void Device::AtRunExit(std::function<absl::Status()> fn) {
 
 absl::Status Device::ReleasePersistent(bool run_hooks) {
   std::vector<std::string> problems;
-  for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend(); ++it) {
+  for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
+       ++it) {
     absl::Status s = (*it)();
     if (!s.ok()) problems.push_back(std::string(s.message()));
   }
@@ -309,8 +312,8 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
         const int64_t count =
             CellAt(sem.heap_offset())->count.load(std::memory_order_acquire);
         if (count != 0) {
-          problems.push_back(absl::StrCat(DescribeSemaphore(sem), " is ",
-                                          count, ", expected 0"));
+          problems.push_back(absl::StrCat(DescribeSemaphore(sem), " is ", count,
+                                          ", expected 0"));
         }
       }
     }
@@ -326,8 +329,8 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
   persistent_bottom_ = heap_bytes_;
   if (problems.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat("persistent state of ", Name(), " at the end of Run: ",
-                   absl::StrJoin(problems, "; ")));
+      absl::StrCat("persistent state of ", Name(),
+                   " at the end of Run: ", absl::StrJoin(problems, "; ")));
 }
 
 absl::Status Device::PopScope() {

@@ -71,8 +71,8 @@ absl::Status RuntimeImpl::Init() {
 // default.
 absl::Status RuntimeImpl::ReadOptions() {
   using base_internal::EnvChoice;
-  using base_internal::EnvSeconds;
   using base_internal::EnvInt;
+  using base_internal::EnvSeconds;
   using base_internal::Resolve;
   constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
@@ -141,7 +141,8 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
   MESHDMA_ASSIGN_OR_RETURN(HostTopology topo, HostTopology::Discover());
   topology_ = std::make_unique<HostTopology>(std::move(topo));
   MESHDMA_ASSIGN_OR_RETURN(
-      Launch launch, Launch::Discover(*topology_, options_.launch, *processes_));
+      Launch launch,
+      Launch::Discover(*topology_, options_.launch, *processes_));
   launch_ = std::make_unique<Launch>(std::move(launch));
   const int n = launch_->num_devices();
   heap_base_of_device_.assign(n, nullptr);
@@ -192,7 +193,8 @@ void RuntimeImpl::StartCopyEngine() {
   const int local = static_cast<int>(devices_.size());
   const int threads = options_.copy_threads > 0 ? options_.copy_threads
                                                 : std::max(1, local / 2);
-  copy_engine_ = std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
+  copy_engine_ =
+      std::make_unique<CopyEngine>(threads, options_.copy_chunk_bytes);
 }
 
 // Step 7: device threads, pinned to their cores.
@@ -220,9 +222,8 @@ absl::Status RuntimeImpl::InitHeaps() {
   }
   // Every process must have the same heap size: offsets are symmetric, and
   // a peer's DMA is checked against this process's heap only.
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<std::string> sizes,
-      processes_->AllGather(absl::StrCat(heap_bytes_)));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> sizes,
+                           processes_->AllGather(absl::StrCat(heap_bytes_)));
   for (size_t r = 1; r < sizes.size(); ++r) {
     if (sizes[r] != sizes[0]) {
       std::vector<std::string> each;
@@ -232,8 +233,8 @@ absl::Status RuntimeImpl::InitHeaps() {
       return absl::InvalidArgumentError(absl::StrCat(
           "heap sizes differ between processes (bytes per device; set "
           "RuntimeOptions::heap_bytes or ",
-          kHeapBytesEnv, " the same on every rank): ",
-          absl::StrJoin(each, ", ")));
+          kHeapBytesEnv,
+          " the same on every rank): ", absl::StrJoin(each, ", ")));
     }
   }
   std::string job_tag(sizeof(uint64_t), '\0');
@@ -255,8 +256,8 @@ absl::Status RuntimeImpl::InitHeaps() {
     local_heaps_ = static_cast<std::byte*>(p);
   } else {
     MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
-                                         local_heaps_bytes_));
+        own_segment_,
+        ShmSegment::Create(ShmSegment::NameFor(tag, rank), local_heaps_bytes_));
     local_heaps_ = own_segment_->data();
   }
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -439,9 +440,9 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     SetCurrentDevice(device);
     device->EnterRun(&mesh, *logical);
     absl::Status s = fn ? fn()
-                        : absl::InvalidArgumentError(absl::StrCat(
-                              "Runtime::Run on ", device->Name(),
-                              ": the function to run is empty"));
+                        : absl::InvalidArgumentError(
+                              absl::StrCat("Runtime::Run on ", device->Name(),
+                                           ": the function to run is empty"));
     absl::Status persistent = device->ReleasePersistent(/*run_hooks=*/s.ok());
     absl::Status exit = device->PopScope();
     if (s.ok()) s = persistent;

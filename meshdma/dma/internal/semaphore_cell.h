@@ -61,8 +61,8 @@ inline void CellAdd(SemaphoreCell* cell, int64_t inc) {
 // second is in a process that died or stopped there, and is not waited for.
 inline void CellQuiesce(SemaphoreCell* cell) {
   timespec start{};
-  for (int64_t spins = 0;
-       cell->signallers.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int64_t spins = 0; cell->signallers.load(std::memory_order_acquire) != 0;
+       ++spins) {
     if (spins % 1024 != 1023) {
       __builtin_ia32_pause();
       continue;

@@ -23,8 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "meshdma/dma/internal/copy_plan.h"
 #include "absl/time/time.h"
+#include "meshdma/dma/internal/copy_plan.h"
 #include "meshdma/dma/internal/semaphore_cell.h"
 #include "meshdma/dma/observer.h"
 

@@ -53,7 +53,8 @@ float* F32(const KernelArgs& a, int scratch) {
 // A block as f32: the VMEM block itself, or its widened copy.
 const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
   if (dtype == DType::kF32) return block.data_as<float>();
-  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, n, dtype == DType::kBF16);
+  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, n,
+                            dtype == DType::kBF16);
   return buf;
 }
 

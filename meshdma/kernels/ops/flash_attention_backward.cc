@@ -68,8 +68,8 @@ float* F32(const KernelArgs& a, int scratch) {
 
 const float* Widen(const ArrayRef& block, float* buf, DType dtype) {
   if (dtype == DType::kF32) return block.data_as<float>();
-  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, block.num_elements(),
-                    dtype == DType::kBF16);
+  kernels_internal::ToFloat(block.data_as<uint16_t>(), buf,
+                            block.num_elements(), dtype == DType::kBF16);
   return buf;
 }
 

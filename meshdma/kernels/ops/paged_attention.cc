@@ -64,7 +64,7 @@ float* F32(const KernelArgs& a, int scratch) {
 const float* Widen(const std::byte* data, float* buf, int64_t n, DType dtype) {
   if (dtype == DType::kF32) return reinterpret_cast<const float*>(data);
   kernels_internal::ToFloat(reinterpret_cast<const uint16_t*>(data), buf, n,
-                    dtype == DType::kBF16);
+                            dtype == DType::kBF16);
   return buf;
 }
 

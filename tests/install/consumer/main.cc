@@ -1,14 +1,14 @@
 // Uses the installed headers and libraries: builds a 2x2 mesh, resolves ids
 // and shards an array over it, and checks the results against closed forms.
 // Exit status 0 when every check passes.
+#include <meshdma/topology/host_topology.h>
+#include <meshdma/topology/mesh.h>
+#include <meshdma/topology/partition_spec.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <meshdma/topology/host_topology.h>
-#include <meshdma/topology/mesh.h>
-#include <meshdma/topology/partition_spec.h>
 
 namespace {
 

@@ -45,7 +45,8 @@ std::vector<std::string> Split(const std::string& all,
                                const std::vector<int64_t>& lens,
                                const std::vector<int>& displs) {
   std::vector<std::string> out(lens.size());
-  for (size_t r = 0; r < lens.size(); ++r) out[r] = all.substr(displs[r], lens[r]);
+  for (size_t r = 0; r < lens.size(); ++r)
+    out[r] = all.substr(displs[r], lens[r]);
   return out;
 }
 
@@ -87,8 +88,8 @@ struct MpiBarrier::State {
   int64_t epoch;
   int rank = 0;
   int size = 1;
-  std::vector<int64_t> sent;      // One copy of `epoch` per peer.
-  std::vector<int64_t> received;  // Per rank.
+  std::vector<int64_t> sent;              // One copy of `epoch` per peer.
+  std::vector<int64_t> received;          // Per rank.
   std::vector<MPI_Request> sends, recvs;  // Per rank; null for this rank.
   std::vector<bool> arrived;
 };
@@ -208,8 +209,8 @@ absl::StatusOr<std::vector<std::string>> MpiProcessGroup::AllGather(
     absl::string_view mine) {
   int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lens(size_);
-  MESHDMA_MPI_CALL(MPI_Allgather(&len, 1, MPI_INT64_T, lens.data(), 1,
-                                 MPI_INT64_T, comm_));
+  MESHDMA_MPI_CALL(
+      MPI_Allgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<int> displs,
                            Displacements(lens, "AllGather"));
   std::vector<int> counts(lens.begin(), lens.end());
@@ -224,8 +225,8 @@ absl::StatusOr<std::vector<std::string>> MpiProcessGroup::Gather(
     absl::string_view mine, int root) {
   int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lens(size_);
-  MESHDMA_MPI_CALL(MPI_Gather(&len, 1, MPI_INT64_T, lens.data(), 1,
-                              MPI_INT64_T, root, comm_));
+  MESHDMA_MPI_CALL(MPI_Gather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T,
+                              root, comm_));
   std::vector<int> displs(size_), counts(size_);
   std::string all;
   if (rank_ == root) {

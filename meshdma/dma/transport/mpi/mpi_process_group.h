@@ -68,8 +68,7 @@ class MpiProcessGroup : public ProcessGroup {
   absl::StatusOr<std::vector<std::string>> Gather(absl::string_view mine,
                                                   int root) override;
   absl::Status Broadcast(std::string& bytes, int root) override;
-  absl::Status Barrier(absl::string_view what,
-                       absl::Duration timeout) override;
+  absl::Status Barrier(absl::string_view what, absl::Duration timeout) override;
 
  private:
   MPI_Comm comm_;

@@ -55,9 +55,9 @@ ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
 struct MpiTransport::Header {
   Kind kind;
   int32_t dst_device;
-  int64_t dst_offset;    // kPut: heap offset of dst; kSignal: semaphore offset.
-  int64_t sem_offset;    // kPut: receiver's recv semaphore.
-  int64_t value;         // kPut: bytes; kSignal: increment.
+  int64_t dst_offset;  // kPut: heap offset of dst; kSignal: semaphore offset.
+  int64_t sem_offset;  // kPut: receiver's recv semaphore.
+  int64_t value;       // kPut: bytes; kSignal: increment.
   int64_t elem_bytes;
   int64_t inline_bytes;  // Payload bytes that follow the header.
   ViewLayout dst_layout;
@@ -265,9 +265,9 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   const std::byte* payload =
       message.data() + sizeof(Header) + clock.size() * sizeof(uint32_t);
   if (h.kind == Kind::kAbort) {
-    host_->Abort(std::string(reinterpret_cast<const char*>(payload),
-                             h.inline_bytes),
-                 /*notify_peers=*/false);
+    host_->Abort(
+        std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
+        /*notify_peers=*/false);
     return;
   }
   std::byte* heap = host_->HeapBase(h.dst_device);
@@ -285,11 +285,11 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
            hi <= heap_bytes - offset;
   };
   auto reject = [&](const std::string& what) {
-    host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
-                              " a message for device ", h.dst_device, " ",
-                              what, ", outside its ", heap_bytes,
-                              "-byte heap; dropped"),
-                 /*notify_peers=*/true);
+    host_->Abort(
+        absl::StrCat("rank ", rank_, " received from rank ", source,
+                     " a message for device ", h.dst_device, " ", what,
+                     ", outside its ", heap_bytes, "-byte heap; dropped"),
+        /*notify_peers=*/true);
   };
   const int64_t cell = static_cast<int64_t>(sizeof(SemaphoreCell));
   if (h.kind == Kind::kSignal) {
@@ -327,8 +327,8 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
         extent.reset();  // The layout does not hold the bytes sent.
       }
     }
-    if (!fits(h.sem_offset, 0, cell) || !extent.has_value() ||
-        h.value < 0 || h.inline_bytes < 0 || h.inline_bytes > sent ||
+    if (!fits(h.sem_offset, 0, cell) || !extent.has_value() || h.value < 0 ||
+        h.inline_bytes < 0 || h.inline_bytes > sent ||
         (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
       reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",
                           h.inline_bytes, " inline, semaphore at ",
@@ -337,8 +337,8 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     }
     if (h.value > 0 &&
         !fits(h.dst_offset, extent->lo, extent->hi + h.elem_bytes - 1)) {
-      reject(absl::StrCat("writing ", h.value, " bytes at offset ",
-                          h.dst_offset));
+      reject(
+          absl::StrCat("writing ", h.value, " bytes at offset ", h.dst_offset));
       return;
     }
   }
@@ -470,10 +470,9 @@ void MpiTransport::ProgressMain() {
       std::lock_guard<std::recursive_mutex> lock(mu_);
       did = ProgressLocked();
       if (shutdown && !deadline.has_value()) {
-        barrier_timeout = host_->aborted()
-                              ? std::min(host_->wait_timeout(),
-                                         kAbortedShutdownGrace)
-                              : host_->wait_timeout();
+        barrier_timeout = host_->aborted() ? std::min(host_->wait_timeout(),
+                                                      kAbortedShutdownGrace)
+                                           : host_->wait_timeout();
         deadline = base_internal::Deadline::After(barrier_timeout);
       }
       if (shutdown && sends_.empty()) {
@@ -507,8 +506,8 @@ void MpiTransport::ProgressMain() {
                                  " message(s) sent to them");
         }
         error_ = absl::DeadlineExceededError(absl::StrCat(
-            "MPI transport shutdown on rank ", rank_, ": ", missing,
-            " within ", absl::FormatDuration(barrier_timeout),
+            "MPI transport shutdown on rank ", rank_, ": ", missing, " within ",
+            absl::FormatDuration(barrier_timeout),
             " (dead, stuck, or still in another call)"));
         MarkMpiPeersLost(std::string(error_.message()));
         return;

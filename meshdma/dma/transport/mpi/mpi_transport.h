@@ -111,8 +111,8 @@ class MpiTransport : public Transport {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
-  int next_posted_ = 0;  // The earliest posted, next to complete.
-  bool handling_ = false;  // Inside PollIncoming (under mu_).
+  int next_posted_ = 0;          // The earliest posted, next to complete.
+  bool handling_ = false;        // Inside PollIncoming (under mu_).
   std::atomic<int> pending_{0};  // sends_.size() + recvs_.size().
   // When a device last progressed MPI from `Poll`.
   std::atomic<int64_t> last_device_poll_ns_{0};
