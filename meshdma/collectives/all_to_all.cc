@@ -1,5 +1,7 @@
 #include "meshdma/collectives/all_to_all.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "meshdma/base/logging.h"
@@ -82,8 +84,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   using collectives_internal::Channel;
   const ArrayRef mine_in_output = recv_block(output, r);
   if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
-      concat_axis == 0 && input.is_contiguous() &&
-      Channel::Fits(g, send_block(0).size_bytes())) {
+      concat_axis == 0 && input.is_contiguous() && Channel::Fits(g, [&] {
+        int64_t largest = 0;  // Blocks differ by at most one row.
+        for (int j = 0; j < n; ++j) {
+          largest = std::max(largest, send_block(j).size_bytes());
+        }
+        return largest;
+      }())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");
