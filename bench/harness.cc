@@ -25,6 +25,7 @@
 #include "meshdma/dma/kernel.h"
 #include "meshdma/topology/launch.h"
 #include "tools/flags.h"
+#include "tools/json.h"
 
 using meshdma::cli::ByteSize;
 
@@ -223,20 +224,7 @@ absl::StatusOr<std::vector<int64_t>> Sweep(const BenchConfig& c) {
 
 bool Launched() { return LaunchedByMpi(); }
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
+using cli::JsonString;
 
 // A JSON number, or null for a value not measured.
 std::string JsonNumber(double v, bool valid = true) {

@@ -34,6 +34,7 @@
 #include "meshdma/topology/host_topology.h"
 #include "meshdma/topology/launch.h"
 #include "tools/flags.h"
+#include "tools/json.h"
 #include "tools/runtime_flags.h"
 
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
@@ -52,20 +53,7 @@ const cli::Program kProgram = {
     .aliases = {},
     .footer = cli::kRuntimeFlagsFooter};
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c < 0x20) {
-      absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
+using cli::JsonString;
 
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
