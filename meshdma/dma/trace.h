@@ -7,6 +7,10 @@
 //
 // Enable with `RuntimeOptions::trace_path` or MESHDMA_TRACE=FILE; the file is
 // written when the runtime shuts down. Tracing off costs one branch per verb.
+//
+// Memory is bounded: each process keeps its last MESHDMA_TRACE_MAX_EVENTS
+// events (default 524288, about 100 MB; older ones are dropped first), and
+// the file's "otherData" says how many each rank dropped.
 #ifndef MESHDMA_DMA_TRACE_H_
 #define MESHDMA_DMA_TRACE_H_
 
@@ -17,6 +21,7 @@
 namespace meshdma {
 
 inline constexpr char kTraceEnv[] = "MESHDMA_TRACE";
+inline constexpr char kTraceMaxEventsEnv[] = "MESHDMA_TRACE_MAX_EVENTS";
 
 // Marks the calling device's work between construction and destruction as a
 // named span ("flash_attention block 3"). A no-op when nobody observes.

@@ -10,6 +10,19 @@
 #include "meshdma/kernels/internal/pipeline_runner.h"
 
 namespace meshdma {
+namespace {
+
+// A call communicates when it can receive signals or DMAs from peers: it
+// declares semaphore scratch or a barrier semaphore (`collective_id`).
+bool Communicates(const PallasCallParams& params) {
+  if (params.collective_id.has_value()) return true;
+  for (const ScratchShape& s : params.scratch_shapes) {
+    if (std::holds_alternative<SemaphoreScratch>(s)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 absl::string_view MemorySpaceName(MemorySpace space) {
   switch (space) {
@@ -106,7 +119,7 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
 
   KernelOptions kopts;
   kopts.name = params.name;
-  kopts.entry_barrier = params.entry_barrier;
+  kopts.entry_barrier = params.entry_barrier.value_or(Communicates(params));
   kopts.collective_id = params.collective_id;
   return RunKernel(kopts, [&]() -> absl::Status {
     std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch;

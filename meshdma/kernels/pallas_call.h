@@ -38,10 +38,13 @@
 //      across grid points, freed at the end. Semaphores must be back to 0
 //      when the body returns for the last time (the exit contract,
 //      dma/kernel.h).
-//   7. Kernel scope. The call runs inside `RunKernel`: an entry barrier only
-//      when `entry_barrier` is set (default off: a compute kernel touches
-//      only its own device; a kernel that pushes into peers' scratch turns it
-//      on or uses a `collective_id`).
+//   7. Kernel scope. The call runs inside `RunKernel`. `entry_barrier` left
+//      unset means "when the kernel communicates": the entry barrier runs
+//      when the call declares semaphore scratch or a `collective_id`, so a
+//      neighbour's DMA for this call cannot land in the previous call's
+//      scratch. A pure compute kernel (no semaphores) runs without it.
+//      `entry_barrier = false` is the named opt-out for a kernel that does
+//      its own handshake; `true` forces the barrier.
 //   8. Errors name the kernel and the operand: shape or dtype mismatches,
 //      block shapes of the wrong rank or size, index maps out of range,
 //      wrong scratch requests, a failing body (with its grid point).
@@ -139,7 +142,9 @@ struct PallasCallParams {
   // Names used in error messages ("input 1 ('k')"); optional.
   std::vector<std::string> input_names;
   std::vector<std::string> output_names;
-  bool entry_barrier = false;
+  // Unset: on iff the call communicates (semaphore scratch or a
+  // `collective_id`); see rule 7 above.
+  std::optional<bool> entry_barrier;
   std::optional<int> collective_id;
   bool allow_partial_blocks = true;
   // Set by `vmap`, innermost first.

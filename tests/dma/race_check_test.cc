@@ -1,5 +1,6 @@
 // Checked mode's race detector (docs/checked_mode.md): each classic bug of
 // Pallas distributed kernels is reported, and its corrected form is not.
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -13,6 +14,7 @@
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/kernels/pallas_call.h"
 #include "meshdma/kernels/ref.h"
 #include "tests/dma/runtime_test_util.h"
 
@@ -131,6 +133,50 @@ TEST_F(RaceCheckTest, ScratchReuseWithoutEntryBarrier) {
 
 TEST_F(RaceCheckTest, ScratchReuseWithEntryBarrierIsSilent) {
   EXPECT_TRUE(Run([] { return ScratchReuse(true); }).ok());
+}
+
+// The same bug written as two `pallas_call`s that each push into the right
+// neighbour's VMEM scratch: with default options the calls communicate (they
+// declare DMA semaphores), so each starts with the entry barrier and the
+// scratch of the first call cannot be overwritten by the second. The named
+// opt-out `entry_barrier = false` brings the race back.
+absl::Status PallasScratchReuse(std::optional<bool> entry_barrier) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({32}));
+  for (const char* name : {"call_a", "call_b"}) {
+    PallasCallParams params{
+        .name = name,
+        .scratch_shapes = {VMEM({32}, DType::kF32),
+                           SemaphoreShape(SemaphoreType::kDma, 2)},
+        .entry_barrier = entry_barrier};
+    auto body = [&](const KernelArgs& args) -> absl::Status {
+      if (std::string(name) == "call_b") absl::SleepFor(absl::Milliseconds(20));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch, args.scratch_buffer(0));
+      MESHDMA_ASSIGN_OR_RETURN(SemaphoreArray sems, args.semaphores(1));
+      auto copy =
+          make_async_remote_copy(src, scratch, sems[0], sems[1], (me + 1) % n);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      MESHDMA_RETURN_IF_ERROR(copy.wait());
+      MESHDMA_ASSIGN_OR_RETURN(auto ref, args.scratch<float>(0));
+      (void)ref.Load();  // Consumes the scratch.
+      return absl::OkStatus();
+    };
+    MESHDMA_RETURN_IF_ERROR(pallas_call(params, body, {}, {}));
+  }
+  return absl::OkStatus();
+}
+
+TEST_F(RaceCheckTest, BackToBackPallasCallsAreSafeByDefault) {
+  absl::Status s = Run([] { return PallasScratchReuse(std::nullopt); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(RaceCheckTest, BackToBackPallasCallsRaceWhenBarrierOptedOut) {
+  absl::Status s = Run([] { return PallasScratchReuse(false); });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 'call_b'"));
 }
 
 // Devices 1 and 2 both push 32 floats into device 0's buffer; with

@@ -69,5 +69,55 @@ TEST(Trace, FlowsNamesAndClocks) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
+// 2000 DMAs per device with MESHDMA_TRACE_MAX_EVENTS=200: each process keeps
+// its last 200 records of each kind, and the file says how many it dropped.
+TEST(Trace, MemoryIsBounded) {
+  const std::string trace = ::testing::TempDir() + "/trace_bounded.json";
+  ASSERT_EQ(setenv("MESHDMA_TRACE_MAX_EVENTS", "200", 1), 0);
+  RuntimeOptions o;
+  o.trace_path = trace;
+  auto rt = Runtime::Create(o);
+  unsetenv("MESHDMA_TRACE_MAX_EVENTS");
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const Mesh mesh = *(*rt)->MakeMesh1D("x");
+  const int n = mesh.size();
+  constexpr int kDmas = 2000;
+  absl::Status s = (*rt)->Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({2}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({2}));
+    return RunKernel({.name = "many"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      for (int i = 0; i < kDmas; ++i) {
+        auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
+        MESHDMA_RETURN_IF_ERROR(copy.start());
+        MESHDMA_RETURN_IF_ERROR(copy.wait());
+      }
+      return absl::OkStatus();
+    });
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  const int ranks = (*rt)->launch().num_processes();
+  const bool writer = (*rt)->launch().rank() == 0;
+  ASSERT_TRUE((*rt)->Shutdown().ok());
+  if (!writer) return;
+  std::ifstream f(trace);
+  std::string line, other;
+  int64_t lines = 0;
+  while (std::getline(f, line)) {
+    ++lines;
+    if (line.find("\"otherData\"") != std::string::npos) other = line;
+  }
+  // Unbounded, every DMA alone leaves several events per device.
+  EXPECT_LT(lines, ranks * 200 * 3 + 100) << "lines in " << trace;
+  EXPECT_NE(other.find("\"max_events_per_rank\":200"), std::string::npos)
+      << other;
+  EXPECT_EQ(other.find("\"dropped_events\":[0"), std::string::npos) << other;
+  EXPECT_NE(other.find("\"dropped_events\":["), std::string::npos) << other;
+}
+
 }  // namespace
 }  // namespace meshdma

@@ -159,7 +159,12 @@ absl::Status RuntimeImpl::StartObservation() {
   if (!trace_path_.empty()) {
     MESHDMA_RETURN_IF_ERROR(
         TimelineTracer::CheckWritable(trace_path_, *processes_));
-    tracer_ = std::make_unique<TimelineTracer>(*launch_, options_.observer);
+    MESHDMA_ASSIGN_OR_RETURN(
+        std::optional<int64_t> max_events,
+        base_internal::EnvInt(kTraceMaxEventsEnv, 1, int64_t{1} << 40));
+    tracer_ = std::make_unique<TimelineTracer>(
+        *launch_, options_.observer,
+        max_events.value_or(TimelineTracer::kDefaultMaxEvents));
     observer_ = tracer_.get();
   }
   MESHDMA_ASSIGN_OR_RETURN(

@@ -64,13 +64,15 @@ std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
 
 namespace dma_internal {
 
-TimelineTracer::TimelineTracer(const Launch& launch, Observer* next)
+TimelineTracer::TimelineTracer(const Launch& launch, Observer* next,
+                               int64_t max_events)
     : launch_(launch),
       rank_(launch.rank()),
       next_(next),
       start_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
-                    .count()) {}
+                    .count()),
+      max_events_(std::max<int64_t>(1, max_events)) {}
 
 int64_t TimelineTracer::NowNs() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -79,8 +81,19 @@ int64_t TimelineTracer::NowNs() const {
          start_ns_;
 }
 
-void TimelineTracer::Add(int64_t ns, std::string head, std::string tail) {
-  events_.push_back({ns, std::move(head), std::move(tail)});
+template <typename T>
+void TimelineTracer::Keep(std::deque<T>& ring, T record) {
+  if (static_cast<int64_t>(ring.size()) >= max_events_) {
+    ring.pop_front();
+    ++dropped_;
+  }
+  ring.push_back(std::move(record));
+}
+
+void TimelineTracer::Add(int64_t ns, absl::string_view head,
+                         absl::string_view tail) {
+  Keep(events_,
+       Event{ns, absl::StrCat(head, tail), static_cast<uint32_t>(head.size())});
 }
 
 absl::Status TimelineTracer::CheckWritable(const std::string& path,
@@ -175,8 +188,8 @@ void TimelineTracer::OnDmaComplete(const DmaEvent& dma) {
     auto it = dma_start_ns_.find(dma.id);
     const int64_t start = it != dma_start_ns_.end() ? it->second : now;
     if (it != dma_start_ns_.end()) dma_start_ns_.erase(it);
-    arrivals_.push_back({now, start, dma.dst_device, dma.recv_sem, dma.bytes,
-                         dma.src_device, dma.id});
+    Keep(arrivals_, Arrival{now, start, dma.dst_device, dma.recv_sem, dma.bytes,
+                            dma.src_device, dma.id});
   }
   if (next_) next_->OnDmaComplete(dma);
 }
@@ -192,8 +205,8 @@ void TimelineTracer::OnSignal(int device, int target_device, Semaphore sem,
             R"(,"dur":0.01,"pid":%d,"tid":%d,)"
             R"("args":{"target_device":%d,"semaphore":"%s","inc":%d}})",
             rank_, device, target_device, name, inc));
-    arrivals_.push_back(
-        {now, now, target_device, sem.heap_offset(), inc, device, 0});
+    Keep(arrivals_,
+         Arrival{now, now, target_device, sem.heap_offset(), inc, device, 0});
   }
   if (next_) next_->OnSignal(device, target_device, sem, inc);
 }
@@ -228,8 +241,8 @@ void TimelineTracer::OnWaitEnd(int device, WaitKind kind, Semaphore sem,
                         device, ok ? "true" : "false"));
     // Send-side DMA semaphores only ever hear from their own device.
     if (ok && kind != WaitKind::kDmaSend) {
-      consumptions_.push_back(
-          {wait_begin_ns_[device], now, device, sem.heap_offset(), value});
+      Keep(consumptions_, Consumption{wait_begin_ns_[device], now, device,
+                                      sem.heap_offset(), value});
     }
   }
   if (next_) next_->OnWaitEnd(device, kind, sem, value, ok);
@@ -315,7 +328,9 @@ absl::Status TimelineTracer::Write(const std::string& path,
     std::vector<std::string> lines;
     lines.reserve(events_.size());
     for (const Event& e : events_) {
-      lines.push_back(absl::StrCat(e.head, Us(e.ns - shift), e.tail));
+      const absl::string_view text = e.text;
+      lines.push_back(absl::StrCat(text.substr(0, e.split), Us(e.ns - shift),
+                                   text.substr(e.split)));
     }
     json = absl::StrJoin(lines, ",\n");
     for (const Arrival& a : arrivals_) {
@@ -327,6 +342,7 @@ absl::Status TimelineTracer::Write(const std::string& path,
       absl::StrAppend(&flows, "C ", c.begin_ns - shift, " ", c.end_ns - shift,
                       " ", c.device, " ", c.sem, " ", c.value, "\n");
     }
+    absl::StrAppend(&flows, "D ", dropped_, "\n");
   }
   MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_json,
                            processes.Gather(json, /*root=*/0));
@@ -337,11 +353,14 @@ absl::Status TimelineTracer::Write(const std::string& path,
   // Step 3 (rank 0): replay every (device, semaphore) queue.
   std::vector<Arrival> arrivals;
   std::vector<Consumption> waits;
-  for (const std::string& text : all_flows) {
-    std::istringstream in(text);
+  std::vector<int64_t> dropped(size, 0);
+  for (int r = 0; r < static_cast<int>(all_flows.size()); ++r) {
+    std::istringstream in(all_flows[r]);
     std::string kind;
     while (in >> kind) {
-      if (kind == "A") {
+      if (kind == "D") {
+        in >> dropped[r];
+      } else if (kind == "A") {
         Arrival a;
         in >> a.ns >> a.start_ns >> a.device >> a.sem >> a.amount >>
             a.from_device >> a.dma_id;
@@ -427,7 +446,9 @@ absl::Status TimelineTracer::Write(const std::string& path,
     << " barrier rounds; ts are microseconds on rank 0's clock\","
        "\"clock_offset_ns\":["
     << absl::StrJoin(offset, ",") << "],\"clock_error_bound_ns\":["
-    << absl::StrJoin(error, ",") << "]},\n\"traceEvents\":[\n"
+    << absl::StrJoin(error, ",") << "],\"max_events_per_rank\":" << max_events_
+    << ",\"dropped_events\":[" << absl::StrJoin(dropped, ",")
+    << "]},\n\"traceEvents\":[\n"
     << absl::StrJoin(out, ",\n") << "\n]}\n";
   f.close();
   return f ? absl::OkStatus()

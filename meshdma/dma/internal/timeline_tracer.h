@@ -23,10 +23,16 @@
 // every round. The intersection over the rounds gives the offset (its
 // middle) and a bound on its error (half its width), both recorded in the
 // file's "otherData".
+//
+// Memory. Each process keeps at most `max_events` events, and as many
+// arrivals and waits, dropping the oldest first (a ring): a long run keeps
+// its last stretch, and the file says per rank how many were dropped
+// ("dropped_events"). Flows whose arrival was dropped are not drawn.
 #ifndef MESHDMA_DMA_INTERNAL_TIMELINE_TRACER_H_
 #define MESHDMA_DMA_INTERNAL_TIMELINE_TRACER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -44,8 +50,12 @@ namespace meshdma::dma_internal {
 // or null).
 class TimelineTracer : public Observer {
  public:
-  // `launch` names the tracks; it must outlive the tracer.
-  TimelineTracer(const Launch& launch, Observer* next);
+  // Events kept per process unless MESHDMA_TRACE_MAX_EVENTS says otherwise.
+  static constexpr int64_t kDefaultMaxEvents = int64_t{1} << 19;
+
+  // `launch` names the tracks; it must outlive the tracer. Keeps at most
+  // `max_events` (> 0) of each kind of record (see "Memory" above).
+  TimelineTracer(const Launch& launch, Observer* next, int64_t max_events);
 
   // Collective: fails on every process, naming the path and MESHDMA_TRACE,
   // unless rank 0 can create `path`; so a trace that could not be written is
@@ -71,10 +81,12 @@ class TimelineTracer : public Observer {
   absl::Status Write(const std::string& path, ProcessGroup& processes) const;
 
  private:
-  // An event whose JSON is `head` + timestamp (microseconds) + `tail`.
+  // An event whose JSON is text[0, split) + timestamp (microseconds) +
+  // text[split, end).
   struct Event {
     int64_t ns;
-    std::string head, tail;
+    std::string text;
+    uint32_t split;
   };
   // Units added to (device, semaphore): by a DMA (dma_id > 0) or a signal.
   struct Arrival {
@@ -95,16 +107,21 @@ class TimelineTracer : public Observer {
   };
 
   int64_t NowNs() const;
-  void Add(int64_t ns, std::string head, std::string tail);
+  void Add(int64_t ns, absl::string_view head, absl::string_view tail);
+  // Appends to a ring of at most `max_events_` records.
+  template <typename T>
+  void Keep(std::deque<T>& ring, T record);
 
   const Launch& launch_;
   const int rank_;
   Observer* const next_;
   const int64_t start_ns_;
+  const int64_t max_events_;
   mutable std::mutex mu_;
-  std::vector<Event> events_;
-  std::vector<Arrival> arrivals_;
-  std::vector<Consumption> consumptions_;
+  std::deque<Event> events_;
+  std::deque<Arrival> arrivals_;
+  std::deque<Consumption> consumptions_;
+  int64_t dropped_ = 0;  // Records of any kind dropped from the rings.
   std::map<uint64_t, int64_t> dma_start_ns_;  // Of DMAs in flight, by id.
   std::map<int, int64_t> bytes_in_flight_;    // By issuing device.
   std::map<int, int64_t> wait_begin_ns_;      // Of the wait a device is in.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -19,35 +20,10 @@
 namespace meshdma::dma_internal {
 namespace {
 
-// Byte counts travel as int64 and are checked against MPI's int counts.
-absl::StatusOr<int> MpiCount(size_t bytes, absl::string_view what) {
-  if (bytes > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", bytes, " bytes exceed one MPI message"));
-  }
-  return static_cast<int>(bytes);
-}
-
-// Offsets of `lens` laid end to end; fails past one MPI message.
-absl::StatusOr<std::vector<int>> Displacements(const std::vector<int64_t>& lens,
-                                               absl::string_view what) {
-  std::vector<int> displs(lens.size());
-  int64_t total = 0;
-  for (size_t r = 0; r < lens.size(); ++r) {
-    MESHDMA_ASSIGN_OR_RETURN(displs[r], MpiCount(total, what));
-    total += lens[r];
-  }
-  MESHDMA_RETURN_IF_ERROR(MpiCount(total, what).status());
-  return displs;
-}
-
-std::vector<std::string> Split(const std::string& all,
-                               const std::vector<int64_t>& lens,
-                               const std::vector<int>& displs) {
-  std::vector<std::string> out(lens.size());
-  for (size_t r = 0; r < lens.size(); ++r)
-    out[r] = all.substr(displs[r], lens[r]);
-  return out;
+// The bytes of round `round` of a contribution of `len` bytes moved in
+// rounds of `chunk` bytes.
+int RoundBytes(int64_t len, int64_t round, int64_t chunk) {
+  return static_cast<int>(std::clamp<int64_t>(len - round * chunk, 0, chunk));
 }
 
 // Run's barriers on the process group's communicator.
@@ -195,7 +171,8 @@ absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
   }
 }
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm) : comm_(comm) {
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int64_t max_message_bytes)
+    : comm_(comm), max_message_bytes_(max_message_bytes) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -205,49 +182,77 @@ MpiProcessGroup::~MpiProcessGroup() {
   if (!MpiPeersLost()) MPI_Comm_free(&comm_);
 }
 
-absl::StatusOr<std::vector<std::string>> MpiProcessGroup::AllGather(
-    absl::string_view mine) {
-  int64_t len = static_cast<int64_t>(mine.size());
+int64_t MpiProcessGroup::ChunkBytes() const {
+  // Every rank's round fits one int count, and all of them one displacement.
+  const int64_t per_rank = std::numeric_limits<int>::max() / size_;
+  return std::max<int64_t>(1, std::min(max_message_bytes_, per_rank));
+}
+
+absl::StatusOr<std::vector<std::string>> MpiProcessGroup::Exchange(
+    absl::string_view mine, std::optional<int> root) {
+  // Step 1: every rank learns every length (64-bit).
+  const int64_t len = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lens(size_);
   MESHDMA_MPI_CALL(
       MPI_Allgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_));
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<int> displs,
-                           Displacements(lens, "AllGather"));
-  std::vector<int> counts(lens.begin(), lens.end());
-  std::string all(displs.empty() ? 0 : displs.back() + lens.back(), '\0');
-  MESHDMA_MPI_CALL(MPI_Allgatherv(mine.data(), static_cast<int>(len), MPI_CHAR,
-                                  all.data(), counts.data(), displs.data(),
-                                  MPI_CHAR, comm_));
-  return Split(all, lens, displs);
+  const bool receives = !root.has_value() || *root == rank_;
+  std::vector<std::string> out(receives ? size_ : 0);
+  for (int r = 0; r < static_cast<int>(out.size()); ++r)
+    out[r].reserve(lens[r]);
+  // Step 2: the bytes, in rounds of at most `chunk` per rank, so that no MPI
+  // count or displacement overflows an int.
+  const int64_t chunk = ChunkBytes();
+  const int64_t longest = *std::max_element(lens.begin(), lens.end());
+  const int64_t rounds = (longest + chunk - 1) / chunk;
+  std::vector<int> counts(size_), displs(size_);
+  std::string staged;
+  for (int64_t k = 0; k < rounds; ++k) {
+    int total = 0;
+    for (int r = 0; r < size_; ++r) {
+      counts[r] = RoundBytes(lens[r], k, chunk);
+      displs[r] = total;
+      total += counts[r];
+    }
+    staged.resize(receives ? total : 0);
+    const char* part = mine.data() + std::min(len, k * chunk);
+    const int count = counts[rank_];
+    if (root.has_value()) {
+      MESHDMA_MPI_CALL(MPI_Gatherv(part, count, MPI_CHAR, staged.data(),
+                                   counts.data(), displs.data(), MPI_CHAR,
+                                   *root, comm_));
+    } else {
+      MESHDMA_MPI_CALL(MPI_Allgatherv(part, count, MPI_CHAR, staged.data(),
+                                      counts.data(), displs.data(), MPI_CHAR,
+                                      comm_));
+    }
+    if (!receives) continue;
+    for (int r = 0; r < size_; ++r) {
+      out[r].append(staged, displs[r], counts[r]);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> MpiProcessGroup::AllGather(
+    absl::string_view mine) {
+  return Exchange(mine, std::nullopt);
 }
 
 absl::StatusOr<std::vector<std::string>> MpiProcessGroup::Gather(
     absl::string_view mine, int root) {
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(size_);
-  MESHDMA_MPI_CALL(MPI_Gather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T,
-                              root, comm_));
-  std::vector<int> displs(size_), counts(size_);
-  std::string all;
-  if (rank_ == root) {
-    MESHDMA_ASSIGN_OR_RETURN(displs, Displacements(lens, "Gather"));
-    counts.assign(lens.begin(), lens.end());
-    all.resize(displs.back() + lens.back());
-  }
-  MESHDMA_ASSIGN_OR_RETURN(int count, MpiCount(mine.size(), "Gather"));
-  MESHDMA_MPI_CALL(MPI_Gatherv(mine.data(), count, MPI_CHAR, all.data(),
-                               counts.data(), displs.data(), MPI_CHAR, root,
-                               comm_));
-  if (rank_ != root) return std::vector<std::string>{};
-  return Split(all, lens, displs);
+  return Exchange(mine, root);
 }
 
 absl::Status MpiProcessGroup::Broadcast(std::string& bytes, int root) {
   int64_t len = static_cast<int64_t>(bytes.size());
   MESHDMA_MPI_CALL(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm_));
-  MESHDMA_ASSIGN_OR_RETURN(int count, MpiCount(len, "Broadcast"));
   bytes.resize(len);
-  MESHDMA_MPI_CALL(MPI_Bcast(bytes.data(), count, MPI_CHAR, root, comm_));
+  const int64_t chunk = ChunkBytes();
+  for (int64_t done = 0; done < len; done += chunk) {
+    MESHDMA_MPI_CALL(MPI_Bcast(bytes.data() + done,
+                               RoundBytes(len - done, 0, chunk), MPI_CHAR, root,
+                               comm_));
+  }
   return absl::OkStatus();
 }
 

@@ -6,7 +6,9 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,8 +58,11 @@ class MpiProcessGroup : public ProcessGroup {
  public:
   // Takes ownership of `comm` (freed on destruction). MPI itself, when
   // meshdma initialised it, is finalised at exit, so that a runtime can be
-  // created again in the same process.
-  explicit MpiProcessGroup(MPI_Comm comm);
+  // created again in the same process. Contributions may exceed an MPI
+  // count (lengths are 64-bit): bytes move in rounds of at most
+  // `max_message_bytes` per rank (smaller in tests, to exercise the rounds).
+  explicit MpiProcessGroup(MPI_Comm comm, int64_t max_message_bytes =
+                                              std::numeric_limits<int>::max());
   ~MpiProcessGroup() override;
 
   MPI_Comm comm() const { return comm_; }
@@ -71,7 +76,13 @@ class MpiProcessGroup : public ProcessGroup {
   absl::Status Barrier(absl::string_view what, absl::Duration timeout) override;
 
  private:
+  // Gather to `root`, or to everyone without one.
+  absl::StatusOr<std::vector<std::string>> Exchange(absl::string_view mine,
+                                                    std::optional<int> root);
+  int64_t ChunkBytes() const;
+
   MPI_Comm comm_;
+  int64_t max_message_bytes_;
   int64_t barrier_epoch_ = 0;
   int rank_ = 0;
   int size_ = 1;
