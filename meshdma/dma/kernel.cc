@@ -7,6 +7,22 @@
 #include "meshdma/dma/internal/runtime_impl.h"
 
 namespace meshdma {
+namespace {
+
+// The entry barrier, with what a timeout there usually means.
+absl::Status EntryBarrier(dma_internal::Device& d) {
+  absl::Status s = d.Barrier();
+  if (s.ok() || s.code() != absl::StatusCode::kDeadlineExceeded) return s;
+  return absl::Status(
+      s.code(),
+      absl::StrCat(
+          "entry barrier: every device of the mesh must enter the kernel (a "
+          "kernel that only some devices call, or whose semaphores serve only "
+          "local copies, runs with entry_barrier = false): ",
+          s.message()));
+}
+
+}  // namespace
 
 absl::Status RunKernel(const KernelOptions& options,
                        absl::FunctionRef<absl::Status()> body) {
@@ -24,7 +40,7 @@ absl::Status RunKernel(const KernelOptions& options,
   MESHDMA_LOG(kTrace, kLogDma, d->Name(), ": kernel '", options.name,
               "' begins");
   d->PushScope(options.name, options.collective_id);
-  absl::Status s = options.entry_barrier ? d->Barrier() : absl::OkStatus();
+  absl::Status s = options.entry_barrier ? EntryBarrier(*d) : absl::OkStatus();
   if (s.ok()) s = body();
   absl::Status exit = d->PopScope();
   if (obs) obs->OnKernelEnd(d->global_index(), options.name);

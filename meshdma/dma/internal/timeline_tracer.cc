@@ -325,14 +325,12 @@ absl::Status TimelineTracer::Write(const std::string& path,
   std::string json, flows;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::string> lines;
-    lines.reserve(events_.size());
     for (const Event& e : events_) {
       const absl::string_view text = e.text;
-      lines.push_back(absl::StrCat(text.substr(0, e.split), Us(e.ns - shift),
-                                   text.substr(e.split)));
+      if (!json.empty()) json += ",\n";
+      absl::StrAppend(&json, text.substr(0, e.split), Us(e.ns - shift),
+                      text.substr(e.split));
     }
-    json = absl::StrJoin(lines, ",\n");
     for (const Arrival& a : arrivals_) {
       absl::StrAppend(&flows, "A ", a.ns - shift, " ", a.start_ns - shift, " ",
                       a.device, " ", a.sem, " ", a.amount, " ", a.from_device,
@@ -348,6 +346,9 @@ absl::Status TimelineTracer::Write(const std::string& path,
                            processes.Gather(json, /*root=*/0));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_flows,
                            processes.Gather(flows, /*root=*/0));
+  // The gathered copies are all that is needed from here on.
+  std::string().swap(json);
+  std::string().swap(flows);
   if (processes.rank() != 0) return absl::OkStatus();
 
   // Step 3 (rank 0): replay every (device, semaphore) queue.
@@ -388,52 +389,8 @@ absl::Status TimelineTracer::Write(const std::string& path,
                ? launch_.devices()[device].rank
                : 0;
   };
-  std::vector<std::string> out;
-  int64_t flow_id = 0;
-  for (const Consumption& w : waits) {
-    auto& q = queues[{w.device, w.sem}];
-    int64_t need = w.value;
-    while (need > 0 && !q.empty()) {
-      auto& [a, left] = q.front();
-      const int64_t take = std::min(need, left);
-      need -= take;
-      left -= take;
-      ++flow_id;
-      const char* name = a.dma_id != 0 ? "dma" : "signal";
-      out.push_back(absl::StrFormat(
-          R"({"name":"%s","cat":"flow","ph":"s","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
-          R"("args":{"to_device":%d,"dma":%d,"units":%d}})",
-          name, flow_id, Us(a.start_ns), rank_of(a.from_device), a.from_device,
-          w.device, a.dma_id, take));
-      out.push_back(absl::StrFormat(
-          R"({"name":"%s","cat":"flow","ph":"f","bp":"e","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
-          R"("args":{"to_device":%d}})",
-          name, flow_id, Us(std::max(w.begin_ns, w.end_ns - 1)),
-          rank_of(w.device), w.device, w.device));
-      if (left == 0) q.pop_front();
-    }
-  }
-  // Track names: a process per rank, a thread per device.
-  for (int r = 0; r < launch_.num_processes(); ++r) {
-    out.push_back(absl::StrFormat(
-        R"j({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d (%s)"}})j",
-        r, r, Escape(launch_.processes()[r].hostname)));
-  }
-  for (const GlobalDevice& d : launch_.devices()) {
-    const std::string core =
-        d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
-    out.push_back(
-        absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
-                        R"j("args":{"name":"device %d (rank %d, %s)"}})j",
-                        d.rank, d.global_index, d.global_index, d.rank, core));
-    out.push_back(absl::StrFormat(
-        R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
-        R"("args":{"sort_index":%d}})",
-        d.rank, d.global_index, d.global_index));
-  }
-  for (const std::string& part : all_json) {
-    if (!part.empty()) out.push_back(part);
-  }
+  // Step 4 (rank 0): stream the file: header, flows, track names, then
+  // every process's events, without holding a second copy of them.
   std::ofstream f(path);
   if (!f) {
     return absl::InternalError(absl::StrCat("cannot write trace file '", path,
@@ -448,8 +405,61 @@ absl::Status TimelineTracer::Write(const std::string& path,
     << absl::StrJoin(offset, ",") << "],\"clock_error_bound_ns\":["
     << absl::StrJoin(error, ",") << "],\"max_events_per_rank\":" << max_events_
     << ",\"dropped_events\":[" << absl::StrJoin(dropped, ",")
-    << "]},\n\"traceEvents\":[\n"
-    << absl::StrJoin(out, ",\n") << "\n]}\n";
+    << "]},\n\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](absl::string_view entry) {
+    if (!first) f << ",\n";
+    first = false;
+    f << entry;
+  };
+  int64_t flow_id = 0;
+  for (const Consumption& w : waits) {
+    auto& q = queues[{w.device, w.sem}];
+    int64_t need = w.value;
+    while (need > 0 && !q.empty()) {
+      auto& [a, left] = q.front();
+      const int64_t take = std::min(need, left);
+      need -= take;
+      left -= take;
+      ++flow_id;
+      const char* name = a.dma_id != 0 ? "dma" : "signal";
+      emit(absl::StrFormat(
+          R"({"name":"%s","cat":"flow","ph":"s","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
+          R"("args":{"to_device":%d,"dma":%d,"units":%d}})",
+          name, flow_id, Us(a.start_ns), rank_of(a.from_device), a.from_device,
+          w.device, a.dma_id, take));
+      emit(absl::StrFormat(
+          R"({"name":"%s","cat":"flow","ph":"f","bp":"e","id":%d,"ts":%s,"pid":%d,"tid":%d,)"
+          R"("args":{"to_device":%d}})",
+          name, flow_id, Us(std::max(w.begin_ns, w.end_ns - 1)),
+          rank_of(w.device), w.device, w.device));
+      if (left == 0) q.pop_front();
+    }
+  }
+  // Track names: a process per rank, a thread per device.
+  for (int r = 0; r < launch_.num_processes(); ++r) {
+    emit(absl::StrFormat(
+        R"j({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d (%s)"}})j",
+        r, r, Escape(launch_.processes()[r].hostname)));
+  }
+  for (const GlobalDevice& d : launch_.devices()) {
+    const std::string core =
+        d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
+    emit(
+        absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
+                        R"j("args":{"name":"device %d (rank %d, %s)"}})j",
+                        d.rank, d.global_index, d.global_index, d.rank, core));
+    emit(absl::StrFormat(
+        R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
+        R"("args":{"sort_index":%d}})",
+        d.rank, d.global_index, d.global_index));
+  }
+  for (std::string& part : all_json) {
+    if (!part.empty()) emit(part);
+    part.clear();
+    part.shrink_to_fit();
+  }
+  f << "\n]}\n";
   f.close();
   return f ? absl::OkStatus()
            : absl::InternalError(

@@ -330,6 +330,9 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
   p.out_specs = {q_spec};
   p.out_shape = {{dt, {num_seqs, h, d}}};
   p.scratch_shapes = Scratch(g);
+  // Its DMA semaphores serve local page gathers only, and a decode device
+  // calls it alone (inside KV transfer): no entry barrier.
+  p.entry_barrier = false;
   p.input_names = {"query", "key_cache", "value_cache", "context_lens",
                    "block_tables"};
   p.output_names = {"out"};

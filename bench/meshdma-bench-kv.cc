@@ -1,0 +1,346 @@
+// meshdma-bench-kv: KV-cache transfer from prefill to decode devices
+// (collectives/fused/kv_transfer.h) against MPI point-to-point moving the
+// same pages between the same processes, in the same run.
+//
+//   mpirun -np 2 -x MESHDMA_FORCE_INTERHOST=1 meshdma-bench-kv
+//   mpirun -np 4 -x MESHDMA_HOSTS=2 meshdma-bench-kv      (2 hosts x 2)
+//
+// Mesh {stage: 2, x: n/2}, one device per process: prefill device (0, i)
+// feeds decode device (1, i). The launch orders devices hosts outermost, so
+// with two hosts (real, simulated with MESHDMA_HOSTS=2, or every process its
+// own with MESHDMA_FORCE_INTERHOST=1) the prefill devices sit on the first
+// host and the decode devices on the second: every page crosses hosts.
+//
+// For each prompt length S, per pair: L layers of K and V, f32
+// [Hkv, S, D] each, in pages of P tokens (2 * L * Hkv * ceil(S / P) pages,
+// scattered through the decode cache by the block table). Columns:
+//   meshdma_ms   the transfer alone (OverlapMode::kCommunicationOnly)
+//   GBps, pages/s of that transfer, per pair
+//   mpi_page_ms  MPI_Isend / MPI_Irecv of every page into its cache slot
+//                (receives pre-posted, then a barrier, then the sends)
+//   vs_mpi       mpi_page_ms / meshdma_ms (above 1: meshdma is faster)
+//   mpi_bulk_GBps one MPI message per pair of all the bytes: the best MPI
+//                can do without paging
+//   decode_ms    decode attention per layer (paged attention, 4 query heads
+//                per KV head) without transfer (kComputeOnly)
+//   overlap      kOverlapped time / max(decode_ms, meshdma_ms): 1.0 is
+//                perfect overlap, decode_ms + meshdma_ms over their max is
+//                none
+// Every timing is the slowest device's, median of --iters after a warm-up.
+// The first overlapped run checks every page on every decode device against
+// the values prefill wrote; `#wrong` counts the elements that differ.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/kv_transfer.h"
+#include "meshdma/dma/kernel.h"
+#include "meshdma/dma/runtime.h"
+#include "tools/runtime_flags.h"
+
+ABSL_FLAG(int, layers, 8, "transformer layers");
+ABSL_FLAG(int64_t, kv_heads, 8, "key/value heads");
+ABSL_FLAG(int64_t, dim, 128, "head dimension");
+ABSL_FLAG(int64_t, page, 16, "tokens per page");
+ABSL_FLAG(int64_t, seq_min, 64, "shortest prompt (tokens)");
+ABSL_FLAG(int64_t, seq_max, 4096, "longest prompt (tokens)");
+ABSL_FLAG(int, iters, 5, "timed iterations per mode and size");
+
+namespace meshdma {
+namespace {
+
+const cli::Program kProgram = {
+    .name = "meshdma-bench-kv",
+    .synopsis = "[flags]   (under mpirun -np 2N, one device per process)",
+    .summary =
+        "KV-cache transfer from prefill to decode devices (pages per second, "
+        "GB/s)\nagainst MPI point-to-point of the same pages, and how well "
+        "decode overlaps it.",
+    .aliases = {},
+    .footer = cli::kRuntimeFlagsFooter,
+    .ranges = {{"layers", 1, 1024},
+               {"kv_heads", 1, 1024},
+               {"dim", 1, 4096},
+               {"page", 1, 1 << 20},
+               {"seq_min", 1, 1 << 20},
+               {"seq_max", 1, 1 << 20},
+               {"iters", 1, 10000}}};
+
+struct Shape {
+  int layers;
+  int64_t kv_heads, dim, page, seq;
+  int64_t pages() const { return (seq + page - 1) / page; }
+  int64_t total_pages() const { return 2 * pages() + 1; }
+  // Elements of one layer's K (or V) on the prefill side.
+  int64_t staged() const { return kv_heads * seq * dim; }
+  // Bytes and pages moved per pair.
+  double bytes() const { return 8.0 * layers * staged(); }
+  int64_t moved_pages() const { return 2LL * layers * kv_heads * pages(); }
+};
+
+// What prefill writes at (layer, key or value, head, token, d).
+float Expected(int l, int kv, int64_t h, int64_t t, int64_t d) {
+  return static_cast<float>((l * 7 + kv * 3 + h * 5 + t * 11 + d) % 251);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double SlowestMs(double mine_ms) {
+  double slowest = 0;
+  MPI_Allreduce(&mine_ms, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+// The decode device's page choice: every other page, from the end.
+std::vector<int32_t> BlockTable(const Shape& s) {
+  std::vector<int32_t> table(s.pages());
+  for (int64_t p = 0; p < s.pages(); ++p)
+    table[p] = static_cast<int32_t>(s.total_pages() - 1 - 2 * p);
+  return table;
+}
+
+// Elements of layer `l`'s cache pages that differ from what prefill wrote.
+int64_t CountWrong(const Shape& s, const std::vector<int32_t>& table, int l,
+                   const ArrayRef& key_cache, const ArrayRef& value_cache) {
+  int64_t wrong = 0;
+  for (int kv = 0; kv < 2; ++kv) {
+    const float* cache = (kv == 0 ? key_cache : value_cache).data_as<float>();
+    for (int64_t h = 0; h < s.kv_heads; ++h)
+      for (int64_t t = 0; t < s.seq; ++t) {
+        const int64_t row =
+            (h * s.total_pages() + table[t / s.page]) * s.page + t % s.page;
+        for (int64_t d = 0; d < s.dim; ++d)
+          wrong += cache[row * s.dim + d] != Expected(l, kv, h, t, d);
+      }
+  }
+  return wrong;
+}
+
+// Decode's work on an arrived layer: one query token's paged attention with
+// 4 query heads per KV head.
+absl::Status DecodeLayer(const Shape& s, const std::vector<int32_t>& table,
+                         const ArrayRef& key_cache,
+                         const ArrayRef& value_cache) {
+  const int64_t heads = 4 * s.kv_heads;
+  std::vector<float> q(heads * s.dim, 0.01f);
+  return DecodePagedAttention(q.data(), heads, key_cache, value_cache, s.seq,
+                              table, 1.0f / std::sqrt(float(s.dim)))
+      .status();
+}
+
+// One KvTransfer per device in `mode`; returns the slowest device's ms.
+// With `check`, decode devices count the cache elements that differ from
+// `Expected` into `wrong`.
+absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
+                                   const Shape& s, OverlapMode mode,
+                                   bool check, int64_t& wrong) {
+  const std::vector<int32_t> table = BlockTable(s);
+  std::vector<double> ms(mesh.size(), 0.0);
+  std::vector<int64_t> bad(mesh.size(), 0);
+  MESHDMA_RETURN_IF_ERROR(rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_RETURN_IF_ERROR(device_barrier());
+    const auto t0 = std::chrono::steady_clock::now();
+    MESHDMA_RETURN_IF_ERROR(KvTransfer(
+        s.seq, table,
+        {.num_layers = s.layers,
+         .num_kv_heads = s.kv_heads,
+         .head_dim = s.dim,
+         .page_size = s.page,
+         .total_pages = s.total_pages(),
+         .mode = mode},
+        [&](int l, const ArrayRef& k, const ArrayRef& v) {
+          for (int kv = 0; kv < 2; ++kv) {
+            float* out = (kv == 0 ? k : v).data_as<float>();
+            for (int64_t h = 0; h < s.kv_heads; ++h)
+              for (int64_t t = 0; t < s.seq; ++t)
+                for (int64_t d = 0; d < s.dim; ++d)
+                  *out++ = Expected(l, kv, h, t, d);
+          }
+          return absl::OkStatus();
+        },
+        [&](int l, const ArrayRef& key_cache,
+            const ArrayRef& value_cache) -> absl::Status {
+          if (check) {
+            bad[me] += CountWrong(s, table, l, key_cache, value_cache);
+            return absl::OkStatus();
+          }
+          return DecodeLayer(s, table, key_cache, value_cache);
+        }));
+    MESHDMA_RETURN_IF_ERROR(device_barrier());
+    ms[me] = std::chrono::duration<double, std::milli>(
+                 std::chrono::steady_clock::now() - t0)
+                 .count();
+    return absl::OkStatus();
+  }));
+  for (int64_t b : bad) wrong += b;
+  return SlowestMs(*std::max_element(ms.begin(), ms.end()));
+}
+
+// The MPI baseline, outside any Run: prefill rank i sends every page of
+// every layer to decode rank i + n/2 with MPI_Isend, into the cache slot
+// the block table names (receives posted before a barrier). With `bulk`,
+// one message of all the bytes instead. Returns the slowest rank's ms.
+double MpiTransferMs(const Shape& s, bool bulk) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int half = size / 2;
+  const bool prefill = rank < half;
+  const int peer = prefill ? rank + half : rank - half;
+  const std::vector<int32_t> table = BlockTable(s);
+  const int64_t page_elems = s.page * s.dim;
+  const int64_t layer_elems =
+      prefill ? s.staged() : s.kv_heads * s.total_pages() * page_elems;
+  std::vector<float> buffer(2 * s.layers * layer_elems, 1.0f);
+  std::vector<MPI_Request> requests;
+  auto post = [&](float* base, int64_t elems) {
+    requests.emplace_back();
+    if (prefill) {
+      MPI_Isend(base, static_cast<int>(elems), MPI_FLOAT, peer, 0,
+                MPI_COMM_WORLD, &requests.back());
+    } else {
+      MPI_Irecv(base, static_cast<int>(elems), MPI_FLOAT, peer, 0,
+                MPI_COMM_WORLD, &requests.back());
+    }
+  };
+  auto post_all = [&] {
+    if (bulk) {
+      const int64_t elems = 2 * s.layers * s.staged();
+      for (int64_t at = 0; at < elems; at += int64_t{1} << 28)
+        post(buffer.data() + at, std::min<int64_t>(elems - at, 1 << 28));
+      return;
+    }
+    for (int64_t i = 0; i < 2 * s.layers; ++i)
+      for (int64_t h = 0; h < s.kv_heads; ++h)
+        for (int64_t p = 0; p < s.pages(); ++p) {
+          const int64_t rows = std::min(s.page, s.seq - p * s.page);
+          const int64_t at =
+              prefill ? (h * s.seq + p * s.page) * s.dim
+                      : (h * s.total_pages() + table[p]) * page_elems;
+          post(buffer.data() + i * layer_elems + at, rows * s.dim);
+        }
+  };
+  if (!prefill) post_all();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (prefill) post_all();
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(),
+              MPI_STATUSES_IGNORE);
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - t0)
+                        .count();
+  return SlowestMs(ms);
+}
+
+absl::Status Main(const RuntimeOptions& options) {
+  MESHDMA_ASSIGN_OR_RETURN(auto runtime, Runtime::Create(options));
+  Runtime& rt = *runtime;
+  const Launch& launch = rt.launch();
+  if (launch.num_processes() < 2 || launch.num_processes() % 2 != 0 ||
+      rt.num_devices() != launch.num_processes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "meshdma-bench-kv needs an even number of processes (at least 2) "
+        "with one device each, under mpirun; this launch has ",
+        launch.num_processes(), " process(es) and ", rt.num_devices(),
+        " device(s)"));
+  }
+  const int pairs = rt.num_devices() / 2;
+  MESHDMA_ASSIGN_OR_RETURN(Mesh mesh,
+                           rt.MakeMesh({{"stage", 2}, {"x", pairs}}));
+  const bool root = launch.rank() == 0;
+  const int iters = absl::GetFlag(FLAGS_iters);
+  Shape s{.layers = absl::GetFlag(FLAGS_layers),
+          .kv_heads = absl::GetFlag(FLAGS_kv_heads),
+          .dim = absl::GetFlag(FLAGS_dim),
+          .page = absl::GetFlag(FLAGS_page),
+          .seq = 0};
+  const bool cross_host =
+      !launch.SameHost(launch.devices()[0].rank,
+                       launch.devices()[rt.num_devices() - 1].rank);
+  if (root) {
+    std::printf(
+        "# meshdma-bench-kv: %d prefill -> %d decode devices, %d processes on "
+        "%d host(s) (pages %s hosts)\n"
+        "# %d layers, Hkv=%lld, D=%lld, f32, pages of %lld tokens; per pair; "
+        "slowest device, median of %d\n",
+        pairs, pairs, launch.num_processes(), launch.num_hosts(),
+        cross_host ? "cross" : "stay within", s.layers,
+        (long long)s.kv_heads, (long long)s.dim, (long long)s.page, iters);
+    std::printf("%7s %7s %9s %11s %7s %10s %11s %7s %13s %9s %13s %7s %6s\n",
+                "seq", "pages", "MB", "meshdma_ms", "GBps", "pages/s",
+                "mpi_page_ms", "vs_mpi", "mpi_bulk_GBps", "decode_ms",
+                "overlapped_ms", "overlap", "#wrong");
+  }
+  for (int64_t seq = absl::GetFlag(FLAGS_seq_min);
+       seq <= absl::GetFlag(FLAGS_seq_max); seq *= 4) {
+    s.seq = seq;
+    int64_t wrong = 0;
+    // Step 1: one checked run, which also warms every path up.
+    MESHDMA_RETURN_IF_ERROR(
+        RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, true, wrong)
+            .status());
+    MpiTransferMs(s, false);
+    MpiTransferMs(s, true);
+    // Step 2: the modes and the baselines, interleaved.
+    std::vector<double> comm, decode, overlapped, mpi_page, mpi_bulk;
+    int64_t unused = 0;
+    for (int it = 0; it < iters; ++it) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          double c, RunTransfer(rt, mesh, s, OverlapMode::kCommunicationOnly,
+                                false, unused));
+      MESHDMA_ASSIGN_OR_RETURN(
+          double d, RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly, false,
+                                unused));
+      MESHDMA_ASSIGN_OR_RETURN(
+          double o, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, false,
+                                unused));
+      comm.push_back(c);
+      decode.push_back(d);
+      overlapped.push_back(o);
+      mpi_page.push_back(MpiTransferMs(s, false));
+      mpi_bulk.push_back(MpiTransferMs(s, true));
+    }
+    int64_t all_wrong = 0;
+    MPI_Allreduce(&wrong, &all_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (!root) continue;
+    const double c = Median(comm), d = Median(decode), o = Median(overlapped);
+    const double mp = Median(mpi_page), mb = Median(mpi_bulk);
+    std::printf(
+        "%7lld %7lld %9.3f %11.3f %7.3f %10.0f %11.3f %7.2f %13.3f %9.3f "
+        "%13.3f %7.2f %6lld\n",
+        (long long)seq, (long long)s.moved_pages(), s.bytes() / 1e6, c,
+        s.bytes() / c / 1e6, s.moved_pages() / c * 1e3, mp, mp / c,
+        s.bytes() / mb / 1e6, d, o, o / std::max(c, d), (long long)all_wrong);
+    std::fflush(stdout);
+    if (all_wrong != 0) {
+      return absl::InternalError(absl::StrCat(
+          all_wrong, " cache elements differ from what prefill wrote at seq ",
+          seq));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace meshdma
+
+int main(int argc, char** argv) {
+  const meshdma::RuntimeOptions options =
+      meshdma::cli::ParseRuntimeOptionsOrExit(meshdma::kProgram, argc, argv);
+  const absl::Status s = meshdma::Main(options);
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "meshdma-bench-kv: %s\n", std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
