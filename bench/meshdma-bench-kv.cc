@@ -143,8 +143,8 @@ absl::Status DecodeLayer(const Shape& s, const std::vector<int32_t>& table,
 // With `check`, decode devices count the cache elements that differ from
 // `Expected` into `wrong`.
 absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
-                                   const Shape& s, OverlapMode mode,
-                                   bool check, int64_t& wrong) {
+                                   const Shape& s, OverlapMode mode, bool check,
+                                   int64_t& wrong) {
   const std::vector<int32_t> table = BlockTable(s);
   std::vector<double> ms(mesh.size(), 0.0);
   std::vector<int64_t> bad(mesh.size(), 0);
@@ -266,9 +266,8 @@ absl::Status Main(const RuntimeOptions& options) {
           .dim = absl::GetFlag(FLAGS_dim),
           .page = absl::GetFlag(FLAGS_page),
           .seq = 0};
-  const bool cross_host =
-      !launch.SameHost(launch.devices()[0].rank,
-                       launch.devices()[rt.num_devices() - 1].rank);
+  const bool cross_host = !launch.SameHost(
+      launch.devices()[0].rank, launch.devices()[rt.num_devices() - 1].rank);
   if (root) {
     std::printf(
         "# meshdma-bench-kv: %d prefill -> %d decode devices, %d processes on "
@@ -276,8 +275,8 @@ absl::Status Main(const RuntimeOptions& options) {
         "# %d layers, Hkv=%lld, D=%lld, f32, pages of %lld tokens; per pair; "
         "slowest device, median of %d\n",
         pairs, pairs, launch.num_processes(), launch.num_hosts(),
-        cross_host ? "cross" : "stay within", s.layers,
-        (long long)s.kv_heads, (long long)s.dim, (long long)s.page, iters);
+        cross_host ? "cross" : "stay within", s.layers, (long long)s.kv_heads,
+        (long long)s.dim, (long long)s.page, iters);
     std::printf("%7s %7s %9s %11s %7s %10s %11s %7s %13s %9s %13s %7s %6s\n",
                 "seq", "pages", "MB", "meshdma_ms", "GBps", "pages/s",
                 "mpi_page_ms", "vs_mpi", "mpi_bulk_GBps", "decode_ms",
@@ -301,11 +300,11 @@ absl::Status Main(const RuntimeOptions& options) {
           double c, RunTransfer(rt, mesh, s, OverlapMode::kCommunicationOnly,
                                 false, unused));
       MESHDMA_ASSIGN_OR_RETURN(
-          double d, RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly, false,
-                                unused));
+          double d,
+          RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly, false, unused));
       MESHDMA_ASSIGN_OR_RETURN(
-          double o, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, false,
-                                unused));
+          double o,
+          RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, false, unused));
       comm.push_back(c);
       decode.push_back(d);
       overlapped.push_back(o);
@@ -341,6 +340,7 @@ int main(int argc, char** argv) {
       meshdma::cli::ParseRuntimeOptionsOrExit(meshdma::kProgram, argc, argv);
   const absl::Status s = meshdma::Main(options);
   if (s.ok()) return 0;
-  std::fprintf(stderr, "meshdma-bench-kv: %s\n", std::string(s.message()).c_str());
+  std::fprintf(stderr, "meshdma-bench-kv: %s\n",
+               std::string(s.message()).c_str());
   return s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }

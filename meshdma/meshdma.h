@@ -9,6 +9,7 @@
 #include "meshdma/collectives/collectives.h"  // IWYU pragma: export
 #include "meshdma/dma/array_ref.h"            // IWYU pragma: export
 #include "meshdma/dma/async_copy.h"           // IWYU pragma: export
+#include "meshdma/dma/flagged_copy.h"         // IWYU pragma: export
 #include "meshdma/dma/kernel.h"               // IWYU pragma: export
 #include "meshdma/dma/runtime.h"              // IWYU pragma: export
 #include "meshdma/dma/semaphore.h"            // IWYU pragma: export

@@ -4,8 +4,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/flagged_copy.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -20,6 +22,25 @@ thread_local std::vector<std::unique_ptr<Channel>>* t_channels = nullptr;
 AsyncCopyDescriptor WaitFor(const ArrayRef& bytes_view, Semaphore send_sem,
                             Semaphore recv_sem, int peer) {
   return RemoteCopy(bytes_view, bytes_view, send_sem, recv_sem, peer);
+}
+
+// Flagged rows when every member reaches every other by stores: it is
+// enough that this device reaches all of them, since reachability (same
+// process or same host, checked mode off) is symmetric and the same for
+// every member of a group on one host.
+absl::StatusOr<bool> UseFlaggedRows(const Group& g) {
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::optional<std::string> protocol,
+      base_internal::EnvChoice("MESHDMA_CHANNEL_PROTOCOL", {"auto", "dma"}));
+  if (protocol.value_or("auto") == "dma") return false;
+  for (int j = 0; j < g.size(); ++j) {
+    if (j == g.index) continue;
+    MESHDMA_ASSIGN_OR_RETURN(
+        bool reaches,
+        flagged_copy_reaches(DeviceId(g.members[j]), DeviceIdType::kLogical));
+    if (!reaches) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -54,6 +75,17 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
     MESHDMA_ASSIGN_OR_RETURN(c->flat_slots_[p],
                              set.Reshape({set.num_elements()}));
   }
+  MESHDMA_ASSIGN_OR_RETURN(c->flagged_, UseFlaggedRows(g));
+  if (c->flagged_) {
+    const int64_t flagged_shape[] = {kSlotSets, n * kFlaggedRowBytes};
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef flagged,
+        AllocatePersistent(DType::kU8, flagged_shape, "channel flagged rows"));
+    for (int p = 0; p < kSlotSets; ++p) {
+      MESHDMA_ASSIGN_OR_RETURN(c->flagged_slots_[p], flagged.At(p));
+    }
+    c->received_.resize(static_cast<size_t>(n) * kRowBytes);
+  }
   c->staging_.resize(static_cast<size_t>(n) * kRowBytes);
   const int64_t staging_shape[] = {static_cast<int64_t>(c->staging_.size())};
   MESHDMA_ASSIGN_OR_RETURN(
@@ -86,24 +118,23 @@ absl::Status Channel::WaitOwedCredits() {
   return absl::OkStatus();
 }
 
-absl::Status Channel::Exchange(
-    absl::string_view collective, const Group& g, int64_t signature,
-    std::span<const Outgoing> out, std::span<const Incoming> in,
-    absl::FunctionRef<void(const std::byte* rows)> consume) {
-  const int64_t call = calls_++;
-  const int p = static_cast<int>(call % kSlotSets);
+std::byte* Channel::StageRow(const Outgoing& o, int64_t signature,
+                             int64_t call) {
+  std::byte* row = staging_.data() + o.position * kRowBytes + kHeaderBytes -
+                   kFlaggedHeaderBytes;
+  std::memcpy(row, &signature, sizeof(signature));
+  std::memcpy(row + sizeof(signature), &call, sizeof(call));
+  if (o.bytes > 0) std::memcpy(row + kFlaggedHeaderBytes, o.payload, o.bytes);
+  return row;
+}
+
+absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
+    const Group& g, int p, std::span<const Outgoing> out,
+    std::span<const Incoming> in) {
   const ArrayRef& flat = flat_slots_[p];
-  // Step 1: the rows this device wrote in set p last time have been read.
-  if (pushed_[p] > 0) {
-    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
-  }
   // Step 2: one DMA per receiver into row `g.index` of its set p.
   int64_t sent_bytes = 0;
   for (const Outgoing& o : out) {
-    std::byte* row = staging_.data() + o.position * kRowBytes;
-    std::memcpy(row, &signature, sizeof(signature));
-    std::memcpy(row + sizeof(signature), &call, sizeof(call));
-    if (o.bytes > 0) std::memcpy(row + kHeaderBytes, o.payload, o.bytes);
     const int64_t bytes = kHeaderBytes + o.bytes;
     const ArrayRef src = Range(staging_view_, o.position * kRowBytes, bytes);
     const ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
@@ -113,7 +144,6 @@ absl::Status Channel::Exchange(
                                 .start());
     sent_bytes += bytes;
   }
-  pushed_[p] = static_cast<int>(out.size());
   // Step 3: every expected row is here, and my rows have been read.
   for (const Incoming& i : in) {
     MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, kHeaderBytes + i.bytes),
@@ -126,13 +156,59 @@ absl::Status Channel::Exchange(
                                     arrived_[p * g.size()], g.Peer(1))
                                 .wait_send());
   }
-  // Step 4: every sender made this call.
-  const std::byte* rows = flat.data();
+  return flat.data();
+}
+
+absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
+    const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
+    std::span<const Incoming> in) {
+  const ArrayRef& slots = flagged_slots_[p];
+  // Step 2: store each row, flagged, into row `g.index` of the receiver's
+  // flagged set p.
+  for (const Outgoing& o : out) {
+    const std::byte* row = staging_.data() + o.position * kRowBytes +
+                           kHeaderBytes - kFlaggedHeaderBytes;
+    MESHDMA_RETURN_IF_ERROR(flagged_copy(
+        {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)},
+        Range(slots, g.index * kFlaggedRowBytes, kFlaggedRowBytes), flag,
+        DeviceId(g.members[o.position]), DeviceIdType::kLogical));
+  }
+  // Step 3: every expected row carries this call's flag; unpack it.
   for (const Incoming& i : in) {
+    std::byte* row = received_.data() + i.position * kRowBytes + kHeaderBytes -
+                     kFlaggedHeaderBytes;
+    MESHDMA_RETURN_IF_ERROR(flagged_wait(
+        Range(slots, i.position * kFlaggedRowBytes, kFlaggedRowBytes), flag,
+        {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
+  }
+  return received_.data();
+}
+
+absl::Status Channel::Exchange(
+    absl::string_view collective, const Group& g, int64_t signature,
+    std::span<const Outgoing> out, std::span<const Incoming> in,
+    absl::FunctionRef<void(const std::byte* rows)> consume) {
+  const int64_t call = calls_++;
+  const int p = static_cast<int>(call % kSlotSets);
+  // Step 1: the rows this device wrote in set p last time have been read.
+  if (pushed_[p] > 0) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
+  }
+  // Steps 2-3: move the rows.
+  for (const Outgoing& o : out) StageRow(o, signature, call);
+  pushed_[p] = static_cast<int>(out.size());
+  // Flags are never 0 and differ between consecutive uses of a slot set.
+  const uint32_t flag = static_cast<uint32_t>(call % 0xFFFFFFFFLL) + 1;
+  MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,
+                           flagged_ ? MoveRowsFlagged(g, p, flag, out, in)
+                                    : MoveRowsByDma(g, p, out, in));
+  // Step 4: every sender made this call.
+  for (const Incoming& i : in) {
+    const std::byte* header =
+        rows + i.position * kRowBytes + kHeaderBytes - kFlaggedHeaderBytes;
     int64_t theirs = 0, their_call = 0;
-    std::memcpy(&theirs, rows + i.position * kRowBytes, sizeof(theirs));
-    std::memcpy(&their_call, rows + i.position * kRowBytes + sizeof(theirs),
-                sizeof(their_call));
+    std::memcpy(&theirs, header, sizeof(theirs));
+    std::memcpy(&their_call, header + sizeof(theirs), sizeof(their_call));
     MESHDMA_RETURN_IF_ERROR(CompareSignatures(collective, g, signature, theirs,
                                               g.members[i.position]));
     if (their_call != call) {

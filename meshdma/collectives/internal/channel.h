@@ -34,6 +34,15 @@
 // row of the current call, and the two byte counts must not mix. When the Run
 // ends, each device waits for the credits still owed to it, so every semaphore
 // is back to 0 before the persistent memory is released.
+//
+// Protocols. When every member can store into every other member's memory
+// (threads of a process, processes of one host; checked mode off), steps 2
+// and 3 use flagged copies (dma/flagged_copy.h, NCCL's LL): each row travels
+// as 8-byte words of 4 payload bytes and the call's flag, stored straight
+// into the receiver's flagged slot, which polls the flags; no DMA record, no
+// byte-counting semaphore, no send completion. Otherwise (a group that spans
+// hosts) rows travel as DMAs as above. Every member decides the same way,
+// from the group alone. MESHDMA_CHANNEL_PROTOCOL=dma forces DMAs.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 
@@ -60,6 +69,10 @@ class Channel {
   static constexpr int64_t kHeaderBytes = 64;
   static constexpr int64_t kMaxPayloadBytes = 16 << 10;
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
+  // A flagged row: the signature and call number, then the payload.
+  static constexpr int64_t kFlaggedHeaderBytes = 16;
+  static constexpr int64_t kFlaggedRowBytes =
+      8 * ((kFlaggedHeaderBytes + kMaxPayloadBytes + 3) / 4);
   // Callers keep per-member lists on the stack.
   static constexpr int kMaxMembers = 256;
 
@@ -118,6 +131,18 @@ class Channel {
  private:
   Channel() = default;
   absl::Status WaitOwedCredits();
+  // Steps 2-3 with DMAs, or with flagged copies; both leave member i's row
+  // header at rows + i * kRowBytes + kHeaderBytes - 16 and payload at
+  // + kHeaderBytes, and return `rows`.
+  absl::StatusOr<const std::byte*> MoveRowsByDma(const Group& g, int p,
+                                                 std::span<const Outgoing> out,
+                                                 std::span<const Incoming> in);
+  absl::StatusOr<const std::byte*> MoveRowsFlagged(
+      const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
+      std::span<const Incoming> in);
+  // Stages [signature | call | payload] for the member at `position`; the
+  // row starts kHeaderBytes - 16 into its staging row.
+  std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call);
 
   std::vector<int> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
@@ -128,6 +153,9 @@ class Channel {
   ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.
+  bool flagged_ = false;            // Protocol (see the header).
+  ArrayRef flagged_slots_[kSlotSets];  // u8[n * kFlaggedRowBytes] each.
+  std::vector<std::byte> received_;    // Unpacked flagged rows, [n, kRowBytes].
   int64_t calls_ = 0;
   int pushed_[kSlotSets] = {};  // Rows pushed at the last use of each set.
 };

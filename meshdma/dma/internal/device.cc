@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -782,6 +783,82 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     }
     CellSleep(cell, value, std::min(kSleepSliceNanos, left));
   }
+}
+
+bool Device::FlaggedReaches(int target_global) const {
+  return runtime_->race_checker() == nullptr &&
+         runtime_->HeapBase(target_global) != nullptr;
+}
+
+absl::StatusOr<uint64_t*> Device::FlaggedDestination(
+    const ArrayRef& words, int64_t count, uint32_t flag,
+    std::optional<int> target_global) const {
+  const char* verb = target_global ? "flagged_copy" : "flagged_wait";
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", parts...));
+  };
+  if (flag == 0) return error("flag 0 is reserved (memory starts as 0)");
+  const std::optional<int64_t> bytes =
+      base_internal::CheckedMul(count, int64_t{sizeof(uint64_t)});
+  if (!words.is_symmetric() || !words.is_contiguous() ||
+      words.data() != heap_base_ + words.heap_offset() ||
+      words.heap_offset() % sizeof(uint64_t) != 0) {
+    return error("buffer ", words.ToString(),
+                 " is not a contiguous, 8-byte aligned view of this device's "
+                 "symmetric heap");
+  }
+  if (!bytes.has_value() || *bytes > words.size_bytes() ||
+      words.heap_offset() < kReservedHeapBytes ||
+      words.heap_offset() + words.size_bytes() > heap_bytes_) {
+    return error("buffer ", words.ToString(), " holds ", words.size_bytes(),
+                 " bytes, fewer than the ", count,
+                 " flagged words the message needs");
+  }
+  const int target = target_global.value_or(global_index_);
+  if (target != global_index_ && !FlaggedReaches(target)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        verb, " on ", Name(), ": device ", target,
+        " cannot be reached by stores from this process (another host, or "
+        "checked mode is on); use a DMA"));
+  }
+  return reinterpret_cast<uint64_t*>(runtime_->HeapBase(target) +
+                                     words.heap_offset());
+}
+
+absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
+                               uint32_t flag, const ArrayRef& view) {
+  const int64_t start = base_internal::MonotonicNanos();
+  const base_internal::Deadline deadline(start, runtime_->wait_timeout());
+  for (int64_t w = 0; w < count; ++w) {
+    for (int i = 0;; ++i) {
+      if (static_cast<uint32_t>(__atomic_load_n(words + w, __ATOMIC_ACQUIRE) >>
+                                32) == flag) {
+        break;
+      }
+      CpuRelax();
+      if ((i & 1023) != 1023) continue;
+      if (runtime_->aborted()) {
+        return absl::AbortedError(
+            absl::StrCat("flagged_wait on ", Name(), " for ", view.ToString(),
+                         " abandoned: ", runtime_->abort_reason()));
+      }
+      if (deadline.RemainingNanos() == 0) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "flagged_wait on ", Name(), " timed out after ",
+            absl::FormatDuration(runtime_->wait_timeout()), ": word ", w,
+            " of ", view.ToString(), " carries flag ",
+            __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32, ", expected ",
+            flag));
+      }
+      // Past the spin window, give the core to the sender (2 cores may be
+      // shared by more threads than that).
+      if (base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
+        std::this_thread::yield();
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,

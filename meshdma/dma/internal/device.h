@@ -96,6 +96,23 @@ class Device {
   absl::StatusOr<int64_t> Read(Semaphore sem);
   absl::Status Barrier();
 
+  // --- Flagged copies (dma/flagged_copy.h).
+  // True when this device may store into `target_global`'s heap: it is
+  // addressable from this process and checked mode is off.
+  bool FlaggedReaches(int target_global) const;
+  // The address of `words` (a view of this device's heap) on
+  // `target_global` (this device when unset), after checking the view holds
+  // `count` aligned words of the user heap, `flag` is nonzero and the target
+  // is reachable.
+  absl::StatusOr<uint64_t*> FlaggedDestination(
+      const ArrayRef& words, int64_t count, uint32_t flag,
+      std::optional<int> target_global) const;
+  // Polls until each of the `count` words at `words` carries `flag` in its
+  // high half; the runtime's wait timeout and abort apply. `view` names the
+  // buffer in errors.
+  absl::Status WaitFlags(const uint64_t* words, int64_t count, uint32_t flag,
+                         const ArrayRef& view);
+
   // Called by transports when `op`'s source has been read (and, on direct
   // paths, its destination written and `op->recv_cell` is to be signalled).
   void CompleteDma(std::unique_ptr<DmaOp> op);

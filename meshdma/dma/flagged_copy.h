@@ -1,0 +1,67 @@
+// Flagged copies: the low-latency protocol for small messages (NCCL's "LL").
+//
+// A flagged buffer is a symmetric array of 8-byte words; each word carries 4
+// bytes of payload in its low half and a 4-byte flag in its high half, and
+// is written with one 8-byte store. A receiver that sees the flag it expects
+// in a word therefore sees that word's payload too: one store moves data and
+// readiness together, with no semaphore, no DMA record and no completion to
+// wait for. It moves twice the bytes, so it pays off for small messages
+// only.
+//
+// Contract:
+//   1. `flagged_copy` stores into a peer's memory directly, so it needs a
+//      peer the calling device can address: a device of the same process or
+//      of a process on the same host (`flagged_copy_reaches`). Elsewhere it
+//      is FailedPrecondition; callers keep a DMA path for such peers.
+//   2. The sender chooses a flag per message, never 0 and different from
+//      the one the buffer's previous message carried (a call number + 1).
+//      Reusing a buffer before its receiver has read it is the caller's
+//      race to prevent (a credit semaphore, as for DMAs).
+//   3. Flagged copies are not DMAs: they do not signal semaphores, are not
+//      counted by a kernel's exit contract, and are neither observed (traces)
+//      nor race-checked. `flagged_copy_reaches` is false in checked mode, so
+//      code that falls back to DMAs stays checkable.
+//   4. `flagged_wait` honours the runtime's wait timeout and abort, like
+//      every wait.
+#ifndef MESHDMA_DMA_FLAGGED_COPY_H_
+#define MESHDMA_DMA_FLAGGED_COPY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/semaphore.h"
+
+namespace meshdma {
+
+inline constexpr int64_t kFlaggedPayloadBytesPerWord = 4;
+
+// Words a flagged buffer needs for `payload_bytes`.
+constexpr int64_t FlaggedWords(int64_t payload_bytes) {
+  return (payload_bytes + kFlaggedPayloadBytesPerWord - 1) /
+         kFlaggedPayloadBytesPerWord;
+}
+
+// True when the calling device can `flagged_copy` to `peer` (contract 1, 3).
+absl::StatusOr<bool> flagged_copy_reaches(
+    const DeviceId& peer, DeviceIdType type = DeviceIdType::kMesh);
+
+// Stores `payload` with `flag` into the first FlaggedWords(payload.size())
+// words of `dst` on `peer`. `dst` is a contiguous symmetric view of at least
+// that many 8-byte words, as this device sees it; `flag` is nonzero.
+absl::Status flagged_copy(std::span<const std::byte> payload,
+                          const ArrayRef& dst, uint32_t flag,
+                          const DeviceId& peer,
+                          DeviceIdType type = DeviceIdType::kMesh);
+
+// Waits until the first FlaggedWords(out.size()) words of `words` (this
+// device's) carry `flag`, then unpacks their payload into `out`.
+absl::Status flagged_wait(const ArrayRef& words, uint32_t flag,
+                          std::span<std::byte> out);
+
+}  // namespace meshdma
+
+#endif  // MESHDMA_DMA_FLAGGED_COPY_H_
