@@ -51,7 +51,7 @@ namespace meshdma::dma_internal {
 class TimelineTracer : public Observer {
  public:
   // Events kept per process unless MESHDMA_TRACE_MAX_EVENTS says otherwise.
-  static constexpr int64_t kDefaultMaxEvents = int64_t{1} << 19;
+  static constexpr int64_t kDefaultMaxEvents = int64_t{1} << 18;
 
   // `launch` names the tracks; it must outlive the tracer. Keeps at most
   // `max_events` (> 0) of each kind of record (see "Memory" above).
