@@ -207,6 +207,7 @@ void RaceChecker::DrainMailbox() {
   std::lock_guard<std::mutex> lock(drain_mu_);
   absl::Status s = box->Drain(
       [this](const ClockMessage& m) {
+        if (m.target < 0 || m.target >= n_) return;
         OnRemoteArrival(m.target, m.issuer, m.sem_offset, m.clock, m.dma_seq,
                         m.dst_offset, m.has_layout ? &m.dst_layout : nullptr,
                         m.elem_bytes);
