@@ -46,7 +46,7 @@ struct ClockMessage {
 
 class ClockMailbox {
  public:
-  // Bytes a mailbox for an `num_devices`-device launch occupies (a multiple
+  // Bytes a mailbox for a `num_devices`-device launch occupies (a multiple
   // of the page size).
   static size_t BytesFor(int num_devices);
   // A view of the mailbox at `region` (BytesFor(num_devices) bytes, shared).
