@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "meshdma/base/checked_math.h"
+#include "meshdma/dma/check/race_checker.h"
 
 namespace meshdma {
 namespace {
@@ -24,6 +25,24 @@ std::string ShapeString(std::span<const int64_t> shape) {
 absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
     void* data, DType dtype, std::span<const int64_t> shape,
     std::span<const int64_t> strides) {
+  absl::StatusOr<ArrayRef> r = MakeView(data, dtype, shape, strides);
+  if (r.ok() && r->num_elements() > 0) {
+    // Checked mode: these bytes may be memory freed and handed out again.
+    const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
+    int64_t lo = 0, hi = 0;
+    for (int d = 0; d < r->rank(); ++d) {
+      const int64_t span = (r->dim(d) - 1) * r->strides()[d];
+      (span < 0 ? lo : hi) += span;
+    }
+    dma_internal::RaceChecker::OnOrdinaryView(r->data() + lo * elem,
+                                              r->data() + (hi + 1) * elem);
+  }
+  return r;
+}
+
+absl::StatusOr<ArrayRef> ArrayRef::MakeView(void* data, DType dtype,
+                                            std::span<const int64_t> shape,
+                                            std::span<const int64_t> strides) {
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
     return absl::InvalidArgumentError(
         absl::StrCat("array of rank ", shape.size(), " ", ShapeString(shape),
@@ -97,7 +116,7 @@ absl::StatusOr<ArrayRef> ArrayRef::SymmetricStrided(
         absl::StrCat("symmetric array ", DTypeName(dtype), ShapeString(shape),
                      ": negative heap offset ", heap_offset));
   }
-  auto r = FromPointer(data, dtype, shape, strides);
+  auto r = MakeView(data, dtype, shape, strides);
   if (r.ok()) r->heap_offset_ = heap_offset;
   return r;
 }

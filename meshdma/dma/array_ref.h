@@ -28,7 +28,8 @@ class ArrayRef {
   // InvalidArgument for a rank above kMaxRank, a negative dimension, an
   // invalid dtype, a null `data`, or a view whose element count, byte size or
   // byte span does not fit in int64 (so `num_elements` and `size_bytes` of
-  // any view never overflow).
+  // any view never overflow). In checked mode the view starts its bytes'
+  // history afresh: they may be memory freed and allocated again.
   static absl::StatusOr<ArrayRef> FromPointer(
       void* data, DType dtype, std::span<const int64_t> shape,
       std::span<const int64_t> strides = {});
@@ -86,6 +87,11 @@ class ArrayRef {
   std::string ToString() const;
 
  private:
+  // FromPointer's view, without telling checked mode of new memory.
+  static absl::StatusOr<ArrayRef> MakeView(void* data, DType dtype,
+                                           std::span<const int64_t> shape,
+                                           std::span<const int64_t> strides);
+
   DType dtype_ = DType::kU8;
   int rank_ = 0;
   std::array<int64_t, kMaxRank> shape_{};

@@ -57,8 +57,8 @@ inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
 // Overrides streaming_min_bytes.
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 
-// Checked mode: kRaces tracks vector clocks and reports data races as an
-// error from `Runtime::Run` (docs/checked_mode.md).
+// Checked mode: kRaces reports data races as an error from `Runtime::Run` on
+// every process; all processes use one mode (docs/checked_mode.md).
 enum class CheckMode { kOff, kRaces };
 inline constexpr char kCheckEnv[] = "MESHDMA_CHECK";
 

@@ -159,7 +159,6 @@ TEST(FlaggedCopyTimeoutTest, AFlagThatNeverComesTimesOut) {
 }
 
 TEST(FlaggedCopyCheckedTest, CheckedModeFallsBackToDmas) {
-  if (LaunchedByMpi()) GTEST_SKIP() << "threads of one process only";
   RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
   o.check = CheckMode::kRaces;
   auto rt = Runtime::Create(o);

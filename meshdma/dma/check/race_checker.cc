@@ -6,10 +6,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/dma/transport/transport.h"
 
 namespace meshdma::dma_internal {
 namespace {
+
+// How long a mailbox may stay full, or a peer's slot half-written, before
+// checked mode gives up on it.
+constexpr int64_t kMailboxPatienceNs = int64_t{10} * 1000 * 1000 * 1000;
+
+// The checker of the live runtime (at most one per process), for views of
+// ordinary memory made outside any device.
+std::atomic<RaceChecker*> g_active_checker{nullptr};
 
 // A strided view is tracked as its contiguous byte runs, up to this many;
 // a view with more runs is tracked as the hull of its bytes.
@@ -137,6 +147,8 @@ struct RaceChecker::DeviceState {
     std::string kernel;
     int index;  // Within its kernel's allocations.
   };
+  // Written by the device; read by any thread that describes a buffer.
+  std::mutex alloc_mu;
   std::vector<Alloc> allocs;
   std::mutex sem_mu;
   std::unordered_map<int64_t, VectorClock> sems;
@@ -160,9 +172,83 @@ RaceChecker::RaceChecker(int num_devices,
   }
   for (int i = 0; i <= n_; ++i) shadows_.push_back(std::make_unique<Shadow>());
   Reset();
+  g_active_checker.store(this, std::memory_order_release);
 }
 
-RaceChecker::~RaceChecker() = default;
+RaceChecker::~RaceChecker() {
+  RaceChecker* self = this;
+  g_active_checker.compare_exchange_strong(self, nullptr);
+  DetachMailboxes();
+}
+
+void RaceChecker::AttachMailboxes(ClockMailbox* own,
+                                  std::vector<ClockMailbox*> of_device) {
+  own_mailbox_ = own;
+  mailbox_of_device_ = std::move(of_device);
+  if (own_mailbox_ == nullptr) return;
+  drainer_ = std::thread([this] {
+    while (!stop_drainer_.load(std::memory_order_relaxed)) {
+      absl::SleepFor(absl::Milliseconds(1));
+      DrainMailbox();
+    }
+  });
+}
+
+void RaceChecker::DetachMailboxes() {
+  stop_drainer_.store(true);
+  if (drainer_.joinable()) drainer_.join();
+  own_mailbox_ = nullptr;
+  mailbox_of_device_.clear();
+}
+
+void RaceChecker::DrainMailbox() {
+  ClockMailbox* box = own_mailbox_;
+  if (box == nullptr || box->Empty()) return;
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  absl::Status s = box->Drain(
+      [this](const ClockMessage& m) {
+        if (m.target < 0 || m.target >= n_) return;
+        OnRemoteArrival(m.target, m.issuer, m.sem_offset, m.clock, m.dma_seq,
+                        m.dst_offset, m.has_layout ? &m.dst_layout : nullptr,
+                        m.elem_bytes);
+      },
+      kMailboxPatienceNs);
+  if (!s.ok()) LogError(s.message());
+}
+
+void RaceChecker::Post(ClockMailbox* box, const ClockMessage& m) {
+  absl::Status s = box->Post(m, kMailboxPatienceNs);
+  if (!s.ok()) {
+    LogError(absl::StrCat(s.message(), "; the races reported may be wrong"));
+  }
+}
+
+void RaceChecker::OnOrdinaryView(const std::byte* lo, const std::byte* hi) {
+  RaceChecker* rc = g_active_checker.load(std::memory_order_acquire);
+  if (rc == nullptr) return;
+  rc->ForgetOrdinary(reinterpret_cast<intptr_t>(lo),
+                     reinterpret_cast<intptr_t>(hi));
+}
+
+void RaceChecker::ForgetOrdinary(int64_t lo, int64_t hi) {
+  if (hi <= lo) return;
+  Shadow& s = *shadows_[n_];
+  std::lock_guard<std::mutex> lock(s.mu);
+  // The parts of straddling entries outside [lo, hi) are kept.
+  std::vector<std::pair<int64_t, Shadow::Entry>> kept;
+  for (auto it = s.entries.lower_bound(lo - s.max_len);
+       it != s.entries.end() && it->first < hi;) {
+    const int64_t plo = it->first, phi = it->second.hi;
+    if (phi <= lo) {
+      ++it;
+      continue;
+    }
+    if (plo < lo) kept.push_back({plo, Shadow::Entry{lo, it->second.access}});
+    if (phi > hi) kept.push_back({hi, Shadow::Entry{phi, it->second.access}});
+    it = s.entries.erase(it);
+  }
+  for (auto& [at, entry] : kept) s.entries.emplace(at, std::move(entry));
+}
 
 void RaceChecker::Reset() {
   for (int i = 0; i < n_; ++i) {
@@ -171,7 +257,10 @@ void RaceChecker::Reset() {
     d.vc[i] = 1;
     d.snapshot.reset();
     d.dma_seq = 0;
-    d.allocs.clear();
+    {
+      std::lock_guard<std::mutex> lock(d.alloc_mu);
+      d.allocs.clear();
+    }
     std::lock_guard<std::mutex> lock(d.sem_mu);
     d.sems.clear();
   }
@@ -189,6 +278,7 @@ std::shared_ptr<const VectorClock> RaceChecker::Snapshot(DeviceState& d) {
 
 void RaceChecker::OnAllocate(int device, int64_t offset, int64_t bytes,
                              absl::string_view kernel) {
+  std::lock_guard<std::mutex> lock(state(device).alloc_mu);
   auto& allocs = state(device).allocs;
   int index = 0;
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
@@ -199,6 +289,7 @@ void RaceChecker::OnAllocate(int device, int64_t offset, int64_t bytes,
 }
 
 void RaceChecker::OnFree(int device, int64_t lo, int64_t hi) {
+  std::lock_guard<std::mutex> lock(state(device).alloc_mu);
   auto& allocs = state(device).allocs;
   allocs.erase(std::remove_if(allocs.begin(), allocs.end(),
                               [&](const DeviceState::Alloc& a) {
@@ -208,6 +299,7 @@ void RaceChecker::OnFree(int device, int64_t lo, int64_t hi) {
 }
 
 std::string RaceChecker::DescribeBuffer(int device, int64_t offset) const {
+  std::lock_guard<std::mutex> lock(devices_[device]->alloc_mu);
   const auto& allocs = devices_[device]->allocs;
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) {
     if (offset >= it->offset && offset < it->offset + it->bytes) {
@@ -277,6 +369,13 @@ void RaceChecker::OnDmaStart(int device, absl::string_view kernel, DmaOp& op,
 void RaceChecker::OnDmaComplete(const DmaOp& op) {
   auto info = std::static_pointer_cast<const DmaInfo>(op.check_info);
   if (info == nullptr) return;
+  if (ClockMailbox* box = info->local ? nullptr : MailboxOf(info->target)) {
+    // A peer process on this host owns the destination: it records the write
+    // and its semaphore's clock when it drains the message.
+    Post(box, ShmArrival(*info, op));
+    JoinSemaphore(info->issuer, info->send_sem, info->release);
+    return;
+  }
   Access a;
   a.write = true;
   a.comp = n_ + info->issuer;
@@ -290,30 +389,50 @@ void RaceChecker::OnDmaComplete(const DmaOp& op) {
     RecordRange(info->dst_space, info->dst_base + r.lo, info->dst_base + r.hi,
                 a);
   }
-  auto join = [&](int dev, int64_t sem) {
-    DeviceState& d = state(dev);
-    std::lock_guard<std::mutex> lock(d.sem_mu);
-    auto [it, inserted] = d.sems.try_emplace(sem, VectorClock(2 * n_, 0));
-    Join(it->second, info->release);
-  };
-  join(info->local ? info->issuer : info->target, info->recv_sem);
-  if (!info->local) join(info->issuer, info->send_sem);
+  JoinSemaphore(info->local ? info->issuer : info->target, info->recv_sem,
+                info->release);
+  if (!info->local) JoinSemaphore(info->issuer, info->send_sem, info->release);
+}
+
+void RaceChecker::JoinSemaphore(int device, int64_t sem_offset,
+                                const VectorClock& clock) {
+  DeviceState& d = state(device);
+  std::lock_guard<std::mutex> lock(d.sem_mu);
+  auto [it, inserted] = d.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
+  Join(it->second, clock);
+}
+
+ClockMessage RaceChecker::ShmArrival(const DmaInfo& info, const DmaOp& op) {
+  ClockMessage m;
+  m.target = info.target;
+  m.issuer = info.issuer;
+  m.sem_offset = info.recv_sem;
+  m.dma_seq = info.seq;
+  m.has_layout = true;
+  m.dst_offset = info.dst_base;
+  m.elem_bytes = op.elem_bytes;
+  m.dst_layout = op.dst_layout;
+  m.clock = *info.vc;
+  return m;
 }
 
 void RaceChecker::OnSignal(int device, int target_device, int64_t sem_offset) {
   DeviceState& d = state(device);
-  {
-    DeviceState& t = state(target_device);
-    std::lock_guard<std::mutex> lock(t.sem_mu);
-    auto [it, inserted] =
-        t.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
-    Join(it->second, d.vc);
+  if (ClockMailbox* box = MailboxOf(target_device)) {
+    ClockMessage m;
+    m.target = target_device;
+    m.sem_offset = sem_offset;
+    m.clock = d.vc;
+    Post(box, m);
+  } else {
+    JoinSemaphore(target_device, sem_offset, d.vc);
   }
   ++d.vc[device];
   d.snapshot.reset();
 }
 
 void RaceChecker::OnWaitEnd(int device, int64_t sem_offset) {
+  DrainMailbox();  // Clocks of peers on this host that moved the semaphore.
   DeviceState& d = state(device);
   std::lock_guard<std::mutex> lock(d.sem_mu);
   auto it = d.sems.find(sem_offset);
@@ -356,10 +475,7 @@ void RaceChecker::OnRemoteArrival(int target, int issuer, int64_t sem_offset,
       RecordRange(target, dst_offset + r.lo, dst_offset + r.hi, a);
     }
   }
-  DeviceState& t = state(target);
-  std::lock_guard<std::mutex> lock(t.sem_mu);
-  auto [it, inserted] = t.sems.try_emplace(sem_offset, VectorClock(2 * n_, 0));
-  Join(it->second, release);
+  JoinSemaphore(target, sem_offset, release);
 }
 
 const VectorClock& RaceChecker::ClockOf(int device) { return state(device).vc; }
@@ -511,6 +627,7 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
 }
 
 absl::Status RaceChecker::TakeReport() {
+  DrainMailbox();
   std::lock_guard<std::mutex> lock(report_mu_);
   if (reports_.empty()) return absl::OkStatus();
   std::string text =

@@ -10,6 +10,7 @@
 #ifndef MESHDMA_DMA_CHECK_RACE_CHECKER_H_
 #define MESHDMA_DMA_CHECK_RACE_CHECKER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,12 +19,14 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/check/clock_mailbox.h"
 #include "meshdma/dma/internal/copy_plan.h"
 
 namespace meshdma::dma_internal {
@@ -44,6 +47,23 @@ class RaceChecker {
   // Between Runs (no device running): every device is ordered after every
   // access of the previous Run by the process barrier, so all state resets.
   void Reset();
+
+  // Processes sharing a host: `own` receives the clocks of peers' signals
+  // and DMAs aimed at this process's devices; `of_device[g]` is the mailbox
+  // of device g's process when g is reached through shared memory, else
+  // null. Starts a thread that drains `own` now and then, so that a full
+  // mailbox never stalls a peer. Before any device runs.
+  void AttachMailboxes(ClockMailbox* own, std::vector<ClockMailbox*> of_device);
+  // Stops using the mailboxes (before their memory is unmapped).
+  void DetachMailboxes();
+  // Applies every clock posted to this process's mailbox so far. Any thread.
+  void DrainMailbox();
+
+  // A view of ordinary memory [lo, hi) was made (`ArrayRef::FromPointer`):
+  // the bytes may have been freed and handed out again since their last
+  // tracked access, an order the checker cannot see, so their history is
+  // forgotten. Any thread; a no-op when checked mode is off.
+  static void OnOrdinaryView(const std::byte* lo, const std::byte* hi);
 
   // --- Called on the device's own thread.
   void OnAllocate(int device, int64_t offset, int64_t bytes,
@@ -93,6 +113,18 @@ class RaceChecker {
   void RecordRange(int space, int64_t lo, int64_t hi, const Access& a);
   void Report(int space, int64_t lo, int64_t hi, const Access& earlier,
               const Access& later);
+  // Joins `clock` into the clock of `device`'s semaphore at `sem_offset`.
+  void JoinSemaphore(int device, int64_t sem_offset, const VectorClock& clock);
+  // What a DMA's completion tells the process of a same-host target.
+  static ClockMessage ShmArrival(const DmaInfo& info, const DmaOp& op);
+  // Forgets the accesses to bytes [lo, hi) of memory outside the heaps.
+  void ForgetOrdinary(int64_t lo, int64_t hi);
+  // The mailbox of `device`'s process when it is a same-host peer, or null.
+  ClockMailbox* MailboxOf(int device) const {
+    return mailbox_of_device_.empty() ? nullptr : mailbox_of_device_[device];
+  }
+  // Posts `m` to `box`; a dropped clock is reported once.
+  void Post(ClockMailbox* box, const ClockMessage& m);
 
   const int n_;
   const std::function<void(int, const std::string&)> on_race_;
@@ -100,6 +132,12 @@ class RaceChecker {
   // One shadow per device heap, plus one (index n_) for memory outside the
   // symmetric heaps, keyed by address.
   std::vector<std::unique_ptr<Shadow>> shadows_;
+
+  ClockMailbox* own_mailbox_ = nullptr;
+  std::vector<ClockMailbox*> mailbox_of_device_;
+  std::mutex drain_mu_;  // One drainer of `own_mailbox_` at a time.
+  std::thread drainer_;
+  std::atomic<bool> stop_drainer_{false};
 
   mutable std::mutex report_mu_;
   std::set<std::pair<std::string, std::string>> reported_sites_;

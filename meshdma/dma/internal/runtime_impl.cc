@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/base/deadline.h"
 #include "meshdma/base/env.h"
@@ -28,6 +29,9 @@ namespace meshdma::dma_internal {
 namespace {
 
 std::atomic<bool> g_runtime_alive{false};
+
+// A Run whose only failure is races (RaceChecker::TakeReport's code).
+constexpr absl::StatusCode kRaceCode = absl::StatusCode::kFailedPrecondition;
 
 }  // namespace
 
@@ -209,6 +213,45 @@ void RuntimeImpl::StartDeviceThreads() {
   }
 }
 
+// Every process must have the same heap size (offsets are symmetric, and a
+// peer's DMA is checked against this process's heap only) and the same
+// checked mode (its clocks travel with signals and DMAs).
+absl::Status RuntimeImpl::AgreeOnHeaps() {
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<std::string> each,
+      processes_->AllGather(absl::StrCat(
+          heap_bytes_, race_checker_ != nullptr ? " races" : " off")));
+  // Each entry is "<heap bytes> <races|off>".
+  std::vector<std::string> heaps, checks;
+  for (size_t q = 0; q < each.size(); ++q) {
+    const std::vector<std::string> v = absl::StrSplit(each[q], ' ');
+    heaps.push_back(v[0]);
+    checks.push_back(v[1]);
+  }
+  auto per_rank = [](const std::vector<std::string>& values) {
+    std::vector<std::string> lines;
+    for (size_t q = 0; q < values.size(); ++q) {
+      lines.push_back(absl::StrCat("rank ", q, ": ", values[q]));
+    }
+    return absl::StrJoin(lines, ", ");
+  };
+  for (size_t q = 1; q < each.size(); ++q) {
+    if (heaps[q] != heaps[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "heap sizes differ between processes (bytes per device; set "
+          "RuntimeOptions::heap_bytes or ",
+          kHeapBytesEnv, " the same on every rank): ", per_rank(heaps)));
+    }
+    if (checks[q] != checks[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checked mode differs between processes (set "
+          "RuntimeOptions::check or ",
+          kCheckEnv, " the same on every rank): ", per_rank(checks)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Step 5: heaps and transports. Local devices' heaps are one region:
 // private memory, or a shared-memory segment that same-host peers map.
 absl::Status RuntimeImpl::InitHeaps() {
@@ -225,23 +268,7 @@ absl::Status RuntimeImpl::InitHeaps() {
   for (int r = 0; r < launch_->num_processes(); ++r) {
     if (r != rank && launch_->SameHost(r, rank)) host_peers.push_back(r);
   }
-  // Every process must have the same heap size: offsets are symmetric, and
-  // a peer's DMA is checked against this process's heap only.
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> sizes,
-                           processes_->AllGather(absl::StrCat(heap_bytes_)));
-  for (size_t r = 1; r < sizes.size(); ++r) {
-    if (sizes[r] != sizes[0]) {
-      std::vector<std::string> each;
-      for (size_t q = 0; q < sizes.size(); ++q) {
-        each.push_back(absl::StrCat("rank ", q, ": ", sizes[q]));
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "heap sizes differ between processes (bytes per device; set "
-          "RuntimeOptions::heap_bytes or ",
-          kHeapBytesEnv,
-          " the same on every rank): ", absl::StrJoin(each, ", ")));
-    }
-  }
+  MESHDMA_RETURN_IF_ERROR(AgreeOnHeaps());
   std::string job_tag(sizeof(uint64_t), '\0');
   if (rank == 0) {
     const uint64_t tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);
@@ -250,6 +277,11 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(processes_->Broadcast(job_tag, 0));
   uint64_t tag = 0;
   std::memcpy(&tag, job_tag.data(), sizeof(tag));
+  // Checked mode: each segment ends with its process's clock mailbox.
+  const size_t mailbox_bytes =
+      race_checker_ != nullptr && !host_peers.empty()
+          ? ClockMailbox::BytesFor(launch_->num_devices())
+          : 0;
   if (host_peers.empty()) {
     void* p = mmap(nullptr, local_heaps_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -261,9 +293,14 @@ absl::Status RuntimeImpl::InitHeaps() {
     local_heaps_ = static_cast<std::byte*>(p);
   } else {
     MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_,
-        ShmSegment::Create(ShmSegment::NameFor(tag, rank), local_heaps_bytes_));
+        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
+                                         local_heaps_bytes_ + mailbox_bytes));
     local_heaps_ = own_segment_->data();
+    if (mailbox_bytes > 0) {
+      own_mailbox_ = std::make_unique<ClockMailbox>(
+          local_heaps_ + local_heaps_bytes_, launch_->num_devices());
+      own_mailbox_->Format();
+    }
   }
   for (size_t i = 0; i < mine.size(); ++i) {
     heap_base_of_device_[mine[i]] = local_heaps_ + i * per_device;
@@ -279,20 +316,29 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(
       processes_->Barrier("heap set-up (segments created)", wait_timeout_));
   absl::Status mapped = absl::OkStatus();
+  std::vector<ClockMailbox*> mailbox_of_device(launch_->num_devices(), nullptr);
   if (!host_peers.empty()) {
     transports_.push_back(std::make_unique<DirectTransport>("shm", this));
     Transport* shm = transports_.back().get();
     for (int r : host_peers) {
       const std::vector<int> theirs = launch_->DevicesOfRank(r);
-      auto segment = ShmSegment::Open(ShmSegment::NameFor(tag, r),
-                                      per_device * theirs.size());
+      const size_t heaps = per_device * theirs.size();
+      auto segment =
+          ShmSegment::Open(ShmSegment::NameFor(tag, r), heaps + mailbox_bytes);
       if (!segment.ok()) {
         mapped = segment.status();
         break;
       }
+      ClockMailbox* mailbox = nullptr;
+      if (mailbox_bytes > 0) {
+        peer_mailboxes_.push_back(std::make_unique<ClockMailbox>(
+            (*segment)->data() + heaps, launch_->num_devices()));
+        mailbox = peer_mailboxes_.back().get();
+      }
       for (size_t i = 0; i < theirs.size(); ++i) {
         heap_base_of_device_[theirs[i]] = (*segment)->data() + i * per_device;
         transport_of_device_[theirs[i]] = shm;
+        mailbox_of_device[theirs[i]] = mailbox;
       }
       peer_segments_.push_back(std::move(*segment));
     }
@@ -312,16 +358,9 @@ absl::Status RuntimeImpl::InitHeaps() {
         transport_of_device_[g] = remote_transport_;
     }
   }
-  if (race_checker_ != nullptr && !peer_segments_.empty()) {
-    // Clocks travel in MPI messages, not yet through shared memory: checking
-    // only part of the happens-before relation would report false races.
-    if (rank == 0) {
-      LogError(
-          "MESHDMA_CHECK=races: processes that share a host run unchecked "
-          "(set MESHDMA_FORCE_INTERHOST=1 to check them over MPI; "
-          "docs/checked_mode.md)");
-    }
-    race_checker_.reset();
+  if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
+    race_checker_->AttachMailboxes(own_mailbox_.get(),
+                                   std::move(mailbox_of_device));
   }
   hang_board_ =
       std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
@@ -422,7 +461,10 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
   // Every process finishes the previous Run before any device starts this
   // one: the reserved barrier semaphores are shared by all Runs, and a
   // process holding no device of the previous mesh must not signal a device
-  // that is still in that mesh's barrier.
+  // that is still in that mesh's barrier. Checked mode forgets the previous
+  // Run before the barrier: a peer that leaves it first may already send the
+  // clocks of this one.
+  if (race_checker_ != nullptr) race_checker_->Reset();
   MESHDMA_RETURN_IF_ERROR(SyncProcesses("Runtime::Run"));
   if (aborted()) {
     return absl::FailedPreconditionError(
@@ -436,7 +478,6 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
           " but the launch has ", launch_->num_devices(), " devices"));
     }
   }
-  if (race_checker_ != nullptr) race_checker_->Reset();
   std::vector<absl::Status> results(devices_.size());
   auto task = [&](int local) {
     Device* device = devices_[local].get();
@@ -486,10 +527,10 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     }
   }
   if (race_checker_ != nullptr) {
-    absl::Status races = race_checker_->TakeReport();
-    if (!races.ok()) {
-      if (code == absl::StatusCode::kOk) code = races.code();
-      lines.push_back(std::string(races.message()));
+    std::string races = GatherRaceReports();
+    if (!races.empty()) {
+      if (code == absl::StatusCode::kOk) code = kRaceCode;
+      lines.push_back(std::move(races));
     }
   }
   if (lines.empty()) return absl::OkStatus();
@@ -497,6 +538,32 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
       code,
       absl::StrCat("Run on mesh ", mesh.ToString(), " failed on ", lines.size(),
                    " device(s):\n", absl::StrJoin(lines, "\n")));
+}
+
+std::string RuntimeImpl::GatherRaceReports() {
+  if (processes_->size() == 1) {
+    return std::string(race_checker_->TakeReport().message());
+  }
+  // Once every process is here, every device's signals and DMAs of this Run
+  // are complete, so their clocks have arrived (or wait in the mailbox that
+  // TakeReport drains).
+  absl::Status synced = SyncProcesses("checked mode: gathering race reports");
+  const std::string mine(race_checker_->TakeReport().message());
+  if (!synced.ok()) {
+    return absl::StrCat(mine, mine.empty() ? "" : "\n",
+                        "checked mode: the race reports of the other "
+                        "processes are missing: ",
+                        synced.message());
+  }
+  absl::StatusOr<std::vector<std::string>> all = processes_->AllGather(mine);
+  if (!all.ok()) return mine;
+  std::vector<std::string> parts;
+  for (size_t r = 0; r < all->size(); ++r) {
+    if (!(*all)[r].empty()) {
+      parts.push_back(absl::StrCat("rank ", r, ": ", (*all)[r]));
+    }
+  }
+  return absl::StrJoin(parts, "\n");
 }
 
 absl::Status RuntimeImpl::SyncProcesses(absl::string_view what) {
@@ -573,6 +640,9 @@ absl::Status RuntimeImpl::Shutdown() {
   if (remote_transport_ != nullptr) status = remote_transport_->Shutdown();
   transports_.clear();
   remote_transport_ = nullptr;
+  if (race_checker_ != nullptr) race_checker_->DetachMailboxes();
+  peer_mailboxes_.clear();
+  own_mailbox_.reset();
   peer_segments_.clear();
   if (own_segment_ != nullptr) {
     own_segment_.reset();

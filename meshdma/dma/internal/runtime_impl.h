@@ -108,6 +108,10 @@ class RuntimeImpl : public TransportHost {
   std::string MeshHangReport(int device, int64_t since_ns);
 
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+  // Checked mode, after a Run's devices finished: the races that every
+  // process found in it, each process's prefixed by its rank when there are
+  // several; empty when none. Collective over the processes.
+  std::string GatherRaceReports();
   // A barrier across processes (no-op alone) that gives up after the wait
   // timeout instead of hanging when a process never arrives.
   absl::Status SyncProcesses(absl::string_view what);
@@ -122,6 +126,7 @@ class RuntimeImpl : public TransportHost {
   absl::Status DiscoverLaunch();
   absl::Status StartObservation();
   void LogLaunch() const;
+  absl::Status AgreeOnHeaps();
   absl::Status InitHeaps();
   void StartCopyEngine();
   void StartDeviceThreads();
@@ -143,6 +148,10 @@ class RuntimeImpl : public TransportHost {
   size_t local_heaps_bytes_ = 0;
   std::unique_ptr<ShmSegment> own_segment_;
   std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
+  // Checked mode with same-host peers: the clock mailboxes at the end of
+  // this process's segment and of each peer's.
+  std::unique_ptr<ClockMailbox> own_mailbox_;
+  std::vector<std::unique_ptr<ClockMailbox>> peer_mailboxes_;
   std::vector<std::byte*> heap_base_of_device_;
   std::vector<Transport*> transport_of_device_;
   std::vector<std::unique_ptr<Transport>> transports_;
