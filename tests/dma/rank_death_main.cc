@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     // the first after the wait timeout, the next at once.
     for (int again = 1; mode == "again" && again <= 2; ++again) {
       const auto before = std::chrono::steady_clock::now();
-      absl::Status refused = (*rt)->Run(*(*rt)->MakeMesh1D(),
-                                        [] { return absl::OkStatus(); });
+      absl::Status refused =
+          (*rt)->Run(*(*rt)->MakeMesh1D(), [] { return absl::OkStatus(); });
       const double took = std::chrono::duration<double>(
                               std::chrono::steady_clock::now() - before)
                               .count();

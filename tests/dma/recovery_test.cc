@@ -1,4 +1,4 @@
-// Recovery (docs/semantics.md, "Errors and recovery"): after a failed Run
+// Recovery (docs/semantics.md §6, "Recovery"): after a failed Run
 // the runtime resets its semaphores, scopes, persistent memory and channels
 // on every process together, and the next Run computes correct results; a
 // runtime can be destroyed and created again in the same process. Each
@@ -38,9 +38,9 @@ absl::Status CheckPsum(int64_t count, int me, int n) {
   for (int64_t i = 0; i < count; ++i) {
     const float want = float(1000.0 * n * (n - 1) / 2 + double(n) * i);
     if (v[i] != want) {
-      return absl::InternalError(absl::StrCat("psum of ", count,
-                                              " on device ", me, ": [", i,
-                                              "] = ", v[i], ", want ", want));
+      return absl::InternalError(absl::StrCat("psum of ", count, " on device ",
+                                              me, ": [", i, "] = ", v[i],
+                                              ", want ", want));
     }
   }
   return absl::OkStatus();
@@ -48,7 +48,8 @@ absl::Status CheckPsum(int64_t count, int me, int n) {
 
 // all_gather of (me * count + i) is the identity 0, 1, ..., n * count - 1.
 absl::Status CheckAllGather(int64_t count, int me, int n) {
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric(DType::kI32, {count}));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                           AllocateSymmetric(DType::kI32, {count}));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                            AllocateSymmetric(DType::kI32, {n * count}));
   for (int64_t i = 0; i < count; ++i) {
@@ -76,9 +77,10 @@ absl::Status HealthyRun(Runtime& rt, const Mesh& mesh) {
                              AllocateSemaphore(SemaphoreType::kRegular));
     MESHDMA_ASSIGN_OR_RETURN(int64_t count, semaphore_read(sem));
     if (count != 0) {
-      return absl::InternalError(absl::StrCat(
-          "a fresh semaphore on device ", me, " reads ", count, " after "
-          "recovery"));
+      return absl::InternalError(absl::StrCat("a fresh semaphore on device ",
+                                              me, " reads ", count,
+                                              " after "
+                                              "recovery"));
     }
     for (int round = 0; round < 3; ++round) {
       if (me == 0) absl::SleepFor(absl::Milliseconds(5));
@@ -152,13 +154,12 @@ TEST_F(RecoveryTest, ExitContractViolationAndLateSignal) {
     MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
     MESHDMA_ASSIGN_OR_RETURN(auto late,
                              AllocateSemaphore(SemaphoreType::kRegular));
-    MESHDMA_RETURN_IF_ERROR(
-        RunKernel({.name = "leaks"}, [&]() -> absl::Status {
-          MESHDMA_ASSIGN_OR_RETURN(auto sem,
-                                   AllocateSemaphore(SemaphoreType::kRegular));
-          MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, me == 0 ? 2 : 1));
-          return semaphore_wait(sem, 1);  // Device 0 leaves 1 behind.
-        }));
+    MESHDMA_RETURN_IF_ERROR(RunKernel({.name = "leaks"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto sem,
+                               AllocateSemaphore(SemaphoreType::kRegular));
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, me == 0 ? 2 : 1));
+      return semaphore_wait(sem, 1);  // Device 0 leaves 1 behind.
+    }));
     if (n_ > 1 && me == 1) {
       // By now device 0 has failed and freed `late`.
       absl::SleepFor(absl::Milliseconds(200));

@@ -121,11 +121,11 @@ class MpiTransport : public Transport {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
-  int next_posted_ = 0;          // The earliest posted, next to complete.
-  bool handling_ = false;        // Inside PollIncoming (under mu_).
-  int64_t flush_epoch_ = 0;      // Markers this process has sent.
+  int next_posted_ = 0;                // The earliest posted, next to complete.
+  bool handling_ = false;              // Inside PollIncoming (under mu_).
+  int64_t flush_epoch_ = 0;            // Markers this process has sent.
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
-  std::atomic<int> pending_{0};  // sends_.size() + recvs_.size().
+  std::atomic<int> pending_{0};        // sends_.size() + recvs_.size().
   // When a device last progressed MPI from `Poll`.
   std::atomic<int64_t> last_device_poll_ns_{0};
 
