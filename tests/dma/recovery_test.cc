@@ -197,14 +197,14 @@ TEST_F(RecoveryTest, FailureInsideBarrierWithDmasInFlight) {
 // Every device waits for a signal nobody sends: the waits time out after
 // MESHDMA_WAIT_TIMEOUT_S, and the next Run is correct.
 TEST_F(RecoveryTest, WaitTimeout) {
-  setenv(kWaitTimeoutEnv, "1", 1);
+  setenv(kWaitTimeoutEnv, "2", 1);
   RuntimeOptions o = testing::TierOptions(DmaMode::kEager);
   rt_.reset();
   o.wait_timeout.reset();
   auto rt = Runtime::Create(o);
   unsetenv(kWaitTimeoutEnv);
   ASSERT_TRUE(rt.ok()) << rt.status();
-  ASSERT_EQ((*rt)->wait_timeout(), absl::Seconds(1));
+  ASSERT_EQ((*rt)->wait_timeout(), absl::Seconds(2));
   auto mesh = (*rt)->MakeMesh1D("x");
   ASSERT_TRUE(mesh.ok());
   absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
