@@ -530,8 +530,11 @@ absl::Status RuntimeImpl::Recover(int64_t zero_top, int64_t zero_bottom) {
   // Step 3: late data and counts of the failed Run are zeroed; scopes,
   // persistent memory and reserved semaphores start as at start-up.
   for (auto& d : devices_) d->ResetAfterFailure(zero_top, zero_bottom);
-  // Step 4: the failure is forgotten (waits no longer abort).
+  // Step 4: the failure is forgotten (waits no longer abort; the next
+  // timeout prints the mesh-wide report again).
   ClearAbort();
+  if (hang_board_ != nullptr) hang_board_->ForgetFirst();
+  PublishHangState();
   // Step 5: no process starts the new Run, and signals a peer, before every
   // process has reset.
   return SyncProcesses("Runtime::Run (recovery)");
@@ -547,15 +550,15 @@ absl::Status RuntimeImpl::DrainLocalDmas() {
   const base_internal::Deadline deadline =
       base_internal::Deadline::After(wait_timeout_);
   while (!drained()) {
-    if (PollRemote()) continue;
-    if (copy_engine_ != nullptr && copy_engine_->HelpOnce()) continue;
     if (deadline.Expired()) {
       return absl::DeadlineExceededError(absl::StrCat(
           "recovery on rank ", launch_->rank(), ": DMAs of the failed Run did ",
           "not complete within ", absl::FormatDuration(wait_timeout_), ":\n",
           DescribeLocalDevices()));
     }
-    absl::SleepFor(absl::Microseconds(20));
+    bool moved = PollRemote();
+    if (copy_engine_ != nullptr) moved = copy_engine_->HelpOnce() || moved;
+    if (!moved) absl::SleepFor(absl::Microseconds(20));
   }
   return absl::OkStatus();
 }
