@@ -5,9 +5,10 @@
 // by mpirun (with MPI_THREAD_MULTIPLE; a process started without mpirun runs
 // alone, without MPI), discovers the launch, maps the heaps and starts the
 // device threads. Only one runtime may be alive in a process; creating a
-// second is an error. Destroying it (or `Shutdown`) is collective across
-// processes, stops the threads, removes shared memory and finalises MPI if the
-// runtime initialised it.
+// second is an error, but once it is destroyed another may be created.
+// Destroying it (or `Shutdown`) is collective across processes, stops the
+// threads and removes shared memory. MPI, when a runtime initialised it, stays
+// initialised for later runtimes and is finalised when the process exits.
 //
 // SPMD. `Run(mesh, fn)` is called by every process with the same mesh; `fn`
 // runs once on each of this process's devices that the mesh contains, on that
@@ -17,6 +18,14 @@
 // when all local devices are done: OK, or an error naming each device that
 // failed. When one device fails, waits on the others (in every process) end
 // with Aborted instead of hanging.
+//
+// Recovery. After a failed `Run` (on any process) the next `Run`, on every
+// process together, drains the failed Run's DMAs, flushes the transports,
+// zeroes the heap the launch used (semaphores included) and forgets scopes,
+// persistent memory and collective channels, all within the wait timeout;
+// then it runs as on a fresh runtime. When a process does not take part in
+// time (dead or stuck), that `Run` and every later one fail with
+// FailedPrecondition naming the rank(s) (docs/semantics.md §6).
 #ifndef MESHDMA_DMA_RUNTIME_H_
 #define MESHDMA_DMA_RUNTIME_H_
 
@@ -129,7 +138,8 @@ class Runtime {
   // A 1-D mesh {axis: num_devices()}.
   absl::StatusOr<Mesh> MakeMesh1D(std::string axis = "x") const;
 
-  // Runs `fn` SPMD on the local devices of `mesh` (see above).
+  // Runs `fn` SPMD on the local devices of `mesh` (see above); recovers
+  // first when the previous Run failed.
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
 
   // Collective shutdown; later calls of `Run` fail. Idempotent.

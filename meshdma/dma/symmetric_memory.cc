@@ -1,5 +1,6 @@
 #include "meshdma/dma/symmetric_memory.h"
 
+#include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/device.h"
 
@@ -67,6 +68,17 @@ absl::Status AtRunExit(std::function<absl::Status()> fn) {
         absl::StrCat("AtRunExit on ", d->Name(), ": empty function"));
   }
   d->AtRunExit(std::move(fn));
+  return absl::OkStatus();
+}
+
+absl::Status AtRunEnd(std::function<void()> fn) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("AtRunEnd"));
+  if (!fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AtRunEnd on ", d->Name(), ": empty function"));
+  }
+  d->AtRunEnd(std::move(fn));
   return absl::OkStatus();
 }
 

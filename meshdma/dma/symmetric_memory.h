@@ -62,13 +62,18 @@ absl::Status run_scoped(absl::FunctionRef<absl::Status()> body);
 // functions given to `AtRunExit` run (latest first; they may wait, e.g. for
 // credits still owed to this device), every persistent semaphore must then be
 // back to 0 (an error naming it otherwise), and the memory is zeroed and
-// released.
+// released. When the Run failed on this device the `AtRunExit` functions are
+// skipped (their waits could not complete); the `AtRunEnd` functions run
+// whatever happened, after them, and must not wait: they forget host-side
+// state that refers to the persistent memory, so that the next Run starts
+// clean.
 absl::StatusOr<ArrayRef> AllocatePersistent(DType dtype,
                                             std::span<const int64_t> shape,
                                             absl::string_view name = "");
 absl::StatusOr<SemaphoreArray> AllocatePersistentSemaphores(
     SemaphoreType type, int size, absl::string_view name = "");
 absl::Status AtRunExit(std::function<absl::Status()> fn);
+absl::Status AtRunEnd(std::function<void()> fn);
 
 // Bytes still free in this device's heap.
 absl::StatusOr<int64_t> SymmetricBytesFree();

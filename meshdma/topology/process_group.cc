@@ -29,6 +29,11 @@ class SingleProcessGroup : public ProcessGroup {
   absl::Status Barrier(absl::string_view, absl::Duration) override {
     return absl::OkStatus();
   }
+  absl::StatusOr<std::vector<int64_t>> BarrierExchange(
+      absl::string_view, absl::Duration,
+      std::span<const int64_t> mine) override {
+    return std::vector<int64_t>(mine.begin(), mine.end());
+  }
 };
 
 }  // namespace

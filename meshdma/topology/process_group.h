@@ -7,7 +7,9 @@
 #ifndef MESHDMA_TOPOLOGY_PROCESS_GROUP_H_
 #define MESHDMA_TOPOLOGY_PROCESS_GROUP_H_
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,13 @@ class ProcessGroup {
   // DeadlineExceeded naming `what` and this rank after `timeout`.
   virtual absl::Status Barrier(absl::string_view what,
                                absl::Duration timeout) = 0;
+  // `Barrier` that also exchanges a few words: every process passes the same
+  // number (at most kMaxExchangeWords) and receives every process's words,
+  // rank by rank ([rank * mine.size() + i]). Gives up like `Barrier`.
+  static constexpr int kMaxExchangeWords = 7;
+  virtual absl::StatusOr<std::vector<int64_t>> BarrierExchange(
+      absl::string_view what, absl::Duration timeout,
+      std::span<const int64_t> mine) = 0;
 };
 
 // The group of this process alone: exchanges return its own bytes.

@@ -55,13 +55,16 @@ def main():
     # From the runtime's start: the wait timeout, the aborted shutdown's
     # grace (1 s) and a margin for a loaded machine.
     limit = timeout + 4.0
+    if mode == "again":  # Plus the refused Run's barrier.
+        limit += timeout
     hard = start + 3 * timeout + 30
     while proc.poll() is None and time.monotonic() < hard:
         now = time.monotonic()
         for r, pid in list(pids.items()):
             if r not in exited and not alive(pid):
                 exited[r] = now - started[r]
-        if mode == "stop" and 1 in pids and all(r in exited for r in timed):
+        if (mode in ("stop", "again") and 1 in pids
+                and all(r in exited for r in timed)):
             try:
                 os.kill(pids[1], signal.SIGKILL)  # An operator ends it.
             except ProcessLookupError:
@@ -95,6 +98,18 @@ def main():
     if not re.search(r"rank(\(s\))? 1\b", out):
         print("FAIL: no message names rank 1")
         ok = False
+    if mode == "again":
+        # Both later Runs are refused naming rank 1, the second at once.
+        again = re.findall(r"rank 0 Run again (\d) after ([\d.]+) s: (.*)",
+                           out)
+        if len(again) != 2 or not all(
+                "refused" in m and re.search(r"rank\(s\) 1\b", m)
+                for _, _, m in again):
+            print(f"FAIL: later Runs not refused naming rank 1: {again}")
+            ok = False
+        elif float(again[1][1]) > 1.0:
+            print(f"FAIL: the second refusal took {again[1][1]} s")
+            ok = False
     return 0 if ok else 1
 
 

@@ -9,6 +9,8 @@
 //   kill   rank 1 sends itself SIGKILL inside a kernel
 //   stop   rank 1 sends itself SIGSTOP inside a kernel (stuck forever)
 //   early  rank 1 returns from main (status 0) before calling Run
+//   again  as stop; then rank 0 calls Run twice more: the first is refused
+//          (naming rank 1) within the wait timeout, the second at once
 // Each process prints "rank R pid P" at start and "rank R exits after S s"
 // when its runtime is gone.
 #include <signal.h>
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
           if (rank == 1) {
             if (mode == "exit") _exit(7);  // Dies without a word.
             if (mode == "kill") raise(SIGKILL);
-            if (mode == "stop") raise(SIGSTOP);
+            if (mode == "stop" || mode == "again") raise(SIGSTOP);
           }
           return meshdma::semaphore_wait(sem, 1);
         });
@@ -56,6 +58,19 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "rank %d: %s\n", rank,
                  std::string(s.message()).c_str());
+    // A lost process cannot be recovered from: every later Run is refused,
+    // the first after the wait timeout, the next at once.
+    for (int again = 1; mode == "again" && again <= 2; ++again) {
+      const auto before = std::chrono::steady_clock::now();
+      absl::Status refused =
+          (*rt)->Run(*(*rt)->MakeMesh1D(), [] { return absl::OkStatus(); });
+      const double took = std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - before)
+                              .count();
+      std::fprintf(stderr, "rank %d Run again %d after %.2f s: %s\n", rank,
+                   again, took, std::string(refused.message()).c_str());
+      if (refused.ok()) s = absl::InternalError("a Run after a lost rank ran");
+    }
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

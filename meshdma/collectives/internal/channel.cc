@@ -93,15 +93,19 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       ArrayRef::FromPointer(c->staging_.data(), DType::kU8, staging_shape));
   if (t_channels == nullptr) {
     t_channels = new std::vector<std::unique_ptr<Channel>>();
+    // A successful Run waits for the credits still owed; any Run, failed or
+    // not, forgets its channels, so the next Run allocates them afresh.
     MESHDMA_RETURN_IF_ERROR(AtRunExit([]() -> absl::Status {
       absl::Status status;
       for (auto& channel : *t_channels) {
         absl::Status s = channel->WaitOwedCredits();
         if (status.ok()) status = s;
       }
+      return status;
+    }));
+    MESHDMA_RETURN_IF_ERROR(AtRunEnd([] {
       delete t_channels;
       t_channels = nullptr;
-      return status;
     }));
   }
   t_channels->push_back(std::move(c));

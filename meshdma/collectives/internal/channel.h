@@ -33,7 +33,10 @@
 // row for a later call while this device still waits for another sender's
 // row of the current call, and the two byte counts must not mix. When the Run
 // ends, each device waits for the credits still owed to it, so every semaphore
-// is back to 0 before the persistent memory is released.
+// is back to 0 before the persistent memory is released. Every Run, failed or
+// not, ends by forgetting its channels (`AtRunEnd`): after a failed Run the
+// runtime's recovery zeroes the semaphores, and the next Run's first call
+// allocates a fresh channel.
 //
 // Protocols. When every member can store into every other member's memory
 // (threads of a process, processes of one host; checked mode off), steps 2

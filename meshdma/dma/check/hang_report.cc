@@ -102,6 +102,10 @@ HangBoard::HangBoard(uint64_t tag, int rank, int num_processes)
 
 HangBoard::~HangBoard() {
   unlink(PathOf(rank_).c_str());
+  ForgetFirst();
+}
+
+void HangBoard::ForgetFirst() {
   if (rank_ == 0) {
     unlink(absl::StrCat(dir_, "/meshdma-hang-", absl::Hex(tag_), "-first")
                .c_str());

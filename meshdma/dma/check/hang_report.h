@@ -57,6 +57,9 @@ class HangBoard {
   // True for the first caller in the whole job (a marker file beside the
   // boards); only it prints the mesh-wide report.
   bool ClaimFirst();
+  // Rank 0, after a failed Run was recovered from (nobody can claim
+  // meanwhile): the next timeout is the first again.
+  void ForgetFirst();
 
  private:
   std::string PathOf(int rank) const;

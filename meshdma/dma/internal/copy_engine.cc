@@ -38,7 +38,13 @@ DmaOp* CopyEngine::Claim(int64_t* chunk) {
   DmaOp* op = queue_.front();
   *chunk = op->next_chunk.fetch_add(1, std::memory_order_relaxed);
   if (*chunk + 1 >= op->num_chunks) queue_.pop_front();
+  running_.fetch_add(1, std::memory_order_relaxed);
   return op;
+}
+
+bool CopyEngine::Idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && running_.load(std::memory_order_acquire) == 0;
 }
 
 bool CopyEngine::HelpOnce() {
@@ -82,6 +88,7 @@ void CopyEngine::RunChunk(DmaOp* op, int64_t chunk) {
       num_chunks) {
     op->issuer->CompleteDma(std::unique_ptr<DmaOp>(op));
   }
+  running_.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace meshdma::dma_internal

@@ -4,6 +4,7 @@
 #ifndef MESHDMA_DMA_INTERNAL_COPY_ENGINE_H_
 #define MESHDMA_DMA_INTERNAL_COPY_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -25,6 +26,9 @@ class CopyEngine {
   void Submit(std::unique_ptr<DmaOp> op);
   // Runs one queued chunk on the calling thread. False if none was queued.
   bool HelpOnce();
+  // True when no chunk is queued or being copied (and so no DMA of this
+  // engine is about to complete).
+  bool Idle();
 
  private:
   void WorkerMain();
@@ -36,6 +40,8 @@ class CopyEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DmaOp*> queue_;
+  // Chunks claimed (under mu_) and not yet done.
+  std::atomic<int> running_{0};
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

@@ -71,7 +71,8 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
       local_index_(local_index),
       heap_base_(heap_base),
       heap_bytes_(heap_bytes),
-      persistent_bottom_(heap_bytes) {
+      persistent_bottom_(heap_bytes),
+      touched_bottom_(heap_bytes) {
   num_devices_ = runtime_->launch().num_devices();
   last_sent_sem_.reset(new std::atomic<int64_t>[num_devices_]);
   last_sent_ns_.reset(new std::atomic<int64_t>[num_devices_]);
@@ -215,6 +216,7 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   }
   const int64_t offset = heap_top_;
   heap_top_ += aligned;
+  touched_top_ = std::max(touched_top_, heap_top_);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnAllocate(global_index_, offset, aligned, scopes_.back().kernel_name);
   }
@@ -269,6 +271,7 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
         "MESHDMA_HEAP_BYTES)"));
   }
   persistent_bottom_ -= aligned;
+  touched_bottom_ = std::min(touched_bottom_, persistent_bottom_);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnAllocate(global_index_, persistent_bottom_, aligned,
                    absl::StrCat("persistent '", name, "'"));
@@ -298,6 +301,10 @@ void Device::AtRunExit(std::function<absl::Status()> fn) {
   run_exit_.push_back(std::move(fn));
 }
 
+void Device::AtRunEnd(std::function<void()> fn) {
+  run_end_.push_back(std::move(fn));
+}
+
 absl::Status Device::ReleasePersistent(bool run_hooks) {
   std::vector<std::string> problems;
   for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
@@ -319,6 +326,8 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
       }
     }
   }
+  for (auto it = run_end_.rbegin(); it != run_end_.rend(); ++it) (*it)();
+  run_end_.clear();
   for (const SemaphoreRecord& rec : persistent_semaphores_) {
     for (int i = 0; i < rec.count; ++i) {
       CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
@@ -332,6 +341,36 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
   return absl::FailedPreconditionError(
       absl::StrCat("persistent state of ", Name(),
                    " at the end of Run: ", absl::StrJoin(problems, "; ")));
+}
+
+void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
+  // Step 1: the heap. Late DMAs and signals of the failed Run may have landed
+  // in memory already freed (and zeroed), and device-barrier or collective-id
+  // cells may hold counts nobody consumed.
+  zero_top = std::clamp(zero_top, kReservedHeapBytes, heap_bytes_);
+  zero_bottom = std::clamp(zero_bottom, zero_top, heap_bytes_);
+  std::memset(heap_base_, 0, zero_top);
+  std::memset(heap_base_ + zero_bottom, 0, heap_bytes_ - zero_bottom);
+  // Step 2: allocation state, as at start-up.
+  scopes_.clear();
+  persistent_semaphores_.clear();
+  run_exit_.clear();
+  run_end_.clear();
+  heap_top_ = kReservedHeapBytes;
+  persistent_bottom_ = heap_bytes_;
+  touched_top_ = kReservedHeapBytes;
+  touched_bottom_ = heap_bytes_;
+  barrier_epoch_ = 0;
+  in_device_barrier_ = false;
+  // Step 3: diagnostics that describe the failed Run.
+  {
+    std::lock_guard<std::mutex> lock(blocked_mu_);
+    blocked_on_.clear();
+  }
+  for (int i = 0; i < num_devices_; ++i) {
+    last_sent_sem_[i].store(-1, std::memory_order_relaxed);
+    last_sent_ns_[i].store(0, std::memory_order_relaxed);
+  }
 }
 
 absl::Status Device::PopScope() {

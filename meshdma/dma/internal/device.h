@@ -81,10 +81,22 @@ class Device {
                                                        int count,
                                                        absl::string_view name);
   void AtRunExit(std::function<absl::Status()> fn);
+  void AtRunEnd(std::function<void()> fn);
   // At the end of a Run: runs the `AtRunExit` functions (latest first) when
-  // `run_hooks`, checks that every persistent semaphore is back to 0, then
-  // zeroes and releases the persistent memory.
+  // `run_hooks`, checks that every persistent semaphore is back to 0, runs
+  // the `AtRunEnd` functions (latest first, always), then zeroes and releases
+  // the persistent memory.
   absl::Status ReleasePersistent(bool run_hooks);
+
+  // --- Recovery after a failed Run. The heap this device has used since the
+  // last reset: [0, touched_top) and [touched_bottom, heap_bytes).
+  int64_t touched_top() const { return touched_top_; }
+  int64_t touched_bottom() const { return touched_bottom_; }
+  // Between Runs, once no DMA or signal of any process can still land in
+  // this heap: zeroes [0, zero_top) (the reserved semaphores included) and
+  // [zero_bottom, heap_bytes), and forgets every scope, persistent
+  // allocation, exit function and diagnostic of earlier Runs.
+  void ResetAfterFailure(int64_t zero_top, int64_t zero_bottom);
 
   // --- The verbs.
   absl::Status StartDma(const ArrayRef& src, const ArrayRef& dst,
@@ -171,6 +183,9 @@ class Device {
   std::vector<Scope> scopes_;
   std::vector<SemaphoreRecord> persistent_semaphores_;
   std::vector<std::function<absl::Status()>> run_exit_;
+  std::vector<std::function<void()>> run_end_;
+  int64_t touched_top_ = kReservedHeapBytes;
+  int64_t touched_bottom_;
   const Mesh* mesh_ = nullptr;
   int logical_id_ = -1;
   int64_t barrier_epoch_ = 0;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "meshdma/base/deadline.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
@@ -458,19 +459,10 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
         "Runtime::Run called from inside Run on ", d->Name(),
         ": the function passed to Run already runs on every device"));
   }
-  // Every process finishes the previous Run before any device starts this
-  // one: the reserved barrier semaphores are shared by all Runs, and a
-  // process holding no device of the previous mesh must not signal a device
-  // that is still in that mesh's barrier. Checked mode forgets the previous
-  // Run before the barrier: a peer that leaves it first may already send the
-  // clocks of this one.
+  // Checked mode forgets the previous Run before the processes meet: a
+  // peer that leaves the barrier first may already send this Run's clocks.
   if (race_checker_ != nullptr) race_checker_->Reset();
-  MESHDMA_RETURN_IF_ERROR(SyncProcesses("Runtime::Run"));
-  if (aborted()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Runtime::Run on a runtime whose earlier Run failed (",
-                     abort_reason(), "); create a new runtime"));
-  }
+  MESHDMA_RETURN_IF_ERROR(BeginRun());
   for (int g : mesh.devices()) {
     if (g < 0 || g >= launch_->num_devices()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -564,6 +556,98 @@ std::string RuntimeImpl::GatherRaceReports() {
     }
   }
   return absl::StrJoin(parts, "\n");
+}
+
+// Every process finishes the previous Run before any device starts this one:
+// the reserved barrier semaphores are shared by all Runs, and a process
+// holding no device of the previous mesh must not signal a device that is
+// still in that mesh's barrier.
+absl::Status RuntimeImpl::BeginRun() {
+  if (!lost_.ok()) return lost_;
+  // Step 1: the barrier, carrying [failed, heap top, heap bottom] of each
+  // process: whether any of its devices failed (or heard of a failure), and
+  // the heap its devices have used.
+  int64_t mine[3] = {aborted() ? 1 : 0, kReservedHeapBytes, heap_bytes_};
+  for (const auto& d : devices_) {
+    mine[1] = std::max(mine[1], d->touched_top());
+    mine[2] = std::min(mine[2], d->touched_bottom());
+  }
+  absl::StatusOr<std::vector<int64_t>> votes =
+      processes_->BarrierExchange("Runtime::Run", wait_timeout_, mine);
+  if (!votes.ok()) return Lose(votes.status());
+  // Step 2: every process sees the same votes, so all recover, or none.
+  bool failed = false;
+  int64_t top = kReservedHeapBytes, bottom = heap_bytes_;
+  for (size_t i = 0; i + 2 < votes->size(); i += 3) {
+    failed = failed || (*votes)[i] != 0;
+    top = std::max(top, (*votes)[i + 1]);
+    bottom = std::min(bottom, (*votes)[i + 2]);
+  }
+  if (!failed) return absl::OkStatus();
+  absl::Status recovered = Recover(top, bottom);
+  if (!recovered.ok()) return Lose(recovered);
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::Recover(int64_t zero_top, int64_t zero_bottom) {
+  MESHDMA_LOG(kInfo, kLogInit, "rank ", launch_->rank(),
+              ": recovering from a failed Run (", abort_reason(), ")");
+  // Step 1: this process's DMAs have completed.
+  MESHDMA_RETURN_IF_ERROR(DrainLocalDmas());
+  // Step 2: nothing any process sent can still land here: each peer's flush
+  // marker, sent after its own step 1, has been handled.
+  for (auto& t : transports_) {
+    MESHDMA_RETURN_IF_ERROR(t->Quiesce(wait_timeout_));
+  }
+  // Step 3: late data and counts of the failed Run are zeroed; scopes,
+  // persistent memory and reserved semaphores start as at start-up.
+  for (auto& d : devices_) d->ResetAfterFailure(zero_top, zero_bottom);
+  // Step 4: the failure is forgotten (waits no longer abort; the next
+  // timeout prints the mesh-wide report again).
+  ClearAbort();
+  if (hang_board_ != nullptr) hang_board_->ForgetFirst();
+  PublishHangState();
+  // Step 5: no process starts the new Run, and signals a peer, before every
+  // process has reset.
+  return SyncProcesses("Runtime::Run (recovery)");
+}
+
+absl::Status RuntimeImpl::DrainLocalDmas() {
+  auto drained = [this] {
+    for (const auto& d : devices_) {
+      if (d->num_inflight() != 0) return false;
+    }
+    return copy_engine_ == nullptr || copy_engine_->Idle();
+  };
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(wait_timeout_);
+  while (!drained()) {
+    if (deadline.Expired()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "recovery on rank ", launch_->rank(), ": DMAs of the failed Run did ",
+          "not complete within ", absl::FormatDuration(wait_timeout_), ":\n",
+          DescribeLocalDevices()));
+    }
+    bool moved = PollRemote();
+    if (copy_engine_ != nullptr) moved = copy_engine_->HelpOnce() || moved;
+    if (!moved) absl::SleepFor(absl::Microseconds(20));
+  }
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::ClearAbort() {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  abort_reason_.clear();
+  aborted_.store(false, std::memory_order_release);
+}
+
+absl::Status RuntimeImpl::Lose(const absl::Status& cause) {
+  lost_ = absl::FailedPreconditionError(absl::StrCat(
+      "Runtime::Run refused: the launch cannot recover (", cause.message(),
+      "); every later Run fails the same way. Destroy the runtime and start "
+      "a new launch"));
+  Abort(std::string(lost_.message()), /*notify_peers=*/false);
+  return lost_;
 }
 
 absl::Status RuntimeImpl::SyncProcesses(absl::string_view what) {

@@ -107,6 +107,8 @@ class RuntimeImpl : public TransportHost {
   // (printed to stderr and traced); otherwise empty.
   std::string MeshHangReport(int device, int64_t since_ns);
 
+  // Runs `fn` on the local devices of `mesh`; after a failed Run the next
+  // one first recovers (see `BeginRun`).
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
   // Checked mode, after a Run's devices finished: the races that every
   // process found in it, each process's prefixed by its rank when there are
@@ -131,6 +133,19 @@ class RuntimeImpl : public TransportHost {
   void StartCopyEngine();
   void StartDeviceThreads();
   void DeviceThreadMain(int local_index);
+
+  // Before every Run, on every process: a deadlined barrier that carries
+  // each process's verdict on the previous Run; when it failed anywhere,
+  // every process recovers together. A launch that lost a process (or whose
+  // recovery failed) refuses this and every later Run with the reason.
+  absl::Status BeginRun();
+  // Recovery's steps, in order; [0, zero_top) and [zero_bottom, heap) cover
+  // the heap any device of the launch has used.
+  absl::Status Recover(int64_t zero_top, int64_t zero_bottom);
+  absl::Status DrainLocalDmas();
+  void ClearAbort();
+  // Records `cause` as the launch's permanent failure and returns it.
+  absl::Status Lose(const absl::Status& cause);
 
   RuntimeOptions options_;
   DmaMode dma_mode_ = DmaMode::kAsync;
@@ -178,6 +193,8 @@ class RuntimeImpl : public TransportHost {
   std::mutex hang_mu_;
   std::string trace_path_;
 
+  // Set once a process is lost: every later Run fails with it.
+  absl::Status lost_;
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mu_;
   std::string abort_reason_;

@@ -128,6 +128,15 @@ class Transport {
   // Tells every other process that this launch failed. Paths that share
   // memory have nothing to tell: a no-op.
   virtual void BroadcastAbort(const std::string& reason) {}
+  // Collective over the processes using this transport, called while no
+  // device of any process starts traffic (recovery after a failed Run):
+  // returns once this process's sends are complete and every message another
+  // process sent here before its own call has been handled here, or fails
+  // after `timeout` naming the peers not heard from. Paths whose traffic
+  // completes inside the call that starts it have nothing to do.
+  virtual absl::Status Quiesce(absl::Duration timeout) {
+    return absl::OkStatus();
+  }
   // Collective over the processes using this transport: completes
   // outstanding traffic and stops any helper thread.
   virtual absl::Status Shutdown() { return absl::OkStatus(); }

@@ -58,19 +58,31 @@ void MarkMpiPeersLost(const std::string& reason) {
 
 bool MpiPeersLost() { return g_peers_lost.load(); }
 
+// A message: the epoch, then the payload. Receives take the largest message,
+// so a late message of an earlier barrier never truncates.
+constexpr int kBarrierMessageWords = 1 + ProcessGroup::kMaxExchangeWords;
+
 struct MpiBarrier::State {
   MPI_Comm comm;
   int tag;
   int64_t epoch;
   int rank = 0;
   int size = 1;
-  std::vector<int64_t> sent;              // One copy of `epoch` per peer.
-  std::vector<int64_t> received;          // Per rank.
+  int words = 0;                          // Payload words per message.
+  std::vector<int64_t> sent;              // One message per peer.
+  std::vector<int64_t> received;          // One message per rank.
   std::vector<MPI_Request> sends, recvs;  // Per rank; null for this rank.
   std::vector<bool> arrived;
+
+  int64_t* Received(int r) { return &received[r * kBarrierMessageWords]; }
+  void PostReceive(int r) {
+    MPI_Irecv(Received(r), kBarrierMessageWords, MPI_INT64_T, r, tag, comm,
+              &recvs[r]);
+  }
 };
 
-MpiBarrier::MpiBarrier(MPI_Comm comm, int tag, int64_t epoch)
+MpiBarrier::MpiBarrier(MPI_Comm comm, int tag, int64_t epoch,
+                       std::span<const int64_t> payload)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.comm = comm;
@@ -78,19 +90,27 @@ MpiBarrier::MpiBarrier(MPI_Comm comm, int tag, int64_t epoch)
   s.epoch = epoch;
   MPI_Comm_rank(comm, &s.rank);
   MPI_Comm_size(comm, &s.size);
-  s.sent.assign(s.size, epoch);
-  s.received.assign(s.size, -1);
+  s.words = static_cast<int>(
+      std::min<size_t>(payload.size(), ProcessGroup::kMaxExchangeWords));
+  s.sent.assign(static_cast<size_t>(s.size) * kBarrierMessageWords, 0);
+  s.received.assign(static_cast<size_t>(s.size) * kBarrierMessageWords, -1);
+  for (int r = 0; r < s.size; ++r) {
+    int64_t* message = &s.sent[r * kBarrierMessageWords];
+    message[0] = epoch;
+    std::copy_n(payload.begin(), s.words, message + 1);
+  }
+  std::copy_n(payload.begin(), s.words, s.Received(s.rank) + 1);
   s.sends.assign(s.size, MPI_REQUEST_NULL);
   s.recvs.assign(s.size, MPI_REQUEST_NULL);
   s.arrived.assign(s.size, false);
   s.arrived[s.rank] = true;
   for (int r = 0; r < s.size; ++r) {
-    if (r == s.rank) continue;
-    MPI_Irecv(&s.received[r], 1, MPI_INT64_T, r, tag, comm, &s.recvs[r]);
+    if (r != s.rank) s.PostReceive(r);
   }
   for (int r = 0; r < s.size; ++r) {
     if (r == s.rank) continue;
-    MPI_Isend(&s.sent[r], 1, MPI_INT64_T, r, tag, comm, &s.sends[r]);
+    MPI_Isend(&s.sent[r * kBarrierMessageWords], 1 + s.words, MPI_INT64_T, r,
+              tag, comm, &s.sends[r]);
   }
 }
 
@@ -120,14 +140,14 @@ absl::StatusOr<bool> MpiBarrier::Test() {
       int done = 0;
       MPI_Test(&s.recvs[r], &done, MPI_STATUS_IGNORE);
       if (done) {
-        if (s.received[r] < s.epoch) {
+        const int64_t theirs = s.Received(r)[0];
+        if (theirs < s.epoch) {
           // A late message of a barrier this rank gave up on: skip it.
-          MPI_Irecv(&s.received[r], 1, MPI_INT64_T, r, s.tag, s.comm,
-                    &s.recvs[r]);
-        } else if (s.received[r] > s.epoch) {
+          s.PostReceive(r);
+        } else if (theirs > s.epoch) {
           return absl::InternalError(absl::StrCat(
               "rank ", s.rank, " is at barrier ", s.epoch, " but rank ", r,
-              " is at barrier ", s.received[r],
+              " is at barrier ", theirs,
               ": the processes made different sequences of collective calls"));
         } else {
           s.arrived[r] = true;
@@ -149,6 +169,17 @@ std::string MpiBarrier::Missing() const {
     if (!state_->arrived[r]) missing.push_back(r);
   }
   return absl::StrJoin(missing, ", ");
+}
+
+std::vector<int64_t> MpiBarrier::Words() const {
+  const State& s = *state_;
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(s.size) * s.words);
+  for (int r = 0; r < s.size; ++r) {
+    const int64_t* message = &s.received[r * kBarrierMessageWords];
+    out.insert(out.end(), message + 1, message + 1 + s.words);
+  }
+  return out;
 }
 
 absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
@@ -260,6 +291,19 @@ absl::Status MpiProcessGroup::Barrier(absl::string_view what,
                                       absl::Duration timeout) {
   MpiBarrier barrier(comm_, kProcessBarrierTag, barrier_epoch_++);
   return WaitForBarrier(barrier, what, rank_, timeout);
+}
+
+absl::StatusOr<std::vector<int64_t>> MpiProcessGroup::BarrierExchange(
+    absl::string_view what, absl::Duration timeout,
+    std::span<const int64_t> mine) {
+  if (mine.size() > static_cast<size_t>(kMaxExchangeWords)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", mine.size(), " words exceed the ",
+                     kMaxExchangeWords, " a barrier carries"));
+  }
+  MpiBarrier barrier(comm_, kProcessBarrierTag, barrier_epoch_++, mine);
+  MESHDMA_RETURN_IF_ERROR(WaitForBarrier(barrier, what, rank_, timeout));
+  return barrier.Words();
 }
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses() {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,15 @@ namespace meshdma::dma_internal {
 // rank sends its `epoch` to every other and receives theirs. Unlike
 // MPI_Ibarrier it can name the ranks that have not arrived, barriers under
 // different tags or communicators never match each other, and a late
-// message of an earlier epoch is skipped. Poll with `Test`; dropping an
-// unfinished barrier leaves its few bytes to MPI (the process is expected to
-// exit).
+// message of an earlier epoch is skipped. Each message may carry up to
+// `ProcessGroup::kMaxExchangeWords` words of `payload` (the same count on
+// every rank), read with `Words` once the barrier is complete. Poll with
+// `Test`; dropping an unfinished barrier leaves its few bytes to MPI (the
+// process is expected to exit).
 class MpiBarrier {
  public:
-  MpiBarrier(MPI_Comm comm, int tag, int64_t epoch);
+  MpiBarrier(MPI_Comm comm, int tag, int64_t epoch,
+             std::span<const int64_t> payload = {});
   ~MpiBarrier();
   MpiBarrier(const MpiBarrier&) = delete;
   MpiBarrier& operator=(const MpiBarrier&) = delete;
@@ -36,6 +40,8 @@ class MpiBarrier {
   absl::StatusOr<bool> Test();
   // Ranks not yet heard from, as "1, 3".
   std::string Missing() const;
+  // Every rank's payload, rank by rank (after `Test` returned true).
+  std::vector<int64_t> Words() const;
 
  private:
   struct State;
@@ -74,6 +80,9 @@ class MpiProcessGroup : public ProcessGroup {
                                                   int root) override;
   absl::Status Broadcast(std::string& bytes, int root) override;
   absl::Status Barrier(absl::string_view what, absl::Duration timeout) override;
+  absl::StatusOr<std::vector<int64_t>> BarrierExchange(
+      absl::string_view what, absl::Duration timeout,
+      std::span<const int64_t> mine) override;
 
  private:
   // Gather to `root`, or to everyone without one.

@@ -29,7 +29,7 @@ constexpr int kShutdownBarrierTag = 7103;
 constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
-enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3 };
+enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3, kFlush = 4 };
 
 bool IsPacked(const ViewLayout& v, int64_t elem_bytes) {
   int64_t stride = elem_bytes;
@@ -93,6 +93,7 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
     : host_(host), comm_(comm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  flushed_from_.assign(size_, 0);
   // Pre-posted receives for headers and inline payloads: any incoming message
   // matches the earliest one still pending, so they complete in posting
   // order and are handled (and re-posted) in that order.
@@ -223,6 +224,57 @@ void MpiTransport::BroadcastAbort(const std::string& reason) {
   }
 }
 
+absl::Status MpiTransport::Quiesce(absl::Duration timeout) {
+  // Step 1: a marker behind everything this process sent to each peer.
+  int64_t epoch;
+  {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    epoch = ++flush_epoch_;
+  }
+  Header h{};
+  h.kind = Kind::kFlush;
+  h.value = epoch;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) Send(r, h, {}, nullptr);
+  }
+  // Step 2: progress until every peer's marker is here and nothing is left.
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(timeout);
+  for (;;) {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      ProgressLocked();
+      if (FlushedLocked(epoch)) return absl::OkStatus();
+    }
+    if (deadline.Expired()) break;
+    absl::SleepFor(absl::Microseconds(20));
+  }
+  const std::string reason = absl::StrCat(
+      "recovery on rank ", rank_, ": rank(s) ", Unflushed(epoch),
+      " did not flush their traffic within ", absl::FormatDuration(timeout),
+      " (dead, stuck, or in another call)");
+  MarkMpiPeersLost(reason);
+  return absl::DeadlineExceededError(reason);
+}
+
+bool MpiTransport::FlushedLocked(int64_t epoch) const {
+  if (!sends_.empty() || !recvs_.empty()) return false;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && flushed_from_[r] < epoch) return false;
+  }
+  return true;
+}
+
+std::string MpiTransport::Unflushed(int64_t epoch) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && flushed_from_[r] < epoch) missing.push_back(r);
+  }
+  if (missing.empty()) return "? (own traffic still outstanding)";
+  return absl::StrJoin(missing, ", ");
+}
+
 bool MpiTransport::Poll() {
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // Someone else is progressing.
@@ -268,6 +320,12 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     host_->Abort(
         std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
         /*notify_peers=*/false);
+    return;
+  }
+  if (h.kind == Kind::kFlush) {
+    if (source >= 0 && source < size_) {
+      flushed_from_[source] = std::max(flushed_from_[source], h.value);
+    }
     return;
   }
   std::byte* heap = host_->HeapBase(h.dst_device);

@@ -27,7 +27,8 @@
 // as separate messages (tag kPayloadTag, <= 1 GiB pieces) that the receiver
 // posts straight into the destination heap when the view is contiguous
 // (single copy), otherwise into a staging buffer it scatters. An abort
-// carries its reason as the payload.
+// carries its reason as the payload. A flush marker (`Quiesce`) carries its
+// number in `value`: behind everything its sender sent before it.
 #ifndef MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 
@@ -71,6 +72,10 @@ class MpiTransport : public Transport {
     return pending_.load(std::memory_order_relaxed) > 0;
   }
   void BroadcastAbort(const std::string& reason) override;
+  // Sends a flush marker to every peer, then progresses until every peer's
+  // marker of the same number has been handled and no send or receive is
+  // outstanding. On timeout MPI is marked unusable (a peer is lost).
+  absl::Status Quiesce(absl::Duration timeout) override;
   // Collective: completes outstanding traffic, then a barrier, then stops the
   // progress thread. The barrier gives up after the wait timeout (after a
   // short grace when the launch was aborted: healthy peers have been told),
@@ -91,6 +96,11 @@ class MpiTransport : public Transport {
   bool ProgressLocked();
   bool PollIncoming();
   bool TestPending();
+  // True once every peer's flush marker `epoch` is handled and no traffic is
+  // outstanding; the caller holds `mu_`.
+  bool FlushedLocked(int64_t epoch) const;
+  // The peers whose flush marker `epoch` has not arrived, as "1, 3".
+  std::string Unflushed(int64_t epoch);
   void HandleMessage(std::span<const std::byte> message, int source);
   void ProgressMain();
 
@@ -111,9 +121,11 @@ class MpiTransport : public Transport {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
-  int next_posted_ = 0;          // The earliest posted, next to complete.
-  bool handling_ = false;        // Inside PollIncoming (under mu_).
-  std::atomic<int> pending_{0};  // sends_.size() + recvs_.size().
+  int next_posted_ = 0;                // The earliest posted, next to complete.
+  bool handling_ = false;              // Inside PollIncoming (under mu_).
+  int64_t flush_epoch_ = 0;            // Markers this process has sent.
+  std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
+  std::atomic<int> pending_{0};        // sends_.size() + recvs_.size().
   // When a device last progressed MPI from `Poll`.
   std::atomic<int64_t> last_device_poll_ns_{0};
 
