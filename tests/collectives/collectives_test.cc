@@ -105,7 +105,8 @@ std::vector<ReduceCase> ReduceCases() {
   std::vector<ReduceCase> cases;
   const std::vector<CollectiveAlgorithm> algorithms = {
       CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-      CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kAuto};
+      CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
+      CollectiveAlgorithm::kAuto};
   std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
                                DType::kF16, DType::kI32, DType::kI64};
   std::vector<int64_t> counts = {1, 13, 1003, 40009};
@@ -266,7 +267,7 @@ TEST(Collectives, AllGather) {
     RunOnMesh(rt, *mesh, [&]() -> absl::Status {
       for (CollectiveAlgorithm a :
            {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-            CollectiveAlgorithm::kAuto}) {
+            CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kAuto}) {
         for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
                         DType::kF16, DType::kI32, DType::kI64}) {
           for (int64_t count :
@@ -422,7 +423,8 @@ TEST(Collectives, MeshAxes) {
       for (const auto& axes : axes_list) {
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
                                       CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot}) {
+                                      CollectiveAlgorithm::kOneShot,
+                                      CollectiveAlgorithm::kHierarchical}) {
           for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
             for (int64_t count : {int64_t{5}, int64_t{4099}}) {
               const ReduceCase c{a, t, count, ReduceOp::kSum, false, 1024};
@@ -466,7 +468,7 @@ TEST(Collectives, BackToBack) {
         for (int64_t i = 0; i < count; ++i) {
           buf.data_as<float>()[i] = static_cast<float>(who.me + iter + i % 5);
         }
-        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 3);
+        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 4);
         MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
         const int n = who.n();
         const double base = n * (n - 1) / 2.0;
@@ -477,6 +479,30 @@ TEST(Collectives, BackToBack) {
       return absl::OkStatus();
     });
   });
+}
+
+// kAuto picks kHierarchical above the one-shot size on groups spread evenly
+// over hosts; a request for it on one host (or uneven hosts) runs the flat
+// ring.
+TEST(Collectives, ChooseHierarchical) {
+  CollectiveOptions o;
+  const int64_t big = o.one_shot_max_bytes + 1;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 2),
+            CollectiveAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(o.one_shot_max_bytes, 4, o, "psum", 2),
+            CollectiveAlgorithm::kOneShot);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 1),
+            CollectiveAlgorithm::kBidirectionalRing);
+  o.algorithm = CollectiveAlgorithm::kHierarchical;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(1, 4, o, "psum", 2),
+            CollectiveAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 2, o, "psum", 1),
+            CollectiveAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 3, o, "psum", 1),
+            CollectiveAlgorithm::kBidirectionalRing);
+  o.algorithm = CollectiveAlgorithm::kRing;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 2),
+            CollectiveAlgorithm::kRing);
 }
 
 // Under mpirun with one device per process: the MPI library's own collectives
@@ -513,7 +539,9 @@ TEST(Collectives, AgainstMpi) {
                       MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
                                       CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot}) {
+                                      CollectiveAlgorithm::kOneShot,
+                                      CollectiveAlgorithm::kHierarchical,
+                                      CollectiveAlgorithm::kAuto}) {
           std::copy(in.begin(), in.end(), buf.data_as<float>());
           CollectiveOptions o;
           o.algorithm = a;
@@ -551,11 +579,21 @@ TEST(Collectives, AgainstMpi) {
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef gref,
             ArrayRef::FromPointer(gin.data(), DType::kF64, shape));
-        MESHDMA_RETURN_IF_ERROR(all_gather(gref, gout, {"x"}, /*tiled=*/true));
-        MESHDMA_RETURN_IF_ERROR(
-            CheckArray("all_gather f64 vs MPI_Allgather", gout, [&](int64_t i) {
-              return gall[rank_of[i / count] * count + i % count];
-            }));
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kHierarchical}) {
+          CollectiveOptions o;
+          o.algorithm = a;
+          std::fill_n(gout.data_as<double>(), n * count, -1.0);
+          MESHDMA_RETURN_IF_ERROR(
+              all_gather(gref, gout, {"x"}, /*tiled=*/true, o));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("all_gather f64 ", CollectiveAlgorithmName(a),
+                           " vs MPI_Allgather"),
+              gout, [&](int64_t i) {
+                return gall[rank_of[i / count] * count + i % count];
+              }));
+        }
         // psum_scatter of i64 vs MPI_Reduce_scatter_block (n divides n*count).
         std::vector<int64_t> rin(n * count), rwant(count);
         for (int64_t i = 0; i < n * count; ++i) {
@@ -566,15 +604,24 @@ TEST(Collectives, AgainstMpi) {
         std::copy(rin.begin(), rin.end(), rbuf.data_as<int64_t>());
         MESHDMA_ASSIGN_OR_RETURN(ArrayRef rout,
                                  AllocateSymmetric(DType::kI64, {count}));
-        MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}));
         // MPI scatters block q to rank q; meshdma to group position q.
         MPI_Reduce_scatter_block(rin.data(), rwant.data(),
                                  static_cast<int>(count), MPI_INT64_T, MPI_SUM,
                                  MPI_COMM_WORLD);
-        if (who.pos == launch.rank()) {
-          MESHDMA_RETURN_IF_ERROR(CheckArray(
-              "psum_scatter i64 vs MPI_Reduce_scatter_block", rout,
-              [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kHierarchical}) {
+          CollectiveOptions o;
+          o.algorithm = a;
+          o.chunk_bytes = 4096;
+          MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}, o));
+          if (who.pos == launch.rank()) {
+            MESHDMA_RETURN_IF_ERROR(CheckArray(
+                absl::StrCat("psum_scatter i64 ", CollectiveAlgorithmName(a),
+                             " vs MPI_Reduce_scatter_block"),
+                rout,
+                [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+          }
         }
         // all_to_all of u8 vs MPI_Alltoall, when group order is rank order.
         std::vector<uint8_t> ain(n * count), aout(n * count);
