@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/collectives/options.h"
@@ -70,13 +71,52 @@ void DivideArray(T* x, int64_t len, int n) {
   }
 }
 
+// One-shot all-reduce in place of `part` (1-D, symmetric: at the same heap
+// offset on every member) over `lane`, for step 2 of the all-reduce below:
+//   step 1: push `part` into row r of every peer's scratch [n, len] (one DMA
+//           per peer, all on one send and one receive semaphore);
+//   step 2: wait until n-1 rows have arrived and my pushes have been read;
+//   step 3: reduce the rows into `part` in lane order (mine stands for row
+//           r), so that every member gets the same bits.
+// On two hosts this moves the ring's bytes in one round instead of two.
+template <typename T>
+absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
+  const int n = lane.size();
+  const int64_t len = part.num_elements();
+  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(T));
+  if (len == 0) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                           AllocateSymmetric(kDTypeOf<T>, {n * len}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sems,
+      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "lane one-shot"));
+  const Semaphore send_sem = sems[0], recv_sem = sems[1];
+  // Step 1.
+  const ArrayRef my_row = Range(scratch, lane.index * len, len);
+  for (int j = 1; j < n; ++j) {
+    MESHDMA_RETURN_IF_ERROR(
+        RemoteCopy(part, my_row, send_sem, recv_sem, lane.Peer(j)).start());
+  }
+  // Step 2: one wait for all rows, one for all sends (the counts add up).
+  const ArrayRef rows = Range(scratch, 0, (n - 1) * len);
+  AsyncCopyDescriptor all =
+      RemoteCopy(rows, rows, send_sem, recv_sem, lane.Peer(1));
+  MESHDMA_RETURN_IF_ERROR(all.wait_recv());
+  MESHDMA_RETURN_IF_ERROR(all.wait_send());
+  // Step 3.
+  ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes,
+                0, part.data_as<T>(), len);
+  return absl::OkStatus();
+}
+
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
 // `output` (which may alias it) over `g`; H hosts of m members each, caller
 // at local index i, part i = [count*i/m, count*(i+1)/m):
 //   step 1: reduce-scatter over my host: part i of `output` holds my host's
 //           reduction of part i (skipped when m == 1);
 //   step 2: all-reduce part i of `output` in place over my lane: every host
-//           now holds the total of part i at its local index i;
+//           now holds the total of part i at its local index i (one-shot on
+//           two hosts or parts up to `one_shot_max_bytes`, else a ring);
 //   step 3: kMean: divide part i by n (steps 1 and 2 sum);
 //   step 4: all-gather the parts over my host.
 // The host-ring state (steps 1 and 4) is allocated before step 2's, whose
@@ -107,10 +147,13 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
     std::memmove(output.data(), input.data(), input.size_bytes());
   }
   // Step 2.
-  MESHDMA_RETURN_IF_ERROR(RingAllReduce<T>(lane, combine, mine, mine,
-                                           LanesFor(lane.size()),
-                                           options.chunk_bytes,
-                                           options.num_buffers));
+  if (lane.size() == 2 || mine.size_bytes() <= options.one_shot_max_bytes) {
+    MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, mine));
+  } else {
+    MESHDMA_RETURN_IF_ERROR(RingAllReduce<T>(
+        lane, combine, mine, mine, LanesFor(lane.size()), options.chunk_bytes,
+        options.num_buffers));
+  }
   // Step 3.
   if (op == ReduceOp::kMean) {
     DivideArray(mine.data_as<T>(), mine.num_elements(), g.size());
