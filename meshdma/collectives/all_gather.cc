@@ -97,8 +97,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
       kInfo, kLogCollectives,
-      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical), kName,
-      " on ", n, " devices: ",
+      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical), kName, " on ",
+      n, " devices: ",
       hierarchical ? "hierarchical"
       : lanes == 2 ? "bidirectional_ring"
                    : "ring",

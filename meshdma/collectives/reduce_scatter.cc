@@ -129,11 +129,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ") must be >= 1"));
   }
   collectives_internal::HostLayout layout;
-  MESHDMA_ASSIGN_OR_RETURN(const int even_hosts,
-                           collectives_internal::EvenHostsFor(
-                               g, in.size_bytes(), options, &layout));
-  const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
-      in.size_bytes(), n, options, name, even_hosts);
+  MESHDMA_ASSIGN_OR_RETURN(
+      const int even_hosts,
+      collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
+  const CollectiveAlgorithm algorithm =
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name, even_hosts);
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));

@@ -537,11 +537,11 @@ TEST(Collectives, AgainstMpi) {
         for (float& v : in) v = dist(gen);
         MPI_Allreduce(in.data(), want.data(), static_cast<int>(count),
                       MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
-                                      CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot,
-                                      CollectiveAlgorithm::kHierarchical,
-                                      CollectiveAlgorithm::kAuto}) {
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kBidirectionalRing,
+              CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
+              CollectiveAlgorithm::kAuto}) {
           std::copy(in.begin(), in.end(), buf.data_as<float>());
           CollectiveOptions o;
           o.algorithm = a;

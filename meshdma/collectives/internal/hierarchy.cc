@@ -44,10 +44,9 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
 absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
                                  const CollectiveOptions& options,
                                  HostLayout* layout) {
-  const bool wanted =
-      options.algorithm == CollectiveAlgorithm::kHierarchical ||
-      (options.algorithm == CollectiveAlgorithm::kAuto &&
-       bytes > options.one_shot_max_bytes);
+  const bool wanted = options.algorithm == CollectiveAlgorithm::kHierarchical ||
+                      (options.algorithm == CollectiveAlgorithm::kAuto &&
+                       bytes > options.one_shot_max_bytes);
   if (!wanted || g.size() < 2) return 1;
   MESHDMA_ASSIGN_OR_RETURN(*layout, HostLayoutOf(g));
   return layout->EvenHosts();

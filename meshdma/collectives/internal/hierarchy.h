@@ -104,8 +104,8 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
   MESHDMA_RETURN_IF_ERROR(all.wait_recv());
   MESHDMA_RETURN_IF_ERROR(all.wait_send());
   // Step 3.
-  ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes,
-                0, part.data_as<T>(), len);
+  ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes, 0,
+                part.data_as<T>(), len);
   return absl::OkStatus();
 }
 
@@ -140,9 +140,9 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   AllGatherState gather;
   if (m > 1) {
     MESHDMA_ASSIGN_OR_RETURN(gather, AllocateAllGather(host, LanesFor(m)));
-    MESHDMA_RETURN_IF_ERROR(RingReduceScatter<T>(
-        host, combine, input, &output, mine, LanesFor(m), options.chunk_bytes,
-        options.num_buffers));
+    MESHDMA_RETURN_IF_ERROR(
+        RingReduceScatter<T>(host, combine, input, &output, mine, LanesFor(m),
+                             options.chunk_bytes, options.num_buffers));
   } else if (input.data() != output.data()) {
     std::memmove(output.data(), input.data(), input.size_bytes());
   }
@@ -150,9 +150,9 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   if (lane.size() == 2 || mine.size_bytes() <= options.one_shot_max_bytes) {
     MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, mine));
   } else {
-    MESHDMA_RETURN_IF_ERROR(RingAllReduce<T>(
-        lane, combine, mine, mine, LanesFor(lane.size()), options.chunk_bytes,
-        options.num_buffers));
+    MESHDMA_RETURN_IF_ERROR(
+        RingAllReduce<T>(lane, combine, mine, mine, LanesFor(lane.size()),
+                         options.chunk_bytes, options.num_buffers));
   }
   // Step 3.
   if (op == ReduceOp::kMean) {
@@ -204,15 +204,15 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
   // Step 2.
   const ArrayRef row = Range(packed, host.index * hosts * seg, hosts * seg);
   if (m > 1) {
-    MESHDMA_RETURN_IF_ERROR(RingReduceScatter<T>(
-        host, combine, packed, nullptr, row, LanesFor(m), options.chunk_bytes,
-        options.num_buffers));
+    MESHDMA_RETURN_IF_ERROR(
+        RingReduceScatter<T>(host, combine, packed, nullptr, row, LanesFor(m),
+                             options.chunk_bytes, options.num_buffers));
   }
   // Step 3.
   const ArrayRef total = Range(row, lane.index * seg, seg);
-  MESHDMA_RETURN_IF_ERROR(RingReduceScatter<T>(
-      lane, combine, row, nullptr, total, LanesFor(hosts), options.chunk_bytes,
-      options.num_buffers));
+  MESHDMA_RETURN_IF_ERROR(
+      RingReduceScatter<T>(lane, combine, row, nullptr, total, LanesFor(hosts),
+                           options.chunk_bytes, options.num_buffers));
   // Step 4.
   T* out = output.data_as<T>();
   std::memmove(out, total.data(), output.size_bytes());

@@ -34,8 +34,8 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
 absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const ArrayRef& output,
                            std::span<const int64_t> begins,
-                           std::span<const int64_t> lens,
-                           AllGatherState& lanes, bool step0_sent) {
+                           std::span<const int64_t> lens, AllGatherState& lanes,
+                           bool step0_sent) {
   const int n = g.size();
   const int r = g.index;
   const int L = static_cast<int>(lanes.size());

@@ -63,8 +63,8 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
 absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const ArrayRef& output,
                            std::span<const int64_t> begins,
-                           std::span<const int64_t> lens,
-                           AllGatherState& state, bool step0_sent = false);
+                           std::span<const int64_t> lens, AllGatherState& state,
+                           bool step0_sent = false);
 
 // How a ring reduce-scatter cuts `count` elements: n segments
 // ([count*s/n, count*(s+1)/n)), one part per lane in each, and each part into
