@@ -37,7 +37,9 @@ enum class CollectiveAlgorithm {
   // (3) all-gather inside each host. Reduce-scatter: (1) inside, (2) among
   // the hosts. All-gather: (1) among the hosts, (2) inside. Needs the same
   // number of the group's devices on every host; otherwise (one host, or
-  // uneven hosts) the flat kRing / kBidirectionalRing runs instead.
+  // uneven hosts) the flat kRing / kBidirectionalRing runs instead. Scratch
+  // is that of the rings, except reduce-scatter's, which packs the input by
+  // local index into scratch of the input's size.
   kHierarchical,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);

@@ -92,12 +92,14 @@ struct ReduceCase {
   ReduceOp op;
   bool in_place;
   int64_t chunk_bytes;
+  int64_t one_shot_max_bytes = CollectiveOptions().one_shot_max_bytes;
   std::string Describe(absl::string_view what,
                        const std::vector<std::string>& axes) const {
     return absl::StrCat(what, " ", ReduceOpName(op), " ", DTypeName(dtype), "[",
                         count, "] ", CollectiveAlgorithmName(algorithm),
                         in_place ? " in place" : "", " chunk ", chunk_bytes,
-                        " over {", absl::StrJoin(axes, ","), "}");
+                        " one_shot_max ", one_shot_max_bytes, " over {",
+                        absl::StrJoin(axes, ","), "}");
   }
 };
 
@@ -151,6 +153,7 @@ absl::Status PsumCase(const ReduceCase& c,
     CollectiveOptions o;
     o.algorithm = c.algorithm;
     o.chunk_bytes = c.chunk_bytes;
+    o.one_shot_max_bytes = c.one_shot_max_bytes;
     const std::string what = absl::StrCat(c.Describe("all_reduce", axes),
                                           " on LOGICAL device ", who.me);
     absl::Status s = all_reduce(c.op, in, out, axes, o);
@@ -183,6 +186,7 @@ absl::Status ReduceScatterCase(const ReduceCase& c,
     CollectiveOptions o;
     o.algorithm = c.algorithm;
     o.chunk_bytes = c.chunk_bytes;
+    o.one_shot_max_bytes = c.one_shot_max_bytes;
     const std::string what = absl::StrCat(c.Describe("reduce_scatter", axes),
                                           " on LOGICAL device ", who.me);
     absl::Status s = reduce_scatter(c.op, in, out, axes, o);
@@ -199,6 +203,30 @@ void RunOnMesh(Runtime& rt, const Mesh& mesh,
                const std::function<absl::Status()>& fn) {
   absl::Status s = rt.Run(mesh, fn);
   EXPECT_TRUE(s.ok()) << "mesh " << mesh.ToString() << ": " << s;
+}
+
+// kHierarchical's exchange between hosts as a ring (parts above the one-shot
+// size and the ring's scratch bound), many pieces per part.
+TEST(Collectives, HierarchicalLaneRing) {
+  std::vector<ReduceCase> cases;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kI64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMean}) {
+      for (int64_t count : {int64_t{1003}, int64_t{40009}}) {
+        cases.push_back({CollectiveAlgorithm::kHierarchical, t, count, op,
+                         count == 1003, 256, 0});
+      }
+    }
+  }
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (const ReduceCase& c : cases) {
+        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      }
+      return absl::OkStatus();
+    });
+  });
 }
 
 TEST(Collectives, AllReduce) {

@@ -115,8 +115,10 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
 //   step 1: reduce-scatter over my host: part i of `output` holds my host's
 //           reduction of part i (skipped when m == 1);
 //   step 2: all-reduce part i of `output` in place over my lane: every host
-//           now holds the total of part i at its local index i (one-shot on
-//           two hosts or parts up to `one_shot_max_bytes`, else a ring);
+//           now holds the total of part i at its local index i (one-shot for
+//           parts up to `one_shot_max_bytes`, and on two hosts for parts
+//           whose scratch stays within the ring's bound, 4 x num_buffers x
+//           chunk_bytes; else a ring);
 //   step 3: kMean: divide part i by n (steps 1 and 2 sum);
 //   step 4: all-gather the parts over my host.
 // The host-ring state (steps 1 and 4) is allocated before step 2's, whose
@@ -147,7 +149,9 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
     std::memmove(output.data(), input.data(), input.size_bytes());
   }
   // Step 2.
-  if (lane.size() == 2 || mine.size_bytes() <= options.one_shot_max_bytes) {
+  const int64_t ring_scratch = 4 * options.num_buffers * options.chunk_bytes;
+  if (mine.size_bytes() <= options.one_shot_max_bytes ||
+      (lane.size() == 2 && mine.size_bytes() <= ring_scratch)) {
     MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, mine));
   } else {
     MESHDMA_RETURN_IF_ERROR(
