@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 

@@ -12,6 +12,7 @@
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
