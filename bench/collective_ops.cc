@@ -11,8 +11,8 @@
 // all_gather with its input in this device's block of the output,
 // reduce_scatter with its output in this device's segment of the input;
 // all_to_all has none. `--algo` takes auto, ring, bidirectional_ring,
-// one_shot; `-o` sum, max, min, avg (all_reduce, reduce_scatter). #wrong
-// counts the elements of the -c checked calls (each on freshly written
+// one_shot, hierarchical; `-o` sum, max, min, avg (all_reduce, reduce_scatter).
+// #wrong counts the elements of the -c checked calls (each on freshly written
 // inputs) that differ from a closed-form reference on any device.
 // MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
 // CollectiveOptions::chunk_bytes and num_buffers.
@@ -175,9 +175,10 @@ absl::StatusOr<CollectiveAlgorithm> ParseAlgorithm(const std::string& s) {
     return CollectiveAlgorithm::kBidirectionalRing;
   }
   if (s == "one_shot") return CollectiveAlgorithm::kOneShot;
-  return absl::InvalidArgumentError(
-      absl::StrCat("flag --algo: bad value '", s,
-                   "': expected auto, ring, bidirectional_ring or one_shot"));
+  if (s == "hierarchical") return CollectiveAlgorithm::kHierarchical;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "flag --algo: bad value '", s,
+      "': expected auto, ring, bidirectional_ring, one_shot or hierarchical"));
 }
 
 double Reduce(ReduceOp op, int n, int64_t i, bool integer) {

@@ -69,7 +69,8 @@ ABSL_FLAG(std::string, collective, "ppermute",
           "all_to_all");
 ABSL_FLAG(int, repeats, 5, "timed repeats per size; the median is reported");
 ABSL_FLAG(std::string, algo, "auto",
-          "collective algorithm: auto, ring, bidirectional_ring, one_shot");
+          "collective algorithm: auto, ring, bidirectional_ring, one_shot, "
+          "hierarchical");
 ABSL_FLAG(std::string, csv, "", "also write the results as CSV here");
 ABSL_FLAG(std::string, plot, "",
           "draw busbw and latency against size into this PNG (gnuplot)");

@@ -8,6 +8,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -53,6 +54,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   using collectives_internal::Channel;
   if (options.algorithm != CollectiveAlgorithm::kRing &&
       options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
+      options.algorithm != CollectiveAlgorithm::kHierarchical &&
       Channel::Fits(g, in.size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
@@ -82,10 +84,24 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   }
   const int lanes =
       options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
+  // kHierarchical where requested or kAuto, on hosts that hold the same
+  // number of the group's devices each.
+  collectives_internal::HostLayout layout;
+  bool hierarchical = false;
+  if ((options.algorithm == CollectiveAlgorithm::kAuto ||
+       options.algorithm == CollectiveAlgorithm::kHierarchical) &&
+      n > 1) {
+    MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
+    hierarchical = layout.Applies();
+  }
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
-      kInfo, kLogCollectives, absl::StrCat(kName, " ", n, " ", lanes), kName,
-      " on ", n, " devices: ", lanes == 2 ? "bidirectional_ring" : "ring",
+      kInfo, kLogCollectives,
+      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical), kName, " on ",
+      n, " devices: ",
+      hierarchical ? "hierarchical"
+      : lanes == 2 ? "bidirectional_ring"
+                   : "ring",
       options.algorithm == CollectiveAlgorithm::kAuto
           ? std::string(" (auto)")
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
@@ -97,6 +113,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
               kName, g, collectives_internal::CollectiveKind::kAllGather,
               in.dtype(), count, tiled ? 1 : 0, &output));
+        }
+        if (hierarchical) {
+          return collectives_internal::HierarchicalAllGather(g, layout, in,
+                                                             out);
         }
         // Step 0: my own block, unless the input already is it.
         const ArrayRef mine =

@@ -9,8 +9,12 @@
 // `input` may be any contiguous memory, including this device's own block of
 // `output` (in place). Any element type, u8 included.
 //
-// Algorithms: kRing (n-1 steps, each block passed along the ring) and
-// kBidirectionalRing (half of each block each way); kAuto is kRing.
+// Algorithms: kRing (n-1 steps, each block passed along the ring),
+// kBidirectionalRing (half of each block each way) and kHierarchical (groups
+// spanning hosts with the same number of devices on each: all-gather among
+// the hosts' devices of each local index, then inside each host); kAuto is
+// one exchange over the group's channel for small blocks, else kHierarchical
+// where it applies, else kRing.
 #ifndef MESHDMA_COLLECTIVES_ALL_GATHER_H_
 #define MESHDMA_COLLECTIVES_ALL_GATHER_H_
 

@@ -7,6 +7,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
@@ -40,30 +41,38 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
       return "bidirectional_ring";
     case CollectiveAlgorithm::kOneShot:
       return "one_shot";
+    case CollectiveAlgorithm::kHierarchical:
+      return "hierarchical";
   }
   return "?";
 }
 
 CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
                                              const CollectiveOptions& options,
-                                             absl::string_view collective) {
+                                             absl::string_view collective,
+                                             int even_hosts) {
   const bool requested = options.algorithm != CollectiveAlgorithm::kAuto;
+  const CollectiveAlgorithm flat_ring =
+      group_size <= 2 ? CollectiveAlgorithm::kRing
+                      : CollectiveAlgorithm::kBidirectionalRing;
   CollectiveAlgorithm chosen = options.algorithm;
   if (!requested) {
     chosen = CollectiveAlgorithm::kOneShot;
     if (bytes > options.one_shot_max_bytes) {
-      chosen = group_size <= 2 ? CollectiveAlgorithm::kRing
-                               : CollectiveAlgorithm::kBidirectionalRing;
+      chosen = even_hosts > 1 ? CollectiveAlgorithm::kHierarchical : flat_ring;
     }
+  } else if (chosen == CollectiveAlgorithm::kHierarchical && even_hosts <= 1) {
+    chosen = flat_ring;  // One host, or hosts with different counts.
   }
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
       kInfo, kLogCollectives,
       absl::StrCat(collective, " ", group_size, " ",
-                   CollectiveAlgorithmName(chosen), requested),
-      collective, " on ", group_size,
-      " devices: ", CollectiveAlgorithmName(chosen),
-      requested ? std::string(" (requested)")
+                   CollectiveAlgorithmName(chosen), requested, " ", even_hosts),
+      collective, " on ", group_size, " devices (", even_hosts,
+      " even hosts): ", CollectiveAlgorithmName(chosen),
+      requested ? absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
+                               " requested)")
                 : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
                                options.one_shot_max_bytes, ")"));
   return chosen;
@@ -130,30 +139,6 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
-template <typename T>
-absl::Status Ring(const Group& g, ReduceOp op, const ArrayRef& in,
-                  const ArrayRef& out, int lanes,
-                  const CollectiveOptions& options) {
-  const int n = g.size();
-  const int64_t count = in.num_elements();
-  std::vector<int64_t> segments(n + 1);
-  for (int i = 0; i <= n; ++i)
-    segments[i] = collectives_internal::PartBegin(count, n, i);
-  const ArrayRef mine =
-      Range(out, segments[g.index], segments[g.index + 1] - segments[g.index]);
-  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::AllGatherState gather,
-                           collectives_internal::AllocateAllGather(g, lanes));
-  // Phase 1: reduce-scatter; segment r of `out` holds the total, and each
-  // finished piece of it is already on its way to the next member (step 0
-  // of phase 2).
-  MESHDMA_RETURN_IF_ERROR(collectives_internal::RingReduceScatter<T>(
-      g, op, in, &out, mine, lanes, options.chunk_bytes, options.num_buffers,
-      &gather));
-  // Phase 2: all-gather the totals straight into every member's `out`.
-  return collectives_internal::RingAllGather(g, mine, out, segments, gather,
-                                             /*step0_sent=*/true);
-}
-
 }  // namespace
 
 absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
@@ -186,8 +171,12 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                      ") and num_buffers (", options.num_buffers,
                      ") must be >= 1"));
   }
-  const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), g.size(), options);
+  collectives_internal::HostLayout layout;
+  MESHDMA_ASSIGN_OR_RETURN(
+      const int even_hosts,
+      collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
+  const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
+      in.size_bytes(), g.size(), options, name, even_hosts);
   absl::Status status;
   const bool channel = algorithm == CollectiveAlgorithm::kOneShot &&
                        collectives_internal::Channel::Fits(g, in.size_bytes());
@@ -227,10 +216,15 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       &output),
                   options.check_peers);
+            case CollectiveAlgorithm::kHierarchical:
+              return collectives_internal::HierarchicalAllReduce<T>(
+                  g, layout, op, in, out, options);
             case CollectiveAlgorithm::kBidirectionalRing:
-              return Ring<T>(g, op, in, out, 2, options);
+              return collectives_internal::RingAllReduce<T>(
+                  g, op, in, out, 2, options.chunk_bytes, options.num_buffers);
             default:
-              return Ring<T>(g, op, in, out, 1, options);
+              return collectives_internal::RingAllReduce<T>(
+                  g, op, in, out, 1, options.chunk_bytes, options.num_buffers);
           }
         });
   };

@@ -18,8 +18,10 @@
 // Algorithms (CollectiveOptions::algorithm): kRing (reduce-scatter then
 // all-gather, 2(n-1) steps, partial sums pipelined through bounded scratch),
 // kBidirectionalRing (two counter-rotating rings on halves), kOneShot (each
-// device pushes its input to all, reduces locally; for small messages), and
-// kAuto, which picks by size.
+// device pushes its input to all, reduces locally; for small messages),
+// kHierarchical (groups spanning hosts: reduce-scatter inside each host,
+// all-reduce among the hosts one lane per local device, all-gather inside each
+// host), and kAuto, which picks by size and hosts.
 #ifndef MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 #define MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 
@@ -60,10 +62,13 @@ inline absl::Status pmean(const ArrayRef& input, const ArrayRef& output,
 
 // The algorithm `all_reduce` runs for `bytes` of input on `group_size`
 // devices with `options` (logged once per choice under MESHDMA_DEBUG=INFO as
-// `collective`'s).
+// `collective`'s). `even_hosts`: the hosts the group spans when each holds
+// the same number of its devices, else 1. kHierarchical is chosen by kAuto
+// above `one_shot_max_bytes` when `even_hosts` > 1; requested with
+// `even_hosts` == 1 it falls back to the flat ring.
 CollectiveAlgorithm ChooseAllReduceAlgorithm(
     int64_t bytes, int group_size, const CollectiveOptions& options,
-    absl::string_view collective = "all_reduce");
+    absl::string_view collective = "all_reduce", int even_hosts = 1);
 
 }  // namespace meshdma
 

@@ -15,8 +15,10 @@ absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
 
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {
-  // `psum`: kOneShot up to `one_shot_max_bytes`, else kRing on two devices
-  // and kBidirectionalRing on more. Other collectives: kRing.
+  // `psum`: kOneShot up to `one_shot_max_bytes`, else kHierarchical when the
+  // group spans several hosts that each hold the same number of its devices,
+  // else kRing on two devices and kBidirectionalRing on more. `all_gather`:
+  // kHierarchical on such groups, else kRing. Other collectives: kRing.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.
@@ -27,6 +29,18 @@ enum class CollectiveAlgorithm {
   // reduces the n inputs locally (in group order, so that every device gets
   // the same bits). Two hops of latency; scratch of n times the input.
   kOneShot,
+  // Groups that span hosts (all-reduce, reduce-scatter, all-gather): the
+  // fast shared-memory links inside a host do most of the work and each
+  // device crosses hosts with 1/m of the data (m devices per host), all m
+  // devices of a host in parallel. All-reduce: (1) reduce-scatter inside
+  // each host, (2) all-reduce of part i among the hosts' local devices i,
+  // (3) all-gather inside each host. Reduce-scatter: (1) inside, (2) among
+  // the hosts. All-gather: (1) among the hosts, (2) inside. Needs the same
+  // number of the group's devices on every host; otherwise (one host, or
+  // uneven hosts) the flat kRing / kBidirectionalRing runs instead. Scratch
+  // is that of the rings, except reduce-scatter's, which packs the input by
+  // local index into scratch of the input's size.
+  kHierarchical,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);
 

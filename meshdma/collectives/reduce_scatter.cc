@@ -7,6 +7,7 @@
 #include "meshdma/collectives/all_reduce.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
@@ -127,8 +128,12 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ") and num_buffers (", options.num_buffers,
                      ") must be >= 1"));
   }
+  collectives_internal::HostLayout layout;
+  MESHDMA_ASSIGN_OR_RETURN(
+      const int even_hosts,
+      collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
   const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name);
+      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name, even_hosts);
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
@@ -176,6 +181,9 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       nullptr),
                   options.check_peers);
+            case CollectiveAlgorithm::kHierarchical:
+              return collectives_internal::HierarchicalReduceScatter<T>(
+                  g, layout, op, in, out, options);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingReduceScatter<T>(
                   g, op, in, nullptr, out, 2, options.chunk_bytes,

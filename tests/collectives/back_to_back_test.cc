@@ -51,10 +51,15 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
     call.count = std::max<int64_t>(1, bytes / 4 / n) * n;
     const CollectiveAlgorithm algorithms[] = {
         CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
-        CollectiveAlgorithm::kBidirectionalRing, CollectiveAlgorithm::kOneShot};
-    call.algorithm = algorithms[rng() % 4];
+        CollectiveAlgorithm::kBidirectionalRing, CollectiveAlgorithm::kOneShot,
+        CollectiveAlgorithm::kHierarchical};
+    call.algorithm = algorithms[rng() % 5];
     if (call.op != Op::kPsum && call.op != Op::kPsumScatter &&
         call.algorithm == CollectiveAlgorithm::kOneShot) {
+      call.algorithm = CollectiveAlgorithm::kAuto;
+    }
+    if ((call.op == Op::kAllToAll || call.op == Op::kPpermute) &&
+        call.algorithm == CollectiveAlgorithm::kHierarchical) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }
     call.delay = rng() % 8 == 0;

@@ -92,12 +92,14 @@ struct ReduceCase {
   ReduceOp op;
   bool in_place;
   int64_t chunk_bytes;
+  int64_t one_shot_max_bytes = CollectiveOptions().one_shot_max_bytes;
   std::string Describe(absl::string_view what,
                        const std::vector<std::string>& axes) const {
     return absl::StrCat(what, " ", ReduceOpName(op), " ", DTypeName(dtype), "[",
                         count, "] ", CollectiveAlgorithmName(algorithm),
                         in_place ? " in place" : "", " chunk ", chunk_bytes,
-                        " over {", absl::StrJoin(axes, ","), "}");
+                        " one_shot_max ", one_shot_max_bytes, " over {",
+                        absl::StrJoin(axes, ","), "}");
   }
 };
 
@@ -105,7 +107,8 @@ std::vector<ReduceCase> ReduceCases() {
   std::vector<ReduceCase> cases;
   const std::vector<CollectiveAlgorithm> algorithms = {
       CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-      CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kAuto};
+      CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
+      CollectiveAlgorithm::kAuto};
   std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
                                DType::kF16, DType::kI32, DType::kI64};
   std::vector<int64_t> counts = {1, 13, 1003, 40009};
@@ -150,6 +153,7 @@ absl::Status PsumCase(const ReduceCase& c,
     CollectiveOptions o;
     o.algorithm = c.algorithm;
     o.chunk_bytes = c.chunk_bytes;
+    o.one_shot_max_bytes = c.one_shot_max_bytes;
     const std::string what = absl::StrCat(c.Describe("all_reduce", axes),
                                           " on LOGICAL device ", who.me);
     absl::Status s = all_reduce(c.op, in, out, axes, o);
@@ -182,6 +186,7 @@ absl::Status ReduceScatterCase(const ReduceCase& c,
     CollectiveOptions o;
     o.algorithm = c.algorithm;
     o.chunk_bytes = c.chunk_bytes;
+    o.one_shot_max_bytes = c.one_shot_max_bytes;
     const std::string what = absl::StrCat(c.Describe("reduce_scatter", axes),
                                           " on LOGICAL device ", who.me);
     absl::Status s = reduce_scatter(c.op, in, out, axes, o);
@@ -198,6 +203,30 @@ void RunOnMesh(Runtime& rt, const Mesh& mesh,
                const std::function<absl::Status()>& fn) {
   absl::Status s = rt.Run(mesh, fn);
   EXPECT_TRUE(s.ok()) << "mesh " << mesh.ToString() << ": " << s;
+}
+
+// kHierarchical's exchange between hosts as a ring (parts above the one-shot
+// size and the ring's scratch bound), many pieces per part.
+TEST(Collectives, HierarchicalLaneRing) {
+  std::vector<ReduceCase> cases;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kI64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMean}) {
+      for (int64_t count : {int64_t{1003}, int64_t{40009}}) {
+        cases.push_back({CollectiveAlgorithm::kHierarchical, t, count, op,
+                         count == 1003, 256, 0});
+      }
+    }
+  }
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (const ReduceCase& c : cases) {
+        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      }
+      return absl::OkStatus();
+    });
+  });
 }
 
 TEST(Collectives, AllReduce) {
@@ -266,7 +295,7 @@ TEST(Collectives, AllGather) {
     RunOnMesh(rt, *mesh, [&]() -> absl::Status {
       for (CollectiveAlgorithm a :
            {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-            CollectiveAlgorithm::kAuto}) {
+            CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kAuto}) {
         for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
                         DType::kF16, DType::kI32, DType::kI64}) {
           for (int64_t count :
@@ -422,7 +451,8 @@ TEST(Collectives, MeshAxes) {
       for (const auto& axes : axes_list) {
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
                                       CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot}) {
+                                      CollectiveAlgorithm::kOneShot,
+                                      CollectiveAlgorithm::kHierarchical}) {
           for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
             for (int64_t count : {int64_t{5}, int64_t{4099}}) {
               const ReduceCase c{a, t, count, ReduceOp::kSum, false, 1024};
@@ -466,7 +496,7 @@ TEST(Collectives, BackToBack) {
         for (int64_t i = 0; i < count; ++i) {
           buf.data_as<float>()[i] = static_cast<float>(who.me + iter + i % 5);
         }
-        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 3);
+        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 4);
         MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
         const int n = who.n();
         const double base = n * (n - 1) / 2.0;
@@ -477,6 +507,30 @@ TEST(Collectives, BackToBack) {
       return absl::OkStatus();
     });
   });
+}
+
+// kAuto picks kHierarchical above the one-shot size on groups spread evenly
+// over hosts; a request for it on one host (or uneven hosts) runs the flat
+// ring.
+TEST(Collectives, ChooseHierarchical) {
+  CollectiveOptions o;
+  const int64_t big = o.one_shot_max_bytes + 1;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 2),
+            CollectiveAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(o.one_shot_max_bytes, 4, o, "psum", 2),
+            CollectiveAlgorithm::kOneShot);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 1),
+            CollectiveAlgorithm::kBidirectionalRing);
+  o.algorithm = CollectiveAlgorithm::kHierarchical;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(1, 4, o, "psum", 2),
+            CollectiveAlgorithm::kHierarchical);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 2, o, "psum", 1),
+            CollectiveAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 3, o, "psum", 1),
+            CollectiveAlgorithm::kBidirectionalRing);
+  o.algorithm = CollectiveAlgorithm::kRing;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 2),
+            CollectiveAlgorithm::kRing);
 }
 
 // Under mpirun with one device per process: the MPI library's own collectives
@@ -511,9 +565,11 @@ TEST(Collectives, AgainstMpi) {
         for (float& v : in) v = dist(gen);
         MPI_Allreduce(in.data(), want.data(), static_cast<int>(count),
                       MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
-                                      CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot}) {
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kBidirectionalRing,
+              CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
+              CollectiveAlgorithm::kAuto}) {
           std::copy(in.begin(), in.end(), buf.data_as<float>());
           CollectiveOptions o;
           o.algorithm = a;
@@ -551,11 +607,21 @@ TEST(Collectives, AgainstMpi) {
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef gref,
             ArrayRef::FromPointer(gin.data(), DType::kF64, shape));
-        MESHDMA_RETURN_IF_ERROR(all_gather(gref, gout, {"x"}, /*tiled=*/true));
-        MESHDMA_RETURN_IF_ERROR(
-            CheckArray("all_gather f64 vs MPI_Allgather", gout, [&](int64_t i) {
-              return gall[rank_of[i / count] * count + i % count];
-            }));
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kHierarchical}) {
+          CollectiveOptions o;
+          o.algorithm = a;
+          std::fill_n(gout.data_as<double>(), n * count, -1.0);
+          MESHDMA_RETURN_IF_ERROR(
+              all_gather(gref, gout, {"x"}, /*tiled=*/true, o));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("all_gather f64 ", CollectiveAlgorithmName(a),
+                           " vs MPI_Allgather"),
+              gout, [&](int64_t i) {
+                return gall[rank_of[i / count] * count + i % count];
+              }));
+        }
         // psum_scatter of i64 vs MPI_Reduce_scatter_block (n divides n*count).
         std::vector<int64_t> rin(n * count), rwant(count);
         for (int64_t i = 0; i < n * count; ++i) {
@@ -566,15 +632,24 @@ TEST(Collectives, AgainstMpi) {
         std::copy(rin.begin(), rin.end(), rbuf.data_as<int64_t>());
         MESHDMA_ASSIGN_OR_RETURN(ArrayRef rout,
                                  AllocateSymmetric(DType::kI64, {count}));
-        MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}));
         // MPI scatters block q to rank q; meshdma to group position q.
         MPI_Reduce_scatter_block(rin.data(), rwant.data(),
                                  static_cast<int>(count), MPI_INT64_T, MPI_SUM,
                                  MPI_COMM_WORLD);
-        if (who.pos == launch.rank()) {
-          MESHDMA_RETURN_IF_ERROR(CheckArray(
-              "psum_scatter i64 vs MPI_Reduce_scatter_block", rout,
-              [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kHierarchical}) {
+          CollectiveOptions o;
+          o.algorithm = a;
+          o.chunk_bytes = 4096;
+          MESHDMA_RETURN_IF_ERROR(psum_scatter(rbuf, rout, {"x"}, o));
+          if (who.pos == launch.rank()) {
+            MESHDMA_RETURN_IF_ERROR(CheckArray(
+                absl::StrCat("psum_scatter i64 ", CollectiveAlgorithmName(a),
+                             " vs MPI_Reduce_scatter_block"),
+                rout,
+                [&](int64_t i) { return static_cast<double>(rwant[i]); }));
+          }
         }
         // all_to_all of u8 vs MPI_Alltoall, when group order is rank order.
         std::vector<uint8_t> ain(n * count), aout(n * count);

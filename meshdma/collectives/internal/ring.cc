@@ -24,14 +24,27 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const std::vector<int64_t>& blocks,
                            AllGatherState& lanes, bool step0_sent) {
   const int n = g.size();
+  std::vector<int64_t> lens(n);
+  for (int i = 0; i < n; ++i) lens[i] = blocks[i + 1] - blocks[i];
+  return RingAllGather(g, own, output,
+                       std::span<const int64_t>(blocks.data(), n), lens, lanes,
+                       step0_sent);
+}
+
+absl::Status RingAllGather(const Group& g, const ArrayRef& own,
+                           const ArrayRef& output,
+                           std::span<const int64_t> begins,
+                           std::span<const int64_t> lens, AllGatherState& lanes,
+                           bool step0_sent) {
+  const int n = g.size();
   const int r = g.index;
   const int L = static_cast<int>(lanes.size());
   if (n == 1) return absl::OkStatus();
   // Lane l's part of block s (a ring position), as [begin, begin + len) of
   // `output`.
   auto part = [&](int s, int l, int64_t* begin, int64_t* len) {
-    const int64_t bb = blocks[s];
-    const int64_t bl = blocks[s + 1] - bb;
+    const int64_t bb = begins[s];
+    const int64_t bl = lens[s];
     *begin = bb + PartBegin(bl, L, l);
     *len = bb + PartBegin(bl, L, l + 1) - *begin;
   };
@@ -56,7 +69,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
       part(g.PositionAt(-d * k), l, &b, &len);
       if (len == 0) continue;
       const ArrayRef src =
-          k == 0 ? Range(own, b - blocks[r], len) : Range(output, b, len);
+          k == 0 ? Range(own, b - begins[r], len) : Range(output, b, len);
       lane.sends.push_back(RemoteCopy(src, Range(output, b, len), lane.send_sem,
                                       lane.recv_sems[k], g.Peer(d)));
       MESHDMA_RETURN_IF_ERROR(lane.sends.back().start());

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,6 +57,14 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const ArrayRef& output,
                            const std::vector<int64_t>& blocks,
                            AllGatherState& state, bool step0_sent = false);
+// The same with blocks anywhere in `output`: member i owns [begins[i],
+// begins[i] + lens[i]) (disjoint ranges, in any order); `own` holds lens[r]
+// elements.
+absl::Status RingAllGather(const Group& g, const ArrayRef& own,
+                           const ArrayRef& output,
+                           std::span<const int64_t> begins,
+                           std::span<const int64_t> lens, AllGatherState& state,
+                           bool step0_sent = false);
 
 // How a ring reduce-scatter cuts `count` elements: n segments
 // ([count*s/n, count*(s+1)/n)), one part per lane in each, and each part into
@@ -165,6 +174,16 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                int64_t chunk_bytes, int num_buffers,
                                AllGatherState* gather = nullptr);
 
+// Ring all-reduce of the 1-D `input` into the 1-D symmetric `output` (which
+// may alias it), n >= 2 members, `num_lanes` ring directions:
+//   phase 1: `RingReduceScatter` leaves the total of segment r in `output`,
+//            each finished piece already pushed on (step 0 of phase 2);
+//   phase 2: `RingAllGather` of the totals straight into every `output`.
+template <typename T>
+absl::Status RingAllReduce(const Group& g, ReduceOp op, const ArrayRef& input,
+                           const ArrayRef& output, int num_lanes,
+                           int64_t chunk_bytes, int num_buffers);
+
 // ---------------------------------------------------------------------------
 // Implementation.
 
@@ -258,6 +277,25 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
     MESHDMA_RETURN_IF_ERROR(lane.Drain());
   }
   return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status RingAllReduce(const Group& g, ReduceOp op, const ArrayRef& input,
+                           const ArrayRef& output, int num_lanes,
+                           int64_t chunk_bytes, int num_buffers) {
+  const int n = g.size();
+  const int64_t count = input.num_elements();
+  std::vector<int64_t> segments(n + 1);
+  for (int i = 0; i <= n; ++i) segments[i] = PartBegin(count, n, i);
+  const ArrayRef mine = Range(output, segments[g.index],
+                              segments[g.index + 1] - segments[g.index]);
+  MESHDMA_ASSIGN_OR_RETURN(AllGatherState gather,
+                           AllocateAllGather(g, num_lanes));
+  MESHDMA_RETURN_IF_ERROR(RingReduceScatter<T>(g, op, input, &output, mine,
+                                               num_lanes, chunk_bytes,
+                                               num_buffers, &gather));
+  return RingAllGather(g, mine, output, segments, gather,
+                       /*step0_sent=*/true);
 }
 
 }  // namespace meshdma::collectives_internal

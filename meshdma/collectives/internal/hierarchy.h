@@ -1,0 +1,241 @@
+// Hierarchical collectives for groups that span hosts
+// (`CollectiveAlgorithm::kHierarchical`). They are compositions of the ring
+// phases of ring.h over two kinds of sub-groups of the call's group:
+//   - the caller's host: the group's members on its host, in group order
+//     (shared memory, or threads);
+//   - the caller's lane: the members with the caller's local index on every
+//     host (the inter-host transport), hosts in the order of their first
+//     member in the group.
+// Each lane moves 1/m of the data across hosts (m members per host) and the
+// m lanes of a host run in parallel. All run inside the collective's kernel
+// (after its entry barrier and neighbour check over the whole group).
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/reduce.h"
+#include "meshdma/collectives/internal/ring.h"
+#include "meshdma/collectives/options.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma::collectives_internal {
+
+// Where a group's members sit, by host, as seen from one member.
+struct HostLayout {
+  int num_hosts = 1;  // Hosts holding members of the group.
+  int per_host = 0;   // Members on each host; 0 when hosts hold different
+                      // numbers.
+  // positions[h][i]: the group position of local index i on host h.
+  std::vector<std::vector<int>> positions;
+  int host = 0;   // The caller's host, an index into `positions`.
+  int local = 0;  // The caller's local index on it.
+
+  // Whether kHierarchical applies: several hosts, the same count on each.
+  bool Applies() const { return num_hosts > 1 && per_host > 0; }
+  // The hosts kHierarchical would span, or 1 where it does not apply.
+  int EvenHosts() const { return Applies() ? num_hosts : 1; }
+  // The caller's host (`per_host` members) and lane (`num_hosts` members)
+  // as groups; only where `Applies()`.
+  Group Host(const Group& g) const;
+  Group Lane(const Group& g) const;
+};
+
+// The layout of `g` from the launch's host of each member.
+absl::StatusOr<HostLayout> HostLayoutOf(const Group& g);
+
+// The hosts kHierarchical would span for a call of `bytes` with `options`
+// (filling `layout`), or 1 where it does not apply or kAuto would not choose
+// it (no layout is computed for kAuto's small messages).
+absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
+                                 const CollectiveOptions& options,
+                                 HostLayout* layout);
+
+// Ring directions for a sub-ring of `n` members (as kAuto's flat choice).
+inline int LanesFor(int n) { return n <= 2 ? 1 : 2; }
+
+// x[i] /= n for a mean over n devices (in Acc<T>; integers truncate).
+template <typename T>
+void DivideArray(T* x, int64_t len, int n) {
+  using A = Acc<T>;
+  const A div = static_cast<A>(n);
+  for (int64_t i = 0; i < len; ++i) {
+    x[i] = Cast<T>(static_cast<A>(Cast<A>(x[i]) / div));
+  }
+}
+
+// One-shot all-reduce in place of `part` (1-D, symmetric: at the same heap
+// offset on every member) over `lane`, for step 2 of the all-reduce below:
+//   step 1: push `part` into row r of every peer's scratch [n, len] (one DMA
+//           per peer, all on one send and one receive semaphore);
+//   step 2: wait until n-1 rows have arrived and my pushes have been read;
+//   step 3: reduce the rows into `part` in lane order (mine stands for row
+//           r), so that every member gets the same bits.
+// On two hosts this moves the ring's bytes in one round instead of two.
+template <typename T>
+absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
+  const int n = lane.size();
+  const int64_t len = part.num_elements();
+  const int64_t row_bytes = len * static_cast<int64_t>(sizeof(T));
+  if (len == 0) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                           AllocateSymmetric(kDTypeOf<T>, {n * len}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray sems,
+      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "lane one-shot"));
+  const Semaphore send_sem = sems[0], recv_sem = sems[1];
+  // Step 1.
+  const ArrayRef my_row = Range(scratch, lane.index * len, len);
+  for (int j = 1; j < n; ++j) {
+    MESHDMA_RETURN_IF_ERROR(
+        RemoteCopy(part, my_row, send_sem, recv_sem, lane.Peer(j)).start());
+  }
+  // Step 2: one wait for all rows, one for all sends (the counts add up).
+  const ArrayRef rows = Range(scratch, 0, (n - 1) * len);
+  AsyncCopyDescriptor all =
+      RemoteCopy(rows, rows, send_sem, recv_sem, lane.Peer(1));
+  MESHDMA_RETURN_IF_ERROR(all.wait_recv());
+  MESHDMA_RETURN_IF_ERROR(all.wait_send());
+  // Step 3.
+  ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes, 0,
+                part.data_as<T>(), len);
+  return absl::OkStatus();
+}
+
+// Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
+// `output` (which may alias it) over `g`; H hosts of m members each, caller
+// at local index i, part i = [count*i/m, count*(i+1)/m):
+//   step 1: reduce-scatter over my host: part i of `output` holds my host's
+//           reduction of part i (skipped when m == 1);
+//   step 2: all-reduce part i of `output` in place over my lane: every host
+//           now holds the total of part i at its local index i (one-shot for
+//           parts up to `one_shot_max_bytes`, and on two hosts for parts
+//           whose scratch stays within the ring's bound, 4 x num_buffers x
+//           chunk_bytes; else a ring);
+//   step 3: kMean: divide part i by n (steps 1 and 2 sum);
+//   step 4: all-gather the parts over my host.
+// The host-ring state (steps 1 and 4) is allocated before step 2's, whose
+// sizes follow part i: the heap stays symmetric within each sub-group.
+// 16-bit floats are rounded to T between the steps.
+template <typename T>
+absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
+                                   ReduceOp op, const ArrayRef& input,
+                                   const ArrayRef& output,
+                                   const CollectiveOptions& options) {
+  const Group host = layout.Host(g);
+  const Group lane = layout.Lane(g);
+  const int m = host.size();
+  const int64_t count = input.num_elements();
+  const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  std::vector<int64_t> parts(m + 1);
+  for (int i = 0; i <= m; ++i) parts[i] = PartBegin(count, m, i);
+  const int64_t begin = parts[host.index];
+  const ArrayRef mine = Range(output, begin, parts[host.index + 1] - begin);
+  // Step 1.
+  AllGatherState gather;
+  if (m > 1) {
+    MESHDMA_ASSIGN_OR_RETURN(gather, AllocateAllGather(host, LanesFor(m)));
+    MESHDMA_RETURN_IF_ERROR(
+        RingReduceScatter<T>(host, combine, input, &output, mine, LanesFor(m),
+                             options.chunk_bytes, options.num_buffers));
+  } else if (input.data() != output.data()) {
+    std::memmove(output.data(), input.data(), input.size_bytes());
+  }
+  // Step 2.
+  const int64_t ring_scratch = 4 * options.num_buffers * options.chunk_bytes;
+  if (mine.size_bytes() <= options.one_shot_max_bytes ||
+      (lane.size() == 2 && mine.size_bytes() <= ring_scratch)) {
+    MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, mine));
+  } else {
+    MESHDMA_RETURN_IF_ERROR(
+        RingAllReduce<T>(lane, combine, mine, mine, LanesFor(lane.size()),
+                         options.chunk_bytes, options.num_buffers));
+  }
+  // Step 3.
+  if (op == ReduceOp::kMean) {
+    DivideArray(mine.data_as<T>(), mine.num_elements(), g.size());
+  }
+  // Step 4.
+  if (m == 1) return absl::OkStatus();
+  return RingAllGather(host, mine, output, parts, gather);
+}
+
+// Hierarchical reduce-scatter of the 1-D `input` (count elements) over `g`:
+// group position p gets segment p = ScatterSegment(count, n, p) of the
+// reduction in `output`. Segments are padded to S = ceil(count / n) so that
+// both rings cut exactly at segment bounds; with the caller at (host h,
+// local index i):
+//   step 1: pack my input into symmetric scratch, local-index-major: block
+//           (j, k) at (j*H + k)*S holds segment positions[k][j] (zero
+//           padded);
+//   step 2: reduce-scatter the scratch over my host: blocks (i, *) hold my
+//           host's reduction (skipped when m == 1);
+//   step 3: reduce-scatter blocks (i, *) over my lane: block (i, h), my
+//           segment, holds the total;
+//   step 4: copy my segment to `output` (divided by n for kMean).
+template <typename T>
+absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
+                                       ReduceOp op, const ArrayRef& input,
+                                       const ArrayRef& output,
+                                       const CollectiveOptions& options) {
+  const Group host = layout.Host(g);
+  const Group lane = layout.Lane(g);
+  const int n = g.size(), m = host.size(), hosts = lane.size();
+  const int64_t count = input.num_elements();
+  const int64_t seg = (count + n - 1) / n;
+  const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  // Step 1.
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef packed,
+                           AllocateSymmetric(kDTypeOf<T>, {n * seg}));
+  const T* in = input.data_as<const T>();
+  T* pk = packed.data_as<T>();
+  for (int j = 0; j < m; ++j) {
+    for (int k = 0; k < hosts; ++k) {
+      const int64_t b = PartBegin(count, n, layout.positions[k][j]);
+      const int64_t len = PartBegin(count, n, layout.positions[k][j] + 1) - b;
+      T* block = pk + (int64_t{j} * hosts + k) * seg;
+      std::memcpy(block, in + b, len * sizeof(T));
+      std::fill(block + len, block + seg, T{});
+    }
+  }
+  // Step 2.
+  const ArrayRef row = Range(packed, host.index * hosts * seg, hosts * seg);
+  if (m > 1) {
+    MESHDMA_RETURN_IF_ERROR(
+        RingReduceScatter<T>(host, combine, packed, nullptr, row, LanesFor(m),
+                             options.chunk_bytes, options.num_buffers));
+  }
+  // Step 3.
+  const ArrayRef total = Range(row, lane.index * seg, seg);
+  MESHDMA_RETURN_IF_ERROR(
+      RingReduceScatter<T>(lane, combine, row, nullptr, total, LanesFor(hosts),
+                           options.chunk_bytes, options.num_buffers));
+  // Step 4.
+  T* out = output.data_as<T>();
+  std::memmove(out, total.data(), output.size_bytes());
+  if (op == ReduceOp::kMean) DivideArray(out, output.num_elements(), n);
+  return absl::OkStatus();
+}
+
+// Hierarchical all-gather over `g` of `own` (count elements) into the 1-D
+// symmetric `output`, where group position p's block is [p*count,
+// (p+1)*count); with the caller at (host h, local index i):
+//   step 1: copy my block into place, unless `own` already is it;
+//   step 2: all-gather over my lane: blocks positions[*][i] arrive;
+//   step 3: for each host k, all-gather over my host the blocks
+//           positions[k][*] (one ring per host, the same on every host).
+// Every ring's state is allocated before the first step.
+absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
+                                   const ArrayRef& own, const ArrayRef& output);
+
+}  // namespace meshdma::collectives_internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
