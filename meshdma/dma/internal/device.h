@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/internal/allocation_log.h"
 #include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/dma/semaphore.h"
@@ -26,10 +27,13 @@ namespace meshdma::dma_internal {
 class RuntimeImpl;
 
 // Heap layout: reserved semaphores first, then the user's allocations.
-inline constexpr int kMaxBarrierRounds = 32;  // Dissemination rounds.
+// Device-barrier cells: two sets (alternate barriers) of one cell per
+// dissemination round, so a cell holds at most one signal at a time.
+inline constexpr int kMaxBarrierRounds = 16;
+inline constexpr int kBarrierCells = 2 * kMaxBarrierRounds;
 inline constexpr int64_t kBarrierCellsOffset = 0;
 inline constexpr int64_t kCollectiveCellsOffset =
-    kBarrierCellsOffset + kMaxBarrierRounds * kSemaphoreBytes;
+    kBarrierCellsOffset + kBarrierCells * kSemaphoreBytes;
 inline constexpr int64_t kReservedHeapBytes =
     kCollectiveCellsOffset + 64 * kSemaphoreBytes;
 
@@ -94,7 +98,12 @@ class Device {
                       std::optional<int> target_global);
   absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
   absl::StatusOr<int64_t> Read(Semaphore sem);
+  // The device barrier over the current mesh. Its signals also carry the
+  // devices' symmetric allocation hashes: when they differ, every device
+  // completes the barrier and fails with an error naming the first
+  // allocation that differs (docs/semantics.md §1).
   absl::Status Barrier();
+  const AllocationLog& allocations() const { return allocations_; }
 
   // Called by transports when `op`'s source has been read (and, on direct
   // paths, its destination written and `op->recv_cell` is to be signalled).
@@ -141,6 +150,8 @@ class Device {
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
                             Semaphore sem, int64_t since_ns);
+  // The error of a barrier that found differing allocation hashes.
+  absl::Status AllocationMismatch(const Mesh& mesh) const;
   // Waits until no DMA started at scope depth >= `min_depth` is in flight.
   absl::Status DrainInflight(int min_depth);
 
@@ -156,7 +167,8 @@ class Device {
   std::vector<std::function<absl::Status()>> run_exit_;
   const Mesh* mesh_ = nullptr;
   int logical_id_ = -1;
-  int64_t barrier_epoch_ = 0;
+  int64_t barrier_epoch_ = 0;  // Barriers in this Run (picks the cell set).
+  AllocationLog allocations_;
   // True while `Barrier` runs: only then are device-barrier cells accepted.
   bool in_device_barrier_ = false;
 
