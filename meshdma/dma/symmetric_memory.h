@@ -42,6 +42,16 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(
   return AllocateSymmetric(kDTypeOf<T>, shape);
 }
 
+// Raises this device's heap top to `offset` when it is below it, so that the
+// next allocation starts there: for collectives whose members' outputs
+// differ in size by design (the blocks of an uneven all_to_all), with
+// `offset` the end of the largest member's output, so that what every
+// member allocates next lands at the same offset again. The gap belongs to
+// the innermost scope and is not an allocation: the allocation check of
+// docs/semantics.md §1 does not count it. ResourceExhausted when the heap
+// cannot hold it.
+absl::Status PadSymmetricHeapTo(int64_t offset);
+
 // Semaphores start at 0. `name` appears in diagnostics.
 absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
                                             absl::string_view name = "");

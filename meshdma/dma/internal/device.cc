@@ -225,6 +225,30 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   return ArrayRef::Symmetric(heap_base_ + offset, offset, dtype, shape);
 }
 
+absl::Status Device::PadHeapTo(int64_t offset) {
+  if (scopes_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PadSymmetricHeapTo on ", Name(), ": no open scope"));
+  }
+  const int64_t aligned =
+      offset > heap_bytes_ ? offset : (offset + 63) & ~int64_t{63};
+  if (aligned <= heap_top_) return absl::OkStatus();
+  if (aligned > persistent_bottom_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "symmetric heap of ", Name(), " exhausted: padding to heap offset ",
+        offset, " needs ", aligned - heap_top_, " bytes, ",
+        persistent_bottom_ - heap_top_, " of ", heap_bytes_,
+        " bytes left (raise RuntimeOptions::heap_bytes or "
+        "MESHDMA_HEAP_BYTES)"));
+  }
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, heap_top_, aligned - heap_top_,
+                   scopes_.back().kernel_name);
+  }
+  heap_top_ = aligned;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
                                                    int count,
                                                    absl::string_view name) {

@@ -65,6 +65,9 @@ class Device {
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
                                              absl::string_view name);
   int64_t bytes_free() const { return persistent_bottom_ - heap_top_; }
+  // `PadSymmetricHeapTo`: raises the heap top to `offset` (rounded up to 64)
+  // when it is lower; no record in the allocation log.
+  absl::Status PadHeapTo(int64_t offset);
   void PushScope(std::string kernel_name, std::optional<int> collective_id);
   // Checks the exit contract of the innermost scope, drains this device's
   // DMAs and frees the scope. Returns the contract violation, if any.
