@@ -4,7 +4,8 @@
 // the innermost open scope: a kernel (`RunKernel`, `pallas_call`), a
 // `run_scoped` region, or the `Runtime::Run` call; they are freed when it
 // closes. Exhaustion is ResourceExhausted naming the request, the device and
-// the bytes left.
+// the bytes left. Device barriers check that every device's allocations
+// landed at the same offsets (an error naming the first that differs).
 #ifndef MESHDMA_DMA_SYMMETRIC_MEMORY_H_
 #define MESHDMA_DMA_SYMMETRIC_MEMORY_H_
 

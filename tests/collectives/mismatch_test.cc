@@ -155,14 +155,13 @@ absl::Status UnevenAllToAll(int split_axis, int concat_axis) {
     for (int64_t i = 0; i < len; ++i) {
       for (int64_t c = 0; c < cols; ++c) {
         // Output position of (src, i, c): concatenated along `concat_axis`.
-        const int64_t at = concat_axis == 0
-                               ? (src * len + i) * cols + c
-                               : i * (n * cols) + src * cols + c;
+        const int64_t at = concat_axis == 0 ? (src * len + i) * cols + c
+                                            : i * (n * cols) + src * cols + c;
         const float want = AllToAllInput(src, b + i, c);
         if (out.data_as<float>()[at] != want) {
-          return absl::InternalError(absl::StrCat(
-              "device ", me, ": out[", at, "] is ", out.data_as<float>()[at],
-              ", want ", want));
+          return absl::InternalError(
+              absl::StrCat("device ", me, ": out[", at, "] is ",
+                           out.data_as<float>()[at], ", want ", want));
         }
       }
     }
@@ -204,8 +203,7 @@ absl::Status UnevenPsumScatter(CollectiveAlgorithm algorithm) {
   MESHDMA_RETURN_IF_ERROR(psum_scatter(in, out, {"x"}, o));
   for (int64_t i = 0; i < len; ++i) {
     // sum over members m of (begin + i + m).
-    const float want =
-        static_cast<float>(n * (begin + i) + n * (n - 1) / 2);
+    const float want = static_cast<float>(n * (begin + i) + n * (n - 1) / 2);
     if (out.data_as<float>()[i] != want) {
       return absl::InternalError(absl::StrCat("device ", me, ": out[", i,
                                               "] is ", out.data_as<float>()[i],
@@ -249,8 +247,8 @@ TEST(UnevenOutputs, DifferentInputCountsAreAnError) {
         const int64_t count = me == 0 ? 64 * n : 64 * n + 1;
         MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({count}));
         MESHDMA_ASSIGN_OR_RETURN(
-            auto out, AllocateSymmetric<float>(
-                          {ScatterSegment(count, n, me).second}));
+            auto out,
+            AllocateSymmetric<float>({ScatterSegment(count, n, me).second}));
         CollectiveOptions o;
         o.algorithm = CollectiveAlgorithm::kRing;
         return psum_scatter(in, out, {"x"}, o);

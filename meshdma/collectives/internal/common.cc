@@ -89,8 +89,7 @@ absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
                    "directly, so allocate it with AllocateSymmetric"));
 }
 
-absl::Status PadToLargestOutput(const ArrayRef& output,
-                                int64_t largest_bytes) {
+absl::Status PadToLargestOutput(const ArrayRef& output, int64_t largest_bytes) {
   if (!output.is_symmetric()) return absl::OkStatus();
   return PadSymmetricHeapTo(output.heap_offset() + largest_bytes);
 }

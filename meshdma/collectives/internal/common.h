@@ -85,8 +85,8 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
 // previous device's and fails, naming both calls, when it differs. Call the
 // second before waiting for any data a mismatched peer might never send.
 absl::Status SendSignature(const Group& group, int64_t signature);
-absl::Status ReceiveSignature(absl::string_view collective,
-                              const Group& group, int64_t signature);
+absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
+                              int64_t signature);
 
 // The 62-bit value `CheckRingNeighbour` exchanges, for collectives that
 // carry it with their data instead (one round less), and the error when a

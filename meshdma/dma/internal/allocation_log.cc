@@ -8,9 +8,8 @@
 namespace meshdma::dma_internal {
 
 std::string AllocationRecord::ToString() const {
-  const std::string where =
-      absl::StrCat(persistent ? " (persistent)" : "", " at heap offset ",
-                   offset);
+  const std::string where = absl::StrCat(persistent ? " (persistent)" : "",
+                                         " at heap offset ", offset);
   if (semaphores.has_value()) {
     return absl::StrCat(semaphore_count, " ", SemaphoreTypeName(*semaphores),
                         semaphore_count == 1 ? " semaphore" : " semaphores",
@@ -45,8 +44,7 @@ void AllocationLog::Mix(uint64_t v) {
 }
 
 void AllocationLog::NoteArray(int64_t offset, int64_t bytes, DType dtype,
-                              std::span<const int64_t> shape,
-                              bool persistent) {
+                              std::span<const int64_t> shape, bool persistent) {
   // Only the offset (and below, a semaphore array's type) enters the hash:
   // an allocation of another shape at the same offset is harmless until it
   // shifts the next one.
@@ -72,8 +70,7 @@ void AllocationLog::MarkSemaphores(SemaphoreType type, int count) {
   Mix((static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(type));
   std::lock_guard<std::mutex> lock(mu_);
   if (kept_.empty()) return;
-  AllocationRecord& last =
-      kept_[(next_ + kept_.size() - 1) % kept_.size()];
+  AllocationRecord& last = kept_[(next_ + kept_.size() - 1) % kept_.size()];
   last.semaphores = type;
   last.semaphore_count = count;
 }
@@ -104,9 +101,9 @@ std::string AllocationLog::DescribeDifference(
     std::span<const AllocationRecord> mine, int64_t mine_count,
     const std::string& mine_name, std::span<const AllocationRecord> theirs,
     int64_t theirs_count, const std::string& theirs_name) {
-  const int64_t first = std::max(mine.empty() ? mine_count : mine[0].index,
-                                 theirs.empty() ? theirs_count
-                                                : theirs[0].index);
+  const int64_t first =
+      std::max(mine.empty() ? mine_count : mine[0].index,
+               theirs.empty() ? theirs_count : theirs[0].index);
   const int64_t last = std::max(mine_count, theirs_count);
   auto describe = [](const AllocationRecord* r) {
     return r == nullptr ? std::string("nothing") : r->ToString();

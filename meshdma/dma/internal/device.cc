@@ -853,9 +853,9 @@ std::string Device::SemaphoreName(Semaphore sem) const {
   for (const Scope& scope : scopes_) find_in(scope.semaphores);
   find_in(persistent_semaphores_);
   if (off >= kBarrierCellsOffset && off < kCollectiveCellsOffset) {
-    name = absl::StrCat("'device barrier round ",
-                        (off - kBarrierCellsOffset) / kSemaphoreBytes / 2,
-                        "' ");
+    name =
+        absl::StrCat("'device barrier round ",
+                     (off - kBarrierCellsOffset) / kSemaphoreBytes / 2, "' ");
   } else if (off >= kCollectiveCellsOffset && off < kReservedHeapBytes) {
     name = absl::StrCat("'collective id ",
                         (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
@@ -909,13 +909,11 @@ absl::Status Device::Barrier() {
     ~Leave() { flag = false; }
   } leave{in_device_barrier_};
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
-    const Semaphore sem(
-        kBarrierCellsOffset + (2 * k + set) * kSemaphoreBytes,
-        SemaphoreType::kBarrier);
+    const Semaphore sem(kBarrierCellsOffset + (2 * k + set) * kSemaphoreBytes,
+                        SemaphoreType::kBarrier);
     MESHDMA_ASSIGN_OR_RETURN(int peer,
                              mesh->GlobalDevice((logical_id_ + dist) % n));
-    const int64_t carried =
-        static_cast<int64_t>((lo << kFingerprintBits) | hi);
+    const int64_t carried = static_cast<int64_t>((lo << kFingerprintBits) | hi);
     MESHDMA_RETURN_IF_ERROR(Signal(sem, 1 + carried, peer));
     // The signal arrives as one atomic add: wait for any of it, then take
     // the rest.
@@ -951,8 +949,8 @@ absl::Status Device::AllocationMismatch(const Mesh& mesh) const {
     std::vector<std::string> latest;
     for (size_t i = mine.size() > 4 ? mine.size() - 4 : 0; i < mine.size();
          ++i) {
-      latest.push_back(
-          absl::StrCat("allocation #", mine[i].index, " is ", mine[i].ToString()));
+      latest.push_back(absl::StrCat("allocation #", mine[i].index, " is ",
+                                    mine[i].ToString()));
     }
     detail = absl::StrCat(
         "a device of another process made a different sequence; ", Name(),
