@@ -887,12 +887,24 @@ uint64_t Fingerprint(uint64_t hash) {
 
 absl::Status Device::Barrier() {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
-  const int n = mesh->size();
-  if (n > (1 << kMaxBarrierRounds)) {
+  if (mesh->size() > (1 << kMaxBarrierRounds)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("device barrier on ", Name(), ": mesh of ", n,
+        absl::StrCat("device barrier on ", Name(), ": mesh of ", mesh->size(),
                      " devices exceeds 2^", kMaxBarrierRounds));
   }
+  uint64_t lo = Fingerprint(allocations_.hash()), hi = lo;
+  MESHDMA_RETURN_IF_ERROR(Disseminate(*mesh, &lo, &hi));
+  if (lo == hi) return absl::OkStatus();
+  // Every device has seen the mismatch, but some may still wait for the
+  // signals that tell them. One more barrier before failing, so that this
+  // failure aborts no device before it knows; an abort during it (another
+  // device failing after it) changes nothing.
+  Disseminate(*mesh, &lo, &hi).IgnoreError();
+  return AllocationMismatch(*mesh);
+}
+
+absl::Status Device::Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi) {
+  const int n = mesh.size();
   // Dissemination: in round k signal device (me + 2^k) mod n, wait for the
   // signal of device (me - 2^k) mod n. A partner can run at most one
   // barrier ahead (it cannot leave that one before this device arrives), so
@@ -902,7 +914,6 @@ absl::Status Device::Barrier() {
   // device has seen every fingerprint (min and max are idempotent), so all
   // agree on whether they differ.
   const int set = static_cast<int>(barrier_epoch_++ & 1);
-  uint64_t lo = Fingerprint(allocations_.hash()), hi = lo;
   in_device_barrier_ = true;
   struct Leave {
     bool& flag;
@@ -912,18 +923,18 @@ absl::Status Device::Barrier() {
     const Semaphore sem(kBarrierCellsOffset + (2 * k + set) * kSemaphoreBytes,
                         SemaphoreType::kBarrier);
     MESHDMA_ASSIGN_OR_RETURN(int peer,
-                             mesh->GlobalDevice((logical_id_ + dist) % n));
-    const int64_t carried = static_cast<int64_t>((lo << kFingerprintBits) | hi);
+                             mesh.GlobalDevice((logical_id_ + dist) % n));
+    const int64_t carried =
+        static_cast<int64_t>((*lo << kFingerprintBits) | *hi);
     MESHDMA_RETURN_IF_ERROR(Signal(sem, 1 + carried, peer));
     // The signal arrives as one atomic add: wait for any of it, then take
     // the rest.
     MESHDMA_RETURN_IF_ERROR(Wait(sem, 1, WaitKind::kBarrier));
     MESHDMA_ASSIGN_OR_RETURN(int64_t rest, Read(sem));
     if (rest > 0) MESHDMA_RETURN_IF_ERROR(Wait(sem, rest, WaitKind::kBarrier));
-    lo = std::min(lo, static_cast<uint64_t>(rest) >> kFingerprintBits);
-    hi = std::max(hi, static_cast<uint64_t>(rest) & kFingerprintMask);
+    *lo = std::min(*lo, static_cast<uint64_t>(rest) >> kFingerprintBits);
+    *hi = std::max(*hi, static_cast<uint64_t>(rest) & kFingerprintMask);
   }
-  if (lo != hi) return AllocationMismatch(*mesh);
   return absl::OkStatus();
 }
 

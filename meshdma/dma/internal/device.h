@@ -153,6 +153,9 @@ class Device {
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
                             Semaphore sem, int64_t since_ns);
+  // One dissemination barrier over `mesh` that also folds every device's
+  // (lo, hi) fingerprint range into `*lo`, `*hi`.
+  absl::Status Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi);
   // The error of a barrier that found differing allocation hashes.
   absl::Status AllocationMismatch(const Mesh& mesh) const;
   // Waits until no DMA started at scope depth >= `min_depth` is in flight.
