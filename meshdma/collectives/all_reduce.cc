@@ -84,6 +84,10 @@ using collectives_internal::Group;
 using collectives_internal::Range;
 
 // One-shot all-reduce:
+//   step 0: when checked, signal the call's signature to the next member
+//           (`SendSignature`); after step 1, compare the previous member's
+//           with mine (`ReceiveSignature`), so that a member making another
+//           call (another collective, size or type) is an error at once;
 //   step 1: stage a 64-byte header (the call's signature, see
 //           `CheckRingNeighbour`) followed by my input in one local buffer,
 //           and push it into row r of every peer's scratch [n, 64 + bytes]:
@@ -91,10 +95,9 @@ using collectives_internal::Range;
 //   step 2: wait until n-1 rows have arrived and my pushes have been read;
 //   step 3: compare every peer's header with mine;
 //   step 4: reduce the n rows in group order (my input stands for row r).
-// Carrying the check in the data keeps this to one exchange after the
-// kernel's entry barrier. A peer that disagrees on the size sends another
-// byte count: whichever side gets its bytes first reports the mismatch, and
-// the runtime releases the other side's wait.
+// The signal of step 0 travels while the rows do, so the check costs no
+// extra round trip; the headers of step 3 compare every member, not just the
+// ring neighbours.
 template <typename T>
 absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
@@ -105,6 +108,11 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
   const int64_t row_bytes = header + in.size_bytes();
   if (row_bytes == 0) return absl::OkStatus();
+  // Step 0: the neighbour check's first half, before anything that depends
+  // on the call's size (docs/semantics.md §6).
+  if (check) {
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::SendSignature(g, signature));
+  }
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sems,
       AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
@@ -120,6 +128,12 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
                                 my_row, my_row, send_sem, recv_sem, g.Peer(j))
                                 .start());
+  }
+  // Step 0's second half: a peer making another call may never send the
+  // bytes waited for below.
+  if (check) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::ReceiveSignature(name, g, signature));
   }
   // Step 2: one wait for all rows, one for all sends (the counts add up).
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef rows, scratch.Slice(0, 0, n - 1));

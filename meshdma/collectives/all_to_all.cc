@@ -68,6 +68,20 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   }
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
+  // Members' outputs differ by up to one row of `split_axis`: what follows
+  // must not depend on which.
+  int64_t largest_output = 0;
+  for (int j = 0; j < n; ++j) {
+    int64_t elements = 1;
+    for (int64_t d :
+         AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j)) {
+      elements *= d;
+    }
+    largest_output = std::max(largest_output, elements);
+  }
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
+      output,
+      largest_output * static_cast<int64_t>(DTypeSize(output.dtype()))));
   const int64_t split_size = input.dim(split_axis);
   // Block of `input` bound for position j.
   auto send_block = [&](int j) {

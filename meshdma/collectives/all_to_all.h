@@ -6,7 +6,11 @@
 // receives from positions 0..n-1 along `concat_axis`. So the output of the
 // member at position r has the input's shape except: dimension `split_axis`
 // is the size of block r, and dimension `concat_axis` is n times what it was
-// (times block r's size when the two axes are the same).
+// (times block r's size when the two axes are the same). Each member may
+// allocate exactly its own output shape (`AllToAllOutputShape`): the call
+// pads the heap to the end of the largest member's output, so its own
+// scratch and what the caller allocates next land at the same offset
+// everywhere (docs/semantics.md §1).
 //
 // `output` must be symmetric (peers write their blocks straight into it)
 // unless the group has one device; `input` may be any memory but not

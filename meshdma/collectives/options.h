@@ -59,7 +59,8 @@ struct CollectiveOptions {
   // Before moving data, each device compares the collective, element type,
   // element count and reduction of its ring predecessor with its own (one
   // extra neighbour signal) and fails with both descriptions if they differ,
-  // instead of hanging on a byte count that never arrives.
+  // instead of hanging on a byte count that never arrives. The one-shot
+  // reductions send that signal with their first DMAs (no extra round).
   bool check_peers = true;
 };
 

@@ -21,6 +21,8 @@ namespace {
 using collectives_internal::Group;
 
 // One-shot reduce-scatter:
+//   step 0: as in the one-shot all-reduce, the neighbour check in two
+//           halves around step 1 (a mismatched call fails at once);
 //   step 1: for each member j, stage a 64-byte header (the call's signature,
 //           see `CheckRingNeighbour`) and segment j of my input, and push it
 //           into row r of member j's scratch [n, 64 + largest segment]; one
@@ -29,8 +31,6 @@ using collectives_internal::Group;
 //           pushes have been read (one wait each: the byte counts add up);
 //   step 3: compare every peer's header with mine;
 //   step 4: reduce the rows in group order (my own segment of `in` is row r).
-// As in the one-shot all-reduce, a peer that disagrees on the size sends
-// another byte count; whichever side completes first reports the mismatch.
 template <typename T>
 absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                      const ArrayRef& in, const ArrayRef& out, int64_t signature,
@@ -41,6 +41,11 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   const int64_t elem = static_cast<int64_t>(sizeof(T));
   const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
   const int64_t row = header + (count + n - 1) / n * elem;
+  // Step 0: the neighbour check's first half, before anything that depends
+  // on the call's size (docs/semantics.md §6).
+  if (check) {
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::SendSignature(g, signature));
+  }
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray sems,
       AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
@@ -68,6 +73,12 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
                                 src, dst, send_sem, recv_sem, g.members[pos])
                                 .start());
     out_bytes += bytes;
+  }
+  // Step 0's second half: a peer making another call may never send the
+  // bytes waited for below.
+  if (check) {
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::ReceiveSignature(name, g, signature));
   }
   // Step 2 (wait-only descriptors of the total byte counts).
   const ArrayRef all_in =
@@ -121,6 +132,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                      ", ", my_begin + my_len, ") of input ", input.ToString(),
                      " split ", n, " ways)"));
   }
+  // Segments differ by up to one element: what follows must not depend on
+  // which this member holds.
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
+      output, (in.num_elements() + n - 1) / n *
+                  static_cast<int64_t>(DTypeSize(in.dtype()))));
   if (options.chunk_bytes < 1 || options.num_buffers < 1) {
     return collectives_internal::CollectiveError(
         name, g,

@@ -4,7 +4,10 @@
 // reduction over the group is split into n segments, [count*i/n,
 // count*(i+1)/n) for the member at position i, and member i receives its
 // segment in `output` (so counts the group size does not divide give
-// segments that differ by one element; `ScatterSegment` says which).
+// segments that differ by one element; `ScatterSegment` says which). Each
+// member may allocate exactly its own segment as `output`: when `output` is
+// symmetric, the call pads the heap to the end of the largest segment, so
+// what follows lands at the same offset everywhere (docs/semantics.md §1).
 // `output` may be any contiguous memory: peers push partial sums into the
 // call's own bounded scratch and only this device writes `output`. Types and
 // algorithms are those of `all_reduce` (collectives/all_reduce.h); in place

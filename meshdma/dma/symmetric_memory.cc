@@ -13,6 +13,12 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(DType dtype,
   return d->Allocate(dtype, shape);
 }
 
+absl::Status PadSymmetricHeapTo(int64_t offset) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("PadSymmetricHeapTo"));
+  return d->PadHeapTo(offset);
+}
+
 absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,
                                             absl::string_view name) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,

@@ -4,7 +4,8 @@
 // the innermost open scope: a kernel (`RunKernel`, `pallas_call`), a
 // `run_scoped` region, or the `Runtime::Run` call; they are freed when it
 // closes. Exhaustion is ResourceExhausted naming the request, the device and
-// the bytes left.
+// the bytes left. Device barriers check that every device's allocations
+// landed at the same offsets (an error naming the first that differs).
 #ifndef MESHDMA_DMA_SYMMETRIC_MEMORY_H_
 #define MESHDMA_DMA_SYMMETRIC_MEMORY_H_
 
@@ -41,6 +42,16 @@ absl::StatusOr<ArrayRef> AllocateSymmetric(
     std::initializer_list<int64_t> shape) {
   return AllocateSymmetric(kDTypeOf<T>, shape);
 }
+
+// Raises this device's heap top to `offset` when it is below it, so that the
+// next allocation starts there: for collectives whose members' outputs
+// differ in size by design (the blocks of an uneven all_to_all), with
+// `offset` the end of the largest member's output, so that what every
+// member allocates next lands at the same offset again. The gap belongs to
+// the innermost scope and is not an allocation: the allocation check of
+// docs/semantics.md §1 does not count it. ResourceExhausted when the heap
+// cannot hold it.
+absl::Status PadSymmetricHeapTo(int64_t offset);
 
 // Semaphores start at 0. `name` appears in diagnostics.
 absl::StatusOr<Semaphore> AllocateSemaphore(SemaphoreType type,

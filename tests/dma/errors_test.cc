@@ -519,5 +519,77 @@ TEST_F(ErrorsTest, FailureOnOneDeviceAbortsTheOthers) {
   }
 }
 
+// Devices whose symmetric allocations land at different offsets fail at the
+// next device barrier (here the kernel's entry barrier) with an error naming
+// the first allocation that differs and its shape, on every device, never
+// a hang or a write into the wrong bytes.
+TEST_F(ErrorsTest, DifferentAllocationSizesFailAtTheEntryBarrier) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  const absl::Time start = absl::Now();
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_RETURN_IF_ERROR(
+        AllocateSymmetric<float>({me == 0 ? 1024 : 2048}).status());
+    MESHDMA_RETURN_IF_ERROR(AllocateSymmetric<float>({16}).status());
+    return RunKernel({.name = "after_uneven"},
+                     []() -> absl::Status { return absl::OkStatus(); });
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("symmetric allocations differ"),
+                    HasSubstr("allocation #0 is f32["), HasSubstr("device ")));
+  const bool holds_both = HoldsDevice(0) && HoldsDevice(1);
+  if (HoldsDevice(0)) {
+    EXPECT_THAT(s.message(), HasSubstr("f32[1024]"));
+  }
+  if (!HoldsDevice(0) || holds_both) {
+    EXPECT_THAT(s.message(), HasSubstr("f32[2048]"));
+  }
+}
+
+// The same order of sizes but semaphores and arrays swapped: the offsets
+// agree, the kinds do not. `device_barrier` checks too.
+TEST_F(ErrorsTest, SwappedAllocationKindsFailAtDeviceBarrier) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    return RunKernel(
+        {.name = "swapped", .entry_barrier = false}, [&]() -> absl::Status {
+          if (me == 0) {
+            MESHDMA_RETURN_IF_ERROR(
+                AllocateSemaphore(SemaphoreType::kDma, "s").status());
+          }
+          MESHDMA_RETURN_IF_ERROR(AllocateSymmetric<float>({16}).status());
+          if (me != 0) {
+            MESHDMA_RETURN_IF_ERROR(
+                AllocateSemaphore(SemaphoreType::kDma, "s").status());
+          }
+          return device_barrier();
+        });
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("symmetric allocations differ"),
+                                 HasSubstr("allocation #")));
+  if (HoldsDevice(0) && HoldsDevice(1)) {
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("1 DMA semaphore at heap offset"),
+                                   HasSubstr("f32[16] at heap offset")));
+  }
+}
+
+// Shapes that differ but occupy the same padded bytes keep every later
+// offset symmetric: not an error.
+TEST_F(ErrorsTest, SamePaddedSizeIsNotAMismatch) {
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_RETURN_IF_ERROR(
+        AllocateSymmetric(me == 0 ? DType::kF32 : DType::kI32, {me + 1})
+            .status());
+    MESHDMA_RETURN_IF_ERROR(AllocateSymmetric<float>({16}).status());
+    return device_barrier();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 }  // namespace
 }  // namespace meshdma

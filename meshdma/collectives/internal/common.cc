@@ -89,6 +89,11 @@ absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
                    "directly, so allocate it with AllocateSymmetric"));
 }
 
+absl::Status PadToLargestOutput(const ArrayRef& output, int64_t largest_bytes) {
+  if (!output.is_symmetric()) return absl::OkStatus();
+  return PadSymmetricHeapTo(output.heap_offset() + largest_bytes);
+}
+
 namespace {
 
 // Signature layout (62 bits, never 0): [count + 1 mod 2^30 : 30][heap offset
@@ -153,22 +158,33 @@ absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                    "with outputs from the same symmetric allocation"));
 }
 
+absl::Status SendSignature(const Group& group, int64_t signature) {
+  if (group.size() == 1) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  return semaphore_signal(sem, signature, DeviceId(group.Peer(1)),
+                          DeviceIdType::kLogical);
+}
+
+absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
+                              int64_t signature) {
+  if (group.size() == 1) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  // The previous device's signal arrives as one atomic add: wait for any of
+  // it, then read the rest.
+  MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
+  MESHDMA_ASSIGN_OR_RETURN(int64_t rest, semaphore_read(sem));
+  if (rest > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, rest));
+  return CompareSignatures(collective, group, signature, rest + 1,
+                           group.Peer(-1));
+}
+
 absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
                                 DType dtype, int64_t count, int aux,
                                 const ArrayRef* symmetric) {
-  if (group.size() == 1) return absl::OkStatus();
-  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
   const int64_t mine = CallSignature(kind, dtype, count, aux, symmetric);
-  // Step 1: tell the next device what this call is.
-  MESHDMA_RETURN_IF_ERROR(semaphore_signal(sem, mine, DeviceId(group.Peer(1)),
-                                           DeviceIdType::kLogical));
-  // Step 2: the previous device's signal arrives as one atomic add: wait for
-  // any of it, then read the rest.
-  MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
-  MESHDMA_ASSIGN_OR_RETURN(int64_t rest, semaphore_read(sem));
-  if (rest > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, rest));
-  return CompareSignatures(collective, group, mine, rest + 1, group.Peer(-1));
+  MESHDMA_RETURN_IF_ERROR(SendSignature(group, mine));
+  return ReceiveSignature(collective, group, mine);
 }
 
 ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size) {

@@ -50,6 +50,14 @@ absl::Status CollectiveError(absl::string_view collective, const Group& group,
 absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
                               absl::string_view operand, const ArrayRef& a);
 
+// For collectives whose members' outputs differ in size by design (the
+// blocks of an uneven all_to_all, the segments of psum_scatter): when
+// `output` is symmetric, pads this device's heap to the end of the largest
+// member's output (`largest_bytes` from `output`'s offset), so that what the
+// collective and its caller allocate next lands at the same offset on every
+// member, without the caller padding (docs/semantics.md §1).
+absl::Status PadToLargestOutput(const ArrayRef& output, int64_t largest_bytes);
+
 // What the neighbour check compares.
 enum class CollectiveKind : int {
   kPpermute = 1,
@@ -70,6 +78,15 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
                                 DType dtype, int64_t count, int aux,
                                 const ArrayRef* symmetric);
+
+// `CheckRingNeighbour` in two halves, for paths that overlap the check with
+// their first data (the one-shot reductions): `SendSignature` tells the next
+// device of the ring what this call is; `ReceiveSignature` waits for the
+// previous device's and fails, naming both calls, when it differs. Call the
+// second before waiting for any data a mismatched peer might never send.
+absl::Status SendSignature(const Group& group, int64_t signature);
+absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
+                              int64_t signature);
 
 // The 62-bit value `CheckRingNeighbour` exchanges, for collectives that
 // carry it with their data instead (one round less), and the error when a

@@ -121,6 +121,8 @@ std::string Device::Name() const {
 void Device::EnterRun(const Mesh* mesh, int logical_id) {
   mesh_ = mesh;
   logical_id_ = logical_id;
+  barrier_epoch_ = 0;
+  allocations_.Reset();
   PushScope("Run", std::nullopt);
 }
 
@@ -217,12 +219,38 @@ absl::StatusOr<ArrayRef> Device::Allocate(DType dtype,
   const int64_t offset = heap_top_;
   heap_top_ += aligned;
   touched_top_ = std::max(touched_top_, heap_top_);
+  allocations_.NoteArray(offset, aligned, dtype, shape, /*persistent=*/false);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnAllocate(global_index_, offset, aligned, scopes_.back().kernel_name);
   }
   // Free heap memory is always zero (scopes zero what they free), so the new
   // array starts zeroed without touching it here.
   return ArrayRef::Symmetric(heap_base_ + offset, offset, dtype, shape);
+}
+
+absl::Status Device::PadHeapTo(int64_t offset) {
+  if (scopes_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PadSymmetricHeapTo on ", Name(), ": no open scope"));
+  }
+  const int64_t aligned =
+      offset > heap_bytes_ ? offset : (offset + 63) & ~int64_t{63};
+  if (aligned <= heap_top_) return absl::OkStatus();
+  if (aligned > persistent_bottom_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "symmetric heap of ", Name(), " exhausted: padding to heap offset ",
+        offset, " needs ", aligned - heap_top_, " bytes, ",
+        persistent_bottom_ - heap_top_, " of ", heap_bytes_,
+        " bytes left (raise RuntimeOptions::heap_bytes or "
+        "MESHDMA_HEAP_BYTES)"));
+  }
+  if (RaceChecker* rc = runtime_->race_checker()) {
+    rc->OnAllocate(global_index_, heap_top_, aligned - heap_top_,
+                   scopes_.back().kernel_name);
+  }
+  heap_top_ = aligned;
+  touched_top_ = std::max(touched_top_, heap_top_);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
@@ -240,6 +268,7 @@ absl::StatusOr<int64_t> Device::AllocateSemaphores(SemaphoreType type,
   }
   const int64_t shape[] = {count * kSemaphoreBytes};
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes, Allocate(DType::kU8, shape));
+  allocations_.MarkSemaphores(type, count);
   scopes_.back().semaphores.push_back(
       SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
   return bytes.heap_offset();
@@ -272,6 +301,8 @@ absl::StatusOr<ArrayRef> Device::AllocatePersistent(
   }
   persistent_bottom_ -= aligned;
   touched_bottom_ = std::min(touched_bottom_, persistent_bottom_);
+  allocations_.NoteArray(persistent_bottom_, aligned, dtype, shape,
+                         /*persistent=*/true);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnAllocate(global_index_, persistent_bottom_, aligned,
                    absl::StrCat("persistent '", name, "'"));
@@ -292,6 +323,7 @@ absl::StatusOr<int64_t> Device::AllocatePersistentSemaphores(
   const int64_t shape[] = {count * kSemaphoreBytes};
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes,
                            AllocatePersistent(DType::kU8, shape, name));
+  allocations_.MarkSemaphores(type, count);
   persistent_semaphores_.push_back(
       SemaphoreRecord{bytes.heap_offset(), count, type, std::string(name)});
   return bytes.heap_offset();
@@ -938,8 +970,9 @@ std::string Device::SemaphoreName(Semaphore sem) const {
   for (const Scope& scope : scopes_) find_in(scope.semaphores);
   find_in(persistent_semaphores_);
   if (off >= kBarrierCellsOffset && off < kCollectiveCellsOffset) {
-    name = absl::StrCat("'device barrier round ",
-                        (off - kBarrierCellsOffset) / kSemaphoreBytes, "' ");
+    name =
+        absl::StrCat("'device barrier round ",
+                     (off - kBarrierCellsOffset) / kSemaphoreBytes / 2, "' ");
   } else if (off >= kCollectiveCellsOffset && off < kReservedHeapBytes) {
     name = absl::StrCat("'collective id ",
                         (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
@@ -956,27 +989,107 @@ std::string Device::DescribeSemaphore(Semaphore sem) const {
 // --- Barrier
 // ------------------------------------------------------------------
 
+namespace {
+
+// 30 bits of an allocation hash: two of them fit in one barrier signal.
+constexpr int kFingerprintBits = 30;
+constexpr uint64_t kFingerprintMask = (uint64_t{1} << kFingerprintBits) - 1;
+
+uint64_t Fingerprint(uint64_t hash) {
+  return (hash ^ (hash >> kFingerprintBits) ^ (hash >> 2 * kFingerprintBits)) &
+         kFingerprintMask;
+}
+
+}  // namespace
+
 absl::Status Device::Barrier() {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
-  const int n = mesh->size();
+  if (mesh->size() > (1 << kMaxBarrierRounds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device barrier on ", Name(), ": mesh of ", mesh->size(),
+                     " devices exceeds 2^", kMaxBarrierRounds));
+  }
+  uint64_t lo = Fingerprint(allocations_.hash()), hi = lo;
+  MESHDMA_RETURN_IF_ERROR(Disseminate(*mesh, &lo, &hi));
+  if (lo == hi) return absl::OkStatus();
+  // Every device has seen the mismatch, but some may still wait for the
+  // signals that tell them. One more barrier before failing, so that this
+  // failure aborts no device before it knows; an abort during it (another
+  // device failing after it) changes nothing.
+  Disseminate(*mesh, &lo, &hi).IgnoreError();
+  return AllocationMismatch(*mesh);
+}
+
+absl::Status Device::Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi) {
+  const int n = mesh.size();
   // Dissemination: in round k signal device (me + 2^k) mod n, wait for the
-  // signal of device (me - 2^k) mod n. Counting semaphores make consecutive
-  // barriers safe without sense reversal: a partner that runs ahead into the
-  // next barrier adds a signal the next barrier consumes.
+  // signal of device (me - 2^k) mod n. A partner can run at most one
+  // barrier ahead (it cannot leave that one before this device arrives), so
+  // alternate barriers use separate cells and each cell holds at most one
+  // signal. The signal is 1 + (lo << 30 | hi): the least and greatest
+  // allocation fingerprints the sender has seen; after the last round every
+  // device has seen every fingerprint (min and max are idempotent), so all
+  // agree on whether they differ.
+  const int set = static_cast<int>(barrier_epoch_++ & 1);
   in_device_barrier_ = true;
   struct Leave {
     bool& flag;
     ~Leave() { flag = false; }
   } leave{in_device_barrier_};
   for (int k = 0, dist = 1; dist < n; ++k, dist *= 2) {
-    const Semaphore sem(kBarrierCellsOffset + k * kSemaphoreBytes,
+    const Semaphore sem(kBarrierCellsOffset + (2 * k + set) * kSemaphoreBytes,
                         SemaphoreType::kBarrier);
     MESHDMA_ASSIGN_OR_RETURN(int peer,
-                             mesh->GlobalDevice((logical_id_ + dist) % n));
-    MESHDMA_RETURN_IF_ERROR(Signal(sem, 1, peer));
+                             mesh.GlobalDevice((logical_id_ + dist) % n));
+    const int64_t carried =
+        static_cast<int64_t>((*lo << kFingerprintBits) | *hi);
+    MESHDMA_RETURN_IF_ERROR(Signal(sem, 1 + carried, peer));
+    // The signal arrives as one atomic add: wait for any of it, then take
+    // the rest.
     MESHDMA_RETURN_IF_ERROR(Wait(sem, 1, WaitKind::kBarrier));
+    MESHDMA_ASSIGN_OR_RETURN(int64_t rest, Read(sem));
+    if (rest > 0) MESHDMA_RETURN_IF_ERROR(Wait(sem, rest, WaitKind::kBarrier));
+    *lo = std::min(*lo, static_cast<uint64_t>(rest) >> kFingerprintBits);
+    *hi = std::max(*hi, static_cast<uint64_t>(rest) & kFingerprintMask);
   }
   return absl::OkStatus();
+}
+
+absl::Status Device::AllocationMismatch(const Mesh& mesh) const {
+  // Every device has left the barrier's waits behind it, so their
+  // allocations happened before this read. Name a device of this process
+  // whose sequence differs, when there is one.
+  const std::vector<AllocationRecord> mine = allocations_.Snapshot();
+  std::string detail;
+  for (int logical = 0; logical < mesh.size() && detail.empty(); ++logical) {
+    const Device* peer =
+        runtime_->LocalDevice(mesh.GlobalDevice(logical).value_or(-1));
+    if (peer == nullptr || peer == this ||
+        peer->allocations_.hash() == allocations_.hash()) {
+      continue;
+    }
+    detail = AllocationLog::DescribeDifference(
+        mine, allocations_.count(), Name(), peer->allocations_.Snapshot(),
+        peer->allocations_.count(), peer->Name());
+  }
+  if (detail.empty()) {
+    // The other sequence is in another process: list this one's latest.
+    std::vector<std::string> latest;
+    for (size_t i = mine.size() > 4 ? mine.size() - 4 : 0; i < mine.size();
+         ++i) {
+      latest.push_back(absl::StrCat("allocation #", mine[i].index, " is ",
+                                    mine[i].ToString()));
+    }
+    detail = absl::StrCat(
+        "a device of another process made a different sequence; ", Name(),
+        " made ", allocations_.count(), " allocations, the latest: ",
+        latest.empty() ? std::string("none") : absl::StrJoin(latest, "; "));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "symmetric allocations differ across mesh ", mesh.ToString(),
+      " (found by the device barrier on ", Name(), "): ", detail,
+      ". Every device must make the same sequence of symmetric allocations, "
+      "so that the k-th has the same heap offset everywhere"));
 }
 
 }  // namespace meshdma::dma_internal

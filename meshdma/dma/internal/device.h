@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/check/hang_report.h"
+#include "meshdma/dma/internal/allocation_log.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/transport/transport.h"
@@ -26,10 +27,13 @@ namespace meshdma::dma_internal {
 class RuntimeImpl;
 
 // Heap layout: reserved semaphores first, then the user's allocations.
-inline constexpr int kMaxBarrierRounds = 32;  // Dissemination rounds.
+// Device-barrier cells: two sets (alternate barriers) of one cell per
+// dissemination round, so a cell holds at most one signal at a time.
+inline constexpr int kMaxBarrierRounds = 16;
+inline constexpr int kBarrierCells = 2 * kMaxBarrierRounds;
 inline constexpr int64_t kBarrierCellsOffset = 0;
 inline constexpr int64_t kCollectiveCellsOffset =
-    kBarrierCellsOffset + kMaxBarrierRounds * kSemaphoreBytes;
+    kBarrierCellsOffset + kBarrierCells * kSemaphoreBytes;
 inline constexpr int64_t kReservedHeapBytes =
     kCollectiveCellsOffset + 64 * kSemaphoreBytes;
 
@@ -61,6 +65,9 @@ class Device {
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
                                              absl::string_view name);
   int64_t bytes_free() const { return persistent_bottom_ - heap_top_; }
+  // `PadSymmetricHeapTo`: raises the heap top to `offset` (rounded up to 64)
+  // when it is lower; no record in the allocation log.
+  absl::Status PadHeapTo(int64_t offset);
   void PushScope(std::string kernel_name, std::optional<int> collective_id);
   // Checks the exit contract of the innermost scope, drains this device's
   // DMAs and frees the scope. Returns the contract violation, if any.
@@ -106,7 +113,12 @@ class Device {
                       std::optional<int> target_global);
   absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
   absl::StatusOr<int64_t> Read(Semaphore sem);
+  // The device barrier over the current mesh. Its signals also carry the
+  // devices' symmetric allocation hashes: when they differ, every device
+  // completes the barrier and fails with an error naming the first
+  // allocation that differs (docs/semantics.md §1).
   absl::Status Barrier();
+  const AllocationLog& allocations() const { return allocations_; }
 
   // --- Flagged copies (dma/flagged_copy.h).
   // True when this device may store into `target_global`'s heap: it is
@@ -170,6 +182,11 @@ class Device {
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
                             Semaphore sem, int64_t since_ns);
+  // One dissemination barrier over `mesh` that also folds every device's
+  // (lo, hi) fingerprint range into `*lo`, `*hi`.
+  absl::Status Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi);
+  // The error of a barrier that found differing allocation hashes.
+  absl::Status AllocationMismatch(const Mesh& mesh) const;
   // Waits until no DMA started at scope depth >= `min_depth` is in flight.
   absl::Status DrainInflight(int min_depth);
 
@@ -188,7 +205,8 @@ class Device {
   int64_t touched_bottom_;
   const Mesh* mesh_ = nullptr;
   int logical_id_ = -1;
-  int64_t barrier_epoch_ = 0;
+  int64_t barrier_epoch_ = 0;  // Barriers in this Run (picks the cell set).
+  AllocationLog allocations_;
   // True while `Barrier` runs: only then are device-barrier cells accepted.
   bool in_device_barrier_ = false;
 

@@ -1,0 +1,271 @@
+// Devices of a group that disagree about a collective (which one, its size,
+// its element type) get an error naming both calls at once, on every path,
+// never the wait timeout; collectives whose members' outputs differ in size
+// by design work without padding.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "collectives_test_util.h"
+#include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/collectives.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/topology/launch.h"
+
+namespace meshdma {
+namespace {
+
+// A mismatch must be reported before any wait reaches this.
+constexpr int kTimeoutSeconds = 10;
+
+// A runtime with 3 threads alone, the launch's devices under mpirun, and a
+// short wait timeout.
+absl::StatusOr<std::unique_ptr<Runtime>> FreshRuntime() {
+  RuntimeOptions o = testing::OptionsFor(LaunchedByMpi() ? 0 : 3);
+  o.wait_timeout = absl::Seconds(kTimeoutSeconds);
+  return Runtime::Create(o);
+}
+
+// Runs `fn` on every device of a fresh runtime's 1-D mesh.
+absl::Status RunFresh(const std::function<absl::Status()>& fn) {
+  MESHDMA_ASSIGN_OR_RETURN(auto rt, FreshRuntime());
+  MESHDMA_ASSIGN_OR_RETURN(Mesh mesh, rt->MakeMesh1D("x"));
+  return rt->Run(mesh, fn);
+}
+
+// `fn` fails before any wait times out, with every needle in the message.
+void ExpectPromptError(const std::function<absl::Status()>& fn,
+                       std::vector<std::string> needles) {
+  auto rt = FreshRuntime();
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const absl::Time start = absl::Now();
+  absl::Status s = (*rt)->Run(*mesh, fn);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(took, absl::Seconds(kTimeoutSeconds)) << s;
+  EXPECT_FALSE(absl::StrContains(s.message(), "timed out")) << s;
+  for (const std::string& needle : needles) {
+    EXPECT_TRUE(absl::StrContains(s.message(), needle))
+        << "wanted '" << needle << "' in: " << s;
+  }
+}
+
+CollectiveOptions OneShot() {
+  CollectiveOptions o;
+  o.algorithm = CollectiveAlgorithm::kOneShot;
+  return o;
+}
+
+// --- The one-shot path (inputs above the channel's row size). Every device
+// allocates the same arrays, so only the calls differ.
+
+TEST(OneShotMismatch, PsumAgainstAllGather) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8192}));
+        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({8192 * n}));
+        if (me == 0) return psum(a, a, {"x"}, OneShot());
+        return all_gather(a, o, {"x"}, /*tiled=*/true);
+      },
+      {"this device calls", "psum of 8192 f32", "all_gather of 8192 f32"});
+}
+
+TEST(OneShotMismatch, ElementCount) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({16384}));
+        MESHDMA_ASSIGN_OR_RETURN(auto in,
+                                 a.Slice(0, 0, me == 0 ? 8192 : 16384));
+        return psum(in, in, {"x"}, OneShot());
+      },
+      {"psum of 8192 f32", "psum of 16384 f32"});
+}
+
+TEST(OneShotMismatch, ElementType) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto d, AllocateSymmetric<double>({8192}));
+        MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({8192}));
+        const ArrayRef& a = me == 0 ? d : f;
+        return psum(a, a, {"x"}, OneShot());
+      },
+      {"psum of 8192 f64", "psum of 8192 f32"});
+}
+
+TEST(OneShotMismatch, ReduceScatterElementCount) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        const int64_t count = (me == 0 ? 8192 : 16384) * n;
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({16384 * n}));
+        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({16384}));
+        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, count));
+        MESHDMA_ASSIGN_OR_RETURN(auto out, o.Slice(0, 0, count / n));
+        return psum_scatter(in, out, {"x"}, OneShot());
+      },
+      {"this device calls psum_scatter of", "psum_scatter of"});
+}
+
+// Each device allocated its own input size: the psum kernel's own
+// allocations land at different offsets, and the neighbour check, which
+// uses no allocation, still names both calls.
+TEST(OneShotMismatch, ElementCountOwnAllocations) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto a, AllocateSymmetric<float>({me == 0 ? 8192 : 16384}));
+        return psum(a, a, {"x"}, OneShot());
+      },
+      {"psum of 8192 f32", "psum of 16384 f32"});
+}
+
+// --- Outputs whose size differs per member by design. Each member allocates
+// exactly its own output, last; the collective, and what the caller
+// allocates after it, must not depend on which member is largest.
+
+// in[row, c] of member `src`.
+float AllToAllInput(int src, int64_t row, int64_t c) {
+  return static_cast<float>(1000 * src + 16 * row + c);
+}
+
+// An all_to_all of f32[rows, 16] with `rows` not divisible by n, then a psum
+// on a buffer allocated after it; both checked against a naive reference.
+absl::Status UnevenAllToAll(int split_axis, int concat_axis) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  const int64_t rows = 3 * n + 1, cols = 16;
+  MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({rows, cols}));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < cols; ++c) {
+      in.data_as<float>()[i * cols + c] = AllToAllInput(me, i, c);
+    }
+  }
+  const int64_t in_shape[] = {rows, cols};
+  const std::vector<int64_t> shape =
+      AllToAllOutputShape(in_shape, split_axis, concat_axis, n, me);
+  MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>(shape));
+  MESHDMA_RETURN_IF_ERROR(all_to_all(in, out, {"x"}, split_axis, concat_axis));
+  // Block r of every member is rows [b, b + len) of its input.
+  const int64_t b = rows * me / n, len = rows * (me + 1) / n - b;
+  for (int src = 0; src < n; ++src) {
+    for (int64_t i = 0; i < len; ++i) {
+      for (int64_t c = 0; c < cols; ++c) {
+        // Output position of (src, i, c): concatenated along `concat_axis`.
+        const int64_t at = concat_axis == 0 ? (src * len + i) * cols + c
+                                            : i * (n * cols) + src * cols + c;
+        const float want = AllToAllInput(src, b + i, c);
+        if (out.data_as<float>()[at] != want) {
+          return absl::InternalError(
+              absl::StrCat("device ", me, ": out[", at, "] is ",
+                           out.data_as<float>()[at], ", want ", want));
+        }
+      }
+    }
+  }
+  // Allocated after the uneven output: the same offset everywhere again.
+  MESHDMA_ASSIGN_OR_RETURN(auto after, AllocateSymmetric<float>({8192}));
+  for (int64_t i = 0; i < 8192; ++i) after.data_as<float>()[i] = 1;
+  MESHDMA_RETURN_IF_ERROR(psum(after, after, {"x"}, OneShot()));
+  if (after.data_as<float>()[8191] != n) {
+    return absl::InternalError("psum after all_to_all: wrong sum");
+  }
+  return absl::OkStatus();
+}
+
+TEST(UnevenOutputs, AllToAllDirect) {
+  absl::Status s = RunFresh([] { return UnevenAllToAll(0, 1); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(UnevenOutputs, AllToAllSameAxes) {
+  absl::Status s = RunFresh([] { return UnevenAllToAll(0, 0); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// psum_scatter of n * 32 + 1 f32: segments of 32 and 33 elements, whose
+// padded sizes differ; each member allocates its own segment.
+absl::Status UnevenPsumScatter(CollectiveAlgorithm algorithm) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  const int64_t count = 32 * n + 1;
+  MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({count}));
+  for (int64_t i = 0; i < count; ++i) {
+    in.data_as<float>()[i] = static_cast<float>(i + me);
+  }
+  const auto [begin, len] = ScatterSegment(count, n, me);
+  MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({len}));
+  CollectiveOptions o;
+  o.algorithm = algorithm;
+  MESHDMA_RETURN_IF_ERROR(psum_scatter(in, out, {"x"}, o));
+  for (int64_t i = 0; i < len; ++i) {
+    // sum over members m of (begin + i + m).
+    const float want = static_cast<float>(n * (begin + i) + n * (n - 1) / 2);
+    if (out.data_as<float>()[i] != want) {
+      return absl::InternalError(absl::StrCat("device ", me, ": out[", i,
+                                              "] is ", out.data_as<float>()[i],
+                                              ", want ", want));
+    }
+  }
+  MESHDMA_ASSIGN_OR_RETURN(auto after, AllocateSymmetric<float>({64}));
+  after.data_as<float>()[0] = 1;
+  MESHDMA_RETURN_IF_ERROR(psum(after, after, {"x"}));
+  return after.data_as<float>()[0] == n
+             ? absl::OkStatus()
+             : absl::InternalError("psum after psum_scatter: wrong sum");
+}
+
+TEST(UnevenOutputs, PsumScatterRing) {
+  absl::Status s =
+      RunFresh([] { return UnevenPsumScatter(CollectiveAlgorithm::kRing); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(UnevenOutputs, PsumScatterOneShot) {
+  absl::Status s =
+      RunFresh([] { return UnevenPsumScatter(CollectiveAlgorithm::kOneShot); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(UnevenOutputs, PsumScatterAuto) {
+  absl::Status s =
+      RunFresh([] { return UnevenPsumScatter(CollectiveAlgorithm::kAuto); });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A size mismatch that is an error: members allocate and pass inputs of
+// different element counts to psum_scatter. The kernel's entry barrier
+// names the allocation and its shape at once.
+TEST(UnevenOutputs, DifferentInputCountsAreAnError) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        const int64_t count = me == 0 ? 64 * n : 64 * n + 1;
+        MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({count}));
+        MESHDMA_ASSIGN_OR_RETURN(
+            auto out,
+            AllocateSymmetric<float>({ScatterSegment(count, n, me).second}));
+        CollectiveOptions o;
+        o.algorithm = CollectiveAlgorithm::kRing;
+        return psum_scatter(in, out, {"x"}, o);
+      },
+      {"symmetric allocations differ", "allocation #0 is f32["});
+}
+
+}  // namespace
+}  // namespace meshdma
