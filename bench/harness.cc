@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/options.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/topology/launch.h"
 #include "tools/flags.h"
@@ -557,6 +558,15 @@ void BenchContext::PrintHeader(const Row& first) {
   std::printf("# algorithm %s  DMA mode %s  path %s\n", c.algorithm.c_str(),
               runtime_->dma_mode() == DmaMode::kAsync ? "async" : "eager",
               first.transport.c_str());
+  const CollectiveOptions defaults;
+  std::printf(
+      "# auto: blocks up to %lld B per peer take the channel (flagged stores "
+      "on one host, DMA rows across hosts; MESHDMA_CHANNEL_PROTOCOL=dma "
+      "forces DMA rows); all_reduce up to %lld B: one_shot; groups spread "
+      "evenly over hosts: hierarchical; else ring (2 devices) or "
+      "bidirectional_ring\n",
+      static_cast<long long>(kChannelMaxBlockBytes),
+      static_cast<long long>(defaults.one_shot_max_bytes));
   std::printf("#\n# Using devices\n");
   for (int g : mesh_.devices()) {
     const GlobalDevice& d = launch.devices()[g];

@@ -13,6 +13,13 @@ namespace meshdma {
 enum class ReduceOp { kSum, kMax, kMin, kMean };
 absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
 
+// With kAuto, a call whose largest block per peer is at most this many bytes
+// goes through the group's persistent channel instead of any algorithm
+// below: one exchange with no entry barrier, flagged stores when the group
+// sits on one host, DMA rows when it spans hosts
+// (collectives/internal/channel.h).
+inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
+
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {
   // `psum`: kOneShot up to `one_shot_max_bytes`, else kHierarchical when the

@@ -59,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/options.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/semaphore.h"
 
@@ -70,7 +71,7 @@ class Channel {
   // Each row: the header (signature, call number), then up to
   // `kMaxPayloadBytes` of payload.
   static constexpr int64_t kHeaderBytes = 64;
-  static constexpr int64_t kMaxPayloadBytes = 16 << 10;
+  static constexpr int64_t kMaxPayloadBytes = kChannelMaxBlockBytes;
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;

@@ -35,6 +35,20 @@ void AllocationLog::Reset() {
   next_ = 0;
 }
 
+void AllocationLog::Rewind(const Mark& m) {
+  if (m.count == count_) return;
+  hash_ = m.hash;
+  count_ = m.count;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<AllocationRecord> live;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const AllocationRecord& r = kept_[(next_ + i) % kept_.size()];
+    if (r.index < m.count) live.push_back(r);
+  }
+  kept_ = std::move(live);
+  next_ = 0;
+}
+
 // splitmix64's finaliser over the running hash: order-sensitive and cheap.
 void AllocationLog::Mix(uint64_t v) {
   uint64_t z = hash_ + v + 0x9e3779b97f4a7c15ull;

@@ -48,6 +48,16 @@ class AllocationLog {
 
   // Forgets everything (a new Run).
   void Reset();
+  // The sequence so far, and a return to it: a closing scope frees what was
+  // allocated inside it, so only live allocations are compared (a nested
+  // kernel that some devices run alone, such as decode's paged attention,
+  // leaves nothing behind).
+  struct Mark {
+    uint64_t hash = 0;
+    int64_t count = 0;
+  };
+  Mark mark() const { return {hash_, count_}; }
+  void Rewind(const Mark& m);
   // Appends an array allocation and folds its offset into the hash.
   void NoteArray(int64_t offset, int64_t bytes, DType dtype,
                  std::span<const int64_t> shape, bool persistent);

@@ -155,8 +155,8 @@ absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id, DeviceIdType type,
 
 void Device::PushScope(std::string kernel_name,
                        std::optional<int> collective_id) {
-  scopes_.push_back(
-      Scope{heap_top_, std::move(kernel_name), collective_id, {}});
+  scopes_.push_back(Scope{heap_top_, std::move(kernel_name), collective_id,
+                          {}, allocations_.mark()});
 }
 
 std::optional<int> Device::collective_id() const {
@@ -444,6 +444,7 @@ absl::Status Device::PopScope() {
     rc->OnFree(global_index_, scope.heap_mark, heap_top_);
   }
   heap_top_ = scope.heap_mark;
+  allocations_.Rewind(scope.allocations);
   const std::string kernel = scope.kernel_name;
   scopes_.pop_back();
   if (violations.empty()) return absl::OkStatus();

@@ -175,6 +175,7 @@ class Device {
     std::string kernel_name;
     std::optional<int> collective_id;
     std::vector<SemaphoreRecord> semaphores;
+    AllocationLog::Mark allocations;  // The sequence when the scope opened.
   };
 
   absl::Status CheckSemaphore(Semaphore sem, absl::string_view verb) const;
