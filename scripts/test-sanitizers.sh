@@ -4,12 +4,13 @@
 #         (threads, mpirun, forced inter-host) in build-asan
 #   tsan  ThreadSanitizer, the thread-only suite (ctest label `threads`) in
 #         build-tsan
-#   fuzz  every fuzz target (tests/fuzz/) from its corpus for
-#         MESHDMA_FUZZ_RUNS inputs (default 20000; seeded, so a run is
-#         repeatable) or at most MESHDMA_FUZZ_SECONDS (default 60), built with
-#         clang's libFuzzer in build-fuzz
+#   fuzz  every fuzz target (tests/fuzz/, the MLIR parser's included) from
+#         its corpus for MESHDMA_FUZZ_RUNS inputs (default 20000; seeded, so a
+#         run is repeatable) or at most MESHDMA_FUZZ_SECONDS (default 60),
+#         built with clang's libFuzzer and ASan+UBSan in build-fuzz (MLIR on;
+#         only the fuzz targets are built)
 # Any sanitizer report fails the run. Suppressions (Open MPI internals only)
-# are in tests/sanitizers/.
+# are in tests/sanitizers/. Measured times: docs/sanitizers.md.
 #   MESHDMA_SANITIZERS="asan tsan fuzz"   which ones to run (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
