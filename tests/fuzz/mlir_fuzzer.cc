@@ -8,6 +8,7 @@
 // compiles itself.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "meshdma_mlir/MeshDma.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -23,7 +24,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringRef.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const mlir::DialectRegistry* registry = [] {
@@ -44,7 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mlir::ScopedDiagnosticHandler quiet(
       &context, [](mlir::Diagnostic&) { return mlir::success(); });
 
-  llvm::StringRef text(reinterpret_cast<const char*>(data), size);
+  // MLIR's lexer reads the byte after the text (a file's buffer always has a
+  // NUL there): a copy into a std::string provides it.
+  const std::string text(reinterpret_cast<const char*>(data), size);
   // parseSourceString runs the verifier on what it parsed.
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, &context, "fuzz");
