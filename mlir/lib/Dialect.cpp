@@ -63,8 +63,10 @@ std::optional<int64_t> MeshInfo::GroupSize(ArrayAttr names) const {
     auto s = llvm::dyn_cast<StringAttr>(a);
     if (!s) return std::nullopt;
     int i = AxisIndex(s.getValue());
-    if (i < 0 || ShapedType::isDynamic(shape[i])) return std::nullopt;
-    // A group of more than 2^63 devices is no size at all.
+    if (i < 0 || ShapedType::isDynamic(shape[i]) || shape[i] < 1)
+      return std::nullopt;
+    // Neither an empty axis nor a group of more than 2^63 devices has a size
+    // that the shape checks could divide by or multiply with.
     if (llvm::MulOverflow(n, shape[i], n)) return std::nullopt;
   }
   return n;

@@ -1237,6 +1237,8 @@ struct VerifyProtocolPass
         d << total;
       return d;
     }
+    if (total < 1)
+      return f.emitError("mesh @") << mesh.op.getSymName() << " has no devices";
     int n = static_cast<int>(total);
     bool entry_barrier = true;
     if (auto b = f->getAttrOfType<BoolAttr>(MeshDmaDialect::kEntryBarrierAttr))
