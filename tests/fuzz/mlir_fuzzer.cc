@@ -22,6 +22,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -47,10 +48,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // MLIR's lexer reads the byte after the text (a file's buffer always has a
   // NUL there): a copy into a std::string provides it.
   const std::string text(reinterpret_cast<const char*>(data), size);
-  // parseSourceString runs the verifier on what it parsed.
+  mlir::ParserConfig config(&context, /*verifyAfterParse=*/false);
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(text, &context, "fuzz");
+      mlir::parseSourceString<mlir::ModuleOp>(text, config, "fuzz");
   if (!module) return 0;
+  // MLIR 19's own mesh ops divide by the sizes of their mesh's axes when
+  // verified (mesh.all_to_all with an axis of size 0 raises SIGFPE inside
+  // libMLIR): a module with both an empty mesh axis and an upstream mesh op
+  // other than mesh.mesh is not verified. meshdma's ops on such meshes are.
+  bool empty_axis = false, mesh_ops = false;
+  module->walk([&](mlir::Operation* op) {
+    if (auto m = llvm::dyn_cast<mlir::mesh::MeshOp>(op)) {
+      for (int64_t s : m.getShape()) empty_axis |= s == 0;
+    } else if (llvm::isa<mlir::mesh::MeshDialect>(op->getDialect())) {
+      mesh_ops = true;
+    }
+  });
+  if (empty_axis && mesh_ops) return 0;
+  if (mlir::failed(mlir::verify(*module))) return 0;
 
   mlir::PassManager pm(&context);
   pm.addPass(meshdma::ir::CreateVerifyProtocolPass());
