@@ -259,6 +259,7 @@ class DeviceTracer {
   }
   static int64_t Norm(int64_t v, unsigned w) {
     if (w >= 64) return v;
+    if (w == 0) return 0;  // i0 holds only 0
     if (w == 1) return v & 1;
     uint64_t m = (uint64_t{1} << w) - 1;
     uint64_t u = static_cast<uint64_t>(v) & m;
