@@ -4,12 +4,13 @@
 #         (threads, mpirun, forced inter-host) in build-asan
 #   tsan  ThreadSanitizer, the thread-only suite (ctest label `threads`) in
 #         build-tsan
-#   fuzz  every fuzz target (tests/fuzz/) from its corpus for
-#         MESHDMA_FUZZ_RUNS inputs (default 20000; seeded, so a run is
-#         repeatable) or at most MESHDMA_FUZZ_SECONDS (default 60), built with
-#         clang's libFuzzer in build-fuzz
+#   fuzz  every fuzz target (tests/fuzz/, the MLIR parser's included) from
+#         its corpus for MESHDMA_FUZZ_RUNS inputs (default 20000; seeded, so a
+#         run is repeatable) or at most MESHDMA_FUZZ_SECONDS (default 60),
+#         built with clang's libFuzzer and ASan+UBSan in build-fuzz (MLIR on;
+#         only the fuzz targets are built)
 # Any sanitizer report fails the run. Suppressions (Open MPI internals only)
-# are in tests/sanitizers/.
+# are in tests/sanitizers/. Measured times: docs/sanitizers.md.
 #   MESHDMA_SANITIZERS="asan tsan fuzz"   which ones to run (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +52,7 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
       fuzz_link="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
       fuzz_flags="$fuzz_link -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
       cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DMESHDMA_WITH_MLIR=OFF -DMESHDMA_BUILD_TESTS=OFF \
+        -DMESHDMA_WITH_MLIR=ON -DMESHDMA_BUILD_TESTS=OFF \
         -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF \
         -DMESHDMA_BUILD_FUZZERS=ON \
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
@@ -59,7 +60,7 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
         -DCMAKE_EXE_LINKER_FLAGS="$fuzz_link" \
         -DCMAKE_SHARED_LINKER_FLAGS="$fuzz_link"
       echo "=== meshdma fuzz targets (build-fuzz)"
-      cmake --build build-fuzz -j "$jobs"
+      cmake --build build-fuzz -j "$jobs" --target meshdma_fuzzers
       seconds=${MESHDMA_FUZZ_SECONDS:-60}
       runs=${MESHDMA_FUZZ_RUNS:-20000}
       for corpus in tests/fuzz/corpus/*/; do
@@ -68,8 +69,12 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
         # A scratch copy keeps the repository's corpus as it is.
         work=build-fuzz/corpus/$target
         rm -rf "$work" && mkdir -p "$work"
+        dict=()
+        if [ -f "tests/fuzz/$target.dict" ]; then
+          dict=(-dict="tests/fuzz/$target.dict")
+        fi
         "build-fuzz/tests/fuzz/$target" -seed=1 -runs="$runs" \
-          -max_total_time="$seconds" \
+          -max_total_time="$seconds" "${dict[@]}" \
           -print_final_stats=1 -artifact_prefix="build-fuzz/$target-" \
           "$work" "$corpus"
       done ;;

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 #include "meshdma_mlir/MeshDma.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -62,8 +63,11 @@ std::optional<int64_t> MeshInfo::GroupSize(ArrayAttr names) const {
     auto s = llvm::dyn_cast<StringAttr>(a);
     if (!s) return std::nullopt;
     int i = AxisIndex(s.getValue());
-    if (i < 0 || ShapedType::isDynamic(shape[i])) return std::nullopt;
-    n *= shape[i];
+    if (i < 0 || ShapedType::isDynamic(shape[i]) || shape[i] < 1)
+      return std::nullopt;
+    // Neither an empty axis nor a group of more than 2^63 devices has a size
+    // that the shape checks could divide by or multiply with.
+    if (llvm::MulOverflow(n, shape[i], n)) return std::nullopt;
   }
   return n;
 }
@@ -491,9 +495,10 @@ LogicalResult AllGatherOp::verify() {
   if (getTiled()) {
     if (in.getRank() == 0)
       return emitOpError("a tiled all_gather needs an input of rank >= 1");
-    if (n && !ShapedType::isDynamic(want[0]))
-      want[0] *= *n;
-    else
+    if (n && !ShapedType::isDynamic(want[0])) {
+      if (llvm::MulOverflow(want[0], *n, want[0]))
+        return emitOpError("the gathered dimension overflows 64 bits");
+    } else
       want[0] = ShapedType::kDynamic;
   } else {
     want.insert(want.begin(), n ? *n : ShapedType::kDynamic);
@@ -579,7 +584,8 @@ LogicalResult AllToAllOp::verify() {
            << " is not divisible by the group size " << *n;
   llvm::SmallVector<int64_t> want(in.getShape());
   want[split] /= *n;
-  want[concat] *= *n;
+  if (llvm::MulOverflow(want[concat], *n, want[concat]))
+    return emitOpError("the concatenated dimension overflows 64 bits");
   if (llvm::ArrayRef<int64_t>(want) != out.getShape())
     return emitOpError("output shape ")
            << ShapeString(out) << " should be "

@@ -32,6 +32,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "meshdma_mlir/MeshDma.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -157,7 +158,10 @@ class DeviceTracer {
     }
     try {
       int64_t points = 1;
-      for (int64_t b : grid_) points *= b;
+      for (int64_t b : grid_) {
+        if (llvm::MulOverflow(points, b, points))
+          Fail(kernel_, "unverifiable: the grid has more than 2^63 points");
+      }
       grid_index_.assign(grid_.size(), 0);
       for (int64_t p = 0; p < points; ++p) {
         int64_t rest = p;
@@ -243,7 +247,8 @@ class DeviceTracer {
         Fail(user,
              "unverifiable: the DMA size depends on a dynamic "
              "dimension");
-      n *= d;
+      if (llvm::MulOverflow(n, d, n))
+        Fail(user, "unverifiable: the DMA size overflows 64 bits");
     }
     return n;
   }
@@ -254,6 +259,7 @@ class DeviceTracer {
   }
   static int64_t Norm(int64_t v, unsigned w) {
     if (w >= 64) return v;
+    if (w == 0) return 0;  // i0 holds only 0
     if (w == 1) return v & 1;
     uint64_t m = (uint64_t{1} << w) - 1;
     uint64_t u = static_cast<uint64_t>(v) & m;
@@ -1221,10 +1227,19 @@ struct VerifyProtocolPass
     MeshInfo mesh;
     if (failed(ResolveMesh(f, mesh))) return failure();
     int64_t total = 1;
-    for (int64_t s : mesh.shape) total *= s;
-    if (total > kMaxDevices)
-      return f.emitError("the checker handles meshes of up to ")
-             << kMaxDevices << " devices, got " << total;
+    bool overflow = false;
+    for (int64_t s : mesh.shape) overflow |= llvm::MulOverflow(total, s, total);
+    if (overflow || total > kMaxDevices) {
+      InFlightDiagnostic d = f.emitError("the checker handles meshes of up to ")
+                             << kMaxDevices << " devices, got ";
+      if (overflow)
+        d << "more than 2^63";
+      else
+        d << total;
+      return d;
+    }
+    if (total < 1)
+      return f.emitError("mesh @") << mesh.op.getSymName() << " has no devices";
     int n = static_cast<int>(total);
     bool entry_barrier = true;
     if (auto b = f->getAttrOfType<BoolAttr>(MeshDmaDialect::kEntryBarrierAttr))

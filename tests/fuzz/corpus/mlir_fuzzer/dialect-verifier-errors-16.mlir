@@ -1,0 +1,9 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k(%a: memref<4x2xf32>, %b: memref<8xf32>) attributes {meshdma.kernel, meshdma.mesh = @m} {
+  %s = meshdma.sem_alloc : !dma
+  meshdma.dma_start %a : memref<4x2xf32> -> %b : memref<8xf32>, recv %s : !dma
+  return
+}

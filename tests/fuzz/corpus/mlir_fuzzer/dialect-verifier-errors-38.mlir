@@ -1,0 +1,8 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k(%a: memref<f32>, %b: memref<4xf32>) attributes {meshdma.kernel, meshdma.mesh = @m} {
+  meshdma.all_gather %a, %b {axes = ["x"], tiled} : memref<f32>, memref<4xf32>
+  return
+}

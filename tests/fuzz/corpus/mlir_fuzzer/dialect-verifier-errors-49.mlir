@@ -1,0 +1,8 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k(%a: memref<8x2xf32>, %b: memref<8x2xf32>) attributes {meshdma.kernel, meshdma.mesh = @m} {
+  meshdma.all_to_all %a, %b {axes = ["x"], split_axis = 0, concat_axis = 1} : memref<8x2xf32>, memref<8x2xf32>
+  return
+}

@@ -1,0 +1,4 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+mesh.mesh @m(shape = 2) {meshdma.mesh = @m}

@@ -1,0 +1,7 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k() attributes {meshdma.kernel = 1, meshdma.mesh = @m} {
+  return
+}

@@ -1,0 +1,6 @@
+!reg = !meshdma.semaphore<regular>
+!dma = !meshdma.semaphore<dma>
+!bar = !meshdma.semaphore<barrier>
+func.func @k() attributes {meshdma.kernel} {
+  return
+}

@@ -1,0 +1,5 @@
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @no_axes(%t: tensor<4xf32>) -> tensor<4xf32> {
+  %r = mesh.all_reduce %t on @m reduction = <product> : tensor<4xf32> -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
