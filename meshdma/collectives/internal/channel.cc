@@ -203,9 +203,12 @@ absl::Status Channel::Exchange(
   pushed_[p] = static_cast<int>(out.size());
   // Flags are never 0 and differ between consecutive uses of a slot set.
   const uint32_t flag = static_cast<uint32_t>(call % 0xFFFFFFFFLL) + 1;
+  bool flagged = flagged_;
+  for (const Outgoing& o : out) flagged &= o.bytes <= kFlaggedMaxPayloadBytes;
+  for (const Incoming& i : in) flagged &= i.bytes <= kFlaggedMaxPayloadBytes;
   MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,
-                           flagged_ ? MoveRowsFlagged(g, p, flag, out, in)
-                                    : MoveRowsByDma(g, p, out, in));
+                           flagged ? MoveRowsFlagged(g, p, flag, out, in)
+                                   : MoveRowsByDma(g, p, out, in));
   // Step 4: every sender made this call.
   for (const Incoming& i : in) {
     const std::byte* header =

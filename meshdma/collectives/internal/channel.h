@@ -44,8 +44,9 @@
 // as 8-byte words of 4 payload bytes and the call's flag, stored straight
 // into the receiver's flagged slot, which polls the flags; no DMA record, no
 // byte-counting semaphore, no send completion. Otherwise (a group that spans
-// hosts) rows travel as DMAs as above. Every member decides the same way,
-// from the group alone. MESHDMA_CHANNEL_PROTOCOL=dma forces DMAs.
+// hosts), or a call with a row over kFlaggedMaxPayloadBytes, rows travel
+// as DMAs as above. Every member of a matching call decides the same way.
+// MESHDMA_CHANNEL_PROTOCOL=dma forces DMAs.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 
@@ -73,6 +74,10 @@ class Channel {
   static constexpr int64_t kHeaderBytes = 64;
   static constexpr int64_t kMaxPayloadBytes = kChannelMaxBlockBytes;
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
+  // Flagged rows carry calls whose rows are all at most this long: they
+  // move twice the bytes, and beyond a few hundred bytes the DMA rows were
+  // measured faster (BENCHMARKS.md).
+  static constexpr int64_t kFlaggedMaxPayloadBytes = 256;
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
   static constexpr int64_t kFlaggedRowBytes =

@@ -155,8 +155,11 @@ absl::StatusOr<int> Device::ResolveTarget(const DeviceId& id, DeviceIdType type,
 
 void Device::PushScope(std::string kernel_name,
                        std::optional<int> collective_id) {
-  scopes_.push_back(Scope{heap_top_, std::move(kernel_name), collective_id,
-                          {}, allocations_.mark()});
+  scopes_.push_back(Scope{heap_top_,
+                          std::move(kernel_name),
+                          collective_id,
+                          {},
+                          allocations_.mark()});
 }
 
 std::optional<int> Device::collective_id() const {
@@ -902,7 +905,11 @@ absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
                                uint32_t flag, const ArrayRef& view) {
   const int64_t start = base_internal::MonotonicNanos();
   const base_internal::Deadline deadline(start, runtime_->wait_timeout());
-  for (int64_t w = 0; w < count; ++w) {
+  // The last word first: a sender stores in order, so polling it (and not
+  // each word as it is written) keeps the cache lines from bouncing between
+  // the two cores; the others are then checked, normally at once.
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t w = k == 0 ? count - 1 : k - 1;
     for (int i = 0;; ++i) {
       if (static_cast<uint32_t>(__atomic_load_n(words + w, __ATOMIC_ACQUIRE) >>
                                 32) == flag) {
