@@ -42,6 +42,15 @@ GridScope::GridScope(const std::vector<int64_t>* grid, int batch_axes)
 }
 GridScope::~GridScope() { current_grid = prev_; }
 
+std::string AccessSite(absl::string_view what) {
+  const GridScope* g = current_grid;
+  if (g == nullptr || g->index_ == nullptr) return std::string(what);
+  return absl::StrCat(
+      what, " at grid point ",
+      Tuple({g->index_ + g->batch_axes_,
+             g->grid_->size() - static_cast<size_t>(g->batch_axes_)}));
+}
+
 namespace {
 
 using Operand = PipelineRunner::Operand;

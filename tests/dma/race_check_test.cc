@@ -150,6 +150,7 @@ absl::Status PallasScratchReuse(std::optional<bool> entry_barrier) {
   for (const char* name : {"call_a", "call_b"}) {
     PallasCallParams params{
         .name = name,
+        .grid = {2},
         .scratch_shapes = {VMEM({32}, DType::kF32),
                            SemaphoreShape(SemaphoreType::kDma, 2)},
         .entry_barrier = entry_barrier};
@@ -180,6 +181,7 @@ TEST_F(RaceCheckTest, BackToBackPallasCallsRaceWhenBarrierOptedOut) {
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("data race"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 'call_b'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("Ref load at grid point ("));
 }
 
 // Devices 1 and 2 both push 32 floats into device 0's buffer; with

@@ -73,6 +73,7 @@ class GridScope {
   // Parenthesised: clang reads `int64_t ::meshdma::f` as `int64_t::meshdma::f`.
   friend int64_t(::meshdma::program_id)(int);
   friend int64_t(::meshdma::num_programs)(int);
+  friend std::string AccessSite(absl::string_view what);
   const std::vector<int64_t>* grid_;
   int batch_axes_;
   const int64_t* index_ = nullptr;

@@ -4,13 +4,19 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "meshdma/dma/check.h"
 
 namespace meshdma {
 namespace kernels_internal {
+
+// `what` ("Ref load"), with the grid point of the running body when there is
+// one ("Ref load at grid point (1, 0)"), for checked mode's race reports.
+std::string AccessSite(absl::string_view what);
 
 template <typename T, typename C>
 inline C ToCompute(T v) {
@@ -70,7 +76,9 @@ void ForEachElement(std::span<const int64_t> shape,
 
 template <typename T>
 Block<typename Ref<T>::Compute> Ref<T>::Load() const {
-  AnnotateRead(array_, "Ref load");
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(array_, kernels_internal::AccessSite("Ref load"));
+  }
   Block<Compute> b(shape());
   const T* p = data();
   Compute* out = b.data();
@@ -90,7 +98,9 @@ Block<typename Ref<T>::Compute> Ref<T>::Load() const {
 template <typename T>
 Block<typename Ref<T>::Compute> Ref<T>::LoadMasked(
     std::span<const int64_t> valid, Compute fill) const {
-  AnnotateRead(array_, "Ref load");
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(array_, kernels_internal::AccessSite("Ref load"));
+  }
   Block<Compute> b(shape());
   const T* p = data();
   Compute* out = b.data();
@@ -123,7 +133,9 @@ absl::Status Ref<T>::StoreMasked(const Block<Compute>& block,
         absl::StrCat("masked store into ref ", ToString(), ": ", valid.size(),
                      " valid extents for rank ", rank()));
   }
-  AnnotateWrite(array_, "Ref store");
+  if (RaceCheckingEnabled()) {
+    AnnotateWrite(array_, kernels_internal::AccessSite("Ref store"));
+  }
   T* p = data();
   const Compute* in = block.data();
   if (valid.empty() && array_.is_contiguous()) {
