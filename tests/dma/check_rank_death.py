@@ -21,7 +21,9 @@ def alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(") ")[1][0] not in "ZX"
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):
+        # Gone between the open and the read (ProcessLookupError), or never
+        # there.
         return False
 
 
