@@ -150,7 +150,7 @@ absl::Status PallasScratchReuse(std::optional<bool> entry_barrier) {
   for (const char* name : {"call_a", "call_b"}) {
     PallasCallParams params{
         .name = name,
-        .grid = {2},
+        .grid = {1},
         .scratch_shapes = {VMEM({32}, DType::kF32),
                            SemaphoreShape(SemaphoreType::kDma, 2)},
         .entry_barrier = entry_barrier};

@@ -5,7 +5,7 @@
 
 1. unset: nothing on stderr;
 2. INFO into a file: the launch (every device), the path to peers, and the
-   algorithm choice of collective NAME (default all_reduce, which the
+   algorithm choice of collective NAME (default psum, which the
    program must make), each once;
 3. INFO with SUBSYS=collectives: only collectives lines;
 4. INFO with SUBSYS=^collectives: no collectives line.
@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 
-ALGORITHM = "all_reduce"
+ALGORITHM = "psum"
 if len(sys.argv) > 1 and sys.argv[1].startswith("--algorithm="):
     ALGORITHM = sys.argv.pop(1).split("=", 1)[1]
 
