@@ -34,8 +34,12 @@ absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
       const int64_t span = (r->dim(d) - 1) * r->strides()[d];
       (span < 0 ? lo : hi) += span;
     }
-    dma_internal::RaceChecker::OnOrdinaryView(r->data() + lo * elem,
-                                              r->data() + (hi + 1) * elem);
+    // Addresses as integers: a view may describe memory it cannot point
+    // into (the byte span is checked to fit int64, not the address space).
+    const uintptr_t base = reinterpret_cast<uintptr_t>(r->data());
+    dma_internal::RaceChecker::OnOrdinaryView(
+        base + static_cast<uintptr_t>(lo * elem),
+        base + static_cast<uintptr_t>((hi + 1) * elem));
   }
   return r;
 }

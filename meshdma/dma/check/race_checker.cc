@@ -223,11 +223,10 @@ void RaceChecker::Post(ClockMailbox* box, const ClockMessage& m) {
   }
 }
 
-void RaceChecker::OnOrdinaryView(const std::byte* lo, const std::byte* hi) {
+void RaceChecker::OnOrdinaryView(uintptr_t lo, uintptr_t hi) {
   RaceChecker* rc = g_active_checker.load(std::memory_order_acquire);
-  if (rc == nullptr) return;
-  rc->ForgetOrdinary(reinterpret_cast<intptr_t>(lo),
-                     reinterpret_cast<intptr_t>(hi));
+  if (rc == nullptr || hi <= lo) return;
+  rc->ForgetOrdinary(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
 }
 
 void RaceChecker::ForgetOrdinary(int64_t lo, int64_t hi) {

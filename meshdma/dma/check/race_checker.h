@@ -63,7 +63,7 @@ class RaceChecker {
   // the bytes may have been freed and handed out again since their last
   // tracked access, an order the checker cannot see, so their history is
   // forgotten. Any thread; a no-op when checked mode is off.
-  static void OnOrdinaryView(const std::byte* lo, const std::byte* hi);
+  static void OnOrdinaryView(uintptr_t lo, uintptr_t hi);
 
   // --- Called on the device's own thread.
   void OnAllocate(int device, int64_t offset, int64_t bytes,
