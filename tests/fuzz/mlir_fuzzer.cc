@@ -38,8 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   // A fresh context per input: nothing (uniqued types and attributes, loaded
   // dialects) carries over from one input to the next.
-  mlir::MLIRContext context(*registry,
-                            mlir::MLIRContext::Threading::DISABLED);
+  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
   context.allowUnregisteredDialects(false);
   // Diagnostics are the expected outcome for most inputs: drop them.
   mlir::ScopedDiagnosticHandler quiet(

@@ -445,10 +445,9 @@ absl::Status TimelineTracer::Write(const std::string& path,
   for (const GlobalDevice& d : launch_.devices()) {
     const std::string core =
         d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
-    emit(
-        absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
-                        R"j("args":{"name":"device %d (rank %d, %s)"}})j",
-                        d.rank, d.global_index, d.global_index, d.rank, core));
+    emit(absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
+                         R"j("args":{"name":"device %d (rank %d, %s)"}})j",
+                         d.rank, d.global_index, d.global_index, d.rank, core));
     emit(absl::StrFormat(
         R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
         R"("args":{"sort_index":%d}})",
