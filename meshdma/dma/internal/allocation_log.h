@@ -8,6 +8,7 @@
 #define MESHDMA_DMA_INTERNAL_ALLOCATION_LOG_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -56,7 +57,7 @@ class AllocationLog {
     uint64_t hash = 0;
     int64_t count = 0;
   };
-  Mark mark() const { return {hash_, count_}; }
+  Mark mark() const { return {hash_.load(), count_.load()}; }
   void Rewind(const Mark& m);
   // Appends an array allocation and folds its offset into the hash.
   void NoteArray(int64_t offset, int64_t bytes, DType dtype,
@@ -65,8 +66,8 @@ class AllocationLog {
   void MarkSemaphores(SemaphoreType type, int count);
 
   // The hash of the sequence (its count included); 0 before any allocation.
-  uint64_t hash() const { return hash_; }
-  int64_t count() const { return count_; }
+  uint64_t hash() const { return hash_.load(); }
+  int64_t count() const { return count_.load(); }
   // The kept records, oldest first (safe from other threads).
   std::vector<AllocationRecord> Snapshot() const;
 
@@ -82,8 +83,10 @@ class AllocationLog {
  private:
   void Mix(uint64_t v);
 
-  uint64_t hash_ = 0;
-  int64_t count_ = 0;
+  // Written by the owning device only; atomic because a peer's barrier
+  // error path reads them.
+  std::atomic<uint64_t> hash_{0};
+  std::atomic<int64_t> count_{0};
   mutable std::mutex mu_;  // Guards `kept_` (read by peers' error paths).
   std::vector<AllocationRecord> kept_;  // Ring of kKept, oldest at `next_`.
   size_t next_ = 0;
