@@ -26,14 +26,21 @@ set(MESHDMA_MPIEXEC_FLAGS "${_meshdma_default_flags}" CACHE STRING
 set(MESHDMA_MPI_TEST_NP "1;2;4" CACHE STRING "Process counts for MPI tests")
 
 # meshdma_add_gtest(NAME SOURCES ... [DEPS ...] [MPI] [NP n...] [INTERHOST]
-#                   [TIMEOUT s] [LABELS ...])
+#                   [TIMEOUT s] [LABELS ...] [RACES_FILTER -Suite.Test:...]
+#                   [NO_RACES])
 # Builds a gtest binary linked with the rank-aware main. Registers it once as
 # a plain single-process test and, with MPI, under mpirun at each NP; with
 # INTERHOST also with MESHDMA_FORCE_INTERHOST=1, at 4 processes as 2 simulated
 # hosts of 2 (MESHDMA_HOSTS=2: shared memory inside a host, MPI between),
 # and (Open MPI) again restricted to its TCP transport.
+# Checked mode runs the whole suite once more: every binary again with
+# MESHDMA_CHECK=races (label `races`) on threads and, with MPI, at 2 processes
+# (shared memory) and, with INTERHOST, 2 processes as 2 hosts (MPI). Checked
+# mode must stay silent on all of it. RACES_FILTER is a negative gtest filter
+# for tests whose expectation differs in checked mode, NO_RACES skips a binary
+# that runs no kernels; the caller says why next to each.
 function(meshdma_add_gtest name)
-  cmake_parse_arguments(ARG "MPI;INTERHOST" "TIMEOUT"
+  cmake_parse_arguments(ARG "MPI;INTERHOST;NO_RACES" "TIMEOUT;RACES_FILTER"
     "SOURCES;DEPS;NP;LABELS;ARGS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
@@ -67,6 +74,33 @@ function(meshdma_add_gtest name)
         endif()
       endif()
     endforeach()
+  endif()
+  if(NOT ARG_NO_RACES)
+    meshdma_add_races_tests(${name} MPI ${ARG_MPI} INTERHOST ${ARG_INTERHOST}
+      TIMEOUT ${ARG_TIMEOUT} FILTER "${ARG_RACES_FILTER}" LABELS "${ARG_LABELS}"
+      ARGS ${ARG_ARGS})
+  endif()
+endfunction()
+
+# The checked-mode variants of a gtest binary (see meshdma_add_gtest).
+function(meshdma_add_races_tests name)
+  cmake_parse_arguments(ARG "" "MPI;INTERHOST;TIMEOUT;FILTER" "LABELS;ARGS"
+    ${ARGN})
+  set(_args ${ARG_ARGS})
+  if(ARG_FILTER)
+    list(APPEND _args --gtest_filter=${ARG_FILTER})
+  endif()
+  add_test(NAME ${name}.races COMMAND ${name} ${_args})
+  set_tests_properties(${name}.races PROPERTIES TIMEOUT ${ARG_TIMEOUT}
+    LABELS "threads;races;${ARG_LABELS}" ENVIRONMENT "MESHDMA_CHECK=races")
+  if(ARG_MPI)
+    meshdma_add_mpi_test(${name}.races.np2 ${name} 2 TIMEOUT ${ARG_TIMEOUT}
+      LABELS "mpi;races;${ARG_LABELS}" ENV MESHDMA_CHECK=races ARGS ${_args})
+  endif()
+  if(ARG_MPI AND ARG_INTERHOST)
+    meshdma_add_mpi_test(${name}.races.np2.interhost ${name} 2
+      TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;races;${ARG_LABELS}"
+      ENV MESHDMA_FORCE_INTERHOST=1 MESHDMA_CHECK=races ARGS ${_args})
   endif()
 endfunction()
 

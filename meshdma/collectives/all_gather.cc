@@ -13,6 +13,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 
@@ -63,6 +64,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     //   step 1: push my block to every peer (Channel::Exchange);
     //   step 2: copy every arrived block, and mine, into place.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+    if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
     return channel->ExchangeWithAll(
         kName, g,
         collectives_internal::CallSignature(
@@ -72,6 +74,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         in.size_bytes(),
         [&](const std::byte* rows) {
           const int64_t bytes = in.size_bytes();
+          if (RaceCheckingEnabled()) AnnotateWrite(out, "channel output write");
           std::byte* base = out.data();
           std::memmove(base + g.index * bytes, in.data(), bytes);
           for (int i = 0; i < n; ++i) {
@@ -121,8 +124,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         // Step 0: my own block, unless the input already is it.
         const ArrayRef mine =
             collectives_internal::Range(out, g.index * count, count);
-        if (in.data() != mine.data() && count > 0) {
-          std::memmove(mine.data(), in.data(), in.size_bytes());
+        if (count > 0) {
+          collectives_internal::LocalCopy(in, mine);
         }
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;

@@ -14,6 +14,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 
@@ -122,6 +123,10 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   // Step 1. The staging row lives in scratch row r, which no peer writes.
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
   std::byte* staged = my_row.data();
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(in, "one-shot staging read");
+    AnnotateWrite(my_row, "one-shot staging write");
+  }
   if (check) std::memcpy(staged, &signature, sizeof(signature));
   std::memcpy(staged + header, in.data(), in.size_bytes());
   for (int j = 1; j < n; ++j) {
@@ -147,6 +152,8 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
         name, g, signature, base, row_bytes));
   }
+  collectives_internal::AnnotateReduceRows(
+      g, in, [&](int i) { return *scratch.At(i); }, out);
   collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base,
                                       row_bytes, header, out.data_as<T>(),
                                       count);
@@ -198,13 +205,14 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     using T = decltype(zero);
     if (channel) {
       // Small: every member gets my whole input over the group's channel.
+      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
       status = collectives_internal::ChannelReduce<T>(
           name, g, op,
           collectives_internal::CallSignature(
               collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
               in.num_elements(), static_cast<int>(op), &output),
           [&](int) { return std::pair(in.data(), in.size_bytes()); },
-          in.data_as<const T>(), out.data_as<T>(), in.num_elements());
+          in.data_as<const T>(), out);
       return;
     }
     status =

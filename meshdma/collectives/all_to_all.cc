@@ -11,6 +11,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 
@@ -114,6 +115,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     //   step 2: copy each arrived block, and my own, into my output.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t block_bytes = mine_in_output.size_bytes();
+    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
     return channel->ExchangeWithAll(
         kName, g,
         collectives_internal::CallSignature(
@@ -127,6 +129,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
         block_bytes,
         [&](const std::byte* rows) {
           const ArrayRef own = send_block(r);
+          if (RaceCheckingEnabled()) {
+            AnnotateWrite(output, "channel output write");
+          }
           std::memcpy(mine_in_output.data(), own.data(), own.size_bytes());
           for (int j = 0; j < n; ++j) {
             if (j == r) continue;

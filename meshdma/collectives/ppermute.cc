@@ -10,6 +10,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 
@@ -81,6 +82,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     const bool pull = remote_in && !empty;
     if (push) outgoing[0] = {dest_of[r], in.data(), in.size_bytes()};
     if (pull) incoming[0] = {source_of[r], in.size_bytes()};
+    if (!empty && (push || dest_of[r] == r) && RaceCheckingEnabled()) {
+      AnnotateRead(in, "channel staging read");
+    }
     return channel->Exchange(
         kName, g,
         collectives_internal::CallSignature(
@@ -89,6 +93,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
         [&](const std::byte* rows) {
           if (empty) return;
+          if (RaceCheckingEnabled()) AnnotateWrite(out, "channel output write");
           if (pull) {
             std::memcpy(out.data(),
                         rows + source_of[r] * Channel::kRowBytes +
@@ -126,10 +131,11 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
                                                   g.members[dest_of[r]]);
           MESHDMA_RETURN_IF_ERROR(send->start());
         } else if (dest_of[r] == r && !empty) {
-          std::memcpy(out.data(), in.data(), in.size_bytes());
+          collectives_internal::LocalCopy(in, out);
         }
         // Step 2: zeros if nobody sends to me, else wait for my source's bytes.
         if (source_of[r] < 0 && !empty) {
+          if (RaceCheckingEnabled()) AnnotateWrite(out, "zero fill");
           std::memset(out.data(), 0, out.size_bytes());
         } else if (remote_in && !empty) {
           MESHDMA_RETURN_IF_ERROR(

@@ -14,6 +14,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma {
 namespace {
@@ -64,10 +65,15 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     const int64_t bytes = header + len * elem;
     if (bytes == 0) continue;
     std::byte* staged = staging + pos * row;
-    if (check) std::memcpy(staged, &signature, sizeof(signature));
-    std::memcpy(staged + header, in.data() + b * elem, len * elem);
     const ArrayRef src =
         collectives_internal::Range(scratch, n * row + pos * row, bytes);
+    if (RaceCheckingEnabled()) {
+      AnnotateRead(collectives_internal::Range(in, b, len),
+                   "one-shot staging read");
+      AnnotateWrite(src, "one-shot staging write");
+    }
+    if (check) std::memcpy(staged, &signature, sizeof(signature));
+    std::memcpy(staged + header, in.data() + b * elem, len * elem);
     const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
     MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
                                 src, dst, send_sem, recv_sem, g.members[pos])
@@ -95,6 +101,10 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
     MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
         name, g, signature, recv, row));
   }
+  collectives_internal::AnnotateReduceRows(
+      g, collectives_internal::Range(in, my_begin, my_len),
+      [&](int i) { return collectives_internal::Range(scratch, i * row, in_bytes); },
+      out);
   collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin,
                                       recv, row, header, out.data_as<T>(),
                                       my_len);
@@ -161,6 +171,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
     using T = decltype(zero);
     if (channel) {
       // Small: member j gets segment j of my input over the group's channel.
+      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
       const int64_t elem = static_cast<int64_t>(sizeof(T));
       status = collectives_internal::ChannelReduce<T>(
           name, g, op,
@@ -171,7 +182,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
             const auto [b, len] = ScatterSegment(in.num_elements(), n, j);
             return std::pair(in.data() + b * elem, len * elem);
           },
-          in.data_as<const T>() + my_begin, out.data_as<T>(), my_len);
+          in.data_as<const T>() + my_begin, out);
       return;
     }
     status =

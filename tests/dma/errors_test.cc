@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -88,17 +89,30 @@ TEST(RuntimeLifecycleTest, DoubleCreateAndRunAfterShutdown) {
   EXPECT_THAT(s.message(), HasSubstr("after Shutdown"));
 }
 
+// This process's rank from the launcher's environment (Open MPI or MPICH)
+// when it started two or more processes, else -1. Runtime options differ by
+// rank before any runtime (and MPI) exists.
+int LauncherRankOfTwoOrMore() {
+  for (auto [rank_var, size_var] :
+       {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+        std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char* rank = std::getenv(rank_var);
+    const char* size = std::getenv(size_var);
+    if (rank != nullptr && size != nullptr && std::atoi(size) >= 2) {
+      return std::atoi(rank);
+    }
+  }
+  return -1;
+}
+
 // Heap sizes are agreed at start-up on every path (shared memory and MPI):
 // ranks with different sizes get an error naming each rank's size, not a
 // peer's DMA past the end of a smaller heap.
 TEST(RuntimeLifecycleTest, HeapSizesMustAgree) {
-  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  const char* env_size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (env_rank == nullptr || env_size == nullptr || std::atoi(env_size) < 2) {
-    GTEST_SKIP() << "needs two processes under mpirun";
-  }
+  const int rank = LauncherRankOfTwoOrMore();
+  if (rank < 0) GTEST_SKIP() << "needs two processes under mpirun";
   RuntimeOptions o = testing::TierOptions(DmaMode::kEager);
-  if (std::atoi(env_rank) == 1) o.heap_bytes = 32ll << 20;
+  if (rank == 1) o.heap_bytes = 32ll << 20;
   auto rt = Runtime::Create(o);
   ASSERT_FALSE(rt.ok());
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
@@ -107,6 +121,25 @@ TEST(RuntimeLifecycleTest, HeapSizesMustAgree) {
   EXPECT_THAT(rt.status().message(), HasSubstr("rank 0: 67108864"));
   // The failure is collective: a runtime can be created afterwards.
   auto again = Runtime::Create(testing::TierOptions(DmaMode::kEager));
+  EXPECT_TRUE(again.ok()) << again.status();
+}
+
+// Checked mode is agreed at start-up too: its clocks travel with every signal
+// and DMA, so ranks in different modes get an error naming each rank's mode.
+TEST(RuntimeLifecycleTest, CheckedModesMustAgree) {
+  const int rank = LauncherRankOfTwoOrMore();
+  if (rank < 0) GTEST_SKIP() << "needs two processes under mpirun";
+  RuntimeOptions o = testing::TierOptions(DmaMode::kEager);
+  o.check = rank == 1 ? CheckMode::kRaces : CheckMode::kOff;
+  auto rt = Runtime::Create(o);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("checked mode differs"));
+  EXPECT_THAT(rt.status().message(), HasSubstr("rank 0: off"));
+  EXPECT_THAT(rt.status().message(), HasSubstr("rank 1: races"));
+  // The failure is collective: a runtime in one mode can be created next.
+  o.check = CheckMode::kRaces;
+  auto again = Runtime::Create(o);
   EXPECT_TRUE(again.ok()) << again.status();
 }
 

@@ -7,6 +7,7 @@
 #include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/flagged_copy.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -226,6 +227,15 @@ absl::Status Channel::Exchange(
               " of small collectives over this group, "
               "this device at ",
               call, ": the devices made different sequences of calls"));
+    }
+  }
+  // Checked mode sees the reads of `consume` (raw pointers) as reads of the
+  // rows the DMAs wrote; their ordering is the credit protocol's to prove.
+  if (!flagged && RaceCheckingEnabled()) {
+    for (const Incoming& i : in) {
+      AnnotateRead(Range(flat_slots_[p], i.position * kRowBytes,
+                         kHeaderBytes + i.bytes),
+                   "channel row read");
     }
   }
   consume(rows);

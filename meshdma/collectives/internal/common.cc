@@ -1,10 +1,12 @@
 #include "meshdma/collectives/internal/common.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -185,6 +187,15 @@ absl::Status CheckRingNeighbour(absl::string_view collective,
   const int64_t mine = CallSignature(kind, dtype, count, aux, symmetric);
   MESHDMA_RETURN_IF_ERROR(SendSignature(group, mine));
   return ReceiveSignature(collective, group, mine);
+}
+
+void LocalCopy(const ArrayRef& src, const ArrayRef& dst) {
+  if (src.size_bytes() == 0 || src.data() == dst.data()) return;
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(src, "local copy read");
+    AnnotateWrite(dst, "local copy write");
+  }
+  std::memmove(dst.data(), src.data(), src.size_bytes());
 }
 
 ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size) {

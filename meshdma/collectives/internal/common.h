@@ -125,6 +125,10 @@ inline KernelOptions KernelFor(absl::string_view name) {
   return options;
 }
 
+// `dst` = `src` (the same byte size; they may overlap), copied on this
+// device's thread; checked mode records a read of `src` and a write of `dst`.
+void LocalCopy(const ArrayRef& src, const ArrayRef& dst);
+
 // Elements [begin, begin + size) of a 1-D view (unchecked bounds: callers
 // compute them).
 ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size);

@@ -87,8 +87,8 @@ absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
   }
   // Step 1.
   const ArrayRef mine = Range(output, g.index * count, count);
-  if (own.data() != mine.data() && count > 0) {
-    std::memmove(mine.data(), own.data(), own.size_bytes());
+  if (count > 0) {
+    LocalCopy(own, mine);
   }
   // Step 2.
   std::vector<int64_t> begins(std::max(m, hosts)), lens(begins.size(), count);

@@ -25,6 +25,7 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/collectives/options.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma::collectives_internal {
@@ -105,6 +106,8 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
   MESHDMA_RETURN_IF_ERROR(all.wait_recv());
   MESHDMA_RETURN_IF_ERROR(all.wait_send());
   // Step 3.
+  AnnotateReduceRows(
+      lane, part, [&](int i) { return Range(scratch, i * len, len); }, part);
   ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes, 0,
                 part.data_as<T>(), len);
   return absl::OkStatus();
@@ -146,8 +149,8 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
     MESHDMA_RETURN_IF_ERROR(
         RingReduceScatter<T>(host, combine, input, &output, mine, LanesFor(m),
                              options.chunk_bytes, options.num_buffers));
-  } else if (input.data() != output.data()) {
-    std::memmove(output.data(), input.data(), input.size_bytes());
+  } else {
+    LocalCopy(input, output);
   }
   // Step 2.
   const int64_t ring_scratch = 4 * options.num_buffers * options.chunk_bytes;
@@ -161,6 +164,7 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   }
   // Step 3.
   if (op == ReduceOp::kMean) {
+    if (RaceCheckingEnabled()) AnnotateWrite(mine, "mean division");
     DivideArray(mine.data_as<T>(), mine.num_elements(), g.size());
   }
   // Step 4.
@@ -195,6 +199,10 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
   // Step 1.
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef packed,
                            AllocateSymmetric(kDTypeOf<T>, {n * seg}));
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(input, "hierarchical packing read");
+    AnnotateWrite(packed, "hierarchical packing write");
+  }
   const T* in = input.data_as<const T>();
   T* pk = packed.data_as<T>();
   for (int j = 0; j < m; ++j) {
@@ -219,9 +227,10 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
       RingReduceScatter<T>(lane, combine, row, nullptr, total, LanesFor(hosts),
                            options.chunk_bytes, options.num_buffers));
   // Step 4.
-  T* out = output.data_as<T>();
-  std::memmove(out, total.data(), output.size_bytes());
-  if (op == ReduceOp::kMean) DivideArray(out, output.num_elements(), n);
+  LocalCopy(Range(total, 0, output.num_elements()), output);
+  if (op == ReduceOp::kMean) {
+    DivideArray(output.data_as<T>(), output.num_elements(), n);
+  }
   return absl::OkStatus();
 }
 

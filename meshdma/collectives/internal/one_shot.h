@@ -16,6 +16,7 @@
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/reduce.h"
+#include "meshdma/dma/check.h"
 
 namespace meshdma::collectives_internal {
 
@@ -59,24 +60,41 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
   ReduceMany<T>(op, sources, g.size(), out, count);
 }
 
+// Checked mode (dma/check.h): `ReduceRows` reads `mine` and each peer's row
+// `row_of(i)`, and writes `out`, through raw pointers; this records those
+// accesses so that the waits before the reduction are checked to order them.
+template <typename RowOf>
+void AnnotateReduceRows(const Group& g, const ArrayRef& mine, RowOf row_of,
+                        const ArrayRef& out) {
+  if (!RaceCheckingEnabled()) return;
+  AnnotateRead(mine, "reduction read of own input");
+  for (int i = 0; i < g.size(); ++i) {
+    if (i != g.index) AnnotateRead(row_of(i), "reduction read of a row");
+  }
+  AnnotateWrite(out, "reduction write of output");
+}
+
 // One-shot reduction over the group's channel (channel.h), for all-reduce
 // (every member sends its whole input to every peer) and reduce-scatter
 // (member j gets segment j):
 //   step 1: push `part(j)` of my input to every member j
 //           (Channel::Exchange, steps 1-3);
-//   step 2: reduce, in group order, the n copies of my `count` elements into
-//           `out`; `mine` (my own part) stands for my row.
+//   step 2: reduce, in group order, the n copies of my `out.num_elements()`
+//           elements into the 1-D `out`; `mine` (my own part) stands for my
+//           row.
 // `part(j)` returns {first byte, byte count} of what member j gets.
 template <typename T, typename Part>
 absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
-                           int64_t signature, Part part, const T* mine, T* out,
-                           int64_t count) {
+                           int64_t signature, Part part, const T* mine,
+                           const ArrayRef& out) {
   MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
   return channel->ExchangeWithAll(
-      name, g, signature, part, count * static_cast<int64_t>(sizeof(T)),
-      [&](const std::byte* rows) {
+      name, g, signature, part, out.size_bytes(), [&](const std::byte* rows) {
+        // The rows' reads are the channel's to record.
+        if (RaceCheckingEnabled()) AnnotateWrite(out, "reduction write of output");
         ReduceRows<T>(op, g, mine, rows, Channel::kRowBytes,
-                      Channel::kHeaderBytes, out, count);
+                      Channel::kHeaderBytes, out.data_as<T>(),
+                      out.num_elements());
       });
 }
 

@@ -20,6 +20,7 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma::collectives_internal {
@@ -187,6 +188,15 @@ absl::Status RingAllReduce(const Group& g, ReduceOp op, const ArrayRef& input,
 // ---------------------------------------------------------------------------
 // Implementation.
 
+// Checked mode (dma/check.h): a receive-reduce step reads my input and the
+// received piece and writes the partial through raw pointers.
+inline void AnnotateCombine(const ArrayRef& input, const ArrayRef& received,
+                            const ArrayRef& partial) {
+  AnnotateRead(input, "ring reduction read of own input");
+  AnnotateRead(received, "ring reduction read of a received piece");
+  AnnotateWrite(partial, "ring reduction write of the partial");
+}
+
 template <typename T>
 absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                const ArrayRef& input, const ArrayRef* full,
@@ -199,6 +209,8 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
   const int64_t mine_begin = PartBegin(input.num_elements(), n, g.index);
   // Partials live in `full` when no widening is needed; else in staging.
   const bool stage = full == nullptr || !std::is_same_v<A, T>;
+  // Checked mode records the raw-pointer reads and writes of steps 3a-3c.
+  const bool checked = RaceCheckingEnabled();
 
   // 1. Cut the input into pieces that fit a receive slot of `chunk_bytes`.
   const RingPieces cut = RingPieces::Plan(
@@ -230,6 +242,10 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
           ArrayRef src = Range(input, b, len);
           if (stage) {
             MESHDMA_ASSIGN_OR_RETURN(src, lane.NextStagingSlot(len));
+            if (checked) {
+              AnnotateRead(Range(input, b, len), "ring staging read");
+              AnnotateWrite(src, "ring staging write");
+            }
             ConvertArray(in + b, src.data_as<A>(), len);
           }
           MESHDMA_RETURN_IF_ERROR(lane.Send(src));
@@ -245,6 +261,7 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
             partial = Range(*full, b, len);
           }
           MESHDMA_ASSIGN_OR_RETURN(ArrayRef got, lane.Receive(len));
+          if (checked) AnnotateCombine(Range(input, b, len), got, partial);
           CombineArrays<A>(op, in + b, got.data_as<const A>(),
                            partial.data_as<A>(), len, 1);
           MESHDMA_RETURN_IF_ERROR(lane.Release());
@@ -256,6 +273,10 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
           //     step 0 (that phase's step-0 receive semaphore), while it is
           //     hot in cache; then the slot goes back to `from` (capacity).
           MESHDMA_ASSIGN_OR_RETURN(ArrayRef got, lane.Receive(len));
+          if (checked) {
+            AnnotateCombine(Range(input, b, len), got,
+                            Range(mine, b - mine_begin, len));
+          }
           CombineArrays<A>(op, in + b, got.data_as<const A>(),
                            mine.data_as<T>() + (b - mine_begin), len, n);
           if (gather != nullptr) {
