@@ -363,6 +363,13 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
   }
   for (auto it = run_end_.rbegin(); it != run_end_.rend(); ++it) (*it)();
   run_end_.clear();
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("persistent state of ", Name(),
+                   " at the end of Run: ", absl::StrJoin(problems, "; ")));
+}
+
+void Device::ZeroPersistent() {
   for (const SemaphoreRecord& rec : persistent_semaphores_) {
     for (int i = 0; i < rec.count; ++i) {
       CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
@@ -372,10 +379,6 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
   std::memset(heap_base_ + persistent_bottom_, 0,
               heap_bytes_ - persistent_bottom_);
   persistent_bottom_ = heap_bytes_;
-  if (problems.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("persistent state of ", Name(),
-                   " at the end of Run: ", absl::StrJoin(problems, "; ")));
 }
 
 void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
@@ -436,13 +439,17 @@ absl::Status Device::PopScope() {
     }
   }
   // Keep free memory zero: the next allocation starts from zeros. No signal
-  // may still be finishing on a cell about to be zeroed.
-  for (const SemaphoreRecord& rec : scope.semaphores) {
-    for (int i = 0; i < rec.count; ++i) {
-      CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
+  // may still be finishing on a cell about to be zeroed. Once the Run has
+  // failed, peers' late DMAs and signals may still land here: the recovery
+  // zeroes the memory instead, after they have drained.
+  if (!runtime_->aborted()) {
+    for (const SemaphoreRecord& rec : scope.semaphores) {
+      for (int i = 0; i < rec.count; ++i) {
+        CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
+      }
     }
+    std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
   }
-  std::memset(heap_base_ + scope.heap_mark, 0, heap_top_ - scope.heap_mark);
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnFree(global_index_, scope.heap_mark, heap_top_);
   }

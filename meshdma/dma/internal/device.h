@@ -89,11 +89,17 @@ class Device {
                                                        absl::string_view name);
   void AtRunExit(std::function<absl::Status()> fn);
   void AtRunEnd(std::function<void()> fn);
-  // At the end of a Run: runs the `AtRunExit` functions (latest first) when
-  // `run_hooks`, checks that every persistent semaphore is back to 0, runs
-  // the `AtRunEnd` functions (latest first, always), then zeroes and releases
-  // the persistent memory.
+  // At the end of a Run, on the device's thread: runs the `AtRunExit`
+  // functions (latest first) when `run_hooks`, checks that every persistent
+  // semaphore is back to 0, and runs the `AtRunEnd` functions (latest first,
+  // always).
   absl::Status ReleasePersistent(bool run_hooks);
+  // After every local device has finished a Run that did not fail: zeroes
+  // and releases the persistent memory. Not on the device's thread, once no
+  // local device can still write into it (a peer's flagged copy or DMA may
+  // otherwise land while it is zeroed); after a failed Run the recovery
+  // zeroes it instead (`ResetAfterFailure`), once every DMA has drained.
+  void ZeroPersistent();
 
   // --- Recovery after a failed Run. The heap this device has used since the
   // last reset: [0, touched_top) and [touched_bottom, heap_bytes).

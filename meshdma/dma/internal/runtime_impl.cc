@@ -505,6 +505,12 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     done_cv_.wait(lock, [&] { return tasks_pending_ == 0; });
     task_ = nullptr;
   }
+  // No local device writes any more; peers' writes into persistent memory
+  // were ordered by the channels' credits. After a failure the next Run's
+  // recovery zeroes it, once every late DMA has drained.
+  if (!aborted()) {
+    for (auto& d : devices_) d->ZeroPersistent();
+  }
   // Report root causes before the waits they aborted.
   std::vector<std::string> lines;
   absl::StatusCode code = absl::StatusCode::kOk;
