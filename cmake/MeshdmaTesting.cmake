@@ -24,6 +24,14 @@ endif()
 set(MESHDMA_MPIEXEC_FLAGS "${_meshdma_default_flags}" CACHE STRING
   "Extra mpiexec flags for the test suite (e.g. --oversubscribe;--allow-run-as-root)")
 set(MESHDMA_MPI_TEST_NP "1;2;4" CACHE STRING "Process counts for MPI tests")
+# A ThreadSanitizer build (scripts/test-sanitizers.sh): tests that race on
+# purpose, to check that checked mode reports it, run only their race-free
+# cases there (MESHDMA_RACE_FREE_FILTER).
+set(MESHDMA_TSAN OFF)
+if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=thread")
+  set(MESHDMA_TSAN ON)
+endif()
+set(MESHDMA_RACE_FREE_FILTER "*Silent*:*SafeByDefault*")
 
 # meshdma_add_gtest(NAME SOURCES ... [DEPS ...] [MPI] [NP n...] [INTERHOST]
 #                   [TIMEOUT s] [LABELS ...] [RACES_FILTER -Suite.Test:...]

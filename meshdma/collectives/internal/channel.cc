@@ -69,8 +69,9 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       AllocatePersistentSemaphores(SemaphoreType::kDma, 1, "channel sent"));
   c->sent_ = sent[0];
   MESHDMA_ASSIGN_OR_RETURN(
-      c->credits_, AllocatePersistentSemaphores(SemaphoreType::kRegular,
-                                                kSlotSets, "channel credits"));
+      c->credits_, AllocatePersistentSemaphores(
+                       SemaphoreType::kRegular, kCreditGroups, "channel credits"));
+  c->owed_.assign(n, 0);
   for (int p = 0; p < kSlotSets; ++p) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, c->slots_.At(p));
     MESHDMA_ASSIGN_OR_RETURN(c->flat_slots_[p],
@@ -84,6 +85,10 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
         AllocatePersistent(DType::kU8, flagged_shape, "channel flagged rows"));
     for (int p = 0; p < kSlotSets; ++p) {
       MESHDMA_ASSIGN_OR_RETURN(c->flagged_slots_[p], flagged.At(p));
+      for (int i = 0; i < n; ++i) {
+        c->flagged_rows_[p].push_back(Range(
+            c->flagged_slots_[p], i * kFlaggedRowBytes, kFlaggedRowBytes));
+      }
     }
     c->received_.resize(static_cast<size_t>(n) * kRowBytes);
   }
@@ -94,10 +99,15 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       ArrayRef::FromPointer(c->staging_.data(), DType::kU8, staging_shape));
   if (t_channels == nullptr) {
     t_channels = new std::vector<std::unique_ptr<Channel>>();
-    // A successful Run waits for the credits still owed; any Run, failed or
-    // not, forgets its channels, so the next Run allocates them afresh.
+    // A successful Run gives the credits it owes, then waits for those owed
+    // to it; any Run, failed or not, forgets its channels, so the next Run
+    // allocates them afresh.
     MESHDMA_RETURN_IF_ERROR(AtRunExit([]() -> absl::Status {
       absl::Status status;
+      for (auto& channel : *t_channels) {
+        absl::Status s = channel->GiveOwedCredits();
+        if (status.ok()) status = s;
+      }
       for (auto& channel : *t_channels) {
         absl::Status s = channel->WaitOwedCredits();
         if (status.ok()) status = s;
@@ -113,11 +123,23 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   return t_channels->back().get();
 }
 
+absl::Status Channel::GiveOwedCredits() {
+  if (calls_ == 0) return absl::OkStatus();
+  const int q = static_cast<int>(((calls_ - 1) / kCreditBatch) % kCreditGroups);
+  for (size_t i = 0; i < owed_.size(); ++i) {
+    if (owed_[i] == 0) continue;
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(
+        credits_[q], owed_[i], DeviceId(members_[i]), DeviceIdType::kLogical));
+    owed_[i] = 0;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Channel::WaitOwedCredits() {
-  for (int p = 0; p < kSlotSets; ++p) {
-    if (pushed_[p] > 0) {
-      MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
-      pushed_[p] = 0;
+  for (int q = 0; q < kCreditGroups; ++q) {
+    if (pushed_[q] > 0) {
+      MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[q], pushed_[q]));
+      pushed_[q] = 0;
     }
   }
   return absl::OkStatus();
@@ -167,7 +189,7 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
 absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
     const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
     std::span<const Incoming> in) {
-  const ArrayRef& slots = flagged_slots_[p];
+  const std::vector<ArrayRef>& rows = flagged_rows_[p];
   // Step 2: store each row, flagged, into row `g.index` of the receiver's
   // flagged set p.
   for (const Outgoing& o : out) {
@@ -175,7 +197,7 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
                            kHeaderBytes - kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_copy(
         {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)},
-        Range(slots, g.index * kFlaggedRowBytes, kFlaggedRowBytes), flag,
+        rows[g.index], flag,
         DeviceId(g.members[o.position]), DeviceIdType::kLogical));
   }
   // Step 3: every expected row carries this call's flag; unpack it.
@@ -183,7 +205,7 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
     std::byte* row = received_.data() + i.position * kRowBytes + kHeaderBytes -
                      kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_wait(
-        Range(slots, i.position * kFlaggedRowBytes, kFlaggedRowBytes), flag,
+        rows[i.position], flag,
         {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
   }
   return received_.data();
@@ -195,13 +217,16 @@ absl::Status Channel::Exchange(
     absl::FunctionRef<void(const std::byte* rows)> consume) {
   const int64_t call = calls_++;
   const int p = static_cast<int>(call % kSlotSets);
-  // Step 1: the rows this device wrote in set p last time have been read.
-  if (pushed_[p] > 0) {
-    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[p], pushed_[p]));
+  const int q = static_cast<int>((call / kCreditBatch) % kCreditGroups);
+  // Step 1: the rows this device wrote in group q's sets last time have
+  // been read.
+  if (call % kCreditBatch == 0 && pushed_[q] > 0) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[q], pushed_[q]));
+    pushed_[q] = 0;
   }
   // Steps 2-3: move the rows.
   for (const Outgoing& o : out) StageRow(o, signature, call);
-  pushed_[p] = static_cast<int>(out.size());
+  pushed_[q] += static_cast<int>(out.size());
   // Flags are never 0 and differ between consecutive uses of a slot set.
   const uint32_t flag = static_cast<uint32_t>(call % 0xFFFFFFFFLL) + 1;
   bool flagged = flagged_;
@@ -239,12 +264,10 @@ absl::Status Channel::Exchange(
     }
   }
   consume(rows);
-  // Step 5: hand each sender its row back.
-  for (const Incoming& i : in) {
-    MESHDMA_RETURN_IF_ERROR(semaphore_signal(credits_[p], 1,
-                                             DeviceId(g.members[i.position]),
-                                             DeviceIdType::kLogical));
-  }
+  // Step 5: owe each sender its row back; give the group's credits at its
+  // last call.
+  for (const Incoming& i : in) ++owed_[i.position];
+  if (call % kCreditBatch == kCreditBatch - 1) return GiveOwedCredits();
   return absl::OkStatus();
 }
 

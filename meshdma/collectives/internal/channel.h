@@ -9,13 +9,17 @@
 // Layout on every member, allocated by the group's first small call of the
 // Run in the same order everywhere: for each of `kSlotSets` slot sets, one
 // row of `kRowBytes` per member position (row i is written only by member i)
-// with a DMA semaphore `arrived[p][i]` counting its bytes, and a REGULAR
-// semaphore `credits[p]`.
+// with a DMA semaphore `arrived[p][i]` counting its bytes; and for each of
+// `kCreditGroups` groups of `kCreditBatch` consecutive slot sets, a REGULAR
+// semaphore `credits[q]`.
 //
-// Call m of the channel uses slot set p = m % kSlotSets:
-//   step 1: if this device pushed rows in slot set p at call m - kSlotSets,
-//           wait on credits[p] for one credit per row pushed then: every
-//           receiver has consumed it, so the rows may be overwritten;
+// Call m of the channel uses slot set p = m % kSlotSets, in credit group
+// q = (m / kCreditBatch) % kCreditGroups:
+//   step 1: at the first call of group q, if this device pushed rows in q's
+//           slot sets when it last used them (calls m - kSlotSets to
+//           m - kSlotSets + kCreditBatch - 1), wait on credits[q] for one
+//           credit per row pushed then: every receiver has consumed them, so
+//           the rows may be overwritten;
 //   step 2: push each outgoing row, [header | payload] staged in private
 //           memory, into row `rank` of the receiver's slot set p: one DMA per
 //           receiver, counted on the receiver's arrived[p][rank];
@@ -24,19 +28,22 @@
 //   step 4: check every received header against this call's signature and
 //           call number (a peer making another call is an error at once),
 //           and let the caller read the rows;
-//   step 5: give one credit back to each sender (a remote signal on its
-//           credits[p]).
-// Two slot sets suffice for flow control because step 1 makes a sender wait
-// for the consumer of the rows it is about to overwrite. Counting each
+//   step 5: owe one credit to each sender; at the last call of group q, give
+//           each sender the credits owed to it (one remote signal on its
+//           credits[q]), so a credit round costs a call 1 / kCreditBatch of
+//           a signal per peer.
+// Two credit groups suffice for flow control because step 1 makes a sender
+// wait for the consumer of the rows it is about to overwrite. Counting each
 // sender's row on its own semaphore matters when senders run ahead: a member
 // that does not wait for this device (a partial permutation) may push its
 // row for a later call while this device still waits for another sender's
 // row of the current call, and the two byte counts must not mix. When the Run
-// ends, each device waits for the credits still owed to it, so every semaphore
-// is back to 0 before the persistent memory is released. Every Run, failed or
-// not, ends by forgetting its channels (`AtRunEnd`): after a failed Run the
-// runtime's recovery zeroes the semaphores, and the next Run's first call
-// allocates a fresh channel.
+// ends, each device first gives the credits it still owes, then waits for
+// the credits still owed to it, so every semaphore is back to 0 before the
+// persistent memory is released. Every Run, failed or not, ends by
+// forgetting its channels (`AtRunEnd`): after a failed Run the runtime's
+// recovery zeroes the semaphores, and the next Run's first call allocates a
+// fresh channel.
 //
 // Protocols. When every member can store into every other member's memory
 // (threads of a process, processes of one host; checked mode off), steps 2
@@ -68,7 +75,10 @@ namespace meshdma::collectives_internal {
 
 class Channel {
  public:
-  static constexpr int kSlotSets = 2;
+  static constexpr int kSlotSets = 4;
+  // Credits go back once per kCreditBatch calls (see the steps above).
+  static constexpr int kCreditBatch = 2;
+  static constexpr int kCreditGroups = kSlotSets / kCreditBatch;
   // Each row: the header (signature, call number), then up to
   // `kMaxPayloadBytes` of payload.
   static constexpr int64_t kHeaderBytes = 64;
@@ -81,7 +91,7 @@ class Channel {
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
   static constexpr int64_t kFlaggedRowBytes =
-      8 * ((kFlaggedHeaderBytes + kMaxPayloadBytes + 3) / 4);
+      8 * ((kFlaggedHeaderBytes + kFlaggedMaxPayloadBytes + 3) / 4);
   // Callers keep per-member lists on the stack.
   static constexpr int kMaxMembers = 256;
 
@@ -139,6 +149,9 @@ class Channel {
 
  private:
   Channel() = default;
+  // At the end of a successful Run: give the credits this device owes, then
+  // wait for those owed to it.
+  absl::Status GiveOwedCredits();
   absl::Status WaitOwedCredits();
   // Steps 2-3 with DMAs, or with flagged copies; both leave member i's row
   // header at rows + i * kRowBytes + kHeaderBytes - 16 and payload at
@@ -158,15 +171,20 @@ class Channel {
   ArrayRef slots_;                  // u8[kSlotSets, n, kRowBytes].
   SemaphoreArray arrived_;          // DMA, [kSlotSets * n]: per set and sender.
   Semaphore sent_;                  // DMA: this device's pushes being read.
-  SemaphoreArray credits_;          // REGULAR, one per slot set.
+  SemaphoreArray credits_;          // REGULAR, one per credit group.
   ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.
   bool flagged_ = false;            // Protocol (see the header).
   ArrayRef flagged_slots_[kSlotSets];  // u8[n * kFlaggedRowBytes] each.
+  // Row i of flagged set p, made once: a call must not slice views.
+  std::vector<ArrayRef> flagged_rows_[kSlotSets];
   std::vector<std::byte> received_;    // Unpacked flagged rows, [n, kRowBytes].
   int64_t calls_ = 0;
-  int pushed_[kSlotSets] = {};  // Rows pushed at the last use of each set.
+  // Rows pushed in each credit group's slot sets at its last use.
+  int pushed_[kCreditGroups] = {};
+  // Credits owed to the member at each position, for the current group.
+  std::vector<int> owed_;
 };
 
 }  // namespace meshdma::collectives_internal

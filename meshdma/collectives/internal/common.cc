@@ -12,6 +12,52 @@
 #include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma::collectives_internal {
+namespace {
+
+// The groups this device thread resolved in the current Run: a small-message
+// call repeats the same (mesh, axes) and must not rebuild the member list
+// (three allocations) each time. Forgotten at the end of every Run, since a
+// later Run's mesh may live at the same address.
+struct ResolvedGroup {
+  const Mesh* mesh;
+  int logical;
+  std::vector<std::string> axes;
+  RingPosition ring;
+};
+constexpr int kMaxResolvedGroups = 8;
+thread_local std::vector<ResolvedGroup>* t_groups = nullptr;
+
+const RingPosition* FindResolved(const Mesh* mesh, int logical,
+                                 std::span<const std::string> axes) {
+  if (t_groups == nullptr) return nullptr;
+  for (const ResolvedGroup& r : *t_groups) {
+    if (r.mesh == mesh && r.logical == logical &&
+        std::equal(r.axes.begin(), r.axes.end(), axes.begin(), axes.end())) {
+      return &r.ring;
+    }
+  }
+  return nullptr;
+}
+
+void RememberResolved(const Mesh* mesh, int logical,
+                      std::span<const std::string> axes,
+                      const RingPosition& ring) {
+  if (t_groups == nullptr) {
+    if (!AtRunEnd([] {
+           delete t_groups;
+           t_groups = nullptr;
+         }).ok()) {
+      return;
+    }
+    t_groups = new std::vector<ResolvedGroup>();
+  }
+  if (t_groups->size() >= kMaxResolvedGroups) return;
+  t_groups->push_back(
+      {mesh, logical, std::vector<std::string>(axes.begin(), axes.end()),
+       ring});
+}
+
+}  // namespace
 
 absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
                                    std::span<const std::string> axes) {
@@ -27,6 +73,12 @@ absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
   MESHDMA_ASSIGN_OR_RETURN(int global, global_device_id());
   Group g;
   g.mesh = *mesh;
+  g.global_device = global;
+  g.axes = axes;
+  if (const RingPosition* known = FindResolved(*mesh, me, axes)) {
+    static_cast<RingPosition&>(g) = *known;
+    return g;
+  }
   if (axes.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(collective, " on device ", global,
@@ -39,9 +91,8 @@ absl::StatusOr<Group> ResolveGroup(absl::string_view collective,
         absl::StrCat(collective, " on device ", global, " over axes {",
                      absl::StrJoin(axes, ","), "}: ", ring.status().message()));
   }
+  RememberResolved(*mesh, me, axes, *ring);
   static_cast<RingPosition&>(g) = *std::move(ring);
-  g.global_device = global;
-  g.axes = axes;
   return g;
 }
 
