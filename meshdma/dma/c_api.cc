@@ -1,8 +1,10 @@
 #include "meshdma/dma/c_api.h"
 
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,10 +46,20 @@ absl::StatusOr<meshdma::Semaphore> ToSemaphore(meshdma_semaphore s) {
                             static_cast<meshdma::SemaphoreType>(s.type));
 }
 
-// True when the page holding `addr` is mapped in this process.
+// True when the byte at `addr` is mapped, readable memory of this process.
+// A mapping alone is not enough: a reserved (PROT_NONE) range, such as a
+// sanitizer's shadow, is mapped too. Where process_vm_readv is refused (a
+// seccomp filter), the mapping check stands alone.
 bool Mapped(uintptr_t addr) {
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  return msync(reinterpret_cast<void*>(addr & ~(page - 1)), 1, MS_ASYNC) == 0;
+  if (msync(reinterpret_cast<void*>(addr & ~(page - 1)), 1, MS_ASYNC) != 0) {
+    return false;
+  }
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{reinterpret_cast<void*>(addr), 1};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == 1) return true;
+  return errno != EFAULT;
 }
 
 // A C caller's strides are not trusted: the bytes a view spans must lie in

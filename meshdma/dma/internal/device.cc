@@ -440,9 +440,9 @@ absl::Status Device::PopScope() {
   }
   // Keep free memory zero: the next allocation starts from zeros. No signal
   // may still be finishing on a cell about to be zeroed. Once the Run has
-  // failed, peers' late DMAs and signals may still land here: the recovery
-  // zeroes the memory instead, after they have drained.
-  if (!runtime_->aborted()) {
+  // failed (here, or anywhere), peers' late DMAs and signals may still land
+  // here: the recovery zeroes the memory instead, after they have drained.
+  if (violations.empty() && !runtime_->aborted()) {
     for (const SemaphoreRecord& rec : scope.semaphores) {
       for (int i = 0; i < rec.count; ++i) {
         CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
