@@ -182,11 +182,15 @@ TEST_F(RecoveryTest, FailureInsideBarrierWithDmasInFlight) {
     MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
                              AllocateSymmetric(DType::kF32, {100000}));
+    // Only peers write a device's inbox (no entry barrier orders a peer's
+    // DMA after this device's own writes).
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef inbox,
+                             AllocateSymmetric(DType::kF32, {100000}));
     MESHDMA_ASSIGN_OR_RETURN(auto sems,
                              AllocateSemaphoreArray(SemaphoreType::kDma, 2));
     std::fill_n(buf.data_as<float>(), 100000, 1.0f);
     if (me == 0) return absl::InternalError("device 0 gives up");
-    auto copy = make_async_remote_copy(buf, buf, sems[0], sems[1],
+    auto copy = make_async_remote_copy(buf, inbox, sems[0], sems[1],
                                        DeviceId((me + 1) % n_));
     MESHDMA_RETURN_IF_ERROR(copy.start());
     MESHDMA_RETURN_IF_ERROR(copy.wait_send());

@@ -481,16 +481,21 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
                         : absl::InvalidArgumentError(
                               absl::StrCat("Runtime::Run on ", device->Name(),
                                            ": the function to run is empty"));
+    // A failure is announced before the scopes close: peers stop at once,
+    // and memory that their late DMAs and signals may still reach is left
+    // to the recovery to zero.
+    auto announce = [&] {
+      Abort(absl::StrCat(device->Name(), " failed: ",
+                         s.message().substr(0, s.message().find('\n'))));
+    };
+    if (!s.ok()) announce();
     absl::Status persistent = device->ReleasePersistent(/*run_hooks=*/s.ok());
     absl::Status exit = device->PopScope();
     if (s.ok()) s = persistent;
     if (s.ok()) s = exit;
     device->ExitRun();
     SetCurrentDevice(nullptr);
-    if (!s.ok()) {
-      Abort(absl::StrCat(device->Name(), " failed: ",
-                         s.message().substr(0, s.message().find('\n'))));
-    }
+    if (!s.ok()) announce();  // No-op when already aborted.
     results[local] = std::move(s);
   };
   {
