@@ -6,6 +6,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/dma/trace.h"
@@ -24,11 +25,18 @@ absl::Status CheckMatrix(absl::string_view kernel, absl::string_view name,
   return absl::OkStatus();
 }
 
-// c[m, n] (+)= a[m, k] b[k, n], row-major contiguous.
-void MatMul(const ArrayRef& a, const ArrayRef& b, float* c, float beta) {
+// c[m, n] (+)= a[m, k] b[k, n], row-major contiguous; checked mode sees the
+// reads of a and b and the write of c.
+void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
+            float beta) {
   const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  if (RaceCheckingEnabled()) {
+    AnnotateRead(a, "matmul read of the left operand");
+    AnnotateRead(b, "matmul read of the right operand");
+    AnnotateWrite(c, "matmul write of the product");
+  }
   Gemm(false, false, m, n, k, 1.0f, a.data_as<float>(), k, b.data_as<float>(),
-       n, beta, c, n);
+       n, beta, c.data_as<float>(), n);
 }
 
 }  // namespace
@@ -88,7 +96,9 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
           if (Computes(o.mode)) {
             TraceSpan span(absl::StrCat(kName, " step ", s));
             const ArrayRef a = Communicates(o.mode) ? block : x;
-            MatMul(a, w, out.data_as<float>() + src_device * mb * n_out, 0.0f);
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
+                                     out.Slice(0, src_device * mb, mb));
+            MatMul(a, w, product, 0.0f);
           }
           // Step 3: my block has left and the next has arrived.
           if (forward && o.mode != OverlapMode::kSequential) {
@@ -155,8 +165,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
           const int block = ring.PositionAt(-s - 1);
           const int cur = s % 2, next = (s + 1) % 2;
           const bool last = s == n - 1;
-          float* acc = last ? out.data_as<float>()
-                            : send_buf.data_as<float>() + cur * mb * n_out;
+          const ArrayRef acc = last ? out : *send_buf.At(cur);
           // Step 1: my partial product for rows block `block`, computed while
           // the previous step's sum travels.
           if (Computes(o.mode)) {
@@ -173,8 +182,14 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
             MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
             if (Computes(o.mode)) {
               TraceSpan span(absl::StrCat(kName, " add ", s));
-              const float* in = recv_buf.data_as<float>() + cur * mb * n_out;
-              for (int64_t i = 0; i < mb * n_out; ++i) acc[i] += in[i];
+              const ArrayRef arrived = *recv_buf.At(cur);
+              if (RaceCheckingEnabled()) {
+                AnnotateRead(arrived, "read of the arrived partial sum");
+                AnnotateWrite(acc, "accumulation of the partial sum");
+              }
+              const float* in = arrived.data_as<float>();
+              float* sum = acc.data_as<float>();
+              for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
             }
             if (s + 1 <= n - 2) {
               MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),

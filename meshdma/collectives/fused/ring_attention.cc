@@ -7,6 +7,7 @@
 #include "meshdma/collectives/fused/online_attention.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/dma/trace.h"
@@ -145,9 +146,17 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
             const bool local = s == 0 || !Communicates(o.mode);
             const std::vector<int64_t> k_pos =
                 SequencePositions(o.layout, s_len, n, src_device);
-            products += attention.Attend(
-                q.data_as<float>(), (local ? k : kb).data_as<float>(),
-                (local ? v : vb).data_as<float>(), s_len, q_pos, k_pos);
+            const ArrayRef& keys = local ? k : kb;
+            const ArrayRef& values = local ? v : vb;
+            if (RaceCheckingEnabled()) {
+              AnnotateRead(q, "attention read of the queries");
+              AnnotateRead(keys, "attention read of a key block");
+              AnnotateRead(values, "attention read of a value block");
+            }
+            products += attention.Attend(q.data_as<float>(),
+                                         keys.data_as<float>(),
+                                         values.data_as<float>(), s_len, q_pos,
+                                         k_pos);
           }
           // Step 3: my block has left (`send`) and the next one has arrived
           // (`recv[next]`, the same byte count as my outgoing copies).
@@ -165,6 +174,10 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
         return absl::OkStatus();
       }));
   // Step 5: out = acc / l.
+  if (RaceCheckingEnabled()) {
+    AnnotateWrite(out, "attention write of the output");
+    if (lse != nullptr) AnnotateWrite(*lse, "attention write of the lse");
+  }
   attention.Finish(out.data_as<float>(),
                    lse != nullptr ? lse->data_as<float>() : nullptr);
   if (o.products != nullptr) *o.products = products;
