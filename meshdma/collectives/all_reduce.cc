@@ -12,9 +12,9 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "meshdma/dma/check.h"
 
 namespace meshdma {
 

@@ -12,9 +12,9 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
-#include "meshdma/dma/check.h"
 
 namespace meshdma {
 namespace {
@@ -103,7 +103,9 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   }
   collectives_internal::AnnotateReduceRows(
       g, collectives_internal::Range(in, my_begin, my_len),
-      [&](int i) { return collectives_internal::Range(scratch, i * row, in_bytes); },
+      [&](int i) {
+        return collectives_internal::Range(scratch, i * row, in_bytes);
+      },
       out);
   collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin,
                                       recv, row, header, out.data_as<T>(),

@@ -54,8 +54,10 @@ class CollectivesCheckedModeTest : public ::testing::TestWithParam<Case> {
                                AllocateSymmetric<float>({c.elements}));
       MESHDMA_ASSIGN_OR_RETURN(auto stray,
                                AllocateSymmetric<float>({c.elements}));
-      MESHDMA_ASSIGN_OR_RETURN(auto send, AllocateSemaphore(SemaphoreType::kDma));
-      MESHDMA_ASSIGN_OR_RETURN(auto recv, AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma));
       MESHDMA_ASSIGN_OR_RETURN(auto done,
                                AllocateSemaphore(SemaphoreType::kRegular));
       MESHDMA_RETURN_IF_ERROR(device_barrier());
@@ -81,8 +83,7 @@ TEST_P(CollectivesCheckedModeTest, StrayDmaIntoTheOutputIsReported) {
   // On two devices the neighbour's last ring DMA comes to this device, whose
   // psum waits for it: that orders every neighbour access before the stray
   // DMA, and checked mode is right to stay silent.
-  if (GetParam().algorithm == CollectiveAlgorithm::kRing &&
-      mesh_->size() < 3) {
+  if (GetParam().algorithm == CollectiveAlgorithm::kRing && mesh_->size() < 3) {
     GTEST_SKIP() << "a race only with 3 or more devices";
   }
   absl::Status s = PsumThenStrayDma(/*ordered=*/false);

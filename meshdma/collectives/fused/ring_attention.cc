@@ -153,10 +153,9 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
               AnnotateRead(keys, "attention read of a key block");
               AnnotateRead(values, "attention read of a value block");
             }
-            products += attention.Attend(q.data_as<float>(),
-                                         keys.data_as<float>(),
-                                         values.data_as<float>(), s_len, q_pos,
-                                         k_pos);
+            products +=
+                attention.Attend(q.data_as<float>(), keys.data_as<float>(),
+                                 values.data_as<float>(), s_len, q_pos, k_pos);
           }
           // Step 3: my block has left (`send`) and the next one has arrived
           // (`recv[next]`, the same byte count as my outgoing copies).

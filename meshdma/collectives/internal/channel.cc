@@ -68,9 +68,9 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       SemaphoreArray sent,
       AllocatePersistentSemaphores(SemaphoreType::kDma, 1, "channel sent"));
   c->sent_ = sent[0];
-  MESHDMA_ASSIGN_OR_RETURN(
-      c->credits_, AllocatePersistentSemaphores(
-                       SemaphoreType::kRegular, kCreditGroups, "channel credits"));
+  MESHDMA_ASSIGN_OR_RETURN(c->credits_, AllocatePersistentSemaphores(
+                                            SemaphoreType::kRegular,
+                                            kCreditGroups, "channel credits"));
   c->owed_.assign(n, 0);
   for (int p = 0; p < kSlotSets; ++p) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, c->slots_.At(p));
@@ -195,10 +195,10 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
   for (const Outgoing& o : out) {
     const std::byte* row = staging_.data() + o.position * kRowBytes +
                            kHeaderBytes - kFlaggedHeaderBytes;
-    MESHDMA_RETURN_IF_ERROR(flagged_copy(
-        {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)},
-        rows[g.index], flag,
-        DeviceId(g.members[o.position]), DeviceIdType::kLogical));
+    MESHDMA_RETURN_IF_ERROR(
+        flagged_copy({row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)},
+                     rows[g.index], flag, DeviceId(g.members[o.position]),
+                     DeviceIdType::kLogical));
   }
   // Step 3: every expected row carries this call's flag; unpack it.
   for (const Incoming& i : in) {
@@ -258,9 +258,9 @@ absl::Status Channel::Exchange(
   // rows the DMAs wrote; their ordering is the credit protocol's to prove.
   if (!flagged && RaceCheckingEnabled()) {
     for (const Incoming& i : in) {
-      AnnotateRead(Range(flat_slots_[p], i.position * kRowBytes,
-                         kHeaderBytes + i.bytes),
-                   "channel row read");
+      AnnotateRead(
+          Range(flat_slots_[p], i.position * kRowBytes, kHeaderBytes + i.bytes),
+          "channel row read");
     }
   }
   consume(rows);

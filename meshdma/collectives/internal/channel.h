@@ -179,7 +179,7 @@ class Channel {
   ArrayRef flagged_slots_[kSlotSets];  // u8[n * kFlaggedRowBytes] each.
   // Row i of flagged set p, made once: a call must not slice views.
   std::vector<ArrayRef> flagged_rows_[kSlotSets];
-  std::vector<std::byte> received_;    // Unpacked flagged rows, [n, kRowBytes].
+  std::vector<std::byte> received_;  // Unpacked flagged rows, [n, kRowBytes].
   int64_t calls_ = 0;
   // Rows pushed in each credit group's slot sets at its last use.
   int pushed_[kCreditGroups] = {};

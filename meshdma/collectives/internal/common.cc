@@ -52,9 +52,9 @@ void RememberResolved(const Mesh* mesh, int logical,
     t_groups = new std::vector<ResolvedGroup>();
   }
   if (t_groups->size() >= kMaxResolvedGroups) return;
-  t_groups->push_back(
-      {mesh, logical, std::vector<std::string>(axes.begin(), axes.end()),
-       ring});
+  t_groups->push_back({mesh, logical,
+                       std::vector<std::string>(axes.begin(), axes.end()),
+                       ring});
 }
 
 }  // namespace

@@ -91,7 +91,8 @@ absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
   return channel->ExchangeWithAll(
       name, g, signature, part, out.size_bytes(), [&](const std::byte* rows) {
         // The rows' reads are the channel's to record.
-        if (RaceCheckingEnabled()) AnnotateWrite(out, "reduction write of output");
+        if (RaceCheckingEnabled())
+          AnnotateWrite(out, "reduction write of output");
         ReduceRows<T>(op, g, mine, rows, Channel::kRowBytes,
                       Channel::kHeaderBytes, out.data_as<T>(),
                       out.num_elements());
