@@ -38,7 +38,14 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
         -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags"
       echo "=== meshdma tests under ASan+UBSan (build-asan)"
       cmake --build build-asan -j "$jobs"
-      ctest --test-dir build-asan --output-on-failure --timeout 900 ;;
+      # LeakSanitizer runs where meshdma's process owns every allocation
+      # path. Under mpirun, Open MPI unloads its components (dlclose) in
+      # MPI_Finalize, and what they allocated is then reported from an
+      # "<unknown module>" that no suppression can name: those tests run
+      # with ASan and UBSan but without the leak check.
+      ctest --test-dir build-asan --output-on-failure --timeout 900 -LE '^mpi$'
+      ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+        ctest --test-dir build-asan --output-on-failure --timeout 900 -L '^mpi$' ;;
     tsan)
       flags="-fsanitize=thread -fno-omit-frame-pointer"
       cmake -S . -B build-tsan "${common[@]}" \
