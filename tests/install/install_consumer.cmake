@@ -3,6 +3,7 @@
 #   -DCONSUMER_DIR=<consumer sources>  -DWORK_DIR=<scratch folder>
 #   -DREADME=<README.md>               -DCXX_COMPILER=<compiler to use>
 #   -DLANGUAGES=<"CXX" or "C;CXX">, the consumer project's languages
+#   -DLINKER_FLAGS=<flags>             the build's executable link flags
 # and either -DBUILD_DIR=<a configured meshdma build tree> to install, or
 # -DSOURCE_DIR=<meshdma sources> to configure, build and install a shared
 # meshdma without MLIR, tests, examples or benchmarks first.
@@ -40,6 +41,11 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 set(compiler_args "")
 if(CXX_COMPILER)
   set(compiler_args -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+endif()
+# A sanitizer build's static library needs its runtime at the consumer's
+# link too.
+if(LINKER_FLAGS)
+  list(APPEND compiler_args "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 endif()
 
 # Step 1: install (after building a shared library from the sources).
