@@ -170,6 +170,10 @@ struct Signature {
     s.aux = static_cast<int>(v & 63);
     return s;
   }
+  // False for bytes that no call encoded (a zero or foreign header).
+  bool Valid() const {
+    return kind >= 1 && kind <= 5 && dtype <= 6 && count >= 0;
+  }
   std::string ToString() const {
     static constexpr const char* kKinds[] = {
         "?",    "ppermute",   "all_gather", "psum_scatter",
@@ -202,6 +206,17 @@ int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                                int64_t mine, int64_t theirs, int peer) {
   if (theirs == mine) return absl::OkStatus();
+  if (!Signature::Decode(theirs).Valid()) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat("this device calls ", Signature::Decode(mine).ToString(),
+                     " but what device LOGICAL id ", peer,
+                     " sent carries no call signature: it made another call, "
+                     "or allocated a different sequence so that its data "
+                     "landed elsewhere; every device of the group must make "
+                     "the same call, with outputs from the same symmetric "
+                     "allocation"));
+  }
   return CollectiveError(
       collective, group,
       absl::StrCat("this device calls ", Signature::Decode(mine).ToString(),
