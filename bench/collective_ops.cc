@@ -11,7 +11,7 @@
 // all_gather with its input in this device's block of the output,
 // reduce_scatter with its output in this device's segment of the input;
 // all_to_all has none. `--algo` takes auto, ring, bidirectional_ring,
-// one_shot, hierarchical; `-o` sum, max, min, avg (all_reduce, reduce_scatter).
+// one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce, reduce_scatter).
 // #wrong counts the elements of the -c checked calls (each on freshly written
 // inputs) that differ from a closed-form reference on any device.
 // MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
@@ -176,9 +176,11 @@ absl::StatusOr<CollectiveAlgorithm> ParseAlgorithm(const std::string& s) {
   }
   if (s == "one_shot") return CollectiveAlgorithm::kOneShot;
   if (s == "hierarchical") return CollectiveAlgorithm::kHierarchical;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "flag --algo: bad value '", s,
-      "': expected auto, ring, bidirectional_ring, one_shot or hierarchical"));
+  if (s == "direct") return CollectiveAlgorithm::kDirect;
+  return absl::InvalidArgumentError(
+      absl::StrCat("flag --algo: bad value '", s,
+                   "': expected auto, ring, bidirectional_ring, one_shot, "
+                   "hierarchical or direct"));
 }
 
 double Reduce(ReduceOp op, int n, int64_t i, bool integer) {

@@ -71,7 +71,7 @@ ABSL_FLAG(std::string, collective, "ppermute",
 ABSL_FLAG(int, repeats, 5, "timed repeats per size; the median is reported");
 ABSL_FLAG(std::string, algo, "auto",
           "collective algorithm: auto, ring, bidirectional_ring, one_shot, "
-          "hierarchical");
+          "hierarchical, direct");
 ABSL_FLAG(std::string, csv, "", "also write the results as CSV here");
 ABSL_FLAG(std::string, plot, "",
           "draw busbw and latency against size into this PNG (gnuplot)");
@@ -562,9 +562,10 @@ void BenchContext::PrintHeader(const Row& first) {
   std::printf(
       "# auto: blocks up to %lld B per peer take the channel (flagged stores "
       "on one host, DMA rows across hosts; MESHDMA_CHANNEL_PROTOCOL=dma "
-      "forces DMA rows); all_reduce up to %lld B: one_shot; groups spread "
-      "evenly over hosts: hierarchical; else ring (2 devices) or "
-      "bidirectional_ring\n",
+      "forces DMA rows); all_reduce and reduce_scatter up to %lld B: "
+      "one_shot; above it, with every peer addressable (one host, symmetric "
+      "input, checked mode off): direct; groups spread evenly over hosts: "
+      "hierarchical; else ring (2 devices) or bidirectional_ring\n",
       static_cast<long long>(kChannelMaxBlockBytes),
       static_cast<long long>(defaults.one_shot_max_bytes));
   std::printf("#\n# Using devices\n");

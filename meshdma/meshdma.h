@@ -11,6 +11,7 @@
 #include "meshdma/dma/async_copy.h"           // IWYU pragma: export
 #include "meshdma/dma/flagged_copy.h"         // IWYU pragma: export
 #include "meshdma/dma/kernel.h"               // IWYU pragma: export
+#include "meshdma/dma/peer_view.h"            // IWYU pragma: export
 #include "meshdma/dma/runtime.h"              // IWYU pragma: export
 #include "meshdma/dma/semaphore.h"            // IWYU pragma: export
 #include "meshdma/dma/symmetric_memory.h"     // IWYU pragma: export

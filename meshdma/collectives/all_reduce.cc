@@ -7,6 +7,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
@@ -44,6 +45,8 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
       return "one_shot";
     case CollectiveAlgorithm::kHierarchical:
       return "hierarchical";
+    case CollectiveAlgorithm::kDirect:
+      return "direct";
   }
   return "?";
 }
@@ -51,7 +54,7 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
 CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
                                              const CollectiveOptions& options,
                                              absl::string_view collective,
-                                             int even_hosts) {
+                                             int even_hosts, bool direct) {
   const bool requested = options.algorithm != CollectiveAlgorithm::kAuto;
   const CollectiveAlgorithm flat_ring =
       group_size <= 2 ? CollectiveAlgorithm::kRing
@@ -60,18 +63,24 @@ CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
   if (!requested) {
     chosen = CollectiveAlgorithm::kOneShot;
     if (bytes > options.one_shot_max_bytes) {
-      chosen = even_hosts > 1 ? CollectiveAlgorithm::kHierarchical : flat_ring;
+      chosen = direct           ? CollectiveAlgorithm::kDirect
+               : even_hosts > 1 ? CollectiveAlgorithm::kHierarchical
+                                : flat_ring;
     }
   } else if (chosen == CollectiveAlgorithm::kHierarchical && even_hosts <= 1) {
     chosen = flat_ring;  // One host, or hosts with different counts.
+  } else if (chosen == CollectiveAlgorithm::kDirect && !direct) {
+    chosen = flat_ring;  // Another host, checked mode, or a private input.
   }
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
       kInfo, kLogCollectives,
       absl::StrCat(collective, " ", group_size, " ",
-                   CollectiveAlgorithmName(chosen), requested, " ", even_hosts),
+                   CollectiveAlgorithmName(chosen), requested, " ", even_hosts,
+                   direct),
       collective, " on ", group_size, " devices (", even_hosts,
-      " even hosts): ", CollectiveAlgorithmName(chosen),
+      " even hosts", direct ? ", addressable" : "",
+      "): ", CollectiveAlgorithmName(chosen),
       requested ? absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                                " requested)")
                 : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
@@ -196,8 +205,11 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
+  MESHDMA_ASSIGN_OR_RETURN(
+      const bool direct,
+      collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
-      in.size_bytes(), g.size(), options, name, even_hosts);
+      in.size_bytes(), g.size(), options, name, even_hosts, direct);
   absl::Status status;
   const bool channel = algorithm == CollectiveAlgorithm::kOneShot &&
                        collectives_internal::Channel::Fits(g, in.size_bytes());
@@ -219,9 +231,10 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
         RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
           const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
           if (options.check_peers && !one_shot) {
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckNeighbourCall(
                 name, g, collectives_internal::CollectiveKind::kAllReduce,
-                in.dtype(), in.num_elements(), static_cast<int>(op), &output));
+                in.dtype(), in.num_elements(), static_cast<int>(op), &output,
+                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr));
           }
           if (g.size() == 1) {
             if (in.data() != out.data()) {
@@ -241,6 +254,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalAllReduce<T>(
                   g, layout, op, in, out, options);
+            case CollectiveAlgorithm::kDirect:
+              return collectives_internal::DirectAllReduce<T>(g, op, in, out);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingAllReduce<T>(
                   g, op, in, out, 2, options.chunk_bytes, options.num_buffers);

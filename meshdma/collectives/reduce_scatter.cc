@@ -7,6 +7,7 @@
 #include "meshdma/collectives/all_reduce.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
@@ -160,8 +161,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  const CollectiveAlgorithm algorithm =
-      ChooseAllReduceAlgorithm(in.size_bytes(), n, options, name, even_hosts);
+  MESHDMA_ASSIGN_OR_RETURN(
+      const bool direct,
+      collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
+  const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
+      in.size_bytes(), n, options, name, even_hosts, direct);
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
@@ -191,9 +195,10 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
         RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
           const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
           if (options.check_peers && !one_shot) {
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
+            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckNeighbourCall(
                 name, g, collectives_internal::CollectiveKind::kReduceScatter,
-                in.dtype(), in.num_elements(), static_cast<int>(op), nullptr));
+                in.dtype(), in.num_elements(), static_cast<int>(op), nullptr,
+                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr));
           }
           if (n == 1) {
             if (in.data() != out.data()) {
@@ -213,6 +218,9 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalReduceScatter<T>(
                   g, layout, op, in, out, options);
+            case CollectiveAlgorithm::kDirect:
+              return collectives_internal::DirectReduceScatter<T>(g, op, in,
+                                                                  out);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingReduceScatter<T>(
                   g, op, in, nullptr, out, 2, options.chunk_bytes,

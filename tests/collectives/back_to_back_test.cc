@@ -52,10 +52,11 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
     const CollectiveAlgorithm algorithms[] = {
         CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
         CollectiveAlgorithm::kBidirectionalRing, CollectiveAlgorithm::kOneShot,
-        CollectiveAlgorithm::kHierarchical};
-    call.algorithm = algorithms[rng() % 5];
+        CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect};
+    call.algorithm = algorithms[rng() % 6];
     if (call.op != Op::kPsum && call.op != Op::kPsumScatter &&
-        call.algorithm == CollectiveAlgorithm::kOneShot) {
+        (call.algorithm == CollectiveAlgorithm::kOneShot ||
+         call.algorithm == CollectiveAlgorithm::kDirect)) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }
     if ((call.op == Op::kAllToAll || call.op == Op::kPpermute) &&

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "collectives_test_util.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/topology/launch.h"
@@ -108,7 +110,7 @@ std::vector<ReduceCase> ReduceCases() {
   const std::vector<CollectiveAlgorithm> algorithms = {
       CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
       CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
-      CollectiveAlgorithm::kAuto};
+      CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kAuto};
   std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
                                DType::kF16, DType::kI32, DType::kI64};
   std::vector<int64_t> counts = {1, 13, 1003, 40009};
@@ -149,6 +151,10 @@ absl::Status PsumCase(const ReduceCase& c,
                              AllocateSymmetric(c.dtype, {c.count}));
     HostArray host(c.dtype, {c.count});
     ArrayRef in = c.in_place ? out : host.ref;
+    if (!c.in_place && c.algorithm == CollectiveAlgorithm::kDirect) {
+      // kDirect reads inputs in place, so they must be symmetric.
+      MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
+    }
     Fill(in, who.me);
     CollectiveOptions o;
     o.algorithm = c.algorithm;
@@ -176,6 +182,9 @@ absl::Status ReduceScatterCase(const ReduceCase& c,
       MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
       out = *in.Slice(0, begin, len);
     } else {
+      if (c.algorithm == CollectiveAlgorithm::kDirect) {
+        MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
+      }
       // The same allocation on every device (the largest segment), so that
       // later allocations stay symmetric; the output is its prefix.
       MESHDMA_ASSIGN_OR_RETURN(
@@ -237,6 +246,49 @@ TEST(Collectives, AllReduce) {
     RunOnMesh(rt, *mesh, [&]() -> absl::Status {
       for (const ReduceCase& c : cases) {
         MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// kDirect runs (rather than falling back to the ring) exactly when every
+// member is addressable: one host, checked mode off, a symmetric input.
+TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
+  const char* check = std::getenv("MESHDMA_CHECK");
+  const bool checked = check != nullptr && std::string(check) == "races";
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const Launch& launch = rt.launch();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      const std::vector<std::string> axes = {"x"};
+      MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                               collectives_internal::ResolveGroup("psum", axes));
+      bool one_host = true;
+      const int my_rank = launch.devices()[g.global_device].rank;
+      for (int logical : g.members) {
+        one_host &= launch.SameHost(
+            my_rank, launch.devices()[mesh->devices()[logical]].rank);
+      }
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
+                               AllocateSymmetric(DType::kF32, {1 << 16}));
+      HostArray host(DType::kF32, {1 << 16});
+      const CollectiveOptions o;
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool symmetric,
+          collectives_internal::DirectApplies(g, in, 1 << 18, o));
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool ordinary,
+          collectives_internal::DirectApplies(g, host.ref, 1 << 18, o));
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool small, collectives_internal::DirectApplies(
+                          g, in, o.one_shot_max_bytes, o));
+      const bool want = g.size() > 1 && one_host && !checked;
+      if (symmetric != want || ordinary || small) {
+        return absl::InternalError(absl::StrCat(
+            "DirectApplies: symmetric ", symmetric, " (want ", want,
+            "), ordinary input ", ordinary, ", one-shot size ", small));
       }
       return absl::OkStatus();
     });
@@ -452,7 +504,8 @@ TEST(Collectives, MeshAxes) {
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
                                       CollectiveAlgorithm::kBidirectionalRing,
                                       CollectiveAlgorithm::kOneShot,
-                                      CollectiveAlgorithm::kHierarchical}) {
+                                      CollectiveAlgorithm::kHierarchical,
+                                      CollectiveAlgorithm::kDirect}) {
           for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
             for (int64_t count : {int64_t{5}, int64_t{4099}}) {
               const ReduceCase c{a, t, count, ReduceOp::kSum, false, 1024};
@@ -533,6 +586,25 @@ TEST(Collectives, ChooseHierarchical) {
             CollectiveAlgorithm::kRing);
 }
 
+// kAuto picks kDirect above the one-shot size when every member is
+// addressable (`direct`); a request for it elsewhere runs the flat ring.
+TEST(Collectives, ChooseDirect) {
+  CollectiveOptions o;
+  const int64_t big = o.one_shot_max_bytes + 1;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 1, true),
+            CollectiveAlgorithm::kDirect);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(o.one_shot_max_bytes, 4, o, "psum", 1,
+                                     true),
+            CollectiveAlgorithm::kOneShot);
+  o.algorithm = CollectiveAlgorithm::kDirect;
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 2, o, "psum", 1, false),
+            CollectiveAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 2, false),
+            CollectiveAlgorithm::kBidirectionalRing);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(1, 4, o, "psum", 1, true),
+            CollectiveAlgorithm::kDirect);
+}
+
 // Under mpirun with one device per process: the MPI library's own collectives
 // on the same data are the reference (uniform random f32 for psum, within
 // 1e-5 as in the Pallas tutorial; exact integers for the rest).
@@ -569,7 +641,7 @@ TEST(Collectives, AgainstMpi) {
              {CollectiveAlgorithm::kRing,
               CollectiveAlgorithm::kBidirectionalRing,
               CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
-              CollectiveAlgorithm::kAuto}) {
+              CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kAuto}) {
           std::copy(in.begin(), in.end(), buf.data_as<float>());
           CollectiveOptions o;
           o.algorithm = a;

@@ -178,25 +178,43 @@ struct Signature {
     static constexpr const char* kKinds[] = {
         "?",    "ppermute",   "all_gather", "psum_scatter",
         "psum", "all_to_all", "?",          "?"};
+    // The reductions' aux is the ReduceOp, plus 8 when the call runs
+    // kDirect (collectives/internal/direct.h).
+    static constexpr const char* kOps[] = {"sum", "max", "min", "mean"};
+    const std::string option =
+        (kind == 3 || kind == 4) && (aux & 7) < 4
+            ? absl::StrCat(kOps[aux & 7],
+                           aux & 8 ? ", direct: symmetric input read in place"
+                                   : "")
+            : absl::StrCat("option ", aux);
+    const std::string where =
+        offset < 0 ? ""
+        : (aux & 8) != 0
+            ? absl::StrCat(" with symmetric input and output at heap "
+                           "offsets mixed to ~",
+                           offset)
+            : absl::StrCat(" with its symmetric operand at heap offset ~",
+                           offset);
     return absl::StrCat(kKinds[kind], " of ", count, " ",
                         dtype <= 6 ? DTypeName(static_cast<DType>(dtype)) : "?",
-                        " elements (option ", aux, ")",
-                        offset >= 0 ? absl::StrCat(" into the symmetric output "
-                                                   "at heap offset ~",
-                                                   offset)
-                                    : "");
+                        " elements (", option, ")",
+                        where);
   }
 };
 
 }  // namespace
 
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
-                      const ArrayRef* symmetric) {
+                      const ArrayRef* symmetric, const ArrayRef* second) {
   Signature me;
   me.count = count % ((int64_t{1} << 30) - 1);
   me.offset = symmetric != nullptr && symmetric->is_symmetric()
                   ? symmetric->heap_offset()
                   : -1;
+  if (second != nullptr && second->is_symmetric()) {
+    // Both offsets in the 20-bit field (a mix, shown as such in messages).
+    me.offset = (me.offset + 64 + second->heap_offset() * 40503) & ~int64_t{63};
+  }
   me.dtype = static_cast<int>(dtype);
   me.kind = static_cast<int>(kind);
   me.aux = aux;
@@ -249,8 +267,10 @@ absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
 absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
                                 DType dtype, int64_t count, int aux,
-                                const ArrayRef* symmetric) {
-  const int64_t mine = CallSignature(kind, dtype, count, aux, symmetric);
+                                const ArrayRef* symmetric,
+                                const ArrayRef* second) {
+  const int64_t mine =
+      CallSignature(kind, dtype, count, aux, symmetric, second);
   MESHDMA_RETURN_IF_ERROR(SendSignature(group, mine));
   return ReceiveSignature(collective, group, mine);
 }

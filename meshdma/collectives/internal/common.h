@@ -74,10 +74,13 @@ enum class CollectiveKind : int {
 // symmetric), so that outputs allocated at different offsets are an error
 // rather than writes into the wrong bytes. One signal on the kernel's
 // BARRIER semaphore.
+// With `second` (a symmetric input that peers read in place, kDirect), the
+// offset compared mixes both operands' offsets.
 absl::Status CheckRingNeighbour(absl::string_view collective,
                                 const Group& group, CollectiveKind kind,
                                 DType dtype, int64_t count, int aux,
-                                const ArrayRef* symmetric);
+                                const ArrayRef* symmetric,
+                                const ArrayRef* second = nullptr);
 
 // `CheckRingNeighbour` in two halves, for paths that overlap the check with
 // their first data (the one-shot reductions): `SendSignature` tells the next
@@ -92,7 +95,8 @@ absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
 // carry it with their data instead (one round less), and the error when a
 // peer's differs.
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
-                      const ArrayRef* symmetric);
+                      const ArrayRef* symmetric,
+                      const ArrayRef* second = nullptr);
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                                int64_t mine, int64_t theirs, int peer);
 

@@ -87,11 +87,13 @@ inline void ConvertArray(const From* in, To* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Cast<To>(in[i]);
 }
 
-// out = sources[0] (op) sources[1] (op) ... in that order, in blocks that
-// stay in L1; divided by the number of sources for kMean.
+// outs[k] = sources[0] (op) sources[1] (op) ... in that order, for each of
+// the `num_outs` outputs, in blocks that stay in L1; divided by the number of
+// sources for kMean. An output may alias a source: each block is read
+// whole before it is stored.
 template <ReduceOp op, typename T>
-inline void ReduceMany(const T* const* sources, int num_sources, T* out,
-                       int64_t n) {
+inline void ReduceMany(const T* const* sources, int num_sources,
+                       T* const* outs, int num_outs, int64_t n) {
   using A = Acc<T>;
   constexpr int64_t kBlock = 1024;
   A acc[kBlock];
@@ -105,12 +107,12 @@ inline void ReduceMany(const T* const* sources, int num_sources, T* out,
         acc[i] = Combine<op, A>(acc[i], Cast<A>(s[i]));
       }
     }
-    T* o = out + base;
     if constexpr (op == ReduceOp::kMean) {
       const A div = static_cast<A>(num_sources);
-      for (int64_t i = 0; i < m; ++i)
-        o[i] = Cast<T>(static_cast<A>(acc[i] / div));
-    } else {
+      for (int64_t i = 0; i < m; ++i) acc[i] = static_cast<A>(acc[i] / div);
+    }
+    for (int k = 0; k < num_outs; ++k) {
+      T* o = outs[k] + base;
       for (int64_t i = 0; i < m; ++i) o[i] = Cast<T>(acc[i]);
     }
   }
@@ -118,17 +120,27 @@ inline void ReduceMany(const T* const* sources, int num_sources, T* out,
 
 template <typename T>
 inline void ReduceMany(ReduceOp op, const T* const* sources, int num_sources,
-                       T* out, int64_t n) {
+                       T* const* outs, int num_outs, int64_t n) {
   switch (op) {
     case ReduceOp::kSum:
-      return ReduceMany<ReduceOp::kSum>(sources, num_sources, out, n);
+      return ReduceMany<ReduceOp::kSum>(sources, num_sources, outs, num_outs,
+                                        n);
     case ReduceOp::kMean:
-      return ReduceMany<ReduceOp::kMean>(sources, num_sources, out, n);
+      return ReduceMany<ReduceOp::kMean>(sources, num_sources, outs, num_outs,
+                                         n);
     case ReduceOp::kMax:
-      return ReduceMany<ReduceOp::kMax>(sources, num_sources, out, n);
+      return ReduceMany<ReduceOp::kMax>(sources, num_sources, outs, num_outs,
+                                        n);
     case ReduceOp::kMin:
-      return ReduceMany<ReduceOp::kMin>(sources, num_sources, out, n);
+      return ReduceMany<ReduceOp::kMin>(sources, num_sources, outs, num_outs,
+                                        n);
   }
+}
+
+template <typename T>
+inline void ReduceMany(ReduceOp op, const T* const* sources, int num_sources,
+                       T* out, int64_t n) {
+  ReduceMany<T>(op, sources, num_sources, &out, 1, n);
 }
 
 // Calls `f(T{})` with the C++ type of a reducible `dtype`; returns false for

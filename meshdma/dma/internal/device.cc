@@ -529,6 +529,35 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
       " is not a live semaphore (not allocated, or its scope has closed)"));
 }
 
+// A symmetric view (always the destination of a remote copy) must be this
+// device's address of its heap offset and lie wholly in the user part of the
+// heap: a forged or overflowing view must not reach the reserved semaphore
+// cells, or bytes outside any heap.
+absl::Status Device::CheckHeapView(const ArrayRef& ref, absl::string_view role,
+                                   absl::string_view verb) const {
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(verb, " on ", Name(), ": ", role, " ", ref.ToString(),
+                     parts...));
+  };
+  const base_internal::ByteExtent e = Extent(ref);
+  const std::optional<int64_t> lo =
+      base_internal::CheckedAdd(ref.heap_offset(), e.lo);
+  const std::optional<int64_t> hi =
+      base_internal::CheckedAdd(ref.heap_offset(), e.hi);
+  if (ref.data() != heap_base_ + ref.heap_offset()) {
+    return error(" claims heap offset ", ref.heap_offset(),
+                 " but its address is not that offset of this device's heap");
+  }
+  if (e.hi > e.lo && (!lo.has_value() || !hi.has_value() ||
+                      *lo < kReservedHeapBytes || *hi > heap_bytes_)) {
+    return error(" at heap offset ", ref.heap_offset(),
+                 " spans bytes outside [", kReservedHeapBytes, ", ",
+                 heap_bytes_, "), the user part of the symmetric heap");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                               Semaphore send_sem, Semaphore recv_sem,
                               std::optional<int> target_global) {
@@ -567,30 +596,11 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                    "must come from AllocateSymmetric");
     }
   }
-  // A symmetric view (always the destination of a remote copy) must be this
-  // device's address of its heap offset and lie wholly in the user part of
-  // the heap: a forged or overflowing view must not reach the reserved
-  // semaphore cells, or bytes outside any heap.
   const std::pair<const ArrayRef*, absl::string_view> views[] = {{&src, "src"},
                                                                  {&dst, "dst"}};
   for (const auto& [ref, role] : views) {
-    if (!ref->is_symmetric()) continue;
-    const base_internal::ByteExtent e = Extent(*ref);
-    const std::optional<int64_t> lo =
-        base_internal::CheckedAdd(ref->heap_offset(), e.lo);
-    const std::optional<int64_t> hi =
-        base_internal::CheckedAdd(ref->heap_offset(), e.hi);
-    if (ref->data() != heap_base_ + ref->heap_offset()) {
-      return error(role, " ", ref->ToString(), " claims heap offset ",
-                   ref->heap_offset(),
-                   " but its address is not that offset of this device's heap");
-    }
-    if (e.hi > e.lo && (!lo.has_value() || !hi.has_value() ||
-                        *lo < kReservedHeapBytes || *hi > heap_bytes_)) {
-      return error(role, " ", ref->ToString(), " at heap offset ",
-                   ref->heap_offset(), " spans bytes outside [",
-                   kReservedHeapBytes, ", ", heap_bytes_,
-                   "), the user part of the symmetric heap");
+    if (ref->is_symmetric()) {
+      MESHDMA_RETURN_IF_ERROR(CheckHeapView(*ref, role, verb));
     }
   }
 
@@ -870,6 +880,25 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
 bool Device::FlaggedReaches(int target_global) const {
   return runtime_->race_checker() == nullptr &&
          runtime_->HeapBase(target_global) != nullptr;
+}
+
+absl::StatusOr<std::byte*> Device::PeerAddress(const ArrayRef& view,
+                                               int target_global,
+                                               absl::string_view verb) const {
+  if (!view.is_symmetric()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        verb, " on ", Name(), ": ", view.ToString(),
+        " is not in the symmetric heap; only symmetric memory has an address "
+        "on a peer"));
+  }
+  MESHDMA_RETURN_IF_ERROR(CheckHeapView(view, "view", verb));
+  if (target_global != global_index_ && !FlaggedReaches(target_global)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        verb, " on ", Name(), ": device ", target_global,
+        " cannot be reached by loads and stores from this process (another "
+        "host, or checked mode is on); use a DMA"));
+  }
+  return runtime_->HeapBase(target_global) + view.heap_offset();
 }
 
 absl::StatusOr<uint64_t*> Device::FlaggedDestination(

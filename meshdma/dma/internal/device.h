@@ -137,6 +137,12 @@ class Device {
   absl::StatusOr<uint64_t*> FlaggedDestination(
       const ArrayRef& words, int64_t count, uint32_t flag,
       std::optional<int> target_global) const;
+  // The address on `target_global` of `view` (a symmetric view of this
+  // device's heap, checked as a DMA checks it), for peer_view.h. The target
+  // must be reachable (`FlaggedReaches`); `verb` names the caller in errors.
+  absl::StatusOr<std::byte*> PeerAddress(const ArrayRef& view,
+                                         int target_global,
+                                         absl::string_view verb) const;
   // Polls until each of the `count` words at `words` carries `flag` in its
   // high half; the runtime's wait timeout and abort apply. `view` names the
   // buffer in errors.
@@ -185,6 +191,10 @@ class Device {
   };
 
   absl::Status CheckSemaphore(Semaphore sem, absl::string_view verb) const;
+  // InvalidArgument unless `ref` (symmetric) is this device's address of its
+  // heap offset and lies in the heap's user part; `role` names it.
+  absl::Status CheckHeapView(const ArrayRef& ref, absl::string_view role,
+                             absl::string_view verb) const;
   absl::Status WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,

@@ -1,0 +1,67 @@
+#include "meshdma/collectives/internal/direct.h"
+
+namespace meshdma::collectives_internal {
+
+absl::StatusOr<bool> DirectReaches(const Group& g) {
+  for (int j = 1; j < g.size(); ++j) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        bool reaches,
+        peer_view_reaches(DeviceId(g.Peer(j)), DeviceIdType::kLogical));
+    if (!reaches) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
+                                   int64_t bytes,
+                                   const CollectiveOptions& options) {
+  const bool asked =
+      options.algorithm == CollectiveAlgorithm::kDirect ||
+      (options.algorithm == CollectiveAlgorithm::kAuto &&
+       bytes > options.one_shot_max_bytes);
+  if (!asked || g.size() < 2 || !input.is_symmetric()) return false;
+  return DirectReaches(g);
+}
+
+absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
+                                CollectiveKind kind, DType dtype,
+                                int64_t count, int aux,
+                                const ArrayRef* symmetric_output,
+                                const ArrayRef* direct_input) {
+  if (direct_input == nullptr) {
+    return CheckRingNeighbour(collective, g, kind, dtype, count, aux,
+                              symmetric_output);
+  }
+  return CheckRingNeighbour(collective, g, kind, dtype, count,
+                            aux | kDirectAux, symmetric_output, direct_input);
+}
+
+absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
+                                                  const ArrayRef& a) {
+  std::vector<ArrayRef> views(g.size());
+  for (int i = 0; i < g.size(); ++i) {
+    if (i == g.index) {
+      views[i] = a;
+      continue;
+    }
+    MESHDMA_ASSIGN_OR_RETURN(
+        views[i],
+        peer_view(a, DeviceId(g.members[i]), DeviceIdType::kLogical));
+  }
+  return views;
+}
+
+absl::StatusOr<Semaphore> AllocateDone() {
+  return AllocateSemaphore(SemaphoreType::kRegular, "direct done");
+}
+
+absl::Status DirectFinish(const Group& g, Semaphore done) {
+  const int n = g.size();
+  for (int j = 1; j < n; ++j) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(done, 1, DeviceId(g.Peer(j)),
+                                             DeviceIdType::kLogical));
+  }
+  return semaphore_wait(done, n - 1);
+}
+
+}  // namespace meshdma::collectives_internal

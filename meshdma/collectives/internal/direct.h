@@ -1,0 +1,117 @@
+// Single-copy reductions for groups whose members can all load and store
+// each other's symmetric memory (one host, checked mode off; see
+// dma/peer_view.h): `CollectiveAlgorithm::kDirect`.
+//
+// Member r owns segment r of the input ([count*r/n, count*(r+1)/n)). It
+// reads that segment from every member's input through peer views, reduces
+// it in group order in blocks that stay in L1, and stores each block into
+// every member's output (all-reduce) or its own (reduce-scatter). Every
+// payload byte is read once and written once per destination, as a `memcpy`
+// would: no staging slot, no partial sums, no copy worker. Segments are
+// disjoint, so an output may alias its input.
+//
+// Both run inside a kernel, after its entry barrier, which orders every
+// member's writes of its input (and its last reads of its output) before any
+// peer touches them. Then:
+//   step 1: peer views of every member's input (and output);
+//   step 2: reduce segment r into the outputs;
+//   step 3: signal every peer's REGULAR `done` semaphore (a release that
+//           publishes step 2's stores), then wait for the n - 1 signals of
+//           the peers: each has finished reading my input and writing my
+//           output, so the caller may reuse both when it returns.
+// The caller has compared the signatures of both the input and the output
+// with the peers' (same call, same symmetric offsets): members read each
+// other's inputs at their own offset.
+#ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
+#define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/reduce.h"
+#include "meshdma/collectives/options.h"
+#include "meshdma/dma/peer_view.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/symmetric_memory.h"
+
+namespace meshdma::collectives_internal {
+
+// The bit of a signature's `aux` (common.h) that says the call runs kDirect.
+inline constexpr int kDirectAux = 8;
+
+// True when every member of `g` can be reached by peer views (which is
+// false in checked mode).
+absl::StatusOr<bool> DirectReaches(const Group& g);
+
+// True when a reduction of `bytes` per device over `g` may run kDirect: the
+// group has peers, `input` is symmetric, every member is reachable, and the
+// options ask for kDirect or for kAuto above `one_shot_max_bytes` (the group
+// is only queried then).
+absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
+                                   int64_t bytes,
+                                   const CollectiveOptions& options);
+
+// `CheckRingNeighbour` (common.h) for the reductions. With `direct_input`
+// (kDirect runs) `aux` carries kDirectAux and the signature mixes the
+// input's heap offset with the output's: members read each other's inputs at
+// their own offsets, so inputs from different allocations must be an error,
+// not wrong data.
+absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
+                                CollectiveKind kind, DType dtype,
+                                int64_t count, int aux,
+                                const ArrayRef* symmetric_output,
+                                const ArrayRef* direct_input);
+
+// Step 1: `a` (symmetric) as each member holds it, in group order.
+absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
+                                                  const ArrayRef& a);
+
+// The `done` semaphore of step 3, allocated before step 2 (every member
+// allocates it at the same point of the kernel).
+absl::StatusOr<Semaphore> AllocateDone();
+// Step 3.
+absl::Status DirectFinish(const Group& g, Semaphore done);
+
+// All-reduce of the 1-D symmetric `in` into the 1-D symmetric `out` (may
+// alias), n >= 2.
+template <typename T>
+absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& in,
+                             const ArrayRef& out) {
+  const int n = g.size();
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  const int64_t b = PartBegin(in.num_elements(), n, g.index);
+  const int64_t e = PartBegin(in.num_elements(), n, g.index + 1);
+  std::vector<const T*> sources(n);
+  std::vector<T*> destinations(n);
+  for (int i = 0; i < n; ++i) {
+    sources[i] = ins[i].data_as<const T>() + b;
+    destinations[i] = outs[i].data_as<T>() + b;
+  }
+  ReduceMany<T>(op, sources.data(), n, destinations.data(), n, e - b);
+  return DirectFinish(g, done);
+}
+
+// Reduce-scatter of the 1-D symmetric `in` (n segments) into `mine` (segment
+// r, any memory), n >= 2.
+template <typename T>
+absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
+                                 const ArrayRef& in, const ArrayRef& mine) {
+  const int n = g.size();
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  const int64_t b = PartBegin(in.num_elements(), n, g.index);
+  std::vector<const T*> sources(n);
+  for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
+  ReduceMany<T>(op, sources.data(), n, mine.data_as<T>(), mine.num_elements());
+  return DirectFinish(g, done);
+}
+
+}  // namespace meshdma::collectives_internal
+
+#endif  // MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_

@@ -1,0 +1,165 @@
+// Peer views (dma/peer_view.h): each device stores into its right
+// neighbour's symmetric buffer through a peer view and signals; the
+// neighbour checks every element against a closed form. Reachability follows
+// the launch (same process or host: yes; another host or checked mode: no);
+// a view that is not this device's symmetric memory is InvalidArgument.
+#include "meshdma/dma/peer_view.h"
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "meshdma/base/status_macros.h"
+#include "meshdma/dma/runtime.h"
+#include "meshdma/dma/semaphore.h"
+#include "meshdma/dma/symmetric_memory.h"
+#include "tests/dma/runtime_test_util.h"
+
+namespace meshdma {
+namespace {
+
+int64_t Expected(int sender, int64_t i) { return sender * 1000003 + i * 7; }
+
+class PeerViewTest : public ::testing::Test {
+ protected:
+  void Make(RuntimeOptions o) {
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    auto mesh = rt_->MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    mesh_ = std::make_unique<Mesh>(*mesh);
+  }
+  void SetUp() override { Make(testing::TierOptions(DmaMode::kAsync)); }
+  bool SameHost(int a, int b) const {
+    const Launch& l = rt_->launch();
+    return l.SameHost(l.devices()[a].rank, l.devices()[b].rank);
+  }
+  // The `races` ctest variants turn checked mode on through the environment.
+  static bool Checked() {
+    const char* check = std::getenv("MESHDMA_CHECK");
+    return check != nullptr && std::string(check) == "races";
+  }
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Mesh> mesh_;
+};
+
+TEST_F(PeerViewTest, StoresReachTheNeighbourAfterItsSignal) {
+  const int n = mesh_->size();
+  if (n < 2) GTEST_SKIP() << "needs 2 devices";
+  for (int d = 0; d < n; ++d) {
+    if (!SameHost(d, (d + 1) % n)) GTEST_SKIP() << "neighbours on two hosts";
+  }
+  if (Checked()) GTEST_SKIP() << "peer views are off in checked mode";
+  constexpr int64_t kCount = 40009;
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef inbox,
+                             AllocateSymmetric(DType::kI64, {kCount}));
+    MESHDMA_ASSIGN_OR_RETURN(Semaphore landed,
+                             AllocateSemaphore(SemaphoreType::kRegular));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef theirs,
+                             peer_view(inbox, DeviceId(right)));
+    if (theirs.is_symmetric() || theirs.data() == inbox.data()) {
+      return absl::InternalError("a peer view must be ordinary memory");
+    }
+    for (int64_t i = 0; i < kCount; ++i) {
+      theirs.data_as<int64_t>()[i] = Expected(me, i);
+    }
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(landed, 1, DeviceId(right)));
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(landed, 1));
+    for (int64_t i = 0; i < kCount; ++i) {
+      if (inbox.data_as<int64_t>()[i] != Expected(left, i)) {
+        return absl::InternalError(
+            absl::StrCat("element ", i, " from device ", left));
+      }
+    }
+    // The calling device itself: its own bytes.
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef own, peer_view(inbox, DeviceId(me)));
+    if (own.data() != inbox.data()) {
+      return absl::InternalError("own view is not the buffer");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(PeerViewTest, ReachesFollowsTheLaunch) {
+  const int n = mesh_->size();
+  std::vector<int> wrong(n, 0);
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, AllocateSymmetric(DType::kF32, {8}));
+    for (int peer = 0; peer < n; ++peer) {
+      MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(DeviceId(peer)));
+      const bool want = peer == me || (SameHost(me, peer) && !Checked());
+      if (reaches != want) ++wrong[me];
+      absl::StatusOr<ArrayRef> view = peer_view(buf, DeviceId(peer));
+      if (view.ok() != want) ++wrong[me];
+      if (!want && !absl::IsFailedPrecondition(view.status())) ++wrong[me];
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int d = 0; d < n; ++d) EXPECT_EQ(wrong[d], 0) << "device " << d;
+}
+
+TEST_F(PeerViewTest, OrdinaryOrForgedViewsAreErrors) {
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    std::vector<float> host(8);
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef ordinary,
+        ArrayRef::FromPointer(host.data(), DType::kF32, std::vector<int64_t>{8}));
+    absl::Status st = peer_view(ordinary, DeviceId(me)).status();
+    if (!absl::IsInvalidArgument(st) ||
+        !absl::StrContains(st.message(), "not in the symmetric heap")) {
+      return absl::InternalError(absl::StrCat("ordinary: ", st.ToString()));
+    }
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, AllocateSymmetric(DType::kF32, {8}));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef forged,
+        ArrayRef::Symmetric(buf.data(), buf.heap_offset() + 64, DType::kF32,
+                            std::vector<int64_t>{8}));
+    st = peer_view(forged, DeviceId(me)).status();
+    if (!absl::IsInvalidArgument(st) ||
+        !absl::StrContains(st.message(), "claims heap offset")) {
+      return absl::InternalError(absl::StrCat("forged: ", st.ToString()));
+    }
+    st = peer_view(buf, DeviceId(1 << 20)).status();
+    if (st.ok()) return absl::InternalError("a device off the mesh was taken");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(PeerViewCheckedTest, CheckedModeRefusesPeerViews) {
+  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+  o.check = CheckMode::kRaces;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok());
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    const int peer = (me + 1) % n;
+    if (peer == me) return absl::OkStatus();
+    MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(DeviceId(peer)));
+    if (reaches) return absl::InternalError("reachable in checked mode");
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, AllocateSymmetric(DType::kF32, {8}));
+    absl::Status st = peer_view(buf, DeviceId(peer)).status();
+    if (!absl::IsFailedPrecondition(st)) {
+      return absl::InternalError(absl::StrCat("checked: ", st.ToString()));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace meshdma
