@@ -76,6 +76,19 @@ absl::StatusOr<Semaphore> AllocateDone();
 // Step 3.
 absl::Status DirectFinish(const Group& g, Semaphore done);
 
+// Out of place, calls whose input has at least this many bytes per device
+// store their outputs with streaming stores (reduce.h, `StreamStore`): the
+// outputs no longer fit the caches beside the inputs, and skipping the
+// read-for-ownership saves a third of the memory traffic. In place, the
+// output lines were just read, so regular stores are cheaper. Measured in
+// BENCHMARKS.md ("Single-copy reductions").
+inline constexpr int64_t kDirectStreamMinBytes = 8 << 20;
+inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
+  const bool overlap = out.data() < in.data() + in.size_bytes() &&
+                       in.data() < out.data() + out.size_bytes();
+  return !overlap && in.size_bytes() >= kDirectStreamMinBytes;
+}
+
 // All-reduce of the 1-D symmetric `in` into the 1-D symmetric `out` (may
 // alias), n >= 2.
 template <typename T>
@@ -93,7 +106,8 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& in,
     sources[i] = ins[i].data_as<const T>() + b;
     destinations[i] = outs[i].data_as<T>() + b;
   }
-  ReduceMany<T>(op, sources.data(), n, destinations.data(), n, e - b);
+  ReduceMany<T>(op, sources.data(), n, destinations.data(), n, e - b,
+                StreamOutputs(in, out));
   return DirectFinish(g, done);
 }
 
@@ -108,7 +122,9 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
   const int64_t b = PartBegin(in.num_elements(), n, g.index);
   std::vector<const T*> sources(n);
   for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
-  ReduceMany<T>(op, sources.data(), n, mine.data_as<T>(), mine.num_elements());
+  T* const destination = mine.data_as<T>();
+  ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),
+                StreamOutputs(in, mine));
   return DirectFinish(g, done);
 }
 

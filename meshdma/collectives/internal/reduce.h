@@ -4,7 +4,10 @@
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_REDUCE_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_REDUCE_H_
 
+#include <emmintrin.h>
+
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "meshdma/base/dtype.h"
@@ -91,17 +94,44 @@ inline void ConvertArray(const From* in, To* out, int64_t n) {
 // the `num_outs` outputs, in blocks that stay in L1; divided by the number of
 // sources for kMean. An output may alias a source: each block is read
 // whole before it is stored.
+// Copies `n` elements of `src` to `dst` with non-temporal (streaming)
+// stores where `dst` is 16-byte aligned: the lines are not read first and
+// bypass the caches, which pays off for outputs larger than the caches.
+template <typename T>
+inline void StreamStore(const T* src, T* dst, int64_t n) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  const auto* s = reinterpret_cast<const char*>(src);
+  auto* d = reinterpret_cast<char*>(dst);
+  int64_t head = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;
+  if (head > bytes) head = bytes;
+  std::memcpy(d, s, head);
+  int64_t i = head;
+  for (; i + 16 <= bytes; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+}
+
 template <ReduceOp op, typename T>
 inline void ReduceMany(const T* const* sources, int num_sources,
-                       T* const* outs, int num_outs, int64_t n) {
+                       T* const* outs, int num_outs, int64_t n,
+                       bool stream = false) {
   using A = Acc<T>;
-  constexpr int64_t kBlock = 1024;
-  A acc[kBlock];
+  constexpr int64_t kBlock = 2048;
+  A acc[kBlock];  // Distinct from every source and output: vectorizes.
   for (int64_t base = 0; base < n; base += kBlock) {
     const int64_t m = n - base < kBlock ? n - base : kBlock;
     const T* s0 = sources[0] + base;
-    for (int64_t i = 0; i < m; ++i) acc[i] = Cast<A>(s0[i]);
-    for (int j = 1; j < num_sources; ++j) {
+    if (num_sources >= 2) {
+      const T* s1 = sources[1] + base;
+      for (int64_t i = 0; i < m; ++i) {
+        acc[i] = Combine<op, A>(Cast<A>(s0[i]), Cast<A>(s1[i]));
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) acc[i] = Cast<A>(s0[i]);
+    }
+    for (int j = 2; j < num_sources; ++j) {
       const T* s = sources[j] + base;
       for (int64_t i = 0; i < m; ++i) {
         acc[i] = Combine<op, A>(acc[i], Cast<A>(s[i]));
@@ -113,27 +143,37 @@ inline void ReduceMany(const T* const* sources, int num_sources,
     }
     for (int k = 0; k < num_outs; ++k) {
       T* o = outs[k] + base;
-      for (int64_t i = 0; i < m; ++i) o[i] = Cast<T>(acc[i]);
+      if constexpr (std::is_same_v<A, T>) {
+        if (stream) {
+          StreamStore(acc, o, m);
+        } else {
+          std::memcpy(o, acc, m * sizeof(T));
+        }
+      } else {
+        for (int64_t i = 0; i < m; ++i) o[i] = Cast<T>(acc[i]);
+      }
     }
   }
+  if (stream) _mm_sfence();  // Streaming stores are not ordered otherwise.
 }
 
 template <typename T>
 inline void ReduceMany(ReduceOp op, const T* const* sources, int num_sources,
-                       T* const* outs, int num_outs, int64_t n) {
+                       T* const* outs, int num_outs, int64_t n,
+                       bool stream = false) {
   switch (op) {
     case ReduceOp::kSum:
       return ReduceMany<ReduceOp::kSum>(sources, num_sources, outs, num_outs,
-                                        n);
+                                        n, stream);
     case ReduceOp::kMean:
       return ReduceMany<ReduceOp::kMean>(sources, num_sources, outs, num_outs,
-                                         n);
+                                         n, stream);
     case ReduceOp::kMax:
       return ReduceMany<ReduceOp::kMax>(sources, num_sources, outs, num_outs,
-                                        n);
+                                        n, stream);
     case ReduceOp::kMin:
       return ReduceMany<ReduceOp::kMin>(sources, num_sources, outs, num_outs,
-                                        n);
+                                        n, stream);
   }
 }
 
