@@ -7,6 +7,7 @@
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/ring.h"
@@ -56,6 +57,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm != CollectiveAlgorithm::kRing &&
       options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
       options.algorithm != CollectiveAlgorithm::kHierarchical &&
+      options.algorithm != CollectiveAlgorithm::kDirect &&
       Channel::Fits(g, in.size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
@@ -91,20 +93,28 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   // number of the group's devices each.
   collectives_internal::HostLayout layout;
   bool hierarchical = false;
+  // kDirect where requested or kAuto, when every member is addressable.
+  bool direct = false;
+  if ((options.algorithm == CollectiveAlgorithm::kAuto ||
+       options.algorithm == CollectiveAlgorithm::kDirect) &&
+      n > 1) {
+    MESHDMA_ASSIGN_OR_RETURN(direct, collectives_internal::DirectReaches(g));
+  }
   if ((options.algorithm == CollectiveAlgorithm::kAuto ||
        options.algorithm == CollectiveAlgorithm::kHierarchical) &&
-      n > 1) {
+      n > 1 && !direct) {
     MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
     hierarchical = layout.Applies();
   }
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
       kInfo, kLogCollectives,
-      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical), kName, " on ",
-      n, " devices: ",
-      hierarchical ? "hierarchical"
-      : lanes == 2 ? "bidirectional_ring"
-                   : "ring",
+      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical, direct), kName,
+      " on ", n, " devices: ",
+      direct         ? "direct"
+      : hierarchical ? "hierarchical"
+      : lanes == 2   ? "bidirectional_ring"
+                     : "ring",
       options.algorithm == CollectiveAlgorithm::kAuto
           ? std::string(" (auto)")
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
@@ -115,8 +125,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
               kName, g, collectives_internal::CollectiveKind::kAllGather,
-              in.dtype(), count, tiled ? 1 : 0, &output));
+              in.dtype(), count, (tiled ? 1 : 0) | (direct ? 2 : 0),
+              &output));
         }
+        if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (hierarchical) {
           return collectives_internal::HierarchicalAllGather(g, layout, in,
                                                              out);

@@ -12,9 +12,11 @@
 // Algorithms: kRing (n-1 steps, each block passed along the ring),
 // kBidirectionalRing (half of each block each way) and kHierarchical (groups
 // spanning hosts with the same number of devices on each: all-gather among
-// the hosts' devices of each local index, then inside each host); kAuto is
-// one exchange over the group's channel for small blocks, else kHierarchical
-// where it applies, else kRing.
+// the hosts' devices of each local index, then inside each host), kDirect
+// (every member addressable by loads and stores: each device stores its block
+// into every member's output itself); kAuto is one exchange over the group's
+// channel for small blocks, else kDirect where every member is addressable,
+// else kHierarchical where it applies, else kRing.
 #ifndef MESHDMA_COLLECTIVES_ALL_GATHER_H_
 #define MESHDMA_COLLECTIVES_ALL_GATHER_H_
 

@@ -54,8 +54,9 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
         CollectiveAlgorithm::kBidirectionalRing, CollectiveAlgorithm::kOneShot,
         CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect};
     call.algorithm = algorithms[rng() % 6];
-    if (call.op != Op::kPsum && call.op != Op::kPsumScatter &&
-        (call.algorithm == CollectiveAlgorithm::kOneShot ||
+    if ((call.op != Op::kPsum && call.op != Op::kPsumScatter &&
+         call.algorithm == CollectiveAlgorithm::kOneShot) ||
+        ((call.op == Op::kAllToAll || call.op == Op::kPpermute) &&
          call.algorithm == CollectiveAlgorithm::kDirect)) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }

@@ -347,7 +347,8 @@ TEST(Collectives, AllGather) {
     RunOnMesh(rt, *mesh, [&]() -> absl::Status {
       for (CollectiveAlgorithm a :
            {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-            CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kAuto}) {
+            CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect,
+            CollectiveAlgorithm::kAuto}) {
         for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
                         DType::kF16, DType::kI32, DType::kI64}) {
           for (int64_t count :
@@ -409,6 +410,27 @@ absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
       o[concat] %= block;
       o[split] += begin;
       return InputValue(who.members[q], o[0] * cols + o[1], t);
+    });
+  });
+}
+
+// kDirect from 8 MiB per device out of place: the streaming stores (odd
+// element counts, so that segments start unaligned).
+TEST(Collectives, DirectStreamingStores) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+      const int64_t count = (int64_t{9} << 20) / 4 + 3;
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+        const ReduceCase c{CollectiveAlgorithm::kDirect, DType::kF32, count,
+                           op, false, 256 << 10};
+        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+        MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
+      }
+      return AllGatherCase(CollectiveAlgorithm::kDirect, DType::kF32,
+                           count / n + 1, false, false, {"x"});
     });
   });
 }

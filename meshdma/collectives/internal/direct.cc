@@ -1,5 +1,7 @@
 #include "meshdma/collectives/internal/direct.h"
 
+#include <cstring>
+
 namespace meshdma::collectives_internal {
 
 absl::StatusOr<bool> DirectReaches(const Group& g) {
@@ -49,6 +51,28 @@ absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
         peer_view(a, DeviceId(g.members[i]), DeviceIdType::kLogical));
   }
   return views;
+}
+
+absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
+                             const ArrayRef& out) {
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  const int64_t bytes = in.size_bytes();
+  const bool stream = out.size_bytes() >= kDirectStreamMinBytes;
+  // Starting with the next member, so that not everyone writes to member 0
+  // first; my own block last (a no-op when the input already is it).
+  for (int k = 1; k <= g.size(); ++k) {
+    const int i = g.PositionAt(k);
+    std::byte* block = outs[i].data() + g.index * bytes;
+    if (block == in.data()) continue;
+    if (stream) {
+      StreamStore(in.data(), block, bytes);
+    } else {
+      std::memcpy(block, in.data(), bytes);
+    }
+  }
+  if (stream) _mm_sfence();
+  return DirectFinish(g, done);
 }
 
 absl::StatusOr<Semaphore> AllocateDone() {

@@ -1,6 +1,9 @@
-// Single-copy reductions for groups whose members can all load and store
+// Single-copy collectives for groups whose members can all load and store
 // each other's symmetric memory (one host, checked mode off; see
 // dma/peer_view.h): `CollectiveAlgorithm::kDirect`.
+//
+// All-gather: member r stores its input into block r of every member's
+// output, itself (no DMA, no copy worker).
 //
 // Member r owns segment r of the input ([count*r/n, count*(r+1)/n)). It
 // reads that segment from every member's input through peer views, reduces
@@ -127,6 +130,12 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                 StreamOutputs(in, mine));
   return DirectFinish(g, done);
 }
+
+// All-gather of `in` (any memory, `count` elements) into block r of every
+// member's 1-D symmetric `out` ([n * count]), n >= 2; steps 1-3 as above
+// (step 1 for the outputs only).
+absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
+                             const ArrayRef& out);
 
 }  // namespace meshdma::collectives_internal
 
