@@ -11,10 +11,10 @@
 // all_gather with its input in this device's block of the output,
 // reduce_scatter with its output in this device's segment of the input;
 // all_to_all has none. `--algo` takes auto, ring, bidirectional_ring,
-// one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce, reduce_scatter).
-// #wrong counts the elements of the -c checked calls (each on freshly written
-// inputs) that differ from a closed-form reference on any device.
-// MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
+// one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce,
+// reduce_scatter). #wrong counts the elements of the -c checked calls (each on
+// freshly written inputs) that differ from a closed-form reference on any
+// device. MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
 // CollectiveOptions::chunk_bytes and num_buffers.
 #include <mpi.h>
 

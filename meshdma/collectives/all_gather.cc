@@ -7,8 +7,8 @@
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
-#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -125,8 +125,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         if (options.check_peers) {
           MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
               kName, g, collectives_internal::CollectiveKind::kAllGather,
-              in.dtype(), count, (tiled ? 1 : 0) | (direct ? 2 : 0),
-              &output));
+              in.dtype(), count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output));
         }
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (hierarchical) {

@@ -34,8 +34,8 @@ namespace meshdma {
 
 // True when the calling device can make a `peer_view` of `peer`'s memory
 // (contract 1 and 3). The calling device itself is always reachable.
-absl::StatusOr<bool> peer_view_reaches(
-    const DeviceId& peer, DeviceIdType type = DeviceIdType::kMesh);
+absl::StatusOr<bool> peer_view_reaches(const DeviceId& peer,
+                                       DeviceIdType type = DeviceIdType::kMesh);
 
 // `symmetric` (a view of the calling device's symmetric heap) as `peer` holds
 // it: the same heap offset, dtype, shape and strides, at `peer`'s address in

@@ -50,9 +50,12 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
     const int64_t bytes = int64_t{1} << (rng() % (max_log + 1));
     call.count = std::max<int64_t>(1, bytes / 4 / n) * n;
     const CollectiveAlgorithm algorithms[] = {
-        CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kRing,
-        CollectiveAlgorithm::kBidirectionalRing, CollectiveAlgorithm::kOneShot,
-        CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect};
+        CollectiveAlgorithm::kAuto,
+        CollectiveAlgorithm::kRing,
+        CollectiveAlgorithm::kBidirectionalRing,
+        CollectiveAlgorithm::kOneShot,
+        CollectiveAlgorithm::kHierarchical,
+        CollectiveAlgorithm::kDirect};
     call.algorithm = algorithms[rng() % 6];
     if ((call.op != Op::kPsum && call.op != Op::kPsumScatter &&
          call.algorithm == CollectiveAlgorithm::kOneShot) ||

@@ -108,9 +108,9 @@ struct ReduceCase {
 std::vector<ReduceCase> ReduceCases() {
   std::vector<ReduceCase> cases;
   const std::vector<CollectiveAlgorithm> algorithms = {
-      CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
+      CollectiveAlgorithm::kRing,    CollectiveAlgorithm::kBidirectionalRing,
       CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
-      CollectiveAlgorithm::kDirect, CollectiveAlgorithm::kAuto};
+      CollectiveAlgorithm::kDirect,  CollectiveAlgorithm::kAuto};
   std::vector<DType> dtypes = {DType::kF32, DType::kF64, DType::kBF16,
                                DType::kF16, DType::kI32, DType::kI64};
   std::vector<int64_t> counts = {1, 13, 1003, 40009};
@@ -263,8 +263,9 @@ TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
     const Launch& launch = rt.launch();
     RunOnMesh(rt, *mesh, [&]() -> absl::Status {
       const std::vector<std::string> axes = {"x"};
-      MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
-                               collectives_internal::ResolveGroup("psum", axes));
+      MESHDMA_ASSIGN_OR_RETURN(
+          collectives_internal::Group g,
+          collectives_internal::ResolveGroup("psum", axes));
       bool one_host = true;
       const int my_rank = launch.devices()[g.global_device].rank;
       for (int logical : g.members) {
@@ -281,9 +282,8 @@ TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
       MESHDMA_ASSIGN_OR_RETURN(
           bool ordinary,
           collectives_internal::DirectApplies(g, host.ref, 1 << 18, o));
-      MESHDMA_ASSIGN_OR_RETURN(
-          bool small, collectives_internal::DirectApplies(
-                          g, in, o.one_shot_max_bytes, o));
+      MESHDMA_ASSIGN_OR_RETURN(bool small, collectives_internal::DirectApplies(
+                                               g, in, o.one_shot_max_bytes, o));
       const bool want = g.size() > 1 && one_host && !checked;
       if (symmetric != want || ordinary || small) {
         return absl::InternalError(absl::StrCat(
@@ -424,8 +424,12 @@ TEST(Collectives, DirectStreamingStores) {
       MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
       const int64_t count = (int64_t{9} << 20) / 4 + 3;
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
-        const ReduceCase c{CollectiveAlgorithm::kDirect, DType::kF32, count,
-                           op, false, 256 << 10};
+        const ReduceCase c{CollectiveAlgorithm::kDirect,
+                           DType::kF32,
+                           count,
+                           op,
+                           false,
+                           256 << 10};
         MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
         MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
       }
@@ -523,11 +527,11 @@ TEST(Collectives, MeshAxes) {
       const std::vector<std::vector<std::string>> axes_list = {
           {"b"}, {"a"}, {"a", "b"}, {"b", "a"}};
       for (const auto& axes : axes_list) {
-        for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing,
-                                      CollectiveAlgorithm::kBidirectionalRing,
-                                      CollectiveAlgorithm::kOneShot,
-                                      CollectiveAlgorithm::kHierarchical,
-                                      CollectiveAlgorithm::kDirect}) {
+        for (CollectiveAlgorithm a :
+             {CollectiveAlgorithm::kRing,
+              CollectiveAlgorithm::kBidirectionalRing,
+              CollectiveAlgorithm::kOneShot, CollectiveAlgorithm::kHierarchical,
+              CollectiveAlgorithm::kDirect}) {
           for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
             for (int64_t count : {int64_t{5}, int64_t{4099}}) {
               const ReduceCase c{a, t, count, ReduceOp::kSum, false, 1024};
@@ -615,9 +619,9 @@ TEST(Collectives, ChooseDirect) {
   const int64_t big = o.one_shot_max_bytes + 1;
   EXPECT_EQ(ChooseAllReduceAlgorithm(big, 4, o, "psum", 1, true),
             CollectiveAlgorithm::kDirect);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(o.one_shot_max_bytes, 4, o, "psum", 1,
-                                     true),
-            CollectiveAlgorithm::kOneShot);
+  EXPECT_EQ(
+      ChooseAllReduceAlgorithm(o.one_shot_max_bytes, 4, o, "psum", 1, true),
+      CollectiveAlgorithm::kOneShot);
   o.algorithm = CollectiveAlgorithm::kDirect;
   EXPECT_EQ(ChooseAllReduceAlgorithm(big, 2, o, "psum", 1, false),
             CollectiveAlgorithm::kRing);

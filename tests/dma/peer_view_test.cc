@@ -112,9 +112,9 @@ TEST_F(PeerViewTest, OrdinaryOrForgedViewsAreErrors) {
   absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
     std::vector<float> host(8);
-    MESHDMA_ASSIGN_OR_RETURN(
-        ArrayRef ordinary,
-        ArrayRef::FromPointer(host.data(), DType::kF32, std::vector<int64_t>{8}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef ordinary,
+                             ArrayRef::FromPointer(host.data(), DType::kF32,
+                                                   std::vector<int64_t>{8}));
     absl::Status st = peer_view(ordinary, DeviceId(me)).status();
     if (!absl::IsInvalidArgument(st) ||
         !absl::StrContains(st.message(), "not in the symmetric heap")) {

@@ -183,22 +183,22 @@ struct Signature {
     static constexpr const char* kOps[] = {"sum", "max", "min", "mean"};
     const std::string option =
         (kind == 3 || kind == 4) && (aux & 7) < 4
-            ? absl::StrCat(kOps[aux & 7],
-                           aux & 8 ? ", direct: symmetric input read in place"
-                                   : "")
+            ? absl::StrCat(
+                  kOps[aux & 7],
+                  aux & 8 ? ", direct: symmetric input read in place" : "")
             : absl::StrCat("option ", aux);
     const std::string where =
         offset < 0 ? ""
         : (aux & 8) != 0
-            ? absl::StrCat(" with symmetric input and output at heap "
-                           "offsets mixed to ~",
-                           offset)
+            ? absl::StrCat(
+                  " with symmetric input and output at heap "
+                  "offsets mixed to ~",
+                  offset)
             : absl::StrCat(" with its symmetric operand at heap offset ~",
                            offset);
     return absl::StrCat(kKinds[kind], " of ", count, " ",
                         dtype <= 6 ? DTypeName(static_cast<DType>(dtype)) : "?",
-                        " elements (", option, ")",
-                        where);
+                        " elements (", option, ")", where);
   }
 };
 

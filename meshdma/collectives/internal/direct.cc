@@ -17,25 +17,23 @@ absl::StatusOr<bool> DirectReaches(const Group& g) {
 absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
                                    int64_t bytes,
                                    const CollectiveOptions& options) {
-  const bool asked =
-      options.algorithm == CollectiveAlgorithm::kDirect ||
-      (options.algorithm == CollectiveAlgorithm::kAuto &&
-       bytes > options.one_shot_max_bytes);
+  const bool asked = options.algorithm == CollectiveAlgorithm::kDirect ||
+                     (options.algorithm == CollectiveAlgorithm::kAuto &&
+                      bytes > options.one_shot_max_bytes);
   if (!asked || g.size() < 2 || !input.is_symmetric()) return false;
   return DirectReaches(g);
 }
 
 absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
-                                CollectiveKind kind, DType dtype,
-                                int64_t count, int aux,
-                                const ArrayRef* symmetric_output,
+                                CollectiveKind kind, DType dtype, int64_t count,
+                                int aux, const ArrayRef* symmetric_output,
                                 const ArrayRef* direct_input) {
   if (direct_input == nullptr) {
     return CheckRingNeighbour(collective, g, kind, dtype, count, aux,
                               symmetric_output);
   }
-  return CheckRingNeighbour(collective, g, kind, dtype, count,
-                            aux | kDirectAux, symmetric_output, direct_input);
+  return CheckRingNeighbour(collective, g, kind, dtype, count, aux | kDirectAux,
+                            symmetric_output, direct_input);
 }
 
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
@@ -47,8 +45,7 @@ absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
       continue;
     }
     MESHDMA_ASSIGN_OR_RETURN(
-        views[i],
-        peer_view(a, DeviceId(g.members[i]), DeviceIdType::kLogical));
+        views[i], peer_view(a, DeviceId(g.members[i]), DeviceIdType::kLogical));
   }
   return views;
 }
@@ -82,8 +79,8 @@ absl::StatusOr<Semaphore> AllocateDone() {
 absl::Status DirectFinish(const Group& g, Semaphore done) {
   const int n = g.size();
   for (int j = 1; j < n; ++j) {
-    MESHDMA_RETURN_IF_ERROR(semaphore_signal(done, 1, DeviceId(g.Peer(j)),
-                                             DeviceIdType::kLogical));
+    MESHDMA_RETURN_IF_ERROR(
+        semaphore_signal(done, 1, DeviceId(g.Peer(j)), DeviceIdType::kLogical));
   }
   return semaphore_wait(done, n - 1);
 }

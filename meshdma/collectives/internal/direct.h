@@ -64,9 +64,8 @@ absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
 // their own offsets, so inputs from different allocations must be an error,
 // not wrong data.
 absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
-                                CollectiveKind kind, DType dtype,
-                                int64_t count, int aux,
-                                const ArrayRef* symmetric_output,
+                                CollectiveKind kind, DType dtype, int64_t count,
+                                int aux, const ArrayRef* symmetric_output,
                                 const ArrayRef* direct_input);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.

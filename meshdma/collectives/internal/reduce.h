@@ -114,9 +114,8 @@ inline void StreamStore(const T* src, T* dst, int64_t n) {
 }
 
 template <ReduceOp op, typename T>
-inline void ReduceMany(const T* const* sources, int num_sources,
-                       T* const* outs, int num_outs, int64_t n,
-                       bool stream = false) {
+inline void ReduceMany(const T* const* sources, int num_sources, T* const* outs,
+                       int num_outs, int64_t n, bool stream = false) {
   using A = Acc<T>;
   constexpr int64_t kBlock = 2048;
   A acc[kBlock];  // Distinct from every source and output: vectorizes.
@@ -163,17 +162,17 @@ inline void ReduceMany(ReduceOp op, const T* const* sources, int num_sources,
                        bool stream = false) {
   switch (op) {
     case ReduceOp::kSum:
-      return ReduceMany<ReduceOp::kSum>(sources, num_sources, outs, num_outs,
-                                        n, stream);
+      return ReduceMany<ReduceOp::kSum>(sources, num_sources, outs, num_outs, n,
+                                        stream);
     case ReduceOp::kMean:
       return ReduceMany<ReduceOp::kMean>(sources, num_sources, outs, num_outs,
                                          n, stream);
     case ReduceOp::kMax:
-      return ReduceMany<ReduceOp::kMax>(sources, num_sources, outs, num_outs,
-                                        n, stream);
+      return ReduceMany<ReduceOp::kMax>(sources, num_sources, outs, num_outs, n,
+                                        stream);
     case ReduceOp::kMin:
-      return ReduceMany<ReduceOp::kMin>(sources, num_sources, outs, num_outs,
-                                        n, stream);
+      return ReduceMany<ReduceOp::kMin>(sources, num_sources, outs, num_outs, n,
+                                        stream);
   }
 }
 

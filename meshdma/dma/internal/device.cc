@@ -536,9 +536,8 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
 absl::Status Device::CheckHeapView(const ArrayRef& ref, absl::string_view role,
                                    absl::string_view verb) const {
   auto error = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(verb, " on ", Name(), ": ", role, " ", ref.ToString(),
-                     parts...));
+    return absl::InvalidArgumentError(absl::StrCat(
+        verb, " on ", Name(), ": ", role, " ", ref.ToString(), parts...));
   };
   const base_internal::ByteExtent e = Extent(ref);
   const std::optional<int64_t> lo =
