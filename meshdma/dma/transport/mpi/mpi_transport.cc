@@ -144,6 +144,7 @@ void MpiTransport::Send(int dest_rank, const Header& header,
                 inline_payload.data(), inline_payload.size());
   }
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
+  bool outstanding = false;
   {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     MPI_Request req;
@@ -172,9 +173,14 @@ void MpiTransport::Send(int dest_rank, const Header& header,
     sends_.push_back(std::move(send));
     pending_.fetch_add(1, std::memory_order_relaxed);
     ProgressLocked();
+    outstanding = !sends_.empty();
   }
   if (done != nullptr) host_->CompleteDma(std::move(done));
-  wake_cv_.notify_one();  // The progress thread finishes what is left.
+  // The progress thread finishes what is left. A small message is usually
+  // gone by now: waking the thread for nothing costs a futex wake and, on a
+  // machine with few cores, a context switch away from the device
+  // (BENCHMARKS.md, "The inter-host path: no wake-up per message").
+  if (outstanding) wake_cv_.notify_one();
 }
 
 void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
