@@ -71,7 +71,7 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(c->credits_, AllocatePersistentSemaphores(
                                             SemaphoreType::kRegular,
                                             kCreditGroups, "channel credits"));
-  c->owed_.assign(n, 0);
+  for (std::vector<int>& owed : c->owed_) owed.assign(n, 0);
   for (int p = 0; p < kSlotSets; ++p) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef set, c->slots_.At(p));
     MESHDMA_ASSIGN_OR_RETURN(c->flat_slots_[p],
@@ -124,13 +124,20 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
 }
 
 absl::Status Channel::GiveOwedCredits() {
-  if (calls_ == 0) return absl::OkStatus();
-  const int q = static_cast<int>(((calls_ - 1) / kCreditBatch) % kCreditGroups);
-  for (size_t i = 0; i < owed_.size(); ++i) {
-    if (owed_[i] == 0) continue;
+  for (int q = 0; q < kCreditGroups; ++q) {
+    MESHDMA_RETURN_IF_ERROR(GiveOwedCredits(q));
+  }
+  deferred_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status Channel::GiveOwedCredits(int q) {
+  std::vector<int>& owed = owed_[q];
+  for (size_t i = 0; i < owed.size(); ++i) {
+    if (owed[i] == 0) continue;
     MESHDMA_RETURN_IF_ERROR(semaphore_signal(
-        credits_[q], owed_[i], DeviceId(members_[i]), DeviceIdType::kLogical));
-    owed_[i] = 0;
+        credits_[q], owed[i], DeviceId(members_[i]), DeviceIdType::kLogical));
+    owed[i] = 0;
   }
   return absl::OkStatus();
 }
@@ -146,7 +153,18 @@ absl::Status Channel::WaitOwedCredits() {
 }
 
 std::byte* Channel::StageRow(const Outgoing& o, int64_t signature,
-                             int64_t call) {
+                             int64_t call, bool carry_credits) {
+  if (carry_credits) {
+    // Word 0 of a DMA row's header: the credits of the deferred group owed
+    // to its receiver, as (count << 8) | (group + 1); 0 for none.
+    int64_t credits = 0;
+    if (deferred_ >= 0 && owed_[deferred_][o.position] > 0) {
+      credits = (int64_t{owed_[deferred_][o.position]} << 8) | (deferred_ + 1);
+      owed_[deferred_][o.position] = 0;
+    }
+    std::memcpy(staging_.data() + o.position * kRowBytes, &credits,
+                sizeof(credits));
+  }
   std::byte* row = staging_.data() + o.position * kRowBytes + kHeaderBytes -
                    kFlaggedHeaderBytes;
   std::memcpy(row, &signature, sizeof(signature));
@@ -224,14 +242,15 @@ absl::Status Channel::Exchange(
     MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[q], pushed_[q]));
     pushed_[q] = 0;
   }
-  // Steps 2-3: move the rows.
-  for (const Outgoing& o : out) StageRow(o, signature, call);
-  pushed_[q] += static_cast<int>(out.size());
+  // Steps 2-3: move the rows (DMA rows of a channel that always uses them
+  // carry the deferred credits, step 5).
   // Flags are never 0 and differ between consecutive uses of a slot set.
   const uint32_t flag = static_cast<uint32_t>(call % 0xFFFFFFFFLL) + 1;
   bool flagged = flagged_;
   for (const Outgoing& o : out) flagged &= o.bytes <= kFlaggedMaxPayloadBytes;
   for (const Incoming& i : in) flagged &= i.bytes <= kFlaggedMaxPayloadBytes;
+  for (const Outgoing& o : out) StageRow(o, signature, call, !flagged_);
+  pushed_[q] += static_cast<int>(out.size());
   MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,
                            flagged ? MoveRowsFlagged(g, p, flag, out, in)
                                    : MoveRowsByDma(g, p, out, in));
@@ -263,11 +282,38 @@ absl::Status Channel::Exchange(
           "channel row read");
     }
   }
+  // Credits that came with the rows (step 5 of their senders).
+  if (!flagged_) {
+    for (const Incoming& i : in) {
+      int64_t credits = 0;
+      std::memcpy(&credits, rows + i.position * kRowBytes, sizeof(credits));
+      if (credits == 0) continue;
+      const int group = static_cast<int>(credits & 0xFF) - 1;
+      if (group < 0 || group >= kCreditGroups) {
+        return CollectiveError(
+            collective, g,
+            absl::StrCat("device ", g.members[i.position],
+                         " sent a channel row with a corrupt credit word ",
+                         credits));
+      }
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(credits_[group], credits >> 8));
+    }
+  }
   consume(rows);
-  // Step 5: owe each sender its row back; give the group's credits at its
-  // last call.
-  for (const Incoming& i : in) ++owed_[i.position];
-  if (call % kCreditBatch == kCreditBatch - 1) return GiveOwedCredits();
+  // Step 5: owe each sender its row back. The credits deferred at the
+  // previous call that its rows could not carry are signalled now; at the
+  // group's last call, its credits are given (a channel of flagged rows), or
+  // deferred to the next call's DMA rows, which carry them to the members
+  // they go to for free.
+  for (const Incoming& i : in) ++owed_[q][i.position];
+  if (deferred_ >= 0) {
+    MESHDMA_RETURN_IF_ERROR(GiveOwedCredits(deferred_));
+    deferred_ = -1;
+  }
+  if (call % kCreditBatch == kCreditBatch - 1) {
+    if (flagged_) return GiveOwedCredits(q);
+    deferred_ = q;
+  }
   return absl::OkStatus();
 }
 

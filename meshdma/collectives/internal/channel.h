@@ -31,7 +31,13 @@
 //   step 5: owe one credit to each sender; at the last call of group q, give
 //           each sender the credits owed to it (one remote signal on its
 //           credits[q]), so a credit round costs a call 1 / kCreditBatch of
-//           a signal per peer.
+//           a signal per peer. A channel of DMA rows (one that spans hosts)
+//           defers them by one call instead: the next call's row to a sender
+//           carries its credits in the row header's word 0, and the receiver
+//           of the row signals its own credits[q]; only credits for members
+//           that call sends no row to are signalled at its end. Between
+//           hosts a signal is a message of its own; the row goes anyway.
+//           The credits are still there two calls before step 1 needs them.
 // Two credit groups suffice for flow control because step 1 makes a sender
 // wait for the consumer of the rows it is about to overwrite. Counting each
 // sender's row on its own semaphore matters when senders run ahead: a member
@@ -152,6 +158,8 @@ class Channel {
   // At the end of a successful Run: give the credits this device owes, then
   // wait for those owed to it.
   absl::Status GiveOwedCredits();
+  // Gives the credits owed for group `q` by remote signals.
+  absl::Status GiveOwedCredits(int q);
   absl::Status WaitOwedCredits();
   // Steps 2-3 with DMAs, or with flagged copies; both leave member i's row
   // header at rows + i * kRowBytes + kHeaderBytes - 16 and payload at
@@ -163,8 +171,11 @@ class Channel {
       const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
       std::span<const Incoming> in);
   // Stages [signature | call | payload] for the member at `position`; the
-  // row starts kHeaderBytes - 16 into its staging row.
-  std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call);
+  // row starts kHeaderBytes - 16 into its staging row. With
+  // `carry_credits`, word 0 of the staging row carries the deferred credits
+  // owed to that member.
+  std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call,
+                      bool carry_credits);
 
   std::vector<int> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
@@ -183,8 +194,11 @@ class Channel {
   int64_t calls_ = 0;
   // Rows pushed in each credit group's slot sets at its last use.
   int pushed_[kCreditGroups] = {};
-  // Credits owed to the member at each position, for the current group.
-  std::vector<int> owed_;
+  // Credits owed to the member at each position, per credit group.
+  std::vector<int> owed_[kCreditGroups];
+  // A channel of DMA rows defers the credits of a finished group by one
+  // call: its rows carry them (step 5); -1 when none are deferred.
+  int deferred_ = -1;
 };
 
 }  // namespace meshdma::collectives_internal
