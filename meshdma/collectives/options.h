@@ -26,8 +26,9 @@ enum class CollectiveAlgorithm {
   // kDirect when every member can address every other's heap and the input
   // is symmetric, else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
-  // kBidirectionalRing on more. `all_gather`: kHierarchical on such groups,
-  // else kRing. Other collectives: kRing.
+  // kBidirectionalRing on more. `all_gather`: kDirect when every member is
+  // addressable, else kHierarchical on such groups, else kRing. Other
+  // collectives: kRing.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.
@@ -50,13 +51,15 @@ enum class CollectiveAlgorithm {
   // is that of the rings, except reduce-scatter's, which packs the input by
   // local index into scratch of the input's size.
   kHierarchical,
-  // All-reduce and reduce-scatter on one host (dma/peer_view.h): device r
-  // reads segment r of every member's input in place, reduces it, and
-  // stores it into every member's output (reduce-scatter: its own). One
-  // read and one write per byte, no scratch; a kernel entry barrier, then
-  // one signal to each peer when done. Needs a symmetric input, every member
-  // addressable by loads and stores, and checked mode off; otherwise the
-  // flat kRing / kBidirectionalRing runs instead.
+  // All-reduce, reduce-scatter and all-gather on one host
+  // (dma/peer_view.h): device r reads segment r of every member's input in
+  // place, reduces it, and stores it into every member's output
+  // (reduce-scatter: its own; all-gather: r stores its block into every
+  // output). One read and one write per byte, no scratch; a kernel entry
+  // barrier, then one signal to each peer when done. Needs every member
+  // addressable by loads and stores and checked mode off, and for the
+  // reductions a symmetric input; otherwise the flat kRing /
+  // kBidirectionalRing runs instead.
   kDirect,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);
