@@ -28,26 +28,7 @@ std::byte Expected(int sender, int call, int64_t i) {
   return static_cast<std::byte>((sender * 31 + call * 7 + i) % 251);
 }
 
-class FlaggedCopyTest : public ::testing::Test {
- protected:
-  void Make(RuntimeOptions o) {
-    auto rt = Runtime::Create(o);
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    rt_ = std::move(*rt);
-    auto mesh = rt_->MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    mesh_ = std::make_unique<Mesh>(*mesh);
-  }
-  void SetUp() override { Make(testing::TierOptions(DmaMode::kAsync)); }
-  // True when devices `a` and `b` (global) share a host and meshdma would
-  // let them share memory.
-  bool SameHost(int a, int b) const {
-    const Launch& l = rt_->launch();
-    return l.SameHost(l.devices()[a].rank, l.devices()[b].rank);
-  }
-  std::unique_ptr<Runtime> rt_;
-  std::unique_ptr<Mesh> mesh_;
-};
+using FlaggedCopyTest = testing::OneAxisTest;
 
 // 200 messages right around the ring, sizes 1 B to 4 KiB + 3, through two
 // slots; the receiver hands a slot back with a credit.

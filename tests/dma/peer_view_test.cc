@@ -23,28 +23,13 @@ namespace {
 
 int64_t Expected(int sender, int64_t i) { return sender * 1000003 + i * 7; }
 
-class PeerViewTest : public ::testing::Test {
+class PeerViewTest : public testing::OneAxisTest {
  protected:
-  void Make(RuntimeOptions o) {
-    auto rt = Runtime::Create(o);
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    rt_ = std::move(*rt);
-    auto mesh = rt_->MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    mesh_ = std::make_unique<Mesh>(*mesh);
-  }
-  void SetUp() override { Make(testing::TierOptions(DmaMode::kAsync)); }
-  bool SameHost(int a, int b) const {
-    const Launch& l = rt_->launch();
-    return l.SameHost(l.devices()[a].rank, l.devices()[b].rank);
-  }
   // The `races` ctest variants turn checked mode on through the environment.
   static bool Checked() {
     const char* check = std::getenv("MESHDMA_CHECK");
     return check != nullptr && std::string(check) == "races";
   }
-  std::unique_ptr<Runtime> rt_;
-  std::unique_ptr<Mesh> mesh_;
 };
 
 TEST_F(PeerViewTest, StoresReachTheNeighbourAfterItsSignal) {

@@ -38,6 +38,28 @@ inline std::string ModeName(DmaMode mode) {
   return mode == DmaMode::kAsync ? "Async" : "Eager";
 }
 
+// A fixture with one Runtime (async DMAs) and a 1-D mesh "x" over all its
+// devices, for tests of verbs whose reach depends on the launch.
+class OneAxisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto rt = Runtime::Create(TierOptions(DmaMode::kAsync));
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    rt_ = std::move(*rt);
+    auto mesh = rt_->MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    mesh_ = std::make_unique<Mesh>(*mesh);
+  }
+  // True when devices `a` and `b` (global) share a host, so that meshdma
+  // lets them share memory.
+  bool SameHost(int a, int b) const {
+    const Launch& l = rt_->launch();
+    return l.SameHost(l.devices()[a].rank, l.devices()[b].rank);
+  }
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Mesh> mesh_;
+};
+
 }  // namespace meshdma::testing
 
 #endif  // MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_

@@ -152,8 +152,8 @@ absl::Status Channel::WaitOwedCredits() {
   return absl::OkStatus();
 }
 
-std::byte* Channel::StageRow(const Outgoing& o, int64_t signature,
-                             int64_t call, bool carry_credits) {
+std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
+                             bool carry_credits) {
   if (carry_credits) {
     // Word 0 of a DMA row's header: the credits of the deferred group owed
     // to its receiver, as (count << 8) | (group + 1); 0 for none.
