@@ -83,7 +83,7 @@ absl::Status DirectFinish(const Group& g, Semaphore done);
 // outputs no longer fit the caches beside the inputs, and skipping the
 // read-for-ownership saves a third of the memory traffic. In place, the
 // output lines were just read, so regular stores are cheaper. Measured in
-// BENCHMARKS.md ("Single-copy reductions").
+// BENCHMARKS.md ("Single-copy collectives on one host").
 inline constexpr int64_t kDirectStreamMinBytes = 8 << 20;
 inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
   const bool overlap = out.data() < in.data() + in.size_bytes() &&
