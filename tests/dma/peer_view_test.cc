@@ -123,17 +123,7 @@ TEST_F(PeerViewTest, OrdinaryOrForgedViewsAreErrors) {
 }
 
 TEST(PeerViewCheckedTest, CheckedModeRefusesPeerViews) {
-  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
-  o.check = CheckMode::kRaces;
-  auto rt = Runtime::Create(o);
-  ASSERT_TRUE(rt.ok()) << rt.status();
-  auto mesh = (*rt)->MakeMesh1D("x");
-  ASSERT_TRUE(mesh.ok());
-  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
-    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-    const int peer = (me + 1) % n;
-    if (peer == me) return absl::OkStatus();
+  testing::RunCheckedOnRing([](int peer) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(DeviceId(peer)));
     if (reaches) return absl::InternalError("reachable in checked mode");
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, AllocateSymmetric(DType::kF32, {8}));
@@ -143,7 +133,6 @@ TEST(PeerViewCheckedTest, CheckedModeRefusesPeerViews) {
     }
     return absl::OkStatus();
   });
-  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #ifndef MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_
 #define MESHDMA_TESTS_DMA_RUNTIME_TEST_UTIL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,27 @@ inline std::vector<int> LocalDevices(const Runtime& rt) {
 
 inline std::string ModeName(DmaMode mode) {
   return mode == DmaMode::kAsync ? "Async" : "Eager";
+}
+
+// Runs `fn(right)` on every device of a 1-D mesh of a runtime in checked
+// mode (MESHDMA_CHECK=races), `right` being the device's right neighbour;
+// devices that are their own neighbour (one device) skip it.
+inline void RunCheckedOnRing(const std::function<absl::Status(int)>& fn) {
+  RuntimeOptions o = TierOptions(DmaMode::kAsync);
+  o.check = CheckMode::kRaces;
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    absl::StatusOr<int> me = axis_index("x");
+    absl::StatusOr<int> n = axis_size("x");
+    if (!me.ok()) return me.status();
+    if (!n.ok()) return n.status();
+    const int right = (*me + 1) % *n;
+    return right == *me ? absl::OkStatus() : fn(right);
+  });
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 // A fixture with one Runtime (async DMAs) and a 1-D mesh "x" over all its
