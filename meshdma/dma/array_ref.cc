@@ -246,7 +246,9 @@ absl::StatusOr<ArrayRef> ArrayRef::Reshape(
         "reshape of ", ToString(), " to ", ShapeString(shape),
         ": element counts differ (", num_elements(), " vs ", n, ")"));
   }
-  auto r = FromPointer(data_, dtype_, shape);
+  // The same bytes: their history in checked mode goes on (MakeView, not
+  // FromPointer).
+  auto r = MakeView(data_, dtype_, shape, {});
   if (!r.ok()) return r.status();
   r->heap_offset_ = heap_offset_;
   return r;

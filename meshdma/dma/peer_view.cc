@@ -1,5 +1,6 @@
 #include "meshdma/dma/peer_view.h"
 
+#include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/device.h"
 
@@ -24,6 +25,23 @@ absl::StatusOr<ArrayRef> peer_view(const ArrayRef& symmetric,
                            d->PeerAddress(symmetric, target, "peer_view"));
   return ArrayRef::FromPointer(data, symmetric.dtype(), symmetric.shape(),
                                symmetric.strides());
+}
+
+absl::Status counter_wait(const ArrayRef& counter, uint64_t value) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("counter_wait"));
+  if (!counter.is_symmetric() || !counter.is_contiguous() ||
+      counter.size_bytes() != sizeof(uint64_t) ||
+      counter.heap_offset() % sizeof(uint64_t) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "counter_wait on ", d->Name(), ": counter ", counter.ToString(),
+        " is not one 8-byte-aligned word of the symmetric heap"));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::byte * mine,
+      d->PeerAddress(counter, d->global_index(), "counter_wait"));
+  return d->WaitCounter(reinterpret_cast<const uint64_t*>(mine), value,
+                        counter);
 }
 
 }  // namespace meshdma

@@ -23,9 +23,18 @@
 //      it, and only while the peer has not freed or reused the bytes, which
 //      is the caller's protocol to ensure (an entry barrier, then a signal
 //      from the peer when it is done).
+//   5. A counter is an 8-byte word of symmetric memory that only grows:
+//      peers advance it with release stores through a peer view
+//      (`__atomic_store_n(p, v, __ATOMIC_RELEASE)`), its owner waits with
+//      `counter_wait`. A store into a line nobody reads stays in the
+//      writer's cache, so a counter read only now and then costs almost
+//      nothing (the small-message channel's flow control).
 #ifndef MESHDMA_DMA_PEER_VIEW_H_
 #define MESHDMA_DMA_PEER_VIEW_H_
 
+#include <cstdint>
+
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/semaphore.h"
@@ -45,6 +54,12 @@ absl::StatusOr<bool> peer_view_reaches(const DeviceId& peer,
 absl::StatusOr<ArrayRef> peer_view(const ArrayRef& symmetric,
                                    const DeviceId& peer,
                                    DeviceIdType type = DeviceIdType::kMesh);
+
+// Waits until `counter` (an 8-byte, 8-byte-aligned view of the calling
+// device's symmetric memory) holds at least `value`, an acquire that pairs
+// with the release store that wrote it (contract 5). The runtime's wait
+// timeout and abort apply; InvalidArgument for any other view.
+absl::Status counter_wait(const ArrayRef& counter, uint64_t value);
 
 }  // namespace meshdma
 

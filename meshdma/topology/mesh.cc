@@ -341,7 +341,9 @@ absl::StatusOr<std::vector<int>> Mesh::Group(
 absl::StatusOr<RingPosition> Mesh::Ring(
     int logical_id, std::span<const std::string> axes) const {
   RingPosition ring;
-  MESHDMA_ASSIGN_OR_RETURN(ring.members, Group(logical_id, axes));
+  MESHDMA_ASSIGN_OR_RETURN(const std::vector<int> members,
+                           Group(logical_id, axes));
+  ring.members.assign(members.begin(), members.end());
   ring.index = static_cast<int>(
       std::find(ring.members.begin(), ring.members.end(), logical_id) -
       ring.members.begin());

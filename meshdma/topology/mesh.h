@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -62,7 +63,9 @@ class DeviceId {
 // or larger than the ring. `Mesh::Ring` gives the ring of a group of axes;
 // every ring step in the library goes through this type.
 struct RingPosition {
-  std::vector<int> members;  // LOGICAL ids in ring order.
+  // LOGICAL ids in ring order; inline up to 16, so that copying a position
+  // (every collective call does) allocates nothing.
+  absl::InlinedVector<int, 16> members;
   int index = 0;             // The device's position in `members`.
 
   int size() const { return static_cast<int>(members.size()); }

@@ -122,6 +122,115 @@ TEST_F(PeerViewTest, OrdinaryOrForgedViewsAreErrors) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Counters (contract 5): for kRounds rounds each device stores a block into
+// its right neighbour's inbox and advances the neighbour's `filled` counter;
+// the neighbour waits on it, checks the block, and advances the writer's
+// `drained` counter, which the writer waits on before the next round.
+TEST_F(PeerViewTest, CountersOrderRoundsOfStores) {
+  const int n = mesh_->size();
+  if (n < 2) GTEST_SKIP() << "needs 2 devices";
+  for (int d = 0; d < n; ++d) {
+    if (!SameHost(d, (d + 1) % n)) GTEST_SKIP() << "neighbours on two hosts";
+  }
+  if (Checked()) GTEST_SKIP() << "peer views are off in checked mode";
+  constexpr int64_t kCount = 509;
+  constexpr int kRounds = 2000;
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef inbox,
+                             AllocateSymmetric(DType::kI64, {kCount}));
+    // Two counters, a cache line apart: written by the left neighbour
+    // (filled) and by the right one (drained).
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef words,
+                             AllocateSymmetric(DType::kI64, {16}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef filled, words.Slice(0, 0, 1));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef drained, words.Slice(0, 8, 1));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef their_inbox,
+                             peer_view(inbox, DeviceId(right)));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef their_filled,
+                             peer_view(filled, DeviceId(right)));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef their_drained,
+                             peer_view(drained, DeviceId(left)));
+    for (int k = 0; k < kRounds; ++k) {
+      if (k > 0) MESHDMA_RETURN_IF_ERROR(counter_wait(drained, k));
+      for (int64_t i = 0; i < kCount; ++i) {
+        their_inbox.data_as<int64_t>()[i] = Expected(me, i) + k;
+      }
+      __atomic_store_n(their_filled.data_as<uint64_t>(), uint64_t(k + 1),
+                       __ATOMIC_RELEASE);
+      MESHDMA_RETURN_IF_ERROR(counter_wait(filled, k + 1));
+      for (int64_t i = 0; i < kCount; ++i) {
+        if (inbox.data_as<int64_t>()[i] != Expected(left, i) + k) {
+          return absl::InternalError(absl::StrCat("round ", k, " element ", i,
+                                                  " from device ", left));
+        }
+      }
+      __atomic_store_n(their_drained.data_as<uint64_t>(), uint64_t(k + 1),
+                       __ATOMIC_RELEASE);
+    }
+    // The right neighbour has read the last round before this Run ends.
+    return counter_wait(drained, kRounds);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST_F(PeerViewTest, CounterWaitRejectsOtherViews) {
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef words,
+                             AllocateSymmetric(DType::kI64, {4}));
+    std::vector<int64_t> host(1);
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef ordinary,
+                             ArrayRef::FromPointer(host.data(), DType::kI64,
+                                                   std::vector<int64_t>{1}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef as_u8,
+                             ArrayRef::Symmetric(words.data() + 4,
+                                                 words.heap_offset() + 4,
+                                                 DType::kU8, std::vector<int64_t>{8}));
+    const std::pair<ArrayRef, const char*> bad[] = {
+        {words, "not one 8-byte-aligned word"},     // 4 words
+        {ordinary, "not one 8-byte-aligned word"},  // not symmetric
+        {as_u8, "not one 8-byte-aligned word"},     // misaligned
+    };
+    for (const auto& [view, want] : bad) {
+      absl::Status st = counter_wait(view, 1);
+      if (!absl::IsInvalidArgument(st) ||
+          !absl::StrContains(st.message(), want) ||
+          !absl::StrContains(st.message(), "counter_wait on device")) {
+        return absl::InternalError(absl::StrCat(view.ToString(), ": ", st.ToString()));
+      }
+    }
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef forged,
+                             ArrayRef::Symmetric(words.data(),
+                                                 words.heap_offset() + 64,
+                                                 DType::kI64, std::vector<int64_t>{1}));
+    absl::Status st = counter_wait(forged, 1);
+    if (!absl::IsInvalidArgument(st) ||
+        !absl::StrContains(st.message(), "claims heap offset")) {
+      return absl::InternalError(absl::StrCat("forged: ", st.ToString()));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(PeerViewTimeoutTest, ACounterThatNeverGrowsTimesOut) {
+  RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+  o.wait_timeout = absl::Milliseconds(300);
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok());
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef word,
+                             AllocateSymmetric(DType::kI64, std::vector<int64_t>{1}));
+    return counter_wait(word, 3);
+  });
+  ASSERT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "counter_wait on device")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "holds 0, expected >= 3")) << s;
+}
+
 TEST(PeerViewCheckedTest, CheckedModeRefusesPeerViews) {
   testing::RunCheckedOnRing([](int peer) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(DeviceId(peer)));

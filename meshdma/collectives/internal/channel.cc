@@ -1,5 +1,6 @@
 #include "meshdma/collectives/internal/channel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/flagged_copy.h"
+#include "meshdma/dma/peer_view.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -91,6 +93,23 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       }
     }
     c->received_.resize(static_cast<size_t>(n) * kRowBytes);
+    const int64_t counters_shape[] = {n * kCounterStrideBytes};
+    MESHDMA_ASSIGN_OR_RETURN(
+        c->consumed_, AllocatePersistent(DType::kU8, counters_shape,
+                                         "channel consumed counters"));
+    for (int i = 0; i < n; ++i) {
+      c->consumed_words_.push_back(Range(
+          c->consumed_, i * kCounterStrideBytes, sizeof(uint64_t)));
+    }
+    for (int i = 0; i < n; ++i) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          ArrayRef mine_there,
+          peer_view(c->consumed_words_[g.index], DeviceId(g.members[i]),
+                    DeviceIdType::kLogical));
+      c->consumed_on_peer_.push_back(mine_there.data_as<uint64_t>());
+    }
+    c->known_consumed_.assign(n, 0);
+    for (std::vector<int64_t>& last : c->last_row_) last.assign(n, -1);
   }
   c->staging_.resize(static_cast<size_t>(n) * kRowBytes);
   const int64_t staging_shape[] = {static_cast<int64_t>(c->staging_.size())};
@@ -109,7 +128,7 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
         if (status.ok()) status = s;
       }
       for (auto& channel : *t_channels) {
-        absl::Status s = channel->WaitOwedCredits();
+        absl::Status s = channel->WaitRowsConsumed();
         if (status.ok()) status = s;
       }
       return status;
@@ -142,7 +161,30 @@ absl::Status Channel::GiveOwedCredits(int q) {
   return absl::OkStatus();
 }
 
-absl::Status Channel::WaitOwedCredits() {
+absl::Status Channel::WaitConsumed(int position, int64_t call) {
+  const uint64_t target = static_cast<uint64_t>(call);
+  const uint64_t* word = consumed_words_[position].data_as<const uint64_t>();
+  if (__atomic_load_n(word, __ATOMIC_ACQUIRE) < target) {
+    MESHDMA_RETURN_IF_ERROR(counter_wait(consumed_words_[position], target));
+  }
+  known_consumed_[position] =
+      static_cast<int64_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE));
+  return absl::OkStatus();
+}
+
+absl::Status Channel::WaitRowsConsumed() {
+  if (flagged_) {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      int64_t last = -1;
+      for (const std::vector<int64_t>& set : last_row_) {
+        last = std::max(last, set[i]);
+      }
+      if (last >= 0) {
+        MESHDMA_RETURN_IF_ERROR(WaitConsumed(static_cast<int>(i), last + 1));
+      }
+    }
+    return absl::OkStatus();
+  }
   for (int q = 0; q < kCreditGroups; ++q) {
     if (pushed_[q] > 0) {
       MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[q], pushed_[q]));
@@ -237,8 +279,17 @@ absl::Status Channel::Exchange(
   const int p = static_cast<int>(call % kSlotSets);
   const int q = static_cast<int>((call / kCreditBatch) % kCreditGroups);
   // Step 1: the rows this device wrote in group q's sets last time have
-  // been read.
-  if (call % kCreditBatch == 0 && pushed_[q] > 0) {
+  // been read (step 1' in a channel of stores: the receivers of this call
+  // have consumed the rows last pushed to them in set p).
+  if (flagged_) {
+    for (const Outgoing& o : out) {
+      int64_t& last = last_row_[p][o.position];
+      if (last >= known_consumed_[o.position]) {
+        MESHDMA_RETURN_IF_ERROR(WaitConsumed(o.position, last + 1));
+      }
+      last = call;
+    }
+  } else if (call % kCreditBatch == 0 && pushed_[q] > 0) {
     MESHDMA_RETURN_IF_ERROR(semaphore_wait(credits_[q], pushed_[q]));
     pushed_[q] = 0;
   }
@@ -250,7 +301,7 @@ absl::Status Channel::Exchange(
   for (const Outgoing& o : out) flagged &= o.bytes <= kFlaggedMaxPayloadBytes;
   for (const Incoming& i : in) flagged &= i.bytes <= kFlaggedMaxPayloadBytes;
   for (const Outgoing& o : out) StageRow(o, signature, call, !flagged_);
-  pushed_[q] += static_cast<int>(out.size());
+  if (!flagged_) pushed_[q] += static_cast<int>(out.size());
   MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,
                            flagged ? MoveRowsFlagged(g, p, flag, out, in)
                                    : MoveRowsByDma(g, p, out, in));
@@ -300,6 +351,17 @@ absl::Status Channel::Exchange(
     }
   }
   consume(rows);
+  if (flagged_) {
+    // Step 5': each sender's row of this call is consumed; a sender's row of
+    // this call also tells that it consumed mine of the calls before.
+    for (const Incoming& i : in) {
+      __atomic_store_n(consumed_on_peer_[i.position],
+                       static_cast<uint64_t>(call + 1), __ATOMIC_RELEASE);
+      known_consumed_[i.position] =
+          std::max(known_consumed_[i.position], call);
+    }
+    return absl::OkStatus();
+  }
   // Step 5: owe each sender its row back. The credits deferred at the
   // previous call that its rows could not carry are signalled now; at the
   // group's last call, its credits are given (a channel of flagged rows), or
@@ -310,10 +372,7 @@ absl::Status Channel::Exchange(
     MESHDMA_RETURN_IF_ERROR(GiveOwedCredits(deferred_));
     deferred_ = -1;
   }
-  if (call % kCreditBatch == kCreditBatch - 1) {
-    if (flagged_) return GiveOwedCredits(q);
-    deferred_ = q;
-  }
+  if (call % kCreditBatch == kCreditBatch - 1) deferred_ = q;
   return absl::OkStatus();
 }
 

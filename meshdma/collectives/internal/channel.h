@@ -4,7 +4,8 @@
 // It is written with the DMA layer's own verbs: persistent symmetric slots
 // (`AllocatePersistent`), DMA semaphores that count the bytes arriving in a
 // slot set, and REGULAR credit semaphores through which a receiver hands a
-// slot back to its sender.
+// slot back to its sender; on one host, flagged copies and counters stored
+// through peer views (see "Protocols" and "Flow control" below).
 //
 // Layout on every member, allocated by the group's first small call of the
 // Run in the same order everywhere: for each of `kSlotSets` slot sets, one
@@ -60,6 +61,22 @@
 // hosts), or a call with a row over kFlaggedMaxPayloadBytes, rows travel
 // as DMAs as above. Every member of a matching call decides the same way.
 // MESHDMA_CHANNEL_PROTOCOL=dma forces DMAs.
+//
+// Flow control of a channel of stores. Such a channel replaces the credits
+// of steps 1 and 5 by consumed counters (dma/peer_view.h, contract 5):
+//   step 5': after `consume`, the device stores m + 1 into its counter on
+//            each sender of call m (a release store through a peer view);
+//   step 1': before pushing call m's row to a receiver, the device needs
+//            the receiver to have consumed its previous row in slot set p.
+//            It usually knows that already: a receiver's row of call k
+//            tells that the receiver finished call k - 1. So where members
+//            exchange with each other (all-reduce, all-gather, all-to-all)
+//            no counter is read; otherwise (a ring shift) the device reads
+//            its own counter, and waits on it (`counter_wait`) if it must.
+// A counter line has one writer and is read rarely, so its stores stay in
+// the writer's cache: no locked instruction, no line moving per call. At
+// the end of the Run a device waits until every counter covers its last
+// row to that member.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 
@@ -96,8 +113,12 @@ class Channel {
   static constexpr int64_t kFlaggedMaxPayloadBytes = 256;
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
+  // Whole cache lines, so that a short row is one line to move.
   static constexpr int64_t kFlaggedRowBytes =
-      8 * ((kFlaggedHeaderBytes + kFlaggedMaxPayloadBytes + 3) / 4);
+      (8 * ((kFlaggedHeaderBytes + kFlaggedMaxPayloadBytes + 3) / 4) + 63) /
+      64 * 64;
+  // One consumed counter per cache line: each line has one writer.
+  static constexpr int64_t kCounterStrideBytes = 64;
   // Callers keep per-member lists on the stack.
   static constexpr int kMaxMembers = 256;
 
@@ -160,7 +181,12 @@ class Channel {
   absl::Status GiveOwedCredits();
   // Gives the credits owed for group `q` by remote signals.
   absl::Status GiveOwedCredits(int q);
-  absl::Status WaitOwedCredits();
+  // At the end of a successful Run: wait until every row this device pushed
+  // has been consumed (credits, or the consumed counters).
+  absl::Status WaitRowsConsumed();
+  // Step 1 of a channel of stores: the member at `position` has consumed
+  // this device's rows of calls before `call`.
+  absl::Status WaitConsumed(int position, int64_t call);
   // Steps 2-3 with DMAs, or with flagged copies; both leave member i's row
   // header at rows + i * kRowBytes + kHeaderBytes - 16 and payload at
   // + kHeaderBytes, and return `rows`.
@@ -177,7 +203,7 @@ class Channel {
   std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call,
                       bool carry_credits);
 
-  std::vector<int> members_;  // The group's LOGICAL ids.
+  absl::InlinedVector<int, 16> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
   ArrayRef slots_;                  // u8[kSlotSets, n, kRowBytes].
   SemaphoreArray arrived_;          // DMA, [kSlotSets * n]: per set and sender.
@@ -199,6 +225,16 @@ class Channel {
   // A channel of DMA rows defers the credits of a finished group by one
   // call: its rows carry them (step 5); -1 when none are deferred.
   int deferred_ = -1;
+  // Flow control of a channel of stores (flagged_), in place of credits:
+  // u8[n * kCounterStrideBytes]; the word at position i counts the calls
+  // whose rows from this device member i has consumed (it stores it).
+  ArrayRef consumed_;
+  std::vector<ArrayRef> consumed_words_;    // Word i of `consumed_`.
+  std::vector<uint64_t*> consumed_on_peer_;  // My word on member i.
+  // Member i has consumed my rows of calls < known_consumed_[i].
+  std::vector<int64_t> known_consumed_;
+  // The call of my last row to member i in slot set p; -1 for none.
+  std::vector<int64_t> last_row_[kSlotSets];
 };
 
 }  // namespace meshdma::collectives_internal

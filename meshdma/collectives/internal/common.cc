@@ -122,6 +122,7 @@ absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
         absl::StrCat(operand, " ", a.ToString(),
                      " is strided; collectives take contiguous arrays"));
   }
+  if (a.rank() == 1) return a;  // The common case: nothing to build.
   const int64_t shape[] = {a.num_elements()};
   auto flat = a.Reshape(shape);
   if (!flat.ok()) {

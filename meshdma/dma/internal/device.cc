@@ -936,50 +936,73 @@ absl::StatusOr<uint64_t*> Device::FlaggedDestination(
                                      words.heap_offset());
 }
 
-absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
-                               uint32_t flag, const ArrayRef& view) {
-  // Often every word is already there: no clock is read then.
-  bool all = true;
-  for (int64_t k = count; k-- > 0 && all;) {
-    all = static_cast<uint32_t>(__atomic_load_n(words + k, __ATOMIC_ACQUIRE) >>
-                                32) == flag;
-  }
-  if (all) return absl::OkStatus();
+template <typename Ready, typename Timeout>
+absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
+                               Ready ready, Timeout timeout_detail) {
   const int64_t start = base_internal::MonotonicNanos();
   const base_internal::Deadline deadline(start, runtime_->wait_timeout());
+  for (int i = 0;; ++i) {
+    if (ready()) return absl::OkStatus();
+    CpuRelax();
+    if ((i & 1023) != 1023) continue;
+    if (runtime_->aborted()) {
+      return absl::AbortedError(absl::StrCat(verb, " on ", Name(), " for ",
+                                             view.ToString(), " abandoned: ",
+                                             runtime_->abort_reason()));
+    }
+    if (deadline.RemainingNanos() == 0) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          verb, " on ", Name(), " timed out after ",
+          absl::FormatDuration(runtime_->wait_timeout()), ": ",
+          timeout_detail()));
+    }
+    // Past the spin window, give the core to the writer (2 cores may be
+    // shared by more threads than that).
+    if (base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
+                               uint32_t flag, const ArrayRef& view) {
+  auto carries_flag = [&](int64_t w) {
+    return static_cast<uint32_t>(
+               __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32) == flag;
+  };
+  // Often every word is already there: no clock is read then.
+  bool all = true;
+  for (int64_t k = count; k-- > 0 && all;) all = carries_flag(k);
+  if (all) return absl::OkStatus();
   // The last word first: a sender stores in order, so polling it (and not
   // each word as it is written) keeps the cache lines from bouncing between
   // the two cores; the others are then checked, normally at once.
   for (int64_t k = 0; k < count; ++k) {
     const int64_t w = k == 0 ? count - 1 : k - 1;
-    for (int i = 0;; ++i) {
-      if (static_cast<uint32_t>(__atomic_load_n(words + w, __ATOMIC_ACQUIRE) >>
-                                32) == flag) {
-        break;
-      }
-      CpuRelax();
-      if ((i & 1023) != 1023) continue;
-      if (runtime_->aborted()) {
-        return absl::AbortedError(
-            absl::StrCat("flagged_wait on ", Name(), " for ", view.ToString(),
-                         " abandoned: ", runtime_->abort_reason()));
-      }
-      if (deadline.RemainingNanos() == 0) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "flagged_wait on ", Name(), " timed out after ",
-            absl::FormatDuration(runtime_->wait_timeout()), ": word ", w,
-            " of ", view.ToString(), " carries flag ",
-            __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32, ", expected ",
-            flag));
-      }
-      // Past the spin window, give the core to the sender (2 cores may be
-      // shared by more threads than that).
-      if (base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
-        std::this_thread::yield();
-      }
-    }
+    if (carries_flag(w)) continue;
+    MESHDMA_RETURN_IF_ERROR(SpinUntil(
+        "flagged_wait", view, [&] { return carries_flag(w); },
+        [&] {
+          return absl::StrCat(
+              "word ", w, " of ", view.ToString(), " carries flag ",
+              __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32,
+              ", expected ", flag);
+        }));
   }
   return absl::OkStatus();
+}
+
+absl::Status Device::WaitCounter(const uint64_t* counter, uint64_t value,
+                                 const ArrayRef& view) {
+  auto reached = [&] {
+    return __atomic_load_n(counter, __ATOMIC_ACQUIRE) >= value;
+  };
+  if (reached()) return absl::OkStatus();
+  return SpinUntil("counter_wait", view, reached, [&] {
+    return absl::StrCat(view.ToString(), " holds ",
+                        __atomic_load_n(counter, __ATOMIC_ACQUIRE),
+                        ", expected >= ", value);
+  });
 }
 
 absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,

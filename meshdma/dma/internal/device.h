@@ -148,6 +148,10 @@ class Device {
   // buffer in errors.
   absl::Status WaitFlags(const uint64_t* words, int64_t count, uint32_t flag,
                          const ArrayRef& view);
+  // Polls until the word at `counter` holds at least `value` (an acquire);
+  // the runtime's wait timeout and abort apply. `view` names it in errors.
+  absl::Status WaitCounter(const uint64_t* counter, uint64_t value,
+                           const ArrayRef& view);
 
   // Called by transports when `op`'s source has been read (and, on direct
   // paths, its destination written and `op->recv_cell` is to be signalled).
@@ -176,6 +180,12 @@ class Device {
   std::string DescribeSemaphore(Semaphore sem) const;
 
  private:
+  // Spins (then yields) until `ready()`; Aborted when the runtime aborts,
+  // DeadlineExceeded "<verb> on <device> timed out after T: <detail>" at the
+  // wait timeout. Shared by the waits that poll memory (flags, counters).
+  template <typename Ready, typename Timeout>
+  absl::Status SpinUntil(absl::string_view verb, const ArrayRef& view,
+                         Ready ready, Timeout timeout_detail);
   struct SemaphoreRecord {
     int64_t offset;
     int count;
