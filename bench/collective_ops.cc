@@ -253,16 +253,18 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
                                AllocateSymmetric(dtype, {in_count}));
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                                AllocateSymmetric(dtype, {out_count}));
+      // Made once, as a caller that makes many calls would.
+      const std::vector<std::string> axes = {"x"};
       auto call = [&](const ArrayRef& x, const ArrayRef& y) -> absl::Status {
         switch (op) {
           case Op::kAllReduce:
-            return all_reduce(redop, x, y, {"x"}, options);
+            return all_reduce(redop, x, y, axes, options);
           case Op::kAllGather:
-            return all_gather(x, y, {"x"}, /*tiled=*/true, options);
+            return all_gather(x, y, axes, /*tiled=*/true, options);
           case Op::kReduceScatter:
-            return reduce_scatter(redop, x, y, {"x"}, options);
+            return reduce_scatter(redop, x, y, axes, options);
           case Op::kAllToAll:
-            return all_to_all(x, y, {"x"}, 0, 0, options);
+            return all_to_all(x, y, axes, 0, 0, options);
         }
         return absl::OkStatus();
       };

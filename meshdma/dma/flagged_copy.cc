@@ -32,51 +32,98 @@ absl::StatusOr<bool> flagged_copy_reaches(const DeviceId& peer,
   return d->FlaggedReaches(target);
 }
 
-absl::Status flagged_copy(std::span<const std::byte> payload,
-                          const ArrayRef& dst, uint32_t flag,
-                          const DeviceId& peer, DeviceIdType type) {
+absl::StatusOr<FlaggedBuffer> FlaggedBuffer::ForCopy(const ArrayRef& dst,
+                                                     const DeviceId& peer,
+                                                     DeviceIdType type) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
                            dma_internal::RequireDevice("flagged_copy"));
   MESHDMA_ASSIGN_OR_RETURN(int target,
                            d->ResolveTarget(peer, type, "flagged_copy"));
-  const int64_t words = FlaggedWords(static_cast<int64_t>(payload.size()));
-  MESHDMA_ASSIGN_OR_RETURN(uint64_t * out,
-                           d->FlaggedDestination(dst, words, flag, target));
+  FlaggedBuffer b;
+  b.device_ = d;
+  b.capacity_ = dst.size_bytes() / static_cast<int64_t>(sizeof(uint64_t));
+  b.view_ = dst;
+  MESHDMA_ASSIGN_OR_RETURN(
+      b.words_, d->FlaggedDestination(dst, b.capacity_, /*flag=*/1, target));
+  return b;
+}
+
+absl::StatusOr<FlaggedBuffer> FlaggedBuffer::ForWait(const ArrayRef& words) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("flagged_wait"));
+  FlaggedBuffer b;
+  b.device_ = d;
+  b.capacity_ = words.size_bytes() / static_cast<int64_t>(sizeof(uint64_t));
+  b.view_ = words;
+  MESHDMA_ASSIGN_OR_RETURN(b.words_,
+                           d->FlaggedDestination(words, b.capacity_, /*flag=*/1,
+                                                 std::nullopt));
+  return b;
+}
+
+absl::Status FlaggedBuffer::CheckMessage(int64_t payload_bytes, uint32_t flag,
+                                         const char* verb) const {
+  if (flag != 0 && FlaggedWords(payload_bytes) <= capacity_) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      verb, " on ", device_->Name(), ": ",
+      flag == 0 ? "flag 0 is reserved (memory starts as 0)"
+                : absl::StrCat("buffer ", view_.ToString(), " holds ",
+                               view_.size_bytes(), " bytes, fewer than the ",
+                               FlaggedWords(payload_bytes),
+                               " flagged words the message needs")));
+}
+
+absl::Status FlaggedBuffer::Copy(std::span<const std::byte> payload,
+                                 uint32_t flag) const {
+  const int64_t bytes = static_cast<int64_t>(payload.size());
+  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_copy"));
   // Each word carries its own flag, so no order among the stores is needed
   // for correctness; x86 keeps them in order anyway, which lets the receiver
   // poll the last word first.
   const uint64_t high = static_cast<uint64_t>(flag) << 32;
-  const int64_t bytes = static_cast<int64_t>(payload.size());
+  const int64_t words = FlaggedWords(bytes);
   for (int64_t w = 0; w < words; ++w) {
-    __atomic_store_n(out + w, high | Low(payload.data(), bytes, w),
+    __atomic_store_n(words_ + w, high | Low(payload.data(), bytes, w),
                      __ATOMIC_RELEASE);
   }
   return absl::OkStatus();
 }
 
-absl::Status flagged_wait(const ArrayRef& words, uint32_t flag,
-                          std::span<std::byte> out) {
-  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
-                           dma_internal::RequireDevice("flagged_wait"));
-  const int64_t n = FlaggedWords(static_cast<int64_t>(out.size()));
-  MESHDMA_ASSIGN_OR_RETURN(uint64_t * in,
-                           d->FlaggedDestination(words, n, flag, std::nullopt));
-  MESHDMA_RETURN_IF_ERROR(d->WaitFlags(in, n, flag, words));
+absl::Status FlaggedBuffer::Wait(uint32_t flag, std::span<std::byte> out) const {
   const int64_t bytes = static_cast<int64_t>(out.size());
+  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_wait"));
+  const int64_t n = FlaggedWords(bytes);
+  MESHDMA_RETURN_IF_ERROR(device_->WaitFlags(words_, n, flag, view_));
   const int64_t full = bytes / kFlaggedPayloadBytesPerWord;
   for (int64_t w = 0; w < full; ++w) {
     const uint32_t low =
-        static_cast<uint32_t>(__atomic_load_n(in + w, __ATOMIC_RELAXED));
+        static_cast<uint32_t>(__atomic_load_n(words_ + w, __ATOMIC_RELAXED));
     std::memcpy(out.data() + w * kFlaggedPayloadBytesPerWord, &low,
                 sizeof(low));
   }
   if (full < n) {
     const uint32_t low =
-        static_cast<uint32_t>(__atomic_load_n(in + full, __ATOMIC_RELAXED));
+        static_cast<uint32_t>(__atomic_load_n(words_ + full, __ATOMIC_RELAXED));
     std::memcpy(out.data() + full * kFlaggedPayloadBytesPerWord, &low,
                 bytes - full * kFlaggedPayloadBytesPerWord);
   }
   return absl::OkStatus();
+}
+
+absl::Status flagged_copy(std::span<const std::byte> payload,
+                          const ArrayRef& dst, uint32_t flag,
+                          const DeviceId& peer, DeviceIdType type) {
+  MESHDMA_ASSIGN_OR_RETURN(FlaggedBuffer b,
+                           FlaggedBuffer::ForCopy(dst, peer, type));
+  return b.Copy(payload, flag);
+}
+
+absl::Status flagged_wait(const ArrayRef& words, uint32_t flag,
+                          std::span<std::byte> out) {
+  MESHDMA_ASSIGN_OR_RETURN(FlaggedBuffer b, FlaggedBuffer::ForWait(words));
+  return b.Wait(flag, out);
 }
 
 }  // namespace meshdma

@@ -62,6 +62,41 @@ absl::Status flagged_copy(std::span<const std::byte> payload,
 absl::Status flagged_wait(const ArrayRef& words, uint32_t flag,
                           std::span<std::byte> out);
 
+namespace dma_internal {
+class Device;
+}  // namespace dma_internal
+
+// A flagged buffer checked and resolved once, for a series of messages
+// through it: what `flagged_copy` and `flagged_wait` do, without finding the
+// device, the peer and the address again for every message (a channel's
+// rows, NCCL's persistent connections). Valid on the device that made it,
+// for the rest of the `Runtime::Run` that made it.
+class FlaggedBuffer {
+ public:
+  // `dst` on `peer`, as `flagged_copy`'s destination; the same errors.
+  static absl::StatusOr<FlaggedBuffer> ForCopy(
+      const ArrayRef& dst, const DeviceId& peer,
+      DeviceIdType type = DeviceIdType::kMesh);
+  // `words` of the calling device, as `flagged_wait`'s source.
+  static absl::StatusOr<FlaggedBuffer> ForWait(const ArrayRef& words);
+
+  // `flagged_copy(payload, dst, flag, peer)`.
+  absl::Status Copy(std::span<const std::byte> payload, uint32_t flag) const;
+  // `flagged_wait(words, flag, out)`.
+  absl::Status Wait(uint32_t flag, std::span<std::byte> out) const;
+
+ private:
+  FlaggedBuffer() = default;
+  // InvalidArgument unless `flag` is nonzero and `payload_bytes` fits.
+  absl::Status CheckMessage(int64_t payload_bytes, uint32_t flag,
+                            const char* verb) const;
+
+  dma_internal::Device* device_ = nullptr;
+  uint64_t* words_ = nullptr;  // On the peer (ForCopy) or this device.
+  int64_t capacity_ = 0;       // Words.
+  ArrayRef view_;              // For errors.
+};
+
 }  // namespace meshdma
 
 #endif  // MESHDMA_DMA_FLAGGED_COPY_H_

@@ -46,6 +46,15 @@ absl::StatusOr<bool> UseFlaggedRows(const Group& g) {
   return true;
 }
 
+// Orders the plain stores before it ahead of the flagged stores after it,
+// also when the copy used non-temporal stores (which x86 does not order).
+void PublishStores() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_sfence();
+#endif
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 }  // namespace
 
 absl::StatusOr<Channel*> Channel::For(const Group& g) {
@@ -86,10 +95,26 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
         ArrayRef flagged,
         AllocatePersistent(DType::kU8, flagged_shape, "channel flagged rows"));
     for (int p = 0; p < kSlotSets; ++p) {
-      MESHDMA_ASSIGN_OR_RETURN(c->flagged_slots_[p], flagged.At(p));
+      MESHDMA_ASSIGN_OR_RETURN(const ArrayRef set, flagged.At(p));
+      // Row i of the set is written by member i only.
+      const ArrayRef mine = Range(set, g.index * kFlaggedRowBytes,
+                                  kFlaggedRowBytes);
       for (int i = 0; i < n; ++i) {
-        c->flagged_rows_[p].push_back(Range(
-            c->flagged_slots_[p], i * kFlaggedRowBytes, kFlaggedRowBytes));
+        if (i == g.index) {
+          c->flagged_in_[p].emplace_back();
+          c->flagged_out_[p].emplace_back();
+          continue;
+        }
+        MESHDMA_ASSIGN_OR_RETURN(
+            FlaggedBuffer in,
+            FlaggedBuffer::ForWait(
+                Range(set, i * kFlaggedRowBytes, kFlaggedRowBytes)));
+        MESHDMA_ASSIGN_OR_RETURN(
+            FlaggedBuffer out,
+            FlaggedBuffer::ForCopy(mine, DeviceId(g.members[i]),
+                                   DeviceIdType::kLogical));
+        c->flagged_in_[p].push_back(std::move(in));
+        c->flagged_out_[p].push_back(std::move(out));
       }
     }
     c->received_.resize(static_cast<size_t>(n) * kRowBytes);
@@ -107,6 +132,12 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
           peer_view(c->consumed_words_[g.index], DeviceId(g.members[i]),
                     DeviceIdType::kLogical));
       c->consumed_on_peer_.push_back(mine_there.data_as<uint64_t>());
+    }
+    for (int i = 0; i < n; ++i) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          ArrayRef slots_there,
+          peer_view(c->slots_, DeviceId(g.members[i]), DeviceIdType::kLogical));
+      c->slots_on_peer_.push_back(slots_there.data());
     }
     c->known_consumed_.assign(n, 0);
     for (std::vector<int64_t>& last : c->last_row_) last.assign(n, -1);
@@ -195,7 +226,7 @@ absl::Status Channel::WaitRowsConsumed() {
 }
 
 std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
-                             bool carry_credits) {
+                             bool carry_credits, bool with_payload) {
   if (carry_credits) {
     // Word 0 of a DMA row's header: the credits of the deferred group owed
     // to its receiver, as (count << 8) | (group + 1); 0 for none.
@@ -211,7 +242,9 @@ std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
                    kFlaggedHeaderBytes;
   std::memcpy(row, &signature, sizeof(signature));
   std::memcpy(row + sizeof(signature), &call, sizeof(call));
-  if (o.bytes > 0) std::memcpy(row + kFlaggedHeaderBytes, o.payload, o.bytes);
+  if (with_payload && o.bytes > 0) {
+    std::memcpy(row + kFlaggedHeaderBytes, o.payload, o.bytes);
+  }
   return row;
 }
 
@@ -249,26 +282,53 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
 absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
     const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
     std::span<const Incoming> in) {
-  const std::vector<ArrayRef>& rows = flagged_rows_[p];
   // Step 2: store each row, flagged, into row `g.index` of the receiver's
   // flagged set p.
   for (const Outgoing& o : out) {
     const std::byte* row = staging_.data() + o.position * kRowBytes +
                            kHeaderBytes - kFlaggedHeaderBytes;
-    MESHDMA_RETURN_IF_ERROR(
-        flagged_copy({row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)},
-                     rows[g.index], flag, DeviceId(g.members[o.position]),
-                     DeviceIdType::kLogical));
+    MESHDMA_RETURN_IF_ERROR(flagged_out_[p][o.position]->Copy(
+        {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)}, flag));
   }
   // Step 3: every expected row carries this call's flag; unpack it.
   for (const Incoming& i : in) {
     std::byte* row = received_.data() + i.position * kRowBytes + kHeaderBytes -
                      kFlaggedHeaderBytes;
-    MESHDMA_RETURN_IF_ERROR(flagged_wait(
-        rows[i.position], flag,
-        {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
+    MESHDMA_RETURN_IF_ERROR(flagged_in_[p][i.position]->Wait(
+        flag, {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
   }
   return received_.data();
+}
+
+absl::StatusOr<const std::byte*> Channel::MoveRowsStored(
+    const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
+    std::span<const Incoming> in) {
+  const int64_t set_bytes = int64_t{g.size()} * kRowBytes;
+  // Step 2: the payload, by plain stores into row `g.index` of the
+  // receiver's slot set p; then the header, flagged, which publishes it.
+  for (const Outgoing& o : out) {
+    if (o.bytes == 0) continue;
+    std::memcpy(slots_on_peer_[o.position] + p * set_bytes +
+                    g.index * kRowBytes + kHeaderBytes,
+                o.payload, o.bytes);
+  }
+  PublishStores();
+  for (const Outgoing& o : out) {
+    const std::byte* header = staging_.data() + o.position * kRowBytes +
+                              kHeaderBytes - kFlaggedHeaderBytes;
+    MESHDMA_RETURN_IF_ERROR(flagged_out_[p][o.position]->Copy(
+        {header, static_cast<size_t>(kFlaggedHeaderBytes)}, flag));
+  }
+  // Step 3: each expected header carries this call's flag: its payload is
+  // in place in this device's slot set p.
+  std::byte* set = flat_slots_[p].data();
+  for (const Incoming& i : in) {
+    MESHDMA_RETURN_IF_ERROR(flagged_in_[p][i.position]->Wait(
+        flag,
+        {set + i.position * kRowBytes + kHeaderBytes - kFlaggedHeaderBytes,
+         static_cast<size_t>(kFlaggedHeaderBytes)}));
+  }
+  return set;
 }
 
 absl::Status Channel::Exchange(
@@ -300,11 +360,16 @@ absl::Status Channel::Exchange(
   bool flagged = flagged_;
   for (const Outgoing& o : out) flagged &= o.bytes <= kFlaggedMaxPayloadBytes;
   for (const Incoming& i : in) flagged &= i.bytes <= kFlaggedMaxPayloadBytes;
-  for (const Outgoing& o : out) StageRow(o, signature, call, !flagged_);
+  const bool stored = flagged_ && !flagged;
+  for (const Outgoing& o : out) {
+    StageRow(o, signature, call, /*carry_credits=*/!flagged_,
+             /*with_payload=*/!stored);
+  }
   if (!flagged_) pushed_[q] += static_cast<int>(out.size());
   MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,
-                           flagged ? MoveRowsFlagged(g, p, flag, out, in)
-                                   : MoveRowsByDma(g, p, out, in));
+                           flagged  ? MoveRowsFlagged(g, p, flag, out, in)
+                           : stored ? MoveRowsStored(g, p, flag, out, in)
+                                    : MoveRowsByDma(g, p, out, in));
   // Step 4: every sender made this call.
   for (const Incoming& i : in) {
     const std::byte* header =

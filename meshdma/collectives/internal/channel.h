@@ -53,13 +53,19 @@
 // fresh channel.
 //
 // Protocols. When every member can store into every other member's memory
-// (threads of a process, processes of one host; checked mode off), steps 2
-// and 3 use flagged copies (dma/flagged_copy.h, NCCL's LL): each row travels
-// as 8-byte words of 4 payload bytes and the call's flag, stored straight
-// into the receiver's flagged slot, which polls the flags; no DMA record, no
-// byte-counting semaphore, no send completion. Otherwise (a group that spans
-// hosts), or a call with a row over kFlaggedMaxPayloadBytes, rows travel
-// as DMAs as above. Every member of a matching call decides the same way.
+// (threads of a process, processes of one host; checked mode off), the
+// channel is a channel of stores, and steps 2 and 3 use no DMA record, no
+// byte-counting semaphore and no send completion:
+//   - calls whose rows are all at most kFlaggedMaxPayloadBytes use flagged
+//     copies (dma/flagged_copy.h, NCCL's LL): each row travels as 8-byte
+//     words of 4 payload bytes and the call's flag, stored straight into the
+//     receiver's flagged slot, which polls the flags;
+//   - longer rows are stored at full density straight into the receiver's
+//     slot row through a peer view (dma/peer_view.h), and then their header
+//     as a flagged copy, which publishes them; the receiver reads them in
+//     place.
+// Otherwise (a group that spans hosts) rows travel as DMAs as above. Every
+// member of a matching call decides the same way.
 // MESHDMA_CHANNEL_PROTOCOL=dma forces DMAs.
 //
 // Flow control of a channel of stores. Such a channel replaces the credits
@@ -82,6 +88,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -92,6 +99,7 @@
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/flagged_copy.h"
 #include "meshdma/dma/semaphore.h"
 
 namespace meshdma::collectives_internal {
@@ -107,10 +115,10 @@ class Channel {
   static constexpr int64_t kHeaderBytes = 64;
   static constexpr int64_t kMaxPayloadBytes = kChannelMaxBlockBytes;
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
-  // Flagged rows carry calls whose rows are all at most this long: they
-  // move twice the bytes, and beyond a few hundred bytes the DMA rows were
-  // measured faster (BENCHMARKS.md).
-  static constexpr int64_t kFlaggedMaxPayloadBytes = 256;
+  // Flagged rows carry calls whose rows are all at most this long, so that
+  // a row with its header is one cache line: flagged words move twice the
+  // bytes, and longer rows were measured faster stored (BENCHMARKS.md).
+  static constexpr int64_t kFlaggedMaxPayloadBytes = 16;
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
   // Whole cache lines, so that a short row is one line to move.
@@ -193,6 +201,13 @@ class Channel {
   absl::StatusOr<const std::byte*> MoveRowsByDma(const Group& g, int p,
                                                  std::span<const Outgoing> out,
                                                  std::span<const Incoming> in);
+  // Steps 2-3 in a channel of stores, for rows longer than flagged rows
+  // take: payloads stored straight into the receivers' slot rows through
+  // peer views, then the headers as flagged copies; a receiver reads the
+  // payloads in place.
+  absl::StatusOr<const std::byte*> MoveRowsStored(
+      const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
+      std::span<const Incoming> in);
   absl::StatusOr<const std::byte*> MoveRowsFlagged(
       const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
       std::span<const Incoming> in);
@@ -201,7 +216,7 @@ class Channel {
   // `carry_credits`, word 0 of the staging row carries the deferred credits
   // owed to that member.
   std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call,
-                      bool carry_credits);
+                      bool carry_credits, bool with_payload);
 
   absl::InlinedVector<int, 16> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
@@ -213,9 +228,12 @@ class Channel {
   std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.
   bool flagged_ = false;            // Protocol (see the header).
-  ArrayRef flagged_slots_[kSlotSets];  // u8[n * kFlaggedRowBytes] each.
-  // Row i of flagged set p, made once: a call must not slice views.
-  std::vector<ArrayRef> flagged_rows_[kSlotSets];
+  // Flagged set p is u8[n * kFlaggedRowBytes]; row i is written by member
+  // i only. Made once (a call must not slice views): row i of mine, which
+  // member i writes, and row `index` of member i's, which I write (empty
+  // for my own position).
+  std::vector<std::optional<FlaggedBuffer>> flagged_in_[kSlotSets];
+  std::vector<std::optional<FlaggedBuffer>> flagged_out_[kSlotSets];
   std::vector<std::byte> received_;  // Unpacked flagged rows, [n, kRowBytes].
   int64_t calls_ = 0;
   // Rows pushed in each credit group's slot sets at its last use.
@@ -231,6 +249,7 @@ class Channel {
   ArrayRef consumed_;
   std::vector<ArrayRef> consumed_words_;    // Word i of `consumed_`.
   std::vector<uint64_t*> consumed_on_peer_;  // My word on member i.
+  std::vector<std::byte*> slots_on_peer_;    // Member i's `slots_`.
   // Member i has consumed my rows of calls < known_consumed_[i].
   std::vector<int64_t> known_consumed_;
   // The call of my last row to member i in slot set p; -1 for none.
