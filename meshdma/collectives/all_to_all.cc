@@ -1,6 +1,7 @@
 #include "meshdma/collectives/all_to_all.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -44,8 +45,18 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                      concat_axis, " must be dimensions of input ",
                      input.ToString()));
   }
-  const std::vector<int64_t> want =
-      AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, r);
+  // The output shape this device needs: its part of the split axis, the
+  // concatenation axis n times longer (AllToAllOutputShape, on the stack).
+  const int64_t split_size = input.dim(split_axis);
+  auto part = [&](int j) {
+    return collectives_internal::PartBegin(split_size, n, j + 1) -
+           collectives_internal::PartBegin(split_size, n, j);
+  };
+  std::array<int64_t, kMaxRank> want_dims;
+  std::copy(input.shape().begin(), input.shape().end(), want_dims.begin());
+  want_dims[split_axis] = part(r);
+  want_dims[concat_axis] *= n;
+  const std::span<const int64_t> want(want_dims.data(), rank);
   if (output.dtype() != input.dtype() ||
       !std::equal(want.begin(), want.end(), output.shape().begin(),
                   output.shape().end())) {
@@ -71,19 +82,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   // Members' outputs differ by up to one row of `split_axis`: what follows
   // must not depend on which.
-  int64_t largest_output = 0;
-  for (int j = 0; j < n; ++j) {
-    int64_t elements = 1;
-    for (int64_t d :
-         AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j)) {
-      elements *= d;
-    }
-    largest_output = std::max(largest_output, elements);
-  }
+  // Bytes of one index of the split axis of the input.
+  const int64_t split_row_bytes =
+      split_size == 0 ? 0 : input.size_bytes() / split_size;
+  int64_t largest_part = 0;
+  for (int j = 0; j < n; ++j) largest_part = std::max(largest_part, part(j));
   MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-      output,
-      largest_output * static_cast<int64_t>(DTypeSize(output.dtype()))));
-  const int64_t split_size = input.dim(split_axis);
+      output, largest_part * split_row_bytes * n));
   // Block of `input` bound for position j.
   auto send_block = [&](int j) {
     const int64_t b = collectives_internal::PartBegin(split_size, n, j);
@@ -97,15 +102,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     return *out_of_dst.Slice(concat_axis, src * c, c);
   };
   using collectives_internal::Channel;
-  const ArrayRef mine_in_output = recv_block(output, r);
   if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
-      concat_axis == 0 && input.is_contiguous() && Channel::Fits(g, [&] {
-        int64_t largest = 0;  // Blocks differ by at most one row.
-        for (int j = 0; j < n; ++j) {
-          largest = std::max(largest, send_block(j).size_bytes());
-        }
-        return largest;
-      }())) {
+      concat_axis == 0 && input.is_contiguous() &&
+      Channel::Fits(g, largest_part * split_row_bytes)) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");
@@ -113,8 +112,20 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     // channel, no entry barrier.
     //   step 1: push block j of my input to member j (Channel::Exchange);
     //   step 2: copy each arrived block, and my own, into my output.
+    // Both split along dimension 0: blocks are byte ranges. Block j of my
+    // input is rows [PartBegin(j), PartBegin(j + 1)); member j's block lands
+    // at rows [j * part(r), (j + 1) * part(r)) of my output.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    const int64_t block_bytes = mine_in_output.size_bytes();
+    const int64_t block_bytes = part(r) * split_row_bytes;
+    const std::byte* in_bytes = input.data();
+    std::byte* out_bytes = output.data();
+    auto send_bytes = [&](int j) {
+      return std::pair(
+          in_bytes +
+              collectives_internal::PartBegin(split_size, n, j) *
+                  split_row_bytes,
+          part(j) * split_row_bytes);
+    };
     if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
     return channel->ExchangeWithAll(
         kName, g,
@@ -122,21 +133,20 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
             collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
             input.num_elements(), split_axis * 8 + concat_axis, &output),
         [&](int j) {
-          const ArrayRef src = send_block(j);
-          return std::pair(static_cast<const std::byte*>(src.data()),
-                           src.size_bytes());
+          const auto [data, bytes] = send_bytes(j);
+          return std::pair(static_cast<const std::byte*>(data), bytes);
         },
         block_bytes,
         [&](const std::byte* rows) {
-          const ArrayRef own = send_block(r);
           if (RaceCheckingEnabled()) {
             AnnotateWrite(output, "channel output write");
           }
-          std::memcpy(mine_in_output.data(), own.data(), own.size_bytes());
+          if (block_bytes == 0) return;
           for (int j = 0; j < n; ++j) {
-            if (j == r) continue;
-            std::memcpy(recv_block(output, j).data(),
-                        rows + j * Channel::kRowBytes + Channel::kHeaderBytes,
+            std::memcpy(out_bytes + j * block_bytes,
+                        j == r ? send_bytes(r).first
+                               : rows + j * Channel::kRowBytes +
+                                     Channel::kHeaderBytes,
                         block_bytes);
           }
         });
