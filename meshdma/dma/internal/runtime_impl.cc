@@ -354,11 +354,15 @@ absl::Status RuntimeImpl::InitHeaps() {
   if (launch_->num_processes() > 1) {
     transports_.push_back(MakeMpiTransport(this, *processes_));
     remote_transport_ = transports_.back().get();
-    for (int g = 0; g < launch_->num_devices(); ++g) {
-      if (transport_of_device_[g] == nullptr)
-        transport_of_device_[g] = remote_transport_;
+  }
+  bool remote_peers = false;
+  for (int g = 0; g < launch_->num_devices(); ++g) {
+    if (transport_of_device_[g] == nullptr && remote_transport_ != nullptr) {
+      transport_of_device_[g] = remote_transport_;
+      remote_peers = true;
     }
   }
+  remote_peers_.store(remote_peers, std::memory_order_relaxed);
   if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
     race_checker_->AttachMailboxes(own_mailbox_.get(),
                                    std::move(mailbox_of_device));

@@ -62,6 +62,9 @@ class RuntimeImpl : public TransportHost {
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
   bool DevicesWaiting() const override;
+  bool RemotePeers() const override {
+    return remote_peers_.load(std::memory_order_relaxed);
+  }
   void OnCheckClock(int target_device, int issuer, int64_t sem_offset,
                     std::span<const uint32_t> clock, uint32_t dma_seq,
                     int64_t dst_offset, const ViewLayout* dst_layout,
@@ -200,6 +203,9 @@ class RuntimeImpl : public TransportHost {
   std::string abort_reason_;
   std::atomic<uint64_t> next_dma_id_{0};
   std::atomic<int> waiting_devices_{0};
+  // Whether a device is on another host; set once the transports are known
+  // (true until then, so that nothing waits on a wrong assumption).
+  std::atomic<bool> remote_peers_{true};
 };
 
 }  // namespace meshdma::dma_internal

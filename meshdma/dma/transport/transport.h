@@ -55,6 +55,10 @@ class TransportHost {
   // True while some local device is blocked in a wait, so that a progress
   // thread should poll rather than sleep.
   virtual bool DevicesWaiting() const = 0;
+  // True when some device of the launch lives on another host, reached
+  // through the remote transport. False on one host: a progress thread then
+  // moves only control messages, and must not take a core from the devices.
+  virtual bool RemotePeers() const = 0;
   // How long a wait on a peer may take (RuntimeOptions::wait_timeout).
   virtual absl::Duration wait_timeout() const = 0;
   // True once `Abort` has been called.

@@ -519,6 +519,7 @@ void MpiTransport::ProgressMain() {
   // sleeps in a wait, and back off from yielding to short sleeps when idle,
   // so an idle launch does not burn a core.
   constexpr int64_t kDevicesPollingNs = 50'000;
+  constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;
   std::unique_ptr<MpiBarrier> barrier;
   absl::Duration barrier_timeout;
@@ -586,15 +587,20 @@ void MpiTransport::ProgressMain() {
         absl::GetCurrentTimeNanos() -
             last_device_poll_ns_.load(std::memory_order_relaxed) <
         kDevicesPollingNs;
+    // On one host nothing but control messages comes this way: a waiting
+    // device is woken through shared memory, and every wake-up of this
+    // thread would take a core from a device (2 cores, 2 devices).
+    const bool remote = host_->RemotePeers();
     const bool needed = pending_.load(std::memory_order_relaxed) > 0 ||
-                        host_->DevicesWaiting() || shutdown;
+                        (remote && host_->DevicesWaiting()) || shutdown;
     if (needed && !devices_polling && idle < 2000) {
       if (idle > 50) sched_yield();
       continue;
     }
     std::unique_lock<std::mutex> lock(wake_mu_);
-    const int64_t us =
-        devices_polling ? 50 : std::min<int64_t>(500, idle * 5 + 5);
+    const int64_t us = !remote          ? kOneHostPollUs
+                       : devices_polling ? 50
+                                         : std::min<int64_t>(500, idle * 5 + 5);
     wake_cv_.wait_for(lock, std::chrono::microseconds(us),
                       [this] { return shutdown_requested_; });
   }
