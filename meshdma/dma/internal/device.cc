@@ -84,7 +84,7 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
 
 void Device::NoteSent(int target, int64_t sem_offset) {
   last_sent_sem_[target].store(sem_offset, std::memory_order_relaxed);
-  last_sent_ns_[target].store(base_internal::MonotonicNanos(),
+  last_sent_ns_[target].store(base_internal::CoarseMonotonicNanos(),
                               std::memory_order_relaxed);
 }
 
@@ -629,12 +629,13 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
   }
-  {
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    inflight_.push_back(op.get());
-  }
   Dispatch(std::move(op));
   return absl::OkStatus();
+}
+
+void Device::TrackInflight(DmaOp* op) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  inflight_.push_back(op);
 }
 
 void Device::Dispatch(std::unique_ptr<DmaOp> op) {
@@ -647,9 +648,13 @@ void Device::Dispatch(std::unique_ptr<DmaOp> op) {
   const bool addressable = transport->MapDestination(*op);
   if (addressable && runtime_->copy_engine() != nullptr &&
       op->event.bytes >= runtime_->async_min_bytes()) {
+    TrackInflight(op.get());
     runtime_->copy_engine()->Submit(std::move(op));
     return;
   }
+  // A copy into an addressable heap completes inside Put, on this thread:
+  // it is never in flight for anyone else to see, and skips the list.
+  if (!addressable) TrackInflight(op.get());
   transport->Put(std::move(op));
 }
 

@@ -159,6 +159,8 @@ class Device {
   // Hands a started DMA to the copy engine or its transport (the DMA
   // execution mode's policy).
   void Dispatch(std::unique_ptr<DmaOp> op);
+  // Lists `op` as in flight (hang reports, scope drains) until CompleteDma.
+  void TrackInflight(DmaOp* op);
 
   // One line about what this device is blocked on, for diagnostics.
   std::string BlockedOn();
