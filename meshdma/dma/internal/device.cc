@@ -814,8 +814,13 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   } unregister{runtime_->waiting_devices()};
   // Deadlines use the monotonic clock; an infinite wait timeout never expires.
   const int64_t start = base_internal::MonotonicNanos();
+  const bool yield = runtime_->oversubscribed();
   for (int i = 0;; ++i) {
-    CpuRelax();
+    if (yield) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
     if (CellTryConsume(cell, value)) return absl::OkStatus();
     if (runtime_->PollRemote() && CellTryConsume(cell, value)) {
       return absl::OkStatus();
@@ -946,9 +951,14 @@ absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
                                Ready ready, Timeout timeout_detail) {
   const int64_t start = base_internal::MonotonicNanos();
   const base_internal::Deadline deadline(start, runtime_->wait_timeout());
+  const bool yield = runtime_->oversubscribed();
   for (int i = 0;; ++i) {
     if (ready()) return absl::OkStatus();
-    CpuRelax();
+    if (yield) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
     if ((i & 1023) != 1023) continue;
     if (runtime_->aborted()) {
       return absl::AbortedError(absl::StrCat(verb, " on ", Name(), " for ",

@@ -1,5 +1,7 @@
 #include "meshdma/dma/internal/runtime_impl.h"
 
+#include <sched.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -65,11 +67,30 @@ absl::Status RuntimeImpl::Init() {
   MESHDMA_RETURN_IF_ERROR(ReadOptions());
   MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
   MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
+  oversubscribed_ = DeviceThreadsOnMachine() > UsableCores();
   MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
   StartCopyEngine();
   StartDeviceThreads();
   return absl::OkStatus();
+}
+
+int RuntimeImpl::DeviceThreadsOnMachine() const {
+  const std::string& me = launch_->processes()[launch_->rank()].hostname;
+  int threads = 0;
+  for (const ProcessInfo& p : launch_->processes()) {
+    if (p.hostname == me) threads += p.num_devices;
+  }
+  return threads;
+}
+
+int RuntimeImpl::UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 // Step 1: options, each from the struct, else the environment, else its
@@ -383,7 +404,12 @@ void RuntimeImpl::LogLaunch() const {
               dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ",
               heap_bytes_, " bytes per device, wait timeout ",
               absl::FormatDuration(wait_timeout_), ", spin ", options_.spin_ns,
-              " ns");
+              " ns",
+              oversubscribed_
+                  ? absl::StrCat(" (", DeviceThreadsOnMachine(),
+                                 " device threads on ", UsableCores(),
+                                 " cores: waits yield while they spin)")
+                  : "");
   std::map<std::string, std::vector<int>> by_path;
   for (int g = 0; g < launch_->num_devices(); ++g) {
     if (transport_of_device_[g] != nullptr) {

@@ -42,6 +42,11 @@ class RuntimeImpl : public TransportHost {
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
+  // More device threads on this machine (every process of the launch on
+  // this hostname) than cores this process may run on: a spinning wait then
+  // yields its core on every poll, since the peer it waits for may be the
+  // thread it keeps off a core (Open MPI's yield_when_idle).
+  bool oversubscribed() const { return oversubscribed_; }
   int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
   Observer* observer() const { return observer_; }
   // Checked mode's race detector, or null when checked mode is off.
@@ -129,6 +134,11 @@ class RuntimeImpl : public TransportHost {
   absl::Status ReadOptions();
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
+  // Device threads of the launch on this machine (by hostname, so simulated
+  // and forced hosts on one machine count together), and the cores this
+  // process may run on.
+  int DeviceThreadsOnMachine() const;
+  static int UsableCores();
   absl::Status StartObservation();
   void LogLaunch() const;
   absl::Status AgreeOnHeaps();
@@ -203,6 +213,7 @@ class RuntimeImpl : public TransportHost {
   std::string abort_reason_;
   std::atomic<uint64_t> next_dma_id_{0};
   std::atomic<int> waiting_devices_{0};
+  bool oversubscribed_ = false;
   // Whether a device is on another host; set once the transports are known
   // (true until then, so that nothing waits on a wrong assumption).
   std::atomic<bool> remote_peers_{true};
