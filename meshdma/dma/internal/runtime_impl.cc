@@ -67,7 +67,12 @@ absl::Status RuntimeImpl::Init() {
   MESHDMA_RETURN_IF_ERROR(ReadOptions());
   MESHDMA_RETURN_IF_ERROR(ConnectProcesses());
   MESHDMA_RETURN_IF_ERROR(DiscoverLaunch());
-  oversubscribed_ = DeviceThreadsOnMachine() > UsableCores();
+  // A process bound to some cores (mpirun's --bind-to) counts its own
+  // devices against them; one free to run anywhere, the machine's.
+  oversubscribed_ =
+      static_cast<int>(launch_->DevicesOfRank(launch_->rank()).size()) >
+          UsableCores() ||
+      DeviceThreadsOnMachine() > MachineCores();
   MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
   StartCopyEngine();
@@ -82,6 +87,10 @@ int RuntimeImpl::DeviceThreadsOnMachine() const {
     if (p.hostname == me) threads += p.num_devices;
   }
   return threads;
+}
+
+int RuntimeImpl::MachineCores() {
+  return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
 int RuntimeImpl::UsableCores() {
@@ -407,8 +416,9 @@ void RuntimeImpl::LogLaunch() const {
               " ns",
               oversubscribed_
                   ? absl::StrCat(" (", DeviceThreadsOnMachine(),
-                                 " device threads on ", UsableCores(),
-                                 " cores: waits yield while they spin)")
+                                 " device threads on ", MachineCores(),
+                                 " cores, ", UsableCores(),
+                                 " usable here: waits yield while they spin)")
                   : "");
   std::map<std::string, std::vector<int>> by_path;
   for (int g = 0; g < launch_->num_devices(); ++g) {

@@ -42,8 +42,8 @@ class RuntimeImpl : public TransportHost {
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
-  // More device threads on this machine (every process of the launch on
-  // this hostname) than cores this process may run on: a spinning wait then
+  // More device threads than cores (this process's on the cores it is bound
+  // to, or the launch's on this machine): a spinning wait then
   // yields its core on every poll, since the peer it waits for may be the
   // thread it keeps off a core (Open MPI's yield_when_idle).
   bool oversubscribed() const { return oversubscribed_; }
@@ -135,9 +135,10 @@ class RuntimeImpl : public TransportHost {
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
   // Device threads of the launch on this machine (by hostname, so simulated
-  // and forced hosts on one machine count together), and the cores this
-  // process may run on.
+  // and forced hosts on one machine count together), the machine's cores,
+  // and the cores this process may run on.
   int DeviceThreadsOnMachine() const;
+  static int MachineCores();
   static int UsableCores();
   absl::Status StartObservation();
   void LogLaunch() const;
