@@ -949,8 +949,10 @@ absl::StatusOr<uint64_t*> Device::FlaggedDestination(
 template <typename Ready, typename Timeout>
 absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
                                Ready ready, Timeout timeout_detail) {
-  const int64_t start = base_internal::MonotonicNanos();
-  const base_internal::Deadline deadline(start, runtime_->wait_timeout());
+  // Most waits end within a few polls: the clock is first read after 1024
+  // of them, where the spin window and the deadline start.
+  int64_t start = -1;
+  std::optional<base_internal::Deadline> deadline;
   const bool yield = runtime_->oversubscribed();
   for (int i = 0;; ++i) {
     if (ready()) return absl::OkStatus();
@@ -960,12 +962,16 @@ absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
       CpuRelax();
     }
     if ((i & 1023) != 1023) continue;
+    if (start < 0) {
+      start = base_internal::MonotonicNanos();
+      deadline.emplace(start, runtime_->wait_timeout());
+    }
     if (runtime_->aborted()) {
       return absl::AbortedError(absl::StrCat(verb, " on ", Name(), " for ",
                                              view.ToString(), " abandoned: ",
                                              runtime_->abort_reason()));
     }
-    if (deadline.RemainingNanos() == 0) {
+    if (deadline->RemainingNanos() == 0) {
       return absl::DeadlineExceededError(absl::StrCat(
           verb, " on ", Name(), " timed out after ",
           absl::FormatDuration(runtime_->wait_timeout()), ": ",
