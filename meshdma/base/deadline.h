@@ -5,11 +5,11 @@
 #ifndef MESHDMA_BASE_DEADLINE_H_
 #define MESHDMA_BASE_DEADLINE_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 #include <limits>
-
-#include <time.h>
 
 #include "absl/time/time.h"
 

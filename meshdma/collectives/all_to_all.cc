@@ -121,9 +121,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     std::byte* out_bytes = output.data();
     auto send_bytes = [&](int j) {
       return std::pair(
-          in_bytes +
-              collectives_internal::PartBegin(split_size, n, j) *
-                  split_row_bytes,
+          in_bytes + collectives_internal::PartBegin(split_size, n, j) *
+                         split_row_bytes,
           part(j) * split_row_bytes);
     };
     if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
@@ -143,11 +142,11 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           }
           if (block_bytes == 0) return;
           for (int j = 0; j < n; ++j) {
-            std::memcpy(out_bytes + j * block_bytes,
-                        j == r ? send_bytes(r).first
-                               : rows + j * Channel::kRowBytes +
-                                     Channel::kHeaderBytes,
-                        block_bytes);
+            std::memcpy(
+                out_bytes + j * block_bytes,
+                j == r ? send_bytes(r).first
+                       : rows + j * Channel::kRowBytes + Channel::kHeaderBytes,
+                block_bytes);
           }
         });
   }

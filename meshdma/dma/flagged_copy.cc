@@ -55,9 +55,9 @@ absl::StatusOr<FlaggedBuffer> FlaggedBuffer::ForWait(const ArrayRef& words) {
   b.device_ = d;
   b.capacity_ = words.size_bytes() / static_cast<int64_t>(sizeof(uint64_t));
   b.view_ = words;
-  MESHDMA_ASSIGN_OR_RETURN(b.words_,
-                           d->FlaggedDestination(words, b.capacity_, /*flag=*/1,
-                                                 std::nullopt));
+  MESHDMA_ASSIGN_OR_RETURN(
+      b.words_,
+      d->FlaggedDestination(words, b.capacity_, /*flag=*/1, std::nullopt));
   return b;
 }
 
@@ -91,7 +91,8 @@ absl::Status FlaggedBuffer::Copy(std::span<const std::byte> payload,
   return absl::OkStatus();
 }
 
-absl::Status FlaggedBuffer::Wait(uint32_t flag, std::span<std::byte> out) const {
+absl::Status FlaggedBuffer::Wait(uint32_t flag,
+                                 std::span<std::byte> out) const {
   const int64_t bytes = static_cast<int64_t>(out.size());
   MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_wait"));
   const int64_t n = FlaggedWords(bytes);

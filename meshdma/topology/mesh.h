@@ -66,7 +66,7 @@ struct RingPosition {
   // LOGICAL ids in ring order; inline up to 16, so that copying a position
   // (every collective call does) allocates nothing.
   absl::InlinedVector<int, 16> members;
-  int index = 0;             // The device's position in `members`.
+  int index = 0;  // The device's position in `members`.
 
   int size() const { return static_cast<int>(members.size()); }
   // The position `offset` steps after the device's own, in [0, size()).

@@ -162,8 +162,8 @@ TEST_F(PeerViewTest, CountersOrderRoundsOfStores) {
       MESHDMA_RETURN_IF_ERROR(counter_wait(filled, k + 1));
       for (int64_t i = 0; i < kCount; ++i) {
         if (inbox.data_as<int64_t>()[i] != Expected(left, i) + k) {
-          return absl::InternalError(absl::StrCat("round ", k, " element ", i,
-                                                  " from device ", left));
+          return absl::InternalError(
+              absl::StrCat("round ", k, " element ", i, " from device ", left));
         }
       }
       __atomic_store_n(their_drained.data_as<uint64_t>(), uint64_t(k + 1),
@@ -183,10 +183,10 @@ TEST_F(PeerViewTest, CounterWaitRejectsOtherViews) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef ordinary,
                              ArrayRef::FromPointer(host.data(), DType::kI64,
                                                    std::vector<int64_t>{1}));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef as_u8,
-                             ArrayRef::Symmetric(words.data() + 4,
-                                                 words.heap_offset() + 4,
-                                                 DType::kU8, std::vector<int64_t>{8}));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef as_u8,
+        ArrayRef::Symmetric(words.data() + 4, words.heap_offset() + 4,
+                            DType::kU8, std::vector<int64_t>{8}));
     const std::pair<ArrayRef, const char*> bad[] = {
         {words, "not one 8-byte-aligned word"},     // 4 words
         {ordinary, "not one 8-byte-aligned word"},  // not symmetric
@@ -197,13 +197,14 @@ TEST_F(PeerViewTest, CounterWaitRejectsOtherViews) {
       if (!absl::IsInvalidArgument(st) ||
           !absl::StrContains(st.message(), want) ||
           !absl::StrContains(st.message(), "counter_wait on device")) {
-        return absl::InternalError(absl::StrCat(view.ToString(), ": ", st.ToString()));
+        return absl::InternalError(
+            absl::StrCat(view.ToString(), ": ", st.ToString()));
       }
     }
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef forged,
-                             ArrayRef::Symmetric(words.data(),
-                                                 words.heap_offset() + 64,
-                                                 DType::kI64, std::vector<int64_t>{1}));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef forged,
+        ArrayRef::Symmetric(words.data(), words.heap_offset() + 64, DType::kI64,
+                            std::vector<int64_t>{1}));
     absl::Status st = counter_wait(forged, 1);
     if (!absl::IsInvalidArgument(st) ||
         !absl::StrContains(st.message(), "claims heap offset")) {
@@ -222,8 +223,8 @@ TEST(PeerViewTimeoutTest, ACounterThatNeverGrowsTimesOut) {
   auto mesh = (*rt)->MakeMesh1D("x");
   ASSERT_TRUE(mesh.ok());
   absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef word,
-                             AllocateSymmetric(DType::kI64, std::vector<int64_t>{1}));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef word, AllocateSymmetric(DType::kI64, std::vector<int64_t>{1}));
     return counter_wait(word, 3);
   });
   ASSERT_TRUE(absl::IsDeadlineExceeded(s)) << s;

@@ -97,8 +97,8 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
     for (int p = 0; p < kSlotSets; ++p) {
       MESHDMA_ASSIGN_OR_RETURN(const ArrayRef set, flagged.At(p));
       // Row i of the set is written by member i only.
-      const ArrayRef mine = Range(set, g.index * kFlaggedRowBytes,
-                                  kFlaggedRowBytes);
+      const ArrayRef mine =
+          Range(set, g.index * kFlaggedRowBytes, kFlaggedRowBytes);
       for (int i = 0; i < n; ++i) {
         if (i == g.index) {
           c->flagged_in_[p].emplace_back();
@@ -119,12 +119,12 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
     }
     c->received_.resize(static_cast<size_t>(n) * kRowBytes);
     const int64_t counters_shape[] = {n * kCounterStrideBytes};
-    MESHDMA_ASSIGN_OR_RETURN(
-        c->consumed_, AllocatePersistent(DType::kU8, counters_shape,
-                                         "channel consumed counters"));
+    MESHDMA_ASSIGN_OR_RETURN(c->consumed_,
+                             AllocatePersistent(DType::kU8, counters_shape,
+                                                "channel consumed counters"));
     for (int i = 0; i < n; ++i) {
-      c->consumed_words_.push_back(Range(
-          c->consumed_, i * kCounterStrideBytes, sizeof(uint64_t)));
+      c->consumed_words_.push_back(
+          Range(c->consumed_, i * kCounterStrideBytes, sizeof(uint64_t)));
     }
     for (int i = 0; i < n; ++i) {
       MESHDMA_ASSIGN_OR_RETURN(
@@ -422,8 +422,7 @@ absl::Status Channel::Exchange(
     for (const Incoming& i : in) {
       __atomic_store_n(consumed_on_peer_[i.position],
                        static_cast<uint64_t>(call + 1), __ATOMIC_RELEASE);
-      known_consumed_[i.position] =
-          std::max(known_consumed_[i.position], call);
+      known_consumed_[i.position] = std::max(known_consumed_[i.position], call);
     }
     return absl::OkStatus();
   }

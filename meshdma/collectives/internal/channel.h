@@ -205,9 +205,10 @@ class Channel {
   // take: payloads stored straight into the receivers' slot rows through
   // peer views, then the headers as flagged copies; a receiver reads the
   // payloads in place.
-  absl::StatusOr<const std::byte*> MoveRowsStored(
-      const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
-      std::span<const Incoming> in);
+  absl::StatusOr<const std::byte*> MoveRowsStored(const Group& g, int p,
+                                                  uint32_t flag,
+                                                  std::span<const Outgoing> out,
+                                                  std::span<const Incoming> in);
   absl::StatusOr<const std::byte*> MoveRowsFlagged(
       const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
       std::span<const Incoming> in);
@@ -247,7 +248,7 @@ class Channel {
   // u8[n * kCounterStrideBytes]; the word at position i counts the calls
   // whose rows from this device member i has consumed (it stores it).
   ArrayRef consumed_;
-  std::vector<ArrayRef> consumed_words_;    // Word i of `consumed_`.
+  std::vector<ArrayRef> consumed_words_;     // Word i of `consumed_`.
   std::vector<uint64_t*> consumed_on_peer_;  // My word on member i.
   std::vector<std::byte*> slots_on_peer_;    // Member i's `slots_`.
   // Member i has consumed my rows of calls < known_consumed_[i].

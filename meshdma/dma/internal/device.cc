@@ -967,15 +967,15 @@ absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
       deadline.emplace(start, runtime_->wait_timeout());
     }
     if (runtime_->aborted()) {
-      return absl::AbortedError(absl::StrCat(verb, " on ", Name(), " for ",
-                                             view.ToString(), " abandoned: ",
-                                             runtime_->abort_reason()));
+      return absl::AbortedError(
+          absl::StrCat(verb, " on ", Name(), " for ", view.ToString(),
+                       " abandoned: ", runtime_->abort_reason()));
     }
     if (deadline->RemainingNanos() == 0) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          verb, " on ", Name(), " timed out after ",
-          absl::FormatDuration(runtime_->wait_timeout()), ": ",
-          timeout_detail()));
+      return absl::DeadlineExceededError(
+          absl::StrCat(verb, " on ", Name(), " timed out after ",
+                       absl::FormatDuration(runtime_->wait_timeout()), ": ",
+                       timeout_detail()));
     }
     // Past the spin window, give the core to the writer (2 cores may be
     // shared by more threads than that).
@@ -988,8 +988,8 @@ absl::Status Device::SpinUntil(absl::string_view verb, const ArrayRef& view,
 absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
                                uint32_t flag, const ArrayRef& view) {
   auto carries_flag = [&](int64_t w) {
-    return static_cast<uint32_t>(
-               __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32) == flag;
+    return static_cast<uint32_t>(__atomic_load_n(words + w, __ATOMIC_ACQUIRE) >>
+                                 32) == flag;
   };
   // Often every word is already there: no clock is read then.
   bool all = true;
@@ -1006,8 +1006,8 @@ absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
         [&] {
           return absl::StrCat(
               "word ", w, " of ", view.ToString(), " carries flag ",
-              __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32,
-              ", expected ", flag);
+              __atomic_load_n(words + w, __ATOMIC_ACQUIRE) >> 32, ", expected ",
+              flag);
         }));
   }
   return absl::OkStatus();

@@ -1,7 +1,6 @@
 #include "meshdma/dma/internal/runtime_impl.h"
 
 #include <sched.h>
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -409,17 +408,16 @@ absl::Status RuntimeImpl::InitHeaps() {
 void RuntimeImpl::LogLaunch() const {
   if (!LogEnabled(LogLevel::kInfo, kLogInit | kLogTransport)) return;
   if (launch_->rank() == 0) MESHDMA_LOG(kInfo, kLogInit, launch_->Describe());
-  MESHDMA_LOG(kInfo, kLogInit, "rank ", launch_->rank(), ": DMA mode ",
-              dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ",
-              heap_bytes_, " bytes per device, wait timeout ",
-              absl::FormatDuration(wait_timeout_), ", spin ", options_.spin_ns,
-              " ns",
-              oversubscribed_
-                  ? absl::StrCat(" (", DeviceThreadsOnMachine(),
-                                 " device threads on ", MachineCores(),
-                                 " cores, ", UsableCores(),
-                                 " usable here: waits yield while they spin)")
-                  : "");
+  MESHDMA_LOG(
+      kInfo, kLogInit, "rank ", launch_->rank(), ": DMA mode ",
+      dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ", heap_bytes_,
+      " bytes per device, wait timeout ", absl::FormatDuration(wait_timeout_),
+      ", spin ", options_.spin_ns, " ns",
+      oversubscribed_
+          ? absl::StrCat(" (", DeviceThreadsOnMachine(), " device threads on ",
+                         MachineCores(), " cores, ", UsableCores(),
+                         " usable here: waits yield while they spin)")
+          : "");
   std::map<std::string, std::vector<int>> by_path;
   for (int g = 0; g < launch_->num_devices(); ++g) {
     if (transport_of_device_[g] != nullptr) {

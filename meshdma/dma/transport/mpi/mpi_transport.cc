@@ -598,7 +598,7 @@ void MpiTransport::ProgressMain() {
       continue;
     }
     std::unique_lock<std::mutex> lock(wake_mu_);
-    const int64_t us = !remote          ? kOneHostPollUs
+    const int64_t us = !remote           ? kOneHostPollUs
                        : devices_polling ? 50
                                          : std::min<int64_t>(500, idle * 5 + 5);
     wake_cv_.wait_for(lock, std::chrono::microseconds(us),
