@@ -221,6 +221,11 @@ std::vector<Setting> Settings(const Runtime& rt) {
   const char* spin = Env(kSpinNsEnv);
   s.push_back(Resolve("spin_ns", spin ? spin : absl::StrCat(defaults.spin_ns),
                       "", kSpinNsEnv));
+  const char* remote_spin = Env(kRemoteSpinNsEnv);
+  s.push_back(
+      Resolve("remote_spin_ns",
+              remote_spin ? remote_spin : absl::StrCat(defaults.remote_spin_ns),
+              "", kRemoteSpinNsEnv));
   const char* streaming = Env(kStreamingMinBytesEnv);
   s.push_back(Resolve("streaming_min_bytes", streaming ? streaming : "off", "",
                       kStreamingMinBytesEnv));

@@ -63,6 +63,8 @@ inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
 inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
 inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
 inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
+// Overrides remote_spin_ns.
+inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
 // Overrides streaming_min_bytes.
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 
@@ -93,6 +95,12 @@ struct RuntimeOptions {
   // signal within ~100 ns but holds a core; sleeping frees the core and costs
   // a few microseconds to wake (BENCHMARKS.md compares them).
   int64_t spin_ns = 20'000;
+  // The spin of a wait in a launch with devices on other hosts, where the
+  // waiter progresses MPI on every turn. MPI moves a message only while a
+  // process polls (a rendezvous needs both sides), and a sleeping waiter is
+  // woken only when the MPI progress thread gets to the message, so these
+  // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer").
+  int64_t remote_spin_ns = 1'000'000;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
   // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values

@@ -211,6 +211,18 @@ TEST(RuntimeLifecycleTest, BadOptions) {
   auto rt = Runtime::Create(o);
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(rt.status().message(), HasSubstr("heap size 100"));
+
+  RuntimeOptions spin = testing::TierOptions(DmaMode::kAsync);
+  spin.remote_spin_ns = -1;
+  rt = Runtime::Create(spin);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("remote_spin_ns -1"));
+
+  setenv(kRemoteSpinNsEnv, "soon", 1);
+  rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  unsetenv(kRemoteSpinNsEnv);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("MESHDMA_REMOTE_SPIN_NS"));
 }
 
 // MESHDMA_WAIT_TIMEOUT_S=inf (or an infinite option) means no timeout: a wait
@@ -238,6 +250,7 @@ TEST(RuntimeLifecycleTest, WaitTimeoutInfinityAndAbsurdValues) {
                           : "wait_timeout = InfiniteDuration");
     RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
     o.spin_ns = 0;  // Straight to the deadline loop.
+    o.remote_spin_ns = 0;
     if (from_env) {
       o.wait_timeout.reset();  // The option would win over the environment.
       setenv(kWaitTimeoutEnv, "inf", 1);

@@ -246,11 +246,15 @@ TEST(RuntimeRecreateTest, DestroyAndCreateAgain) {
         if (me == 0) return absl::InternalError("device 0 gives up");
         return device_barrier();
       });
-      if (HoldsDevice(**rt, 0)) EXPECT_FALSE(failed.ok());
+      if (HoldsDevice(**rt, 0)) {
+        EXPECT_FALSE(failed.ok());
+      }
     }
     absl::Status healthy = HealthyRun(**rt, *mesh);
     ASSERT_TRUE(healthy.ok()) << healthy;
-    if (i == 3) ASSERT_TRUE((*rt)->Shutdown().ok());
+    if (i == 3) {
+      ASSERT_TRUE((*rt)->Shutdown().ok());
+    }
   }
 }
 

@@ -22,7 +22,8 @@ namespace {
 
 thread_local Device* tls_device = nullptr;
 
-// After spinning for `RuntimeOptions::spin_ns`, a wait sleeps in slices so
+// After spinning for `RuntimeOptions::spin_ns` (`remote_spin_ns` in a launch
+// with devices on other hosts), a wait sleeps in slices so
 // that aborts and deadlines are noticed.
 constexpr int64_t kSleepSliceNanos = 10'000'000;
 
@@ -815,6 +816,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   // Deadlines use the monotonic clock; an infinite wait timeout never expires.
   const int64_t start = base_internal::MonotonicNanos();
   const bool yield = runtime_->oversubscribed();
+  const int64_t spin_ns = runtime_->semaphore_spin_ns();
   for (int i = 0;; ++i) {
     if (yield) {
       std::this_thread::yield();
@@ -828,8 +830,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
     // Pure spinning: yielding here was measured to push waits past the spin
     // window into futex sleeps, whose wake-up costs tens of microseconds on
     // a virtual machine (BENCHMARKS.md).
-    if ((i & 63) == 63 &&
-        base_internal::MonotonicNanos() - start > runtime_->spin_ns()) {
+    if ((i & 63) == 63 && base_internal::MonotonicNanos() - start > spin_ns) {
       break;
     }
   }

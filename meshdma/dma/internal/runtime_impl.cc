@@ -150,6 +150,16 @@ absl::Status RuntimeImpl::ReadOptions() {
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> spin_env,
                            EnvInt(kSpinNsEnv, 0, kMax));
   if (spin_env.has_value()) options_.spin_ns = *spin_env;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> remote_spin_env,
+                           EnvInt(kRemoteSpinNsEnv, 0, kMax));
+  if (remote_spin_env.has_value()) {
+    options_.remote_spin_ns = *remote_spin_env;
+  }
+  if (options_.spin_ns < 0 || options_.remote_spin_ns < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spin_ns ", options_.spin_ns, " and remote_spin_ns ",
+                     options_.remote_spin_ns, " must be >= 0"));
+  }
   if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("async_min_bytes ", options_.async_min_bytes,
@@ -413,6 +423,9 @@ void RuntimeImpl::LogLaunch() const {
       dma_mode_ == DmaMode::kAsync ? "async" : "eager", ", heap ", heap_bytes_,
       " bytes per device, wait timeout ", absl::FormatDuration(wait_timeout_),
       ", spin ", options_.spin_ns, " ns",
+      RemotePeers() ? absl::StrCat(" (", options_.remote_spin_ns,
+                                   " ns while devices on other hosts exist)")
+                    : "",
       oversubscribed_
           ? absl::StrCat(" (", DeviceThreadsOnMachine(), " device threads on ",
                          MachineCores(), " cores, ", UsableCores(),

@@ -42,6 +42,12 @@ class RuntimeImpl : public TransportHost {
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
+  // How long a semaphore wait spins before it sleeps: longer in a launch with
+  // devices on other hosts, where the spin progresses MPI.
+  int64_t semaphore_spin_ns() const {
+    return RemotePeers() ? std::max(options_.spin_ns, options_.remote_spin_ns)
+                         : options_.spin_ns;
+  }
   // More device threads than cores (this process's on the cores it is bound
   // to, or the launch's on this machine): a spinning wait then
   // yields its core on every poll, since the peer it waits for may be the

@@ -170,10 +170,20 @@ void MpiTransport::Send(int dest_rank, const Header& header,
     } else {
       done = std::move(op);
     }
-    sends_.push_back(std::move(send));
-    pending_.fetch_add(1, std::memory_order_relaxed);
-    ProgressLocked();
-    outstanding = !sends_.empty();
+    // An eager send is usually complete at once. Only this send is tested:
+    // polling for incoming messages here would, on an oversubscribed
+    // machine, make MPI yield the core inside every start() (Open MPI's
+    // yield_when_idle), and whoever waits polls them anyway.
+    int sent = 0;
+    MPI_Testall(static_cast<int>(send->requests.size()), send->requests.data(),
+                &sent, MPI_STATUSES_IGNORE);
+    if (sent) {
+      if (send->op != nullptr) done = std::move(send->op);
+    } else {
+      sends_.push_back(std::move(send));
+      pending_.fetch_add(1, std::memory_order_relaxed);
+      outstanding = true;
+    }
   }
   if (done != nullptr) host_->CompleteDma(std::move(done));
   // The progress thread finishes what is left. A small message is usually
@@ -530,9 +540,25 @@ void MpiTransport::ProgressMain() {
       std::lock_guard<std::mutex> lock(wake_mu_);
       shutdown = shutdown_requested_;
     }
+    const bool devices_polling =
+        absl::GetCurrentTimeNanos() -
+            last_device_poll_ns_.load(std::memory_order_relaxed) <
+        kDevicesPollingNs;
     bool did = false;
     {
-      std::lock_guard<std::recursive_mutex> lock(mu_);
+      // While a device polls, it progresses everything; taking the lock here
+      // would only make that device's next start() or poll wait for this
+      // thread, which on an oversubscribed machine may lose its core while
+      // holding the lock.
+      std::unique_lock<std::recursive_mutex> lock(mu_, std::defer_lock);
+      if (shutdown) {
+        lock.lock();
+      } else if (devices_polling || !lock.try_lock()) {
+        std::unique_lock<std::mutex> wake(wake_mu_);
+        wake_cv_.wait_for(wake, std::chrono::microseconds(50),
+                          [this] { return shutdown_requested_; });
+        continue;
+      }
       did = ProgressLocked();
       if (shutdown && !deadline.has_value()) {
         barrier_timeout = host_->aborted() ? std::min(host_->wait_timeout(),
@@ -583,10 +609,6 @@ void MpiTransport::ProgressMain() {
       continue;
     }
     ++idle;
-    const bool devices_polling =
-        absl::GetCurrentTimeNanos() -
-            last_device_poll_ns_.load(std::memory_order_relaxed) <
-        kDevicesPollingNs;
     // On one host nothing but control messages comes this way: a waiting
     // device is woken through shared memory, and every wake-up of this
     // thread would take a core from a device (2 cores, 2 devices).
