@@ -883,6 +883,7 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       CpuRelax();
       continue;
     }
+    runtime_->RemoteDeviceSleeping();
     CellSleep(cell, value, std::min(kSleepSliceNanos, left));
   }
 }

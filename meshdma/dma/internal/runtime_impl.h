@@ -96,6 +96,10 @@ class RuntimeImpl : public TransportHost {
   bool PollRemote() const {
     return remote_transport_ != nullptr && remote_transport_->Poll();
   }
+  // The calling device stops polling the transport to other hosts to sleep.
+  void RemoteDeviceSleeping() const {
+    if (remote_transport_ != nullptr) remote_transport_->DeviceSleeping();
+  }
   // True while the transport to other hosts has traffic outstanding.
   bool RemotePending() const {
     return remote_transport_ != nullptr && remote_transport_->HasPending();

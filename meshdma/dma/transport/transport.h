@@ -126,6 +126,9 @@ class Transport {
   // thread (a device spinning in a wait); true when anything moved. Paths
   // whose copies complete on their own have nothing to do.
   virtual bool Poll() { return false; }
+  // A device that polled in a wait stops to sleep: a progress thread that
+  // backs off while devices poll must now cover for it.
+  virtual void DeviceSleeping() {}
   // True while traffic of this transport is outstanding (sent but not
   // complete, or announced but not yet received).
   virtual bool HasPending() const { return false; }

@@ -299,6 +299,16 @@ bool MpiTransport::Poll() {
   return ProgressLocked();
 }
 
+void MpiTransport::DeviceSleeping() {
+  // No device may be polling now: let the progress thread look at once.
+  last_device_poll_ns_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    wake_requested_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
 absl::Status MpiTransport::Shutdown() {
   if (!thread_.joinable()) return error_;
   {
@@ -529,6 +539,8 @@ void MpiTransport::ProgressMain() {
   // sleeps in a wait, and back off from yielding to short sleeps when idle,
   // so an idle launch does not burn a core.
   constexpr int64_t kDevicesPollingNs = 50'000;
+  constexpr int64_t kDevicesPollingSleepUs = 1'000;
+  constexpr int64_t kPendingPollUs = 50;
   constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;
   std::unique_ptr<MpiBarrier> barrier;
@@ -554,9 +566,17 @@ void MpiTransport::ProgressMain() {
       if (shutdown) {
         lock.lock();
       } else if (devices_polling || !lock.try_lock()) {
+        // Waking often would take a core from a polling device; a device
+        // that stops polling to sleep wakes this thread (`DeviceSleeping`),
+        // and outstanding traffic is looked at sooner.
+        const bool pending = pending_.load(std::memory_order_relaxed) > 0;
         std::unique_lock<std::mutex> wake(wake_mu_);
-        wake_cv_.wait_for(wake, std::chrono::microseconds(50),
-                          [this] { return shutdown_requested_; });
+        wake_cv_.wait_for(
+            wake,
+            std::chrono::microseconds(pending ? kPendingPollUs
+                                              : kDevicesPollingSleepUs),
+            [this] { return shutdown_requested_ || wake_requested_; });
+        wake_requested_ = false;
         continue;
       }
       did = ProgressLocked();
@@ -623,8 +643,10 @@ void MpiTransport::ProgressMain() {
     const int64_t us = !remote           ? kOneHostPollUs
                        : devices_polling ? 50
                                          : std::min<int64_t>(500, idle * 5 + 5);
-    wake_cv_.wait_for(lock, std::chrono::microseconds(us),
-                      [this] { return shutdown_requested_; });
+    wake_cv_.wait_for(lock, std::chrono::microseconds(us), [this] {
+      return shutdown_requested_ || wake_requested_;
+    });
+    wake_requested_ = false;
   }
 }
 

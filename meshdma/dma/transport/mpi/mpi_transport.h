@@ -68,6 +68,7 @@ class MpiTransport : public Transport {
   void Signal(int target_device, int64_t sem_offset, int64_t inc,
               std::span<const uint32_t> check_clock) override;
   bool Poll() override;
+  void DeviceSleeping() override;
   bool HasPending() const override {
     return pending_.load(std::memory_order_relaxed) > 0;
   }
@@ -132,6 +133,7 @@ class MpiTransport : public Transport {
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool shutdown_requested_ = false;
+  bool wake_requested_ = false;  // DeviceSleeping: poll now.
   std::thread thread_;
   absl::Status error_;
 };
