@@ -75,6 +75,9 @@ struct MpiTransport::PendingSend {
   std::unique_ptr<DmaOp> op;       // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
   int dest = -1;
+  // Counted in `pending_`: a non-inline put, whose issuer waits for the send
+  // to complete. Other sends only have a buffer to retire.
+  bool awaited = false;
 };
 
 struct MpiTransport::PendingRecv {
@@ -180,9 +183,15 @@ void MpiTransport::Send(int dest_rank, const Header& header,
     if (sent) {
       if (send->op != nullptr) done = std::move(send->op);
     } else {
+      // Nobody waits for an inline message's send to complete (its put
+      // completed when it was packed): it is retired by whoever progresses
+      // MPI next, and keeps neither the progress thread nor a waiter busy.
+      send->awaited = send->op != nullptr;
+      if (send->awaited) {
+        pending_.fetch_add(1, std::memory_order_relaxed);
+        outstanding = true;
+      }
       sends_.push_back(std::move(send));
-      pending_.fetch_add(1, std::memory_order_relaxed);
-      outstanding = true;
     }
   }
   if (done != nullptr) host_->CompleteDma(std::move(done));
@@ -489,20 +498,30 @@ bool MpiTransport::PollIncoming() {
 
 bool MpiTransport::TestPending() {
   bool any = false;
+  // Each test of an incomplete request may yield the core (Open MPI's
+  // yield_when_idle): after one unfinished send that nobody awaits, the
+  // others of its kind wait for the next round.
+  bool retire = true;
   for (auto it = sends_.begin(); it != sends_.end();) {
-    int done = 0;
-    MPI_Testall(static_cast<int>((*it)->requests.size()),
-                (*it)->requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (!done) {
+    PendingSend& send = **it;
+    if (!send.awaited && !retire) {
       ++it;
       continue;
     }
-    if ((*it)->op != nullptr) {
-      // The source has been read: the sender's send semaphore may move.
-      host_->CompleteDma(std::move((*it)->op));
+    int done = 0;
+    MPI_Testall(static_cast<int>(send.requests.size()), send.requests.data(),
+                &done, MPI_STATUSES_IGNORE);
+    if (!done) {
+      retire &= send.awaited;
+      ++it;
+      continue;
     }
+    if (send.op != nullptr) {
+      // The source has been read: the sender's send semaphore may move.
+      host_->CompleteDma(std::move(send.op));
+    }
+    if (send.awaited) pending_.fetch_sub(1, std::memory_order_relaxed);
     it = sends_.erase(it);
-    pending_.fetch_sub(1, std::memory_order_relaxed);
     any = true;
   }
   for (auto it = recvs_.begin(); it != recvs_.end();) {

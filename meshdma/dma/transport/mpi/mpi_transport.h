@@ -126,7 +126,8 @@ class MpiTransport : public Transport {
   bool handling_ = false;              // Inside PollIncoming (under mu_).
   int64_t flush_epoch_ = 0;            // Markers this process has sent.
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
-  std::atomic<int> pending_{0};        // sends_.size() + recvs_.size().
+  // Awaited sends (non-inline puts) and recvs_: traffic somebody waits for.
+  std::atomic<int> pending_{0};
   // When a device last progressed MPI from `Poll`.
   std::atomic<int64_t> last_device_poll_ns_{0};
 
