@@ -808,11 +808,6 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   // Slow path: spin, progressing the MPI path from this thread while
   // spinning, then sleep; a sleeping waiter is counted so that the MPI
   // progress thread polls for it.
-  runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
-  struct Unregister {
-    std::atomic<int>& count;
-    ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
-  } unregister{runtime_->waiting_devices()};
   // Deadlines use the monotonic clock; an infinite wait timeout never expires.
   const int64_t start = base_internal::MonotonicNanos();
   const bool yield = runtime_->oversubscribed();
@@ -834,6 +829,11 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       break;
     }
   }
+  runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
+  struct Unregister {
+    std::atomic<int>& count;
+    ~Unregister() { count.fetch_sub(1, std::memory_order_relaxed); }
+  } unregister{runtime_->waiting_devices()};
   {
     std::lock_guard<std::mutex> lock(blocked_mu_);
     blocked_on_ = absl::StrCat(WaitVerb(kind), " on ", DescribeSemaphore(sem),

@@ -105,8 +105,9 @@ class RuntimeImpl : public TransportHost {
     return remote_transport_ != nullptr && remote_transport_->HasPending();
   }
   uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
-  // Devices of this process inside a wait that did not complete at once; the
-  // MPI progress thread keeps polling instead of sleeping while any are.
+  // Devices of this process past the spin of a wait (asleep, polling no
+  // more); the MPI progress thread keeps polling instead of sleeping while
+  // any are.
   std::atomic<int>& waiting_devices() { return waiting_devices_; }
 
   // Fails every wait in this launch: local waits return Aborted with `reason`

@@ -52,8 +52,9 @@ class TransportHost {
   // Fails every wait of this launch with `reason`; with `notify_peers`, the
   // other processes are told too.
   virtual void Abort(const std::string& reason, bool notify_peers) = 0;
-  // True while some local device is blocked in a wait, so that a progress
-  // thread should poll rather than sleep.
+  // True while some local device sleeps in a wait (past its spin, in which
+  // it polls itself), so that a progress thread should poll rather than
+  // sleep.
   virtual bool DevicesWaiting() const = 0;
   // True when some device of the launch lives on another host, reached
   // through the remote transport. False on one host: a progress thread then
