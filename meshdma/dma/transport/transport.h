@@ -130,8 +130,10 @@ class Transport {
   // A device that polled in a wait stops to sleep: a progress thread that
   // backs off while devices poll must now cover for it.
   virtual void DeviceSleeping() {}
-  // True while traffic of this transport is outstanding (sent but not
-  // complete, or announced but not yet received).
+  // True while traffic that somebody waits for is outstanding: a put whose
+  // send semaphore waits for MPI to finish with its source, or a payload
+  // announced but not yet received. (A message that carried its payload
+  // inline completed its put already; its send is retired in passing.)
   virtual bool HasPending() const { return false; }
   // Tells every other process that this launch failed. Paths that share
   // memory have nothing to tell: a no-op.
