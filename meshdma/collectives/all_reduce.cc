@@ -210,8 +210,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), g.size(), options, name, even_hosts, direct);
   absl::Status status;
-  const bool channel = algorithm == CollectiveAlgorithm::kOneShot &&
-                       collectives_internal::Channel::Fits(g, in.size_bytes());
+  const bool channel = collectives_internal::Channel::TakesReduction(
+      g, options, algorithm, in.size_bytes());
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {

@@ -16,7 +16,11 @@
 // unless the group has one device; `input` may be any memory but not
 // `output` itself. Any element type, u8 included. Each block is one DMA, from
 // its place in `input` to its place in the receiver's `output` (strided
-// views, single copy).
+// views, single copy). With `CollectiveAlgorithm::kHierarchical` requested,
+// on a group spread over several hosts with the same number m > 1 of its
+// devices on each, blocks go through the member of the sender's host that
+// shares the receiver's local index: one DMA per other host instead of m
+// (collectives/internal/hierarchy.h); kAuto does not choose it.
 #ifndef MESHDMA_COLLECTIVES_ALL_TO_ALL_H_
 #define MESHDMA_COLLECTIVES_ALL_TO_ALL_H_
 

@@ -17,8 +17,13 @@ absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
 // goes through the group's persistent channel instead of any algorithm
 // below: one exchange with no entry barrier, flagged stores when the group
 // sits on one host, DMA rows when it spans hosts
-// (collectives/internal/channel.h).
+// (collectives/internal/channel.h). (`psum` and `psum_scatter` take it up
+// to `one_shot_max_bytes`, as kOneShot.)
 inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
+// The same for a group that spans hosts, and then for `psum` and
+// `psum_scatter` whatever `one_shot_max_bytes`: a row is one message, while
+// a kernel's entry barrier and steps each cost a network round trip.
+inline constexpr int64_t kChannelMaxBlockBytesAcrossHosts = 32 << 10;
 
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {
@@ -26,9 +31,11 @@ enum class CollectiveAlgorithm {
   // kDirect when every member can address every other's heap and the input
   // is symmetric, else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
-  // kBidirectionalRing on more. `all_gather`: kDirect when every member is
-  // addressable, else kHierarchical on such groups, else kRing. Other
-  // collectives: kRing.
+  // kBidirectionalRing on more (across hosts, the channel whenever their
+  // rows fit it). `all_gather`: kDirect when every member is addressable,
+  // else kHierarchical on such groups, else kRing. `all_to_all`: one DMA
+  // push per peer (kHierarchical only on request). `ppermute`: one DMA per
+  // pair.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.
@@ -39,8 +46,9 @@ enum class CollectiveAlgorithm {
   // reduces the n inputs locally (in group order, so that every device gets
   // the same bits). Two hops of latency; scratch of n times the input.
   kOneShot,
-  // Groups that span hosts (all-reduce, reduce-scatter, all-gather): the
-  // fast shared-memory links inside a host do most of the work and each
+  // Groups that span hosts (all-reduce, reduce-scatter, all-gather,
+  // all-to-all): the fast shared-memory links inside a host do most of the work
+  // and each
   // device crosses hosts with 1/m of the data (m devices per host), all m
   // devices of a host in parallel. All-reduce: (1) reduce-scatter inside
   // each host, (2) all-reduce of part i among the hosts' local devices i,
@@ -49,7 +57,12 @@ enum class CollectiveAlgorithm {
   // number of the group's devices on every host; otherwise (one host, or
   // uneven hosts) the flat kRing / kBidirectionalRing runs instead. Scratch
   // is that of the rings, except reduce-scatter's, which packs the input by
-  // local index into scratch of the input's size.
+  // local index into scratch of the input's size. All-to-all: (1) inside
+  // each host, member j gets every block bound for local index j on any
+  // host, (2) among the hosts one DMA per host carries the blocks of all m
+  // members, so a device sends H - 1 messages between hosts instead of
+  // m(H - 1); two extra local copies, so kAuto does not choose it (measured
+  // slower than direct pushes on simulated hosts).
   kHierarchical,
   // All-reduce, reduce-scatter and all-gather on one host
   // (dma/peer_view.h): device r reads segment r of every member's input in

@@ -63,7 +63,7 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
          call.algorithm == CollectiveAlgorithm::kDirect)) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }
-    if ((call.op == Op::kAllToAll || call.op == Op::kPpermute) &&
+    if (call.op == Op::kPpermute &&
         call.algorithm == CollectiveAlgorithm::kHierarchical) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/direct.h"
+#include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/topology/launch.h"
@@ -371,7 +372,8 @@ TEST(Collectives, AllGather) {
 }
 
 absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
-                          int concat, const std::vector<std::string>& axes) {
+                          int concat, const std::vector<std::string>& axes,
+                          CollectiveAlgorithm a = CollectiveAlgorithm::kAuto) {
   return run_scoped([&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
     const int n = who.n();
@@ -392,13 +394,19 @@ absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
     for (int64_t d : out_shape) mine *= d;
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                              flat.Slice(0, 0, mine)->Reshape(out_shape));
+    // Garbage that a missing write would leave behind (outside the inputs'
+    // values).
+    for (int64_t i = 0; i < mine; ++i)
+      Store(out, i, t == DType::kU8 ? 255 : -99);
     HostArray host(t, {rows, cols});
     Fill(host.ref, who.me);
-    const std::string what =
-        absl::StrCat("all_to_all ", DTypeName(t), "[", rows, ",", cols,
-                     "] split ", split, " concat ", concat, " over {",
-                     absl::StrJoin(axes, ","), "} on LOGICAL device ", who.me);
-    absl::Status s = all_to_all(host.ref, out, axes, split, concat);
+    const std::string what = absl::StrCat(
+        "all_to_all ", DTypeName(t), "[", rows, ",", cols, "] split ", split,
+        " concat ", concat, " ", CollectiveAlgorithmName(a), " over {",
+        absl::StrJoin(axes, ","), "} on LOGICAL device ", who.me);
+    CollectiveOptions o;
+    o.algorithm = a;
+    absl::Status s = all_to_all(host.ref, out, axes, split, concat, o);
     if (!s.ok())
       return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     const int64_t split_size = split == 0 ? rows : cols;
@@ -454,6 +462,92 @@ TEST(Collectives, AllToAll) {
                 AllToAllCase(t, rows, cols, split, concat, {"x"}));
           }
         }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// Whether kHierarchical runs for an all_to_all over the whole 1-D mesh of
+// `launch`: the group spans several hosts with the same number m > 1 of its
+// devices on each. An error when that is not what the launch sets up
+// (MESHDMA_FORCE_INTERHOST: a host per process; MESHDMA_HOSTS=N: N hosts of
+// contiguous ranks; else one host), so that the cases that mean to run
+// hierarchically do.
+absl::StatusOr<bool> AllToAllIsHierarchical(const Launch& launch) {
+  const std::vector<std::string> axes = {"x"};
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                           collectives_internal::ResolveGroup("test", axes));
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::HostLayout layout,
+                           collectives_internal::HostLayoutOf(g));
+  const bool applies = layout.Applies() && layout.per_host > 1;
+  const int processes = launch.num_processes();
+  int hosts = 1;
+  if (std::getenv(kForceInterhostEnv) != nullptr) {
+    hosts = processes;
+  } else if (const char* env = std::getenv(kSimulatedHostsEnv)) {
+    hosts = std::min(std::atoi(env), processes);
+  }
+  const bool want = hosts > 1 && processes % hosts == 0 && g.size() / hosts > 1;
+  if (applies != want) {
+    return absl::InternalError(absl::StrCat(
+        "all_to_all over ", g.size(), " devices, ", processes, " processes on ",
+        hosts, " hosts: kHierarchical applies ", applies, ", expected ", want));
+  }
+  return applies;
+}
+
+// all_to_all with kHierarchical requested (and kAuto, which keeps the
+// direct kernel, or the channel for small blocks) on groups that span hosts: 2
+// simulated hosts x 2 devices (np4.hosts2), x 4 (np4x2.hosts2), 4 hosts x 2
+// (np8.hosts4), 3 hosts x 2 (np3x2.interhost). Elsewhere (one host, one device
+// per host, uneven hosts) the direct kernel runs instead and must agree. Uneven
+// splits, split_axis != concat_axis, blocks below and above the channel's size.
+TEST(Collectives, AllToAllHierarchical) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const int n = rt.num_devices();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_RETURN_IF_ERROR(AllToAllIsHierarchical(rt.launch()).status());
+      for (CollectiveAlgorithm a :
+           {CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kAuto}) {
+        for (DType t : {DType::kU8, DType::kF32, DType::kBF16, DType::kI64}) {
+          for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+                   {2 * n, 5}, {2 * n + 1, 3}, {n - 1, 4}, {2 * n + 1, 3001}}) {
+            if (Small() && t != DType::kF32 && cols > 1000) continue;
+            for (auto [split, concat] : std::vector<std::pair<int, int>>{
+                     {0, 1}, {1, 0}, {0, 0}, {1, 1}}) {
+              MESHDMA_RETURN_IF_ERROR(
+                  AllToAllCase(t, rows, cols, split, concat, {"x"}, a));
+            }
+          }
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// Threads of one process sit on one host: kHierarchical requested runs the
+// direct kernel and gets the same result.
+TEST(Collectives, AllToAllHierarchicalFallsBackOnOneHost) {
+  if (LaunchedByMpi()) GTEST_SKIP() << "one process (threads) only";
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const int n = rt.num_devices();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(const bool hierarchical,
+                               AllToAllIsHierarchical(rt.launch()));
+      if (hierarchical) {
+        return absl::InternalError("kHierarchical applies on one host");
+      }
+      for (auto [split, concat] :
+           std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {0, 0}}) {
+        MESHDMA_RETURN_IF_ERROR(
+            AllToAllCase(DType::kF32, 2 * n + 1, 2001, split, concat, {"x"},
+                         CollectiveAlgorithm::kHierarchical));
       }
       return absl::OkStatus();
     });
@@ -545,6 +639,13 @@ TEST(Collectives, MeshAxes) {
           }
         }
         MESHDMA_RETURN_IF_ERROR(AllToAllCase(DType::kF32, 9, 4, 0, 1, axes));
+        // Hosts in group order need not be contiguous positions ({"b", "a"}).
+        for (auto [split, concat] :
+             std::vector<std::pair<int, int>>{{0, 1}, {1, 0}, {0, 0}}) {
+          MESHDMA_RETURN_IF_ERROR(
+              AllToAllCase(DType::kI32, 9, 4100, split, concat, axes,
+                           CollectiveAlgorithm::kHierarchical));
+        }
         MESHDMA_ASSIGN_OR_RETURN(Caller who, Who(axes));
         std::vector<std::pair<int, int>> shift;
         for (int i = 0; i < who.n(); ++i)

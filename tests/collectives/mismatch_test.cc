@@ -86,28 +86,31 @@ TEST(OneShotMismatch, PsumAgainstAllGather) {
       {"this device calls", "psum of 8192 f32", "all_gather of 8192 f32"});
 }
 
+// Sizes in these tests stay above the channel's largest row (32 KiB across
+// hosts): a size mismatch that straddles it sends one member through the
+// channel and the other through a kernel, which ends in the wait timeout.
 TEST(OneShotMismatch, ElementCount) {
   ExpectPromptError(
       []() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({16384}));
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({32768}));
         MESHDMA_ASSIGN_OR_RETURN(auto in,
-                                 a.Slice(0, 0, me == 0 ? 8192 : 16384));
+                                 a.Slice(0, 0, me == 0 ? 16384 : 32768));
         return psum(in, in, {"x"}, OneShot());
       },
-      {"psum of 8192 f32", "psum of 16384 f32"});
+      {"psum of 16384 f32", "psum of 32768 f32"});
 }
 
 TEST(OneShotMismatch, ElementType) {
   ExpectPromptError(
       []() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-        MESHDMA_ASSIGN_OR_RETURN(auto d, AllocateSymmetric<double>({8192}));
-        MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({8192}));
+        MESHDMA_ASSIGN_OR_RETURN(auto d, AllocateSymmetric<double>({16384}));
+        MESHDMA_ASSIGN_OR_RETURN(auto f, AllocateSymmetric<float>({16384}));
         const ArrayRef& a = me == 0 ? d : f;
         return psum(a, a, {"x"}, OneShot());
       },
-      {"psum of 8192 f64", "psum of 8192 f32"});
+      {"psum of 16384 f64", "psum of 16384 f32"});
 }
 
 TEST(OneShotMismatch, ReduceScatterElementCount) {
@@ -115,9 +118,9 @@ TEST(OneShotMismatch, ReduceScatterElementCount) {
       []() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
         MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-        const int64_t count = (me == 0 ? 8192 : 16384) * n;
-        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({16384 * n}));
-        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({16384}));
+        const int64_t count = (me == 0 ? 16384 : 32768) * n;
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({32768 * n}));
+        MESHDMA_ASSIGN_OR_RETURN(auto o, AllocateSymmetric<float>({32768}));
         MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, count));
         MESHDMA_ASSIGN_OR_RETURN(auto out, o.Slice(0, 0, count / n));
         return psum_scatter(in, out, {"x"}, OneShot());
@@ -135,11 +138,11 @@ TEST(OneShotMismatch, ElementCountOwnAllocations) {
       []() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
         MESHDMA_ASSIGN_OR_RETURN(
-            auto a, AllocateSymmetric<float>({me == 0 ? 8192 : 16384}));
+            auto a, AllocateSymmetric<float>({me == 0 ? 16384 : 32768}));
         return psum(a, a, {"x"}, OneShot());
       },
-      {"psum of 8192 f32|carries no call signature",
-       "psum of 16384 f32|carries no call signature"});
+      {"psum of 16384 f32|carries no call signature",
+       "psum of 32768 f32|carries no call signature"});
 }
 
 // --- Outputs whose size differs per member by design. Each member allocates

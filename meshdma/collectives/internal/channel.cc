@@ -228,15 +228,15 @@ absl::Status Channel::WaitRowsConsumed() {
 std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
                              bool carry_credits, bool with_payload) {
   if (carry_credits) {
-    // Word 0 of a DMA row's header: the credits of the deferred group owed
+    // The credit word of a DMA row: the credits of the deferred group owed
     // to its receiver, as (count << 8) | (group + 1); 0 for none.
     int64_t credits = 0;
     if (deferred_ >= 0 && owed_[deferred_][o.position] > 0) {
       credits = (int64_t{owed_[deferred_][o.position]} << 8) | (deferred_ + 1);
       owed_[deferred_][o.position] = 0;
     }
-    std::memcpy(staging_.data() + o.position * kRowBytes, &credits,
-                sizeof(credits));
+    std::memcpy(staging_.data() + o.position * kRowBytes + kDmaRowOffset,
+                &credits, sizeof(credits));
   }
   std::byte* row = staging_.data() + o.position * kRowBytes + kHeaderBytes -
                    kFlaggedHeaderBytes;
@@ -255,9 +255,11 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
   // Step 2: one DMA per receiver into row `g.index` of its set p.
   int64_t sent_bytes = 0;
   for (const Outgoing& o : out) {
-    const int64_t bytes = kHeaderBytes + o.bytes;
-    const ArrayRef src = Range(staging_view_, o.position * kRowBytes, bytes);
-    const ArrayRef dst = Range(flat, g.index * kRowBytes, bytes);
+    const int64_t bytes = kDmaHeaderBytes + o.bytes;
+    const ArrayRef src =
+        Range(staging_view_, o.position * kRowBytes + kDmaRowOffset, bytes);
+    const ArrayRef dst =
+        Range(flat, g.index * kRowBytes + kDmaRowOffset, bytes);
     MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
                                        arrived_[p * g.size() + g.index],
                                        g.members[o.position])
@@ -266,7 +268,7 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
   }
   // Step 3: every expected row is here, and my rows have been read.
   for (const Incoming& i : in) {
-    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, kHeaderBytes + i.bytes),
+    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, kDmaHeaderBytes + i.bytes),
                                     sent_, arrived_[p * g.size() + i.position],
                                     g.members[i.position])
                                 .wait_recv());
@@ -393,16 +395,17 @@ absl::Status Channel::Exchange(
   // rows the DMAs wrote; their ordering is the credit protocol's to prove.
   if (!flagged && RaceCheckingEnabled()) {
     for (const Incoming& i : in) {
-      AnnotateRead(
-          Range(flat_slots_[p], i.position * kRowBytes, kHeaderBytes + i.bytes),
-          "channel row read");
+      AnnotateRead(Range(flat_slots_[p], i.position * kRowBytes + kDmaRowOffset,
+                         kDmaHeaderBytes + i.bytes),
+                   "channel row read");
     }
   }
   // Credits that came with the rows (step 5 of their senders).
   if (!flagged_) {
     for (const Incoming& i : in) {
       int64_t credits = 0;
-      std::memcpy(&credits, rows + i.position * kRowBytes, sizeof(credits));
+      std::memcpy(&credits, rows + i.position * kRowBytes + kDmaRowOffset,
+                  sizeof(credits));
       if (credits == 0) continue;
       const int group = static_cast<int>(credits & 0xFF) - 1;
       if (group < 0 || group >= kCreditGroups) {

@@ -34,9 +34,9 @@
 //           credits[q]), so a credit round costs a call 1 / kCreditBatch of
 //           a signal per peer. A channel of DMA rows (one that spans hosts)
 //           defers them by one call instead: the next call's row to a sender
-//           carries its credits in the row header's word 0, and the receiver
-//           of the row signals its own credits[q]; only credits for members
-//           that call sends no row to are signalled at its end. Between
+//           carries its credits in the row header's credit word, and the
+//           receiver of the row signals its own credits[q]; only credits for
+//           members that call sends no row to are signalled at its end. Between
 //           hosts a signal is a message of its own; the row goes anyway.
 //           The credits are still there two calls before step 1 needs them.
 // Two credit groups suffice for flow control because step 1 makes a sender
@@ -86,6 +86,7 @@
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_CHANNEL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -113,7 +114,8 @@ class Channel {
   // Each row: the header (signature, call number), then up to
   // `kMaxPayloadBytes` of payload.
   static constexpr int64_t kHeaderBytes = 64;
-  static constexpr int64_t kMaxPayloadBytes = kChannelMaxBlockBytes;
+  static constexpr int64_t kMaxPayloadBytes =
+      std::max(kChannelMaxBlockBytes, kChannelMaxBlockBytesAcrossHosts);
   static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
   // Flagged rows carry calls whose rows are all at most this long, so that
   // a row with its header is one cache line: flagged words move twice the
@@ -121,6 +123,10 @@ class Channel {
   static constexpr int64_t kFlaggedMaxPayloadBytes = 16;
   // A flagged row: the signature and call number, then the payload.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
+  // A DMA row moves only the end of the header: the credit word, then the
+  // signature and call number (a message between hosts carries no padding).
+  static constexpr int64_t kDmaHeaderBytes = 8 + kFlaggedHeaderBytes;
+  static constexpr int64_t kDmaRowOffset = kHeaderBytes - kDmaHeaderBytes;
   // Whole cache lines, so that a short row is one line to move.
   static constexpr int64_t kFlaggedRowBytes =
       (8 * ((kFlaggedHeaderBytes + kFlaggedMaxPayloadBytes + 3) / 4) + 63) /
@@ -131,10 +137,24 @@ class Channel {
   static constexpr int kMaxMembers = 256;
 
   // True when a call of group `g` whose largest row is `max_row_bytes` can
-  // go through a channel. Depends only on values every member shares.
+  // go through a channel: rows up to kChannelMaxBlockBytes, or
+  // kChannelMaxBlockBytesAcrossHosts where `g` spans hosts. Depends only on
+  // values every member shares.
   static bool Fits(const Group& g, int64_t max_row_bytes) {
-    return g.size() > 1 && g.size() <= kMaxMembers &&
-           max_row_bytes <= kMaxPayloadBytes;
+    if (g.size() < 2 || g.size() > kMaxMembers) return false;
+    return max_row_bytes <= kChannelMaxBlockBytes ||
+           (max_row_bytes <= kChannelMaxBlockBytesAcrossHosts && SpansHosts(g));
+  }
+  // Whether the reductions (psum's whole inputs, psum_scatter's segments:
+  // rows up to `max_row_bytes`) go through the channel, given the algorithm
+  // `chosen` for them: kOneShot when it fits, and with kAuto any call that
+  // fits a group spanning hosts.
+  static bool TakesReduction(const Group& g, const CollectiveOptions& options,
+                             CollectiveAlgorithm chosen,
+                             int64_t max_row_bytes) {
+    if (chosen == CollectiveAlgorithm::kOneShot) return Fits(g, max_row_bytes);
+    return options.algorithm == CollectiveAlgorithm::kAuto &&
+           Fits(g, max_row_bytes) && SpansHosts(g);
   }
 
   // What this device pushes to the member at `position`.

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/check.h"
+#include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/internal/runtime_impl.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -100,6 +102,22 @@ std::string Group::Describe() const {
   return absl::StrCat("device ", global_device, " (position ", index, " of ",
                       size(), " along {", absl::StrJoin(axes, ","),
                       "} of mesh ", mesh->ToString(), ")");
+}
+
+bool SpansHosts(const Group& g) {
+  absl::StatusOr<dma_internal::Device*> device =
+      dma_internal::RequireDevice("SpansHosts");
+  if (!device.ok() || g.mesh == nullptr) return false;
+  const Launch& launch = (*device)->runtime()->launch();
+  int first_host = -1;
+  for (int member : g.members) {
+    absl::StatusOr<int> global = g.mesh->GlobalDevice(member);
+    if (!global.ok()) return false;
+    const int host = launch.devices()[*global].host_index;
+    if (first_host >= 0 && host != first_host) return true;
+    first_host = host;
+  }
+  return false;
 }
 
 absl::Status CollectiveError(absl::string_view collective, const Group& group,

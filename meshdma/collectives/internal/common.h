@@ -42,6 +42,10 @@ absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
                                  absl::string_view collective,
                                  absl::string_view operand, const Group& group);
 
+// Whether the members of `g` sit on more than one host of the launch (the
+// same answer on every member).
+bool SpansHosts(const Group& g);
+
 // An InvalidArgument error "<collective> on <device>: <message>".
 absl::Status CollectiveError(absl::string_view collective, const Group& group,
                              absl::string_view message);

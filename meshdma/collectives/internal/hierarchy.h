@@ -1,14 +1,18 @@
 // Hierarchical collectives for groups that span hosts
-// (`CollectiveAlgorithm::kHierarchical`). They are compositions of the ring
-// phases of ring.h over two kinds of sub-groups of the call's group:
+// (`CollectiveAlgorithm::kHierarchical`). They work over two kinds of
+// sub-groups of the call's group:
 //   - the caller's host: the group's members on its host, in group order
 //     (shared memory, or threads);
 //   - the caller's lane: the members with the caller's local index on every
 //     host (the inter-host transport), hosts in the order of their first
 //     member in the group.
-// Each lane moves 1/m of the data across hosts (m members per host) and the
-// m lanes of a host run in parallel. All run inside the collective's kernel
-// (after its entry barrier and neighbour check over the whole group).
+// The reductions and the all-gather are compositions of the ring phases of
+// ring.h over them: each lane moves 1/m of the data across hosts (m members
+// per host) and the m lanes of a host run in parallel. The all-to-all routes
+// every block through the member of its sender's host that shares its
+// receiver's local index, so that a device sends one message to each other
+// host instead of m. All run inside the collective's kernel (after its entry
+// barrier and neighbour check over the whole group).
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_HIERARCHY_H_
 
@@ -244,6 +248,40 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
 // Every ring's state is allocated before the first step.
 absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
                                    const ArrayRef& own, const ArrayRef& output);
+
+// Hierarchical all-to-all (all_to_all.h) of `input` into the symmetric,
+// contiguous `output` over `g`: block q of `input` along `split_axis` goes to
+// group position q, which concatenates the blocks bound for it along
+// `concat_axis` in source position order. Blocks travel in slots of the
+// largest block's bytes (blocks differ by up to one row of `split_axis`),
+// each block contiguous in its own shape. With H hosts of m members each and
+// the caller at (host h, local index i):
+//   step 1: for each other local index j, pack the H blocks of my input
+//           bound for positions[k][j] (k = 0..H-1) into staging and push
+//           them in one DMA into slots (k, i) of member j's `gathered`
+//           [H, m]; mine go straight into my own `gathered`, except my block
+//           for myself, which goes straight into my output. Row k of a
+//           member's `gathered` then holds its host's m blocks for lane
+//           member k;
+//   step 2: once the m-1 pushes of my host are in, push row k of my
+//           `gathered` in one DMA into the row for host h of the `arrived`
+//           scratch of member (k, i), for each other host k: H-1 messages
+//           between hosts per device, instead of m (H-1) for one DMA per
+//           peer;
+//   step 3: copy the blocks of my host (row h of `gathered`, while step 2
+//           is under way) and then of every other host (`arrived`) into my
+//           output, at the position of their source.
+// With an even split and hosts holding consecutive group positions, step 1
+// pushes straight from the input when it is split along dimension 0 (no
+// staging), and step 2 straight into the receiver's output when it is
+// concatenated along dimension 0 (no `arrived`, no copy for other hosts).
+// Each stage has its own pair of DMA semaphores, so that a fast lane peer's
+// push cannot count as one of my host's; every DMA is waited before return.
+// Scratch: up to 3n - H - m slots of the largest block (`gathered`, and
+// `arrived` and step 1's staging where they are needed).
+absl::Status HierarchicalAllToAll(const Group& g, const HostLayout& layout,
+                                  const ArrayRef& input, const ArrayRef& output,
+                                  int split_axis, int concat_axis);
 
 }  // namespace meshdma::collectives_internal
 

@@ -31,6 +31,8 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 
 enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3, kFlush = 4 };
 
+void WriteNothing(std::byte*) {}
+
 bool IsPacked(const ViewLayout& v, int64_t elem_bytes) {
   int64_t stride = elem_bytes;
   for (int d = v.rank - 1; d >= 0; --d) {
@@ -52,21 +54,23 @@ ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
 
 }  // namespace
 
+// The fixed part of every message (56 bytes). What follows it, in order:
+// the destination's layout when `has_layout` (a put whose destination is
+// not contiguous, or any put in checked mode; otherwise the destination is
+// `value` contiguous bytes), the sender's vector clock in checked mode
+// (`check_words` words), then `inline_bytes` of payload.
 struct MpiTransport::Header {
   Kind kind;
   int32_t dst_device;
   int64_t dst_offset;  // kPut: heap offset of dst; kSignal: semaphore offset.
   int64_t sem_offset;  // kPut: receiver's recv semaphore.
-  int64_t value;       // kPut: bytes; kSignal: increment.
-  int64_t elem_bytes;
-  int64_t inline_bytes;  // Payload bytes that follow the header.
-  ViewLayout dst_layout;
-  // Checked mode: the sender's vector clock (this many words) follows the
-  // header, before any inline payload; `check_seq` numbers a put among its
-  // issuer's DMAs.
+  int64_t value;       // kPut: bytes; kSignal: increment; kFlush: epoch.
+  int32_t elem_bytes;
+  int32_t inline_bytes;  // Payload bytes at the end of the message.
+  int32_t has_layout;    // 1: a ViewLayout follows the header.
   int32_t check_words;
   int32_t src_device;
-  uint32_t check_seq;
+  uint32_t check_seq;  // Checked mode: numbers a put among its issuer's DMAs.
 };
 
 struct MpiTransport::PendingSend {
@@ -94,6 +98,7 @@ struct MpiTransport::PendingRecv {
 
 MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
     : host_(host), comm_(comm) {
+  static_assert(sizeof(Header) == 56, "the wire header is 56 bytes");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   flushed_from_.assign(size_, 0);
@@ -101,7 +106,8 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
   // matches the earliest one still pending, so they complete in posting
   // order and are handled (and re-posted) in that order.
   for (int i = 0; i < kPostedReceives; ++i) {
-    posted_[i].buffer.resize(sizeof(Header) + kInlineBytes);
+    posted_[i].buffer.resize(sizeof(Header) + sizeof(ViewLayout) +
+                             kInlineBytes);
     MPI_Recv_init(posted_[i].buffer.data(),
                   static_cast<int>(posted_[i].buffer.size()), MPI_BYTE,
                   MPI_ANY_SOURCE, kMessageTag, comm_, &posted_[i].request);
@@ -116,11 +122,13 @@ MpiTransport::~MpiTransport() {
 }
 
 void MpiTransport::Send(int dest_rank, const Header& header,
-                        absl::string_view inline_payload,
+                        const ViewLayout* layout,
+                        const InlinePayload& inline_payload,
                         std::unique_ptr<DmaOp> op,
                         std::span<const uint32_t> check_clock) {
   const size_t clock_bytes = check_clock.size() * sizeof(uint32_t);
-  if (clock_bytes + inline_payload.size() > kInlineBytes) {
+  const size_t layout_bytes = layout != nullptr ? sizeof(ViewLayout) : 0;
+  if (static_cast<int64_t>(clock_bytes) + inline_payload.bytes > kInlineBytes) {
     // Receives are posted for a header and kInlineBytes more.
     host_->Abort(absl::StrCat("checked mode over MPI carries at most ",
                               kInlineBytes / sizeof(uint32_t),
@@ -134,18 +142,21 @@ void MpiTransport::Send(int dest_rank, const Header& header,
   }
   auto send = std::make_unique<PendingSend>();
   send->dest = dest_rank;
-  send->message.resize(sizeof(Header) + clock_bytes + inline_payload.size());
+  send->message.resize(sizeof(Header) + layout_bytes + clock_bytes +
+                       inline_payload.bytes);
   Header h = header;
+  h.has_layout = layout != nullptr ? 1 : 0;
   h.check_words = static_cast<int32_t>(check_clock.size());
-  std::memcpy(send->message.data(), &h, sizeof(Header));
-  if (clock_bytes > 0) {
-    std::memcpy(send->message.data() + sizeof(Header), check_clock.data(),
-                clock_bytes);
-  }
-  if (!inline_payload.empty()) {
-    std::memcpy(send->message.data() + sizeof(Header) + clock_bytes,
-                inline_payload.data(), inline_payload.size());
-  }
+  h.inline_bytes = static_cast<int32_t>(inline_payload.bytes);
+  std::byte* at = send->message.data();
+  auto append = [&at](const void* bytes, size_t n) {
+    if (n > 0) std::memcpy(at, bytes, n);
+    at += n;
+  };
+  append(&h, sizeof(Header));
+  append(layout, layout_bytes);
+  append(check_clock.data(), clock_bytes);
+  if (inline_payload.bytes > 0) inline_payload.write(at);
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   bool outstanding = false;
   {
@@ -154,7 +165,7 @@ void MpiTransport::Send(int dest_rank, const Header& header,
     MPI_Isend(send->message.data(), static_cast<int>(send->message.size()),
               MPI_BYTE, dest_rank, kMessageTag, comm_, &req);
     send->requests.push_back(req);
-    if (op != nullptr && header.inline_bytes == 0 && header.value > 0) {
+    if (op != nullptr && inline_payload.bytes == 0 && header.value > 0) {
       const std::byte* payload = op->src;
       if (!IsPacked(op->src_layout, op->elem_bytes)) {
         send->packed.resize(op->event.bytes);
@@ -209,25 +220,30 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   h.dst_offset = op->dst_heap_offset;
   h.sem_offset = op->event.recv_sem;
   h.value = op->event.bytes;
-  h.elem_bytes = op->elem_bytes;
-  h.dst_layout = op->dst_layout;
+  h.elem_bytes = static_cast<int32_t>(op->elem_bytes);
   h.src_device = op->event.src_device;
   h.check_seq = op->check_seq;
   const std::vector<uint32_t> clock = op->check_clock;
   const int dest = host_->RankOf(h.dst_device);
+  // A contiguous destination needs no layout: it is `value` bytes from
+  // `dst_offset`. Checked mode reports the view as the issuer wrote it.
+  const ViewLayout* layout =
+      IsPacked(op->dst_layout, op->elem_bytes) && clock.empty()
+          ? nullptr
+          : &op->dst_layout;
   const int64_t clock_bytes =
       static_cast<int64_t>(clock.size() * sizeof(uint32_t));
   if (op->event.bytes + clock_bytes > kInlineBytes) {
-    Send(dest, h, {}, std::move(op), clock);
+    Send(dest, h, layout, {0, WriteNothing}, std::move(op), clock);
     return;
   }
   // Small: pack the payload behind the header, one message.
-  h.inline_bytes = op->event.bytes;
-  std::string payload(op->event.bytes, '\0');
-  CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
-           op->elem_bytes)
-      .CopyAll(op->src, reinterpret_cast<std::byte*>(payload.data()));
-  Send(dest, h, payload, std::move(op), clock);
+  const DmaOp& src = *op;
+  const CopyPlan pack(src.src_layout, Packed(src.src_layout, src.elem_bytes),
+                      src.elem_bytes);
+  Send(dest, h, layout,
+       {src.event.bytes, [&](std::byte* at) { pack.CopyAll(src.src, at); }},
+       std::move(op), clock);
 }
 
 void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
@@ -237,15 +253,20 @@ void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
   h.dst_device = target_device;
   h.dst_offset = sem_offset;
   h.value = inc;
-  Send(host_->RankOf(target_device), h, {}, nullptr, check_clock);
+  Send(host_->RankOf(target_device), h, nullptr, {0, WriteNothing}, nullptr,
+       check_clock);
 }
 
 void MpiTransport::BroadcastAbort(const std::string& reason) {
   Header h{};
   h.kind = Kind::kAbort;
-  h.inline_bytes = static_cast<int64_t>(reason.size());
+  const auto write_reason = [&](std::byte* at) {
+    std::memcpy(at, reason.data(), reason.size());
+  };
+  const InlinePayload payload{static_cast<int64_t>(reason.size()),
+                              write_reason};
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_) Send(r, h, reason, nullptr);
+    if (r != rank_) Send(r, h, nullptr, payload, nullptr);
   }
 }
 
@@ -260,7 +281,7 @@ absl::Status MpiTransport::Quiesce(absl::Duration timeout) {
   h.kind = Kind::kFlush;
   h.value = epoch;
   for (int r = 0; r < size_; ++r) {
-    if (r != rank_) Send(r, h, {}, nullptr);
+    if (r != rank_) Send(r, h, nullptr, {0, WriteNothing}, nullptr);
   }
   // Step 2: progress until every peer's marker is here and nothing is left.
   const base_internal::Deadline deadline =
@@ -346,11 +367,25 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   }
   Header h;
   std::memcpy(&h, message.data(), sizeof(Header));
+  // The parts after the header, each checked against what arrived.
+  const int64_t layout_bytes = h.has_layout == 1 ? sizeof(ViewLayout) : 0;
+  const int64_t clock_bytes = int64_t{h.check_words} * sizeof(uint32_t);
+  const int64_t tail = static_cast<int64_t>(message.size() - sizeof(Header));
+  if (h.has_layout < 0 || h.has_layout > 1 || h.check_words < 0 ||
+      h.inline_bytes < 0 ||
+      layout_bytes + clock_bytes + h.inline_bytes != tail) {
+    host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
+                              " a malformed message (", message.size(),
+                              " bytes, ", h.check_words, " clock words, ",
+                              h.inline_bytes, " payload bytes)"),
+                 /*notify_peers=*/true);
+    return;
+  }
+  const std::byte* after_header = message.data() + sizeof(Header);
   const std::span<const uint32_t> clock(
-      reinterpret_cast<const uint32_t*>(message.data() + sizeof(Header)),
-      h.kind == Kind::kAbort ? 0 : static_cast<size_t>(h.check_words));
-  const std::byte* payload =
-      message.data() + sizeof(Header) + clock.size() * sizeof(uint32_t);
+      reinterpret_cast<const uint32_t*>(after_header + layout_bytes),
+      static_cast<size_t>(h.check_words));
+  const std::byte* payload = after_header + layout_bytes + clock_bytes;
   if (h.kind == Kind::kAbort) {
     host_->Abort(
         std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
@@ -401,17 +436,25 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     reject(absl::StrCat("of unknown kind ", static_cast<int>(h.kind)));
     return;
   }
+  // The destination: as sent, or `value` contiguous bytes.
+  ViewLayout dst_layout;
+  if (h.has_layout == 1) {
+    std::memcpy(&dst_layout, after_header, sizeof(ViewLayout));
+  } else if (h.elem_bytes > 0 && h.value >= 0) {
+    dst_layout.rank = 1;
+    dst_layout.shape[0] = h.value / h.elem_bytes;
+    dst_layout.byte_strides[0] = h.elem_bytes;
+  }
   {
-    const int64_t sent = static_cast<int64_t>(message.size() - sizeof(Header));
     std::optional<ByteExtent> extent;
-    if (h.dst_layout.rank >= 0 && h.dst_layout.rank <= kMaxRank &&
+    if (dst_layout.rank >= 0 && dst_layout.rank <= kMaxRank &&
         h.elem_bytes > 0 && h.elem_bytes <= 16) {
-      const std::span<const int64_t> shape(h.dst_layout.shape.data(),
-                                           h.dst_layout.rank);
+      const std::span<const int64_t> shape(dst_layout.shape.data(),
+                                           dst_layout.rank);
       extent = CheckedByteExtent(
           shape,
-          std::span<const int64_t>(h.dst_layout.byte_strides.data(),
-                                   h.dst_layout.rank),
+          std::span<const int64_t>(dst_layout.byte_strides.data(),
+                                   dst_layout.rank),
           1);
       const std::optional<int64_t> elements =
           base_internal::CheckedProduct(shape);
@@ -421,7 +464,6 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
       }
     }
     if (!fits(h.sem_offset, 0, cell) || !extent.has_value() || h.value < 0 ||
-        h.inline_bytes < 0 || h.inline_bytes > sent ||
         (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
       reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",
                           h.inline_bytes, " inline, semaphore at ",
@@ -437,26 +479,25 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   }
   auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
   if (h.inline_bytes > 0 || h.value == 0) {
-    CopyPlan(Packed(h.dst_layout, h.elem_bytes), h.dst_layout, h.elem_bytes)
+    CopyPlan(Packed(dst_layout, h.elem_bytes), dst_layout, h.elem_bytes)
         .CopyAll(payload, heap + h.dst_offset);
     if (!clock.empty()) {
       host_->OnCheckClock(h.dst_device, h.src_device, h.sem_offset, clock,
-                          h.check_seq, h.dst_offset, &h.dst_layout,
-                          h.elem_bytes);
+                          h.check_seq, h.dst_offset, &dst_layout, h.elem_bytes);
     }
     CellAdd(recv_cell, h.value);  // The data is in place.
     return;
   }
   auto recv = std::make_unique<PendingRecv>();
   recv->dst = heap + h.dst_offset;
-  recv->dst_layout = h.dst_layout;
+  recv->dst_layout = dst_layout;
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
   recv->recv_cell = recv_cell;
   recv->header = h;
   recv->check_clock.assign(clock.begin(), clock.end());
   std::byte* landing = recv->dst;
-  if (!IsPacked(h.dst_layout, h.elem_bytes)) {
+  if (!IsPacked(dst_layout, h.elem_bytes)) {
     recv->staging.resize(h.value);
     landing = recv->staging.data();
   }
@@ -542,7 +583,7 @@ bool MpiTransport::TestPending() {
       host_->OnCheckClock(r.header.dst_device, r.header.src_device,
                           r.header.sem_offset, r.check_clock,
                           r.header.check_seq, r.header.dst_offset,
-                          &r.header.dst_layout, r.header.elem_bytes);
+                          &r.dst_layout, r.header.elem_bytes);
     }
     CellAdd(r.recv_cell, r.bytes);
     it = recvs_.erase(it);

@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/transport/transport.h"
@@ -52,8 +53,10 @@ namespace meshdma::dma_internal {
 
 class MpiTransport : public Transport {
  public:
-  // Payloads up to this many bytes travel inside the header's message.
-  static constexpr int64_t kInlineBytes = 32 << 10;
+  // Payloads up to this many bytes travel inside the header's message: a
+  // collective channel's row of 32 KiB with its header is one message, which
+  // stays within Open MPI's TCP eager limit (64 KiB).
+  static constexpr int64_t kInlineBytes = 60 << 10;
 
   // Takes ownership of `comm`, a communicator of its own (a dup of the
   // process group's), so that its shutdown barrier never matches a barrier
@@ -88,10 +91,16 @@ class MpiTransport : public Transport {
   struct PendingSend;
   struct PendingRecv;
 
-  // Sends `header` (and `inline_payload`, and then the op's payload when it
-  // is not inline) to `dest_rank`. Called by the issuing device.
-  void Send(int dest_rank, const Header& header,
-            absl::string_view inline_payload, std::unique_ptr<DmaOp> op,
+  // Payload written straight into a message: `bytes` by `write`.
+  struct InlinePayload {
+    int64_t bytes;
+    absl::FunctionRef<void(std::byte*)> write;
+  };
+  // Sends `header` (with `layout` when not null, the clock, and
+  // `inline_payload`; then the op's payload when it is not inline) to
+  // `dest_rank`. Called by the issuing device.
+  void Send(int dest_rank, const Header& header, const ViewLayout* layout,
+            const InlinePayload& inline_payload, std::unique_ptr<DmaOp> op,
             std::span<const uint32_t> check_clock = {});
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
@@ -118,7 +127,7 @@ class MpiTransport : public Transport {
   // Receives posted in advance for incoming headers, used round-robin.
   static constexpr int kPostedReceives = 8;
   struct PostedReceive {
-    std::vector<std::byte> buffer;  // Header and up to kInlineBytes.
+    std::vector<std::byte> buffer;  // The longest message.
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
