@@ -112,7 +112,9 @@ class Channel {
   static constexpr int kCreditBatch = 2;
   static constexpr int kCreditGroups = kSlotSets / kCreditBatch;
   // Each row: the header (signature, call number), then up to
-  // `kMaxPayloadBytes` of payload.
+  // `kMaxPayloadBytes` of payload. Every channel's rows are sized for the
+  // larger, across-hosts limit (4 slot sets x n rows of 32 KiB of symmetric
+  // memory, touched only as far as rows are used).
   static constexpr int64_t kHeaderBytes = 64;
   static constexpr int64_t kMaxPayloadBytes =
       std::max(kChannelMaxBlockBytes, kChannelMaxBlockBytesAcrossHosts);
