@@ -207,7 +207,18 @@ float KvValue(int layer, int pair, int kv, int64_t h, int64_t t, int64_t c) {
   return static_cast<float>((x * 2654435761u) >> 8) / float(1 << 24) - 0.5f;
 }
 
-TEST(KvTransfer, DecodeSeesThePrefillCache) {
+// Block tables of 4 pages into a cache of 9: scattered in reverse (one DMA
+// per page), one run of consecutive pages ending in the prompt's partial
+// page, and a run of three then a lone partial page.
+struct KvTable {
+  const char* name;
+  std::vector<int32_t> pages;
+};
+void PrintTo(const KvTable& table, std::ostream* os) { *os << table.name; }
+
+class KvTransferTest : public ::testing::TestWithParam<KvTable> {};
+
+TEST_P(KvTransferTest, DecodeSeesThePrefillCache) {
   Runtime& rt = TestRuntime();
   if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
   const int pairs = rt.num_devices() / 2;
@@ -215,11 +226,11 @@ TEST(KvTransfer, DecodeSeesThePrefillCache) {
   const int layers = 3;
   const int64_t hkv = 2, h = 4, d = 8, ps = 4, seq = 13, total_pages = 9;
   const int64_t pages = (seq + ps - 1) / ps;
-  // The decode side's pages: scattered, in reverse.
-  std::vector<int32_t> table(pages);
-  for (int64_t p = 0; p < pages; ++p) table[p] = total_pages - 1 - 2 * p;
+  const std::vector<int32_t>& table = GetParam().pages;
+  ASSERT_EQ(static_cast<int64_t>(table.size()), pages);
   const float scale = 1.0f / std::sqrt(float(d));
   std::vector<std::vector<float>> got(mesh.size());
+  std::vector<int64_t> wrong(mesh.size(), 0), checked(mesh.size(), 0);
   absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int pair, axis_index("x"));
     MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
@@ -241,6 +252,19 @@ TEST(KvTransfer, DecodeSeesThePrefillCache) {
           return absl::OkStatus();
         },
         [&](int l, const ArrayRef& kc, const ArrayRef& vc) -> absl::Status {
+          // Every prompt token's row, in the page the table names.
+          for (int kv = 0; kv < 2; ++kv) {
+            const float* cache = (kv == 0 ? kc : vc).data_as<float>();
+            for (int64_t hh = 0; hh < hkv; ++hh)
+              for (int64_t t = 0; t < seq; ++t)
+                for (int64_t c = 0; c < d; ++c) {
+                  const int64_t at =
+                      ((hh * total_pages + table[t / ps]) * ps + t % ps) * d +
+                      c;
+                  wrong[me] += cache[at] != KvValue(l, pair, kv, hh, t, c);
+                  ++checked[me];
+                }
+          }
           std::vector<float> q = RandomVector(h * d, 100 + l);
           MESHDMA_ASSIGN_OR_RETURN(
               auto o,
@@ -254,6 +278,8 @@ TEST(KvTransfer, DecodeSeesThePrefillCache) {
     const auto coords = *mesh.Coords(me);
     if (coords[0] != 1 || got[me].empty()) continue;  // Local decode devices.
     const int pair = coords[1];
+    EXPECT_EQ(checked[me], layers * 2 * hkv * seq * d) << "decode device " << me;
+    EXPECT_EQ(wrong[me], 0) << "decode device " << me;
     std::vector<float> want;
     for (int l = 0; l < layers; ++l) {
       std::vector<float> q = RandomVector(h * d, 100 + l);
@@ -270,6 +296,17 @@ TEST(KvTransfer, DecodeSeesThePrefillCache) {
     EXPECT_LT(MaxAbsDiff(got[me], want), 1e-5) << "decode device " << me;
   }
 }
+
+const KvTable kKvTables[] = {
+    {"Scattered", {8, 6, 4, 2}},
+    {"OneRun", {3, 4, 5, 6}},
+    {"RunThenPage", {5, 6, 7, 0}},
+};
+INSTANTIATE_TEST_SUITE_P(
+    Tables, KvTransferTest, ::testing::ValuesIn(kKvTables),
+    [](const ::testing::TestParamInfo<KvTable>& info) {
+      return std::string(info.param.name);
+    });
 
 }  // namespace
 }  // namespace meshdma

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -123,10 +124,14 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         // Prefill. Step 1: the decode device's block table.
         MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
         const int32_t* dst_page = table.data_as<int32_t>();
-        std::vector<float> stage_store(2 * 2 * hkv * seq_len * d);
+        // Two staging slots, left uninitialised: `prefill` writes every
+        // element before a DMA reads it (kCommunicationOnly moves whatever
+        // they hold; its results are not the kernel's).
+        auto stage_store =
+            std::make_unique_for_overwrite<float[]>(2 * 2 * hkv * seq_len * d);
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef stage,
-            ArrayRef::FromPointer(stage_store.data(), DType::kF32,
+            ArrayRef::FromPointer(stage_store.get(), DType::kF32,
                                   std::vector<int64_t>{2, 2, hkv, seq_len, d}));
         // A wait-only descriptor for one layer's sends from staging slot
         // `slot`.
@@ -152,27 +157,28 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             MESHDMA_RETURN_IF_ERROR(prefill(l, *slot_kv.At(0), *slot_kv.At(1)));
           }
           if (!Communicates(o.mode)) continue;
-          // Step 2c: stream its pages into the decode cache.
+          // Step 2c: stream its pages into the decode cache, one DMA per run
+          // of prompt pages that the block table puts on consecutive cache
+          // pages: that run's rows are contiguous in every kv head of the
+          // cache as in the staging slot, so keys and values of every head
+          // travel as one strided copy.
           MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
-          for (int kv = 0; kv < 2; ++kv) {
-            for (int64_t h = 0; h < hkv; ++h) {
-              MESHDMA_ASSIGN_OR_RETURN(ArrayRef src_head,
-                                       (*slot_kv.At(kv)).At(h));
-              MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst_head,
-                                       (*layer_cache.At(kv)).At(h));
-              for (int64_t p = 0; p < pages; ++p) {
-                const int64_t rows = std::min(ps, seq_len - p * ps);
-                MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
-                                         src_head.Slice(0, p * ps, rows));
-                MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst_page_ref,
-                                         dst_head.At(dst_page[p]));
-                MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
-                                         dst_page_ref.Slice(0, 0, rows));
-                AsyncCopyDescriptor copy = make_async_remote_copy(
-                    src, dst, send[slot], layer_recv[l], peer);
-                MESHDMA_RETURN_IF_ERROR(copy.start());
-              }
-            }
+          MESHDMA_ASSIGN_OR_RETURN(
+              ArrayRef cache_rows,
+              layer_cache.Reshape({2, hkv, o.total_pages * ps, d}));
+          for (int64_t p0 = 0, p1 = 1; p0 < pages; p0 = p1++) {
+            while (p1 < pages && dst_page[p1] == dst_page[p1 - 1] + 1) ++p1;
+            const int64_t rows = std::min(p1 * ps, seq_len) - p0 * ps;
+            const int64_t src_start[] = {0, 0, p0 * ps, 0};
+            const int64_t dst_start[] = {0, 0, dst_page[p0] * ps, 0};
+            const int64_t sizes[] = {2, hkv, rows, d};
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
+                                     slot_kv.Block(src_start, sizes));
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
+                                     cache_rows.Block(dst_start, sizes));
+            AsyncCopyDescriptor copy = make_async_remote_copy(
+                src, dst, send[slot], layer_recv[l], peer);
+            MESHDMA_RETURN_IF_ERROR(copy.start());
           }
           if (o.mode == OverlapMode::kSequential) {
             MESHDMA_RETURN_IF_ERROR(layer_sent(slot));

@@ -26,8 +26,10 @@
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the
 //      slot ([num_kv_heads, seq_len, head_dim] each), then starts one DMA per
-//      (key/value, kv head, page) into the decode cache, all counted on the
-//      decode device's `layer_recv[l]`.
+//      run of prompt pages that the block table puts on consecutive cache
+//      pages (a strided copy of the run's rows of every key and value head;
+//      a table of scattered pages gives one DMA per page), all counted on
+//      the decode device's `layer_recv[l]`.
 //   3. Decode, for each layer l: waits on `layer_recv[l]` for the layer's
 //      bytes (2 * num_kv_heads * seq_len * head_dim * 4), then calls
 //      `decode(l, key_cache, value_cache)`.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -50,6 +51,60 @@ ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
     stride *= v.shape[d];
   }
   return p;
+}
+
+// An MPI datatype, built of MPI_BYTEs, that reads or writes the bytes of a
+// strided view `v` in place, so that MPI moves them without a packed copy on
+// either side. MPI_DATATYPE_NULL when the caller must pack instead: the view
+// is contiguous, a stride is not positive, a count does not fit MPI's int,
+// or the view holds more than one message piece. The caller frees the type
+// once the send or receive using it is posted.
+MPI_Datatype StridedDatatype(const ViewLayout& v, int64_t elem_bytes,
+                             int64_t bytes) {
+  if (bytes > kMaxPiece) return MPI_DATATYPE_NULL;
+  // The dimensions that repeat, outermost first, with the innermost
+  // contiguous run folded into `run` bytes and packed neighbours merged.
+  int64_t counts[kMaxRank], strides[kMaxRank];
+  int dims = 0;
+  for (int d = 0; d < v.rank; ++d) {
+    if (v.shape[d] == 1) continue;
+    if (v.byte_strides[d] <= 0) return MPI_DATATYPE_NULL;
+    counts[dims] = v.shape[d];
+    strides[dims++] = v.byte_strides[d];
+  }
+  int64_t run = elem_bytes;
+  while (dims > 0 && strides[dims - 1] == run) run *= counts[--dims];
+  if (dims == 0) return MPI_DATATYPE_NULL;  // Contiguous.
+  int merged = 0;
+  for (int d = 1; d < dims; ++d) {
+    if (strides[merged] == counts[d] * strides[d]) {
+      counts[merged] *= counts[d];
+      strides[merged] = strides[d];
+    } else {
+      ++merged;
+      counts[merged] = counts[d];
+      strides[merged] = strides[d];
+    }
+  }
+  dims = merged + 1;
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (run > kIntMax) return MPI_DATATYPE_NULL;
+  for (int d = 0; d < dims; ++d) {
+    if (counts[d] > kIntMax) return MPI_DATATYPE_NULL;
+  }
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Type_create_hvector(static_cast<int>(counts[dims - 1]),
+                          static_cast<int>(run), strides[dims - 1], MPI_BYTE,
+                          &type);
+  for (int d = dims - 2; d >= 0; --d) {
+    MPI_Datatype outer = MPI_DATATYPE_NULL;
+    MPI_Type_create_hvector(static_cast<int>(counts[d]), 1, strides[d], type,
+                            &outer);
+    MPI_Type_free(&type);
+    type = outer;
+  }
+  MPI_Type_commit(&type);
+  return type;
 }
 
 }  // namespace
@@ -166,19 +221,32 @@ void MpiTransport::Send(int dest_rank, const Header& header,
               MPI_BYTE, dest_rank, kMessageTag, comm_, &req);
     send->requests.push_back(req);
     if (op != nullptr && inline_payload.bytes == 0 && header.value > 0) {
-      const std::byte* payload = op->src;
-      if (!IsPacked(op->src_layout, op->elem_bytes)) {
-        send->packed.resize(op->event.bytes);
-        CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
-                 op->elem_bytes)
-            .CopyAll(op->src, send->packed.data());
-        payload = send->packed.data();
-      }
-      for (int64_t off = 0; off < op->event.bytes; off += kMaxPiece) {
-        const int64_t len = std::min(kMaxPiece, op->event.bytes - off);
-        MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE, dest_rank,
-                  kPayloadTag, comm_, &req);
+      MPI_Datatype strided =
+          IsPacked(op->src_layout, op->elem_bytes)
+              ? MPI_DATATYPE_NULL
+              : StridedDatatype(op->src_layout, op->elem_bytes,
+                                op->event.bytes);
+      if (strided != MPI_DATATYPE_NULL) {
+        // In place: one message of the view's bytes in element order, the
+        // order in which the receiver's layout takes them.
+        MPI_Isend(op->src, 1, strided, dest_rank, kPayloadTag, comm_, &req);
         send->requests.push_back(req);
+        MPI_Type_free(&strided);
+      } else {
+        const std::byte* payload = op->src;
+        if (!IsPacked(op->src_layout, op->elem_bytes)) {
+          send->packed.resize(op->event.bytes);
+          CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
+                   op->elem_bytes)
+              .CopyAll(op->src, send->packed.data());
+          payload = send->packed.data();
+        }
+        for (int64_t off = 0; off < op->event.bytes; off += kMaxPiece) {
+          const int64_t len = std::min(kMaxPiece, op->event.bytes - off);
+          MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE, dest_rank,
+                    kPayloadTag, comm_, &req);
+          send->requests.push_back(req);
+        }
       }
       send->op = std::move(op);
     } else {
@@ -496,17 +564,29 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   recv->recv_cell = recv_cell;
   recv->header = h;
   recv->check_clock.assign(clock.begin(), clock.end());
-  std::byte* landing = recv->dst;
-  if (!IsPacked(dst_layout, h.elem_bytes)) {
-    recv->staging.resize(h.value);
-    landing = recv->staging.data();
-  }
-  for (int64_t off = 0; off < h.value; off += kMaxPiece) {
-    const int64_t len = std::min(kMaxPiece, h.value - off);
+  MPI_Datatype strided =
+      IsPacked(dst_layout, h.elem_bytes)
+          ? MPI_DATATYPE_NULL
+          : StridedDatatype(dst_layout, h.elem_bytes, h.value);
+  if (strided != MPI_DATATYPE_NULL) {
+    // Straight into the view: MPI scatters the bytes, no staging.
     MPI_Request req;
-    MPI_Irecv(landing + off, static_cast<int>(len), MPI_BYTE, source,
-              kPayloadTag, comm_, &req);
+    MPI_Irecv(recv->dst, 1, strided, source, kPayloadTag, comm_, &req);
     recv->requests.push_back(req);
+    MPI_Type_free(&strided);
+  } else {
+    std::byte* landing = recv->dst;
+    if (!IsPacked(dst_layout, h.elem_bytes)) {
+      recv->staging.resize(h.value);
+      landing = recv->staging.data();
+    }
+    for (int64_t off = 0; off < h.value; off += kMaxPiece) {
+      const int64_t len = std::min(kMaxPiece, h.value - off);
+      MPI_Request req;
+      MPI_Irecv(landing + off, static_cast<int>(len), MPI_BYTE, source,
+                kPayloadTag, comm_, &req);
+      recv->requests.push_back(req);
+    }
   }
   recvs_.push_back(std::move(recv));
   pending_.fetch_add(1, std::memory_order_relaxed);
