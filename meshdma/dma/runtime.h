@@ -67,6 +67,8 @@ inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
 inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
 // Overrides streaming_min_bytes.
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
+// Overrides mpi_pieced_bytes.
+inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
@@ -101,6 +103,16 @@ struct RuntimeOptions {
   // woken only when the MPI progress thread gets to the message, so these
   // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer").
   int64_t remote_spin_ns = 1'000'000;
+  // DMAs to another host's devices of more than 60 KiB and at most this
+  // many bytes leave as messages of at most 60 KiB each, counted on the
+  // receiver's semaphore as each is written, instead of a header and a
+  // payload whose receive is posted when the header arrives (a rendezvous
+  // that costs a round trip over TCP). 0: never. Unset:
+  // MESHDMA_MPI_PIECED_BYTES, else 256 KiB towards processes on other
+  // machines and 0 towards processes on this one (simulated or forced
+  // hosts), whose MPI moves a large message through shared memory in one
+  // copy (BENCHMARKS.md, "Mid-size puts in pieces"). At most 1 GiB.
+  std::optional<int64_t> mpi_pieced_bytes;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
   // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values

@@ -218,6 +218,19 @@ TEST(RuntimeLifecycleTest, BadOptions) {
   EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(rt.status().message(), HasSubstr("remote_spin_ns -1"));
 
+  RuntimeOptions pieced = testing::TierOptions(DmaMode::kAsync);
+  pieced.mpi_pieced_bytes = int64_t{1} << 31;
+  rt = Runtime::Create(pieced);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("mpi_pieced_bytes 2147483648 must lie in [0, "));
+
+  setenv(kMpiPiecedBytesEnv, "-5", 1);
+  rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  unsetenv(kMpiPiecedBytesEnv);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(), HasSubstr("MESHDMA_MPI_PIECED_BYTES"));
+
   setenv(kRemoteSpinNsEnv, "soon", 1);
   rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
   unsetenv(kRemoteSpinNsEnv);

@@ -245,20 +245,21 @@ int64_t* Element(const ArrayRef& a, int64_t r, int64_t c, int64_t k) {
          k * a.strides()[2];
 }
 
-// §3 on the remote path with payloads beyond one inline message (150 KiB):
-// 3-D blocks whose rows are strided on either side, on both, or on neither,
-// against a naive loop over the block's coordinates.
+// §3 on the remote path with payloads beyond one inline message (195 KiB;
+// a 130 x 64 plane exceeds one, so puts in pieces cut its rows): 3-D blocks
+// strided on either side, on both, or on neither, against a naive loop over
+// the block's coordinates.
 TEST_P(SemanticsTest, RemoteLargeStridedBlockCopy) {
-  constexpr int64_t kRows = 3, kCols = 100, kDepth = 64;
+  constexpr int64_t kRows = 3, kCols = 130, kDepth = 64;
   const int64_t sizes[] = {kRows, kCols, kDepth};
   absl::Status s = Run([&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
     const int left = (me + n_ - 1) % n_;
     // Wide holds the strided views; packed arrays are exactly the block.
     MESHDMA_ASSIGN_OR_RETURN(auto wide_src,
-                             AllocateSymmetric<int64_t>({4, 130, 96}));
+                             AllocateSymmetric<int64_t>({4, 150, 96}));
     MESHDMA_ASSIGN_OR_RETURN(auto wide_dst,
-                             AllocateSymmetric<int64_t>({5, 128, 100}));
+                             AllocateSymmetric<int64_t>({5, 160, 100}));
     MESHDMA_ASSIGN_OR_RETURN(
         auto packed_src, AllocateSymmetric<int64_t>({kRows, kCols, kDepth}));
     MESHDMA_ASSIGN_OR_RETURN(

@@ -147,6 +147,19 @@ absl::Status RuntimeImpl::ReadOptions() {
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> streaming_env,
                            EnvInt(kStreamingMinBytesEnv, 0, kMax));
   if (streaming_env.has_value()) options_.streaming_min_bytes = *streaming_env;
+  constexpr int64_t kMaxPieced = int64_t{1} << 30;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> pieced_env,
+                           EnvInt(kMpiPiecedBytesEnv, 0, kMaxPieced));
+  if (!options_.mpi_pieced_bytes.has_value()) {
+    options_.mpi_pieced_bytes = pieced_env;
+  }
+  if (options_.mpi_pieced_bytes.has_value() &&
+      (*options_.mpi_pieced_bytes < 0 ||
+       *options_.mpi_pieced_bytes > kMaxPieced)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::mpi_pieced_bytes ", *options_.mpi_pieced_bytes,
+        " must lie in [0, ", kMaxPieced, "]"));
+  }
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> spin_env,
                            EnvInt(kSpinNsEnv, 0, kMax));
   if (spin_env.has_value()) options_.spin_ns = *spin_env;
@@ -391,7 +404,18 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(mapped);
 
   if (launch_->num_processes() > 1) {
-    transports_.push_back(MakeMpiTransport(this, *processes_));
+    // Puts in pieces towards other machines only, unless told.
+    std::vector<int64_t> pieced_bytes(launch_->num_processes());
+    const std::string& my_machine =
+        launch_->processes()[launch_->rank()].hostname;
+    for (int r = 0; r < launch_->num_processes(); ++r) {
+      pieced_bytes[r] = options_.mpi_pieced_bytes.value_or(
+          launch_->processes()[r].hostname == my_machine
+              ? 0
+              : kDefaultMpiPiecedBytes);
+    }
+    transports_.push_back(
+        MakeMpiTransport(this, *processes_, std::move(pieced_bytes)));
     remote_transport_ = transports_.back().get();
   }
   bool remote_peers = false;

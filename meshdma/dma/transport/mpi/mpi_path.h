@@ -4,6 +4,7 @@
 #define MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "meshdma/dma/transport/transport.h"
@@ -18,11 +19,18 @@ namespace meshdma::dma_internal {
 // peer was lost earlier in this process.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
 
+// The default of `RuntimeOptions::mpi_pieced_bytes` towards processes on
+// other machines.
+inline constexpr int64_t kDefaultMpiPiecedBytes = 256 << 10;
+
 // The transport to devices of other hosts, on a duplicate of `processes`'s
 // communicator (collective). `processes` must come from
-// `ConnectMpiProcesses` and outlive the transport.
+// `ConnectMpiProcesses` and outlive the transport. `pieced_bytes[r]`: puts to
+// rank r of more than 60 KiB and at most this many bytes leave in pieces of
+// at most 60 KiB (`RuntimeOptions::mpi_pieced_bytes`).
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
-                                            ProcessGroup& processes);
+                                            ProcessGroup& processes,
+                                            std::vector<int64_t> pieced_bytes);
 
 }  // namespace meshdma::dma_internal
 

@@ -151,8 +151,9 @@ struct MpiTransport::PendingRecv {
   SemaphoreCell* recv_cell = nullptr;
 };
 
-MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm)
-    : host_(host), comm_(comm) {
+MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
+                           std::vector<int64_t> pieced_bytes)
+    : host_(host), comm_(comm), pieced_bytes_(std::move(pieced_bytes)) {
   static_assert(sizeof(Header) == 56, "the wire header is 56 bytes");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -302,6 +303,10 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   const int64_t clock_bytes =
       static_cast<int64_t>(clock.size() * sizeof(uint32_t));
   if (op->event.bytes + clock_bytes > kInlineBytes) {
+    if (clock.empty() && op->event.bytes <= pieced_bytes_[dest]) {
+      PutInPieces(dest, h, std::move(op));
+      return;
+    }
     Send(dest, h, layout, {0, WriteNothing}, std::move(op), clock);
     return;
   }
@@ -312,6 +317,51 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   Send(dest, h, layout,
        {src.event.bytes, [&](std::byte* at) { pack.CopyAll(src.src, at); }},
        std::move(op), clock);
+}
+
+void MpiTransport::PutInPieces(int dest_rank, const Header& header,
+                               std::unique_ptr<DmaOp> op) {
+  const ViewLayout src = op->src_layout, dst = op->dst_layout;
+  const int64_t elem_bytes = op->elem_bytes;
+  // Dimension `cut` is the outermost one whose inner block exceeds a
+  // message: each piece is one index of the dimensions before it and a run
+  // of indices of `cut` (runs of equal length) with everything inside.
+  int64_t inner = elem_bytes;
+  int cut = src.rank - 1;
+  while (cut > 0 && inner * src.shape[cut] <= kInlineBytes) {
+    inner *= src.shape[cut--];
+  }
+  const int64_t n = src.shape[cut];
+  const int64_t runs = (n + kInlineBytes / inner - 1) / (kInlineBytes / inner);
+  const int64_t run = (n + runs - 1) / runs;
+  int64_t outer = 1;
+  for (int d = 0; d < cut; ++d) outer *= src.shape[d];
+  for (int64_t o = 0; o < outer; ++o) {
+    // The piece's position: index `o` of the outer dimensions, row-major.
+    int64_t src_at = 0, dst_at = 0;
+    int64_t index = o;
+    for (int d = cut - 1; d >= 0; --d) {
+      const int64_t i = index % src.shape[d];
+      index /= src.shape[d];
+      src_at += i * src.byte_strides[d];
+      dst_at += i * dst.byte_strides[d];
+    }
+    for (int64_t j = 0; j < n; j += run) {
+      const int64_t len = std::min(run, n - j);
+      ViewLayout piece_src = src, piece_dst = dst;
+      for (int d = 0; d < cut; ++d) piece_src.shape[d] = piece_dst.shape[d] = 1;
+      piece_src.shape[cut] = piece_dst.shape[cut] = len;
+      const std::byte* from = op->src + src_at + j * src.byte_strides[cut];
+      Header h = header;
+      h.dst_offset = header.dst_offset + dst_at + j * dst.byte_strides[cut];
+      h.value = len * inner;
+      const CopyPlan pack(piece_src, Packed(piece_src, elem_bytes), elem_bytes);
+      const bool last = o + 1 == outer && j + len == n;
+      Send(dest_rank, h, IsPacked(piece_dst, elem_bytes) ? nullptr : &piece_dst,
+           {h.value, [&](std::byte* at) { pack.CopyAll(from, at); }},
+           last ? std::move(op) : nullptr);
+    }
+  }
 }
 
 void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
@@ -791,10 +841,11 @@ void MpiTransport::ProgressMain() {
 }
 
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
-                                            ProcessGroup& processes) {
+                                            ProcessGroup& processes,
+                                            std::vector<int64_t> pieced_bytes) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
-  return std::make_unique<MpiTransport>(host, comm);
+  return std::make_unique<MpiTransport>(host, comm, std::move(pieced_bytes));
 }
 
 }  // namespace meshdma::dma_internal

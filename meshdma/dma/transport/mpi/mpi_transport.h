@@ -62,7 +62,12 @@ class MpiTransport : public Transport {
   // Takes ownership of `comm`, a communicator of its own (a dup of the
   // process group's), so that its shutdown barrier never matches a barrier
   // of `Runtime::Run`.
-  MpiTransport(TransportHost* host, MPI_Comm comm);
+  // `pieced_bytes[r]`: puts to rank r of at most this many bytes (outside
+  // checked mode) leave as inline messages of at most kInlineBytes, each a
+  // block of the view counted on the receiver's semaphore when written, so
+  // no payload message waits for its header to be posted (0: none).
+  MpiTransport(TransportHost* host, MPI_Comm comm,
+               std::vector<int64_t> pieced_bytes);
   ~MpiTransport() override;
 
   absl::string_view name() const override { return "mpi"; }
@@ -103,6 +108,10 @@ class MpiTransport : public Transport {
   void Send(int dest_rank, const Header& header, const ViewLayout* layout,
             const InlinePayload& inline_payload, std::unique_ptr<DmaOp> op,
             std::span<const uint32_t> check_clock = {});
+  // A put of more than kInlineBytes and at most `pieced_bytes_`, as inline
+  // puts of blocks of its view; the op completes with the last one.
+  void PutInPieces(int dest_rank, const Header& header,
+                   std::unique_ptr<DmaOp> op);
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
   bool PollIncoming();
@@ -117,6 +126,7 @@ class MpiTransport : public Transport {
 
   TransportHost* const host_;
   MPI_Comm comm_;
+  const std::vector<int64_t> pieced_bytes_;  // Per destination rank.
   int rank_ = 0;
   int size_ = 1;
 
