@@ -323,16 +323,18 @@ void MpiTransport::PutInPieces(int dest_rank, const Header& header,
                                std::unique_ptr<DmaOp> op) {
   const ViewLayout src = op->src_layout, dst = op->dst_layout;
   const int64_t elem_bytes = op->elem_bytes;
-  // Dimension `cut` is the outermost one whose inner block exceeds a
-  // message: each piece is one index of the dimensions before it and a run
-  // of indices of `cut` (runs of equal length) with everything inside.
+  // `cut` is the innermost dimension that, with everything inside it
+  // (`inner` bytes per index), exceeds a message: each piece is one index of
+  // the dimensions outside `cut` and a run of its indices, the runs of
+  // about equal length.
   int64_t inner = elem_bytes;
   int cut = src.rank - 1;
   while (cut > 0 && inner * src.shape[cut] <= kInlineBytes) {
     inner *= src.shape[cut--];
   }
   const int64_t n = src.shape[cut];
-  const int64_t runs = (n + kInlineBytes / inner - 1) / (kInlineBytes / inner);
+  const int64_t per_message = kInlineBytes / inner;  // At least 1.
+  const int64_t runs = (n + per_message - 1) / per_message;
   const int64_t run = (n + runs - 1) / runs;
   int64_t outer = 1;
   for (int d = 0; d < cut; ++d) outer *= src.shape[d];
