@@ -235,6 +235,12 @@ std::vector<Setting> Settings(const Runtime& rt) {
                   ? absl::StrCat(std::max(1, rt.num_local_devices() / 2))
                   : "0 (eager mode)",
               "", nullptr));
+  const char* pieced = Env(kMpiPiecedBytesEnv);
+  s.push_back(Resolve(
+      "mpi_pieced_bytes",
+      pieced ? pieced
+             : absl::StrCat(kDefaultMpiPiecedBytes, " (0 same machine)"),
+      "", kMpiPiecedBytesEnv));
   const char* trace = Env(kTraceEnv);
   s.push_back(Resolve("trace", trace ? trace : "off", "", kTraceEnv));
   const LogConfig& log = GetLogConfig();
@@ -287,7 +293,7 @@ std::string Text(const Report& r) {
   absl::StrAppend(&out, "\nsettings (rank 0's; source):\n");
   for (const Setting& s : r.settings) {
     absl::StrAppend(
-        &out, absl::StrFormat("  %-20s %-12s %s%s%s\n", s.name, s.value,
+        &out, absl::StrFormat("  %-20s %-24s %s%s%s\n", s.name, s.value,
                               s.source, s.where.empty() ? "" : ": ", s.where));
   }
   if (!r.warnings.empty()) {

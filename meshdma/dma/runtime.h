@@ -69,6 +69,8 @@ inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 // Overrides mpi_pieced_bytes.
 inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
+// The default of mpi_pieced_bytes towards processes on other machines.
+inline constexpr int64_t kDefaultMpiPiecedBytes = 256 << 10;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).

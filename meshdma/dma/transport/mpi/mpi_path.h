@@ -19,10 +19,6 @@ namespace meshdma::dma_internal {
 // peer was lost earlier in this process.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
 
-// The default of `RuntimeOptions::mpi_pieced_bytes` towards processes on
-// other machines.
-inline constexpr int64_t kDefaultMpiPiecedBytes = 256 << 10;
-
 // The transport to devices of other hosts, on a duplicate of `processes`'s
 // communicator (collective). `processes` must come from
 // `ConnectMpiProcesses` and outlive the transport. `pieced_bytes[r]`: puts to
