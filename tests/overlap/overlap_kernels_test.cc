@@ -278,7 +278,8 @@ TEST_P(KvTransferTest, DecodeSeesThePrefillCache) {
     const auto coords = *mesh.Coords(me);
     if (coords[0] != 1 || got[me].empty()) continue;  // Local decode devices.
     const int pair = coords[1];
-    EXPECT_EQ(checked[me], layers * 2 * hkv * seq * d) << "decode device " << me;
+    EXPECT_EQ(checked[me], layers * 2 * hkv * seq * d)
+        << "decode device " << me;
     EXPECT_EQ(wrong[me], 0) << "decode device " << me;
     std::vector<float> want;
     for (int l = 0; l < layers; ++l) {
@@ -302,11 +303,10 @@ const KvTable kKvTables[] = {
     {"OneRun", {3, 4, 5, 6}},
     {"RunThenPage", {5, 6, 7, 0}},
 };
-INSTANTIATE_TEST_SUITE_P(
-    Tables, KvTransferTest, ::testing::ValuesIn(kKvTables),
-    [](const ::testing::TestParamInfo<KvTable>& info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(Tables, KvTransferTest, ::testing::ValuesIn(kKvTables),
+                         [](const ::testing::TestParamInfo<KvTable>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace meshdma

@@ -167,7 +167,8 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
               ArrayRef cache_rows,
               layer_cache.Reshape({2, hkv, o.total_pages * ps, d}));
           for (int64_t p0 = 0, p1 = 1; p0 < pages; p0 = p1++) {
-            while (p1 < pages && dst_page[p1] == dst_page[p1 - 1] + 1) ++p1;
+            while (p1 < pages && dst_page[p1] == int64_t{dst_page[p1 - 1]} + 1)
+              ++p1;
             const int64_t rows = std::min(p1 * ps, seq_len) - p0 * ps;
             const int64_t src_start[] = {0, 0, p0 * ps, 0};
             const int64_t dst_start[] = {0, 0, dst_page[p0] * ps, 0};
