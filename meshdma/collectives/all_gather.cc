@@ -82,7 +82,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           for (int i = 0; i < n; ++i) {
             if (i == g.index) continue;
             std::memcpy(base + i * bytes,
-                        rows + i * Channel::kRowBytes + Channel::kHeaderBytes,
+                        channel->Payload(rows, i),
                         bytes);
           }
         });

@@ -146,7 +146,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
             std::memcpy(
                 out_bytes + j * block_bytes,
                 j == r ? send_bytes(r).first
-                       : rows + j * Channel::kRowBytes + Channel::kHeaderBytes,
+                       : channel->Payload(rows, j),
                 block_bytes);
           }
         });

@@ -22,8 +22,16 @@ absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
 inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
 // The same for a group that spans hosts, and then for `psum` and
 // `psum_scatter` whatever `one_shot_max_bytes`: a row is one message, while
-// a kernel's entry barrier and steps each cost a network round trip.
-inline constexpr int64_t kChannelMaxBlockBytesAcrossHosts = 32 << 10;
+// a kernel's entry barrier and steps each cost a network round trip. A
+// large group keeps a slot set (one row per member) within
+// kChannelSetBytesAcrossHosts, with rows of no less than
+// kChannelMinBlockBytesAcrossHosts; `psum` and `psum_scatter` take the
+// channel beyond that floor only while each member sends at most
+// kChannelMaxBlockBytesAcrossHosts in all (a one-shot all-reduce sends its
+// whole input to every peer).
+inline constexpr int64_t kChannelMaxBlockBytesAcrossHosts = 256 << 10;
+inline constexpr int64_t kChannelMinBlockBytesAcrossHosts = 32 << 10;
+inline constexpr int64_t kChannelSetBytesAcrossHosts = 4 << 20;
 
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {

@@ -170,8 +170,9 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
   const bool channel =
-      collectives_internal::Channel::TakesReduction(g, options, algorithm,
-                                                    largest_segment) &&
+      collectives_internal::Channel::TakesReduction(
+          g, options, algorithm, largest_segment,
+          in.size_bytes() - largest_segment) &&
       out.data() != in.data() + my_begin * DTypeSize(in.dtype());
   auto run = [&](auto zero) {
     using T = decltype(zero);

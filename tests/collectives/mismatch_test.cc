@@ -86,9 +86,10 @@ TEST(OneShotMismatch, PsumAgainstAllGather) {
       {"this device calls", "psum of 8192 f32", "all_gather of 8192 f32"});
 }
 
-// Sizes in these tests stay above the channel's largest row (32 KiB across
-// hosts): a size mismatch that straddles it sends one member through the
-// channel and the other through a kernel, which ends in the wait timeout.
+// Sizes in these tests stay on one side of the channel's largest row (16 KiB
+// on one host, 256 KiB across hosts): a size mismatch that straddles it sends
+// one member through the channel and the other through a kernel, which ends
+// in the wait timeout.
 TEST(OneShotMismatch, ElementCount) {
   ExpectPromptError(
       []() -> absl::Status {

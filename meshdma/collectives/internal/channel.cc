@@ -69,7 +69,8 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   const int n = g.size();
   c->members_ = g.members;
   c->mesh_ = g.mesh;
-  const int64_t shape[] = {kSlotSets, n, kRowBytes};
+  c->row_bytes_ = kHeaderBytes + MaxPayloadBytes(g);
+  const int64_t shape[] = {kSlotSets, n, c->row_bytes_};
   MESHDMA_ASSIGN_OR_RETURN(c->slots_,
                            AllocatePersistent(DType::kU8, shape, "channel"));
   MESHDMA_ASSIGN_OR_RETURN(
@@ -117,7 +118,7 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
         c->flagged_out_[p].push_back(std::move(out));
       }
     }
-    c->received_.resize(static_cast<size_t>(n) * kRowBytes);
+    c->received_.resize(static_cast<size_t>(n * c->row_bytes_));
     const int64_t counters_shape[] = {n * kCounterStrideBytes};
     MESHDMA_ASSIGN_OR_RETURN(c->consumed_,
                              AllocatePersistent(DType::kU8, counters_shape,
@@ -142,7 +143,7 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
     c->known_consumed_.assign(n, 0);
     for (std::vector<int64_t>& last : c->last_row_) last.assign(n, -1);
   }
-  c->staging_.resize(static_cast<size_t>(n) * kRowBytes);
+  c->staging_.resize(static_cast<size_t>(n * c->row_bytes_));
   const int64_t staging_shape[] = {static_cast<int64_t>(c->staging_.size())};
   MESHDMA_ASSIGN_OR_RETURN(
       c->staging_view_,
@@ -235,10 +236,10 @@ std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
       credits = (int64_t{owed_[deferred_][o.position]} << 8) | (deferred_ + 1);
       owed_[deferred_][o.position] = 0;
     }
-    std::memcpy(staging_.data() + o.position * kRowBytes + kDmaRowOffset,
+    std::memcpy(staging_.data() + o.position * row_bytes_ + kDmaRowOffset,
                 &credits, sizeof(credits));
   }
-  std::byte* row = staging_.data() + o.position * kRowBytes + kHeaderBytes -
+  std::byte* row = staging_.data() + o.position * row_bytes_ + kHeaderBytes -
                    kFlaggedHeaderBytes;
   std::memcpy(row, &signature, sizeof(signature));
   std::memcpy(row + sizeof(signature), &call, sizeof(call));
@@ -257,9 +258,9 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
   for (const Outgoing& o : out) {
     const int64_t bytes = kDmaHeaderBytes + o.bytes;
     const ArrayRef src =
-        Range(staging_view_, o.position * kRowBytes + kDmaRowOffset, bytes);
+        Range(staging_view_, o.position * row_bytes_ + kDmaRowOffset, bytes);
     const ArrayRef dst =
-        Range(flat, g.index * kRowBytes + kDmaRowOffset, bytes);
+        Range(flat, g.index * row_bytes_ + kDmaRowOffset, bytes);
     MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
                                        arrived_[p * g.size() + g.index],
                                        g.members[o.position])
@@ -287,14 +288,14 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
   // Step 2: store each row, flagged, into row `g.index` of the receiver's
   // flagged set p.
   for (const Outgoing& o : out) {
-    const std::byte* row = staging_.data() + o.position * kRowBytes +
+    const std::byte* row = staging_.data() + o.position * row_bytes_ +
                            kHeaderBytes - kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_out_[p][o.position]->Copy(
         {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)}, flag));
   }
   // Step 3: every expected row carries this call's flag; unpack it.
   for (const Incoming& i : in) {
-    std::byte* row = received_.data() + i.position * kRowBytes + kHeaderBytes -
+    std::byte* row = received_.data() + i.position * row_bytes_ + kHeaderBytes -
                      kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_in_[p][i.position]->Wait(
         flag, {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
@@ -305,18 +306,18 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
 absl::StatusOr<const std::byte*> Channel::MoveRowsStored(
     const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
     std::span<const Incoming> in) {
-  const int64_t set_bytes = int64_t{g.size()} * kRowBytes;
+  const int64_t set_bytes = int64_t{g.size()} * row_bytes_;
   // Step 2: the payload, by plain stores into row `g.index` of the
   // receiver's slot set p; then the header, flagged, which publishes it.
   for (const Outgoing& o : out) {
     if (o.bytes == 0) continue;
     std::memcpy(slots_on_peer_[o.position] + p * set_bytes +
-                    g.index * kRowBytes + kHeaderBytes,
+                    g.index * row_bytes_ + kHeaderBytes,
                 o.payload, o.bytes);
   }
   PublishStores();
   for (const Outgoing& o : out) {
-    const std::byte* header = staging_.data() + o.position * kRowBytes +
+    const std::byte* header = staging_.data() + o.position * row_bytes_ +
                               kHeaderBytes - kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_out_[p][o.position]->Copy(
         {header, static_cast<size_t>(kFlaggedHeaderBytes)}, flag));
@@ -327,7 +328,7 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsStored(
   for (const Incoming& i : in) {
     MESHDMA_RETURN_IF_ERROR(flagged_in_[p][i.position]->Wait(
         flag,
-        {set + i.position * kRowBytes + kHeaderBytes - kFlaggedHeaderBytes,
+        {set + i.position * row_bytes_ + kHeaderBytes - kFlaggedHeaderBytes,
          static_cast<size_t>(kFlaggedHeaderBytes)}));
   }
   return set;
@@ -375,7 +376,7 @@ absl::Status Channel::Exchange(
   // Step 4: every sender made this call.
   for (const Incoming& i : in) {
     const std::byte* header =
-        rows + i.position * kRowBytes + kHeaderBytes - kFlaggedHeaderBytes;
+        rows + i.position * row_bytes_ + kHeaderBytes - kFlaggedHeaderBytes;
     int64_t theirs = 0, their_call = 0;
     std::memcpy(&theirs, header, sizeof(theirs));
     std::memcpy(&their_call, header + sizeof(theirs), sizeof(their_call));
@@ -395,7 +396,7 @@ absl::Status Channel::Exchange(
   // rows the DMAs wrote; their ordering is the credit protocol's to prove.
   if (!flagged && RaceCheckingEnabled()) {
     for (const Incoming& i : in) {
-      AnnotateRead(Range(flat_slots_[p], i.position * kRowBytes + kDmaRowOffset,
+      AnnotateRead(Range(flat_slots_[p], i.position * row_bytes_ + kDmaRowOffset,
                          kDmaHeaderBytes + i.bytes),
                    "channel row read");
     }
@@ -404,7 +405,7 @@ absl::Status Channel::Exchange(
   if (!flagged_) {
     for (const Incoming& i : in) {
       int64_t credits = 0;
-      std::memcpy(&credits, rows + i.position * kRowBytes + kDmaRowOffset,
+      std::memcpy(&credits, rows + i.position * row_bytes_ + kDmaRowOffset,
                   sizeof(credits));
       if (credits == 0) continue;
       const int group = static_cast<int>(credits & 0xFF) - 1;

@@ -9,7 +9,7 @@
 //
 // Layout on every member, allocated by the group's first small call of the
 // Run in the same order everywhere: for each of `kSlotSets` slot sets, one
-// row of `kRowBytes` per member position (row i is written only by member i)
+// row of `row_bytes()` per member position (row i is written only by member i)
 // with a DMA semaphore `arrived[p][i]` counting its bytes; and for each of
 // `kCreditGroups` groups of `kCreditBatch` consecutive slot sets, a REGULAR
 // semaphore `credits[q]`.
@@ -112,13 +112,9 @@ class Channel {
   static constexpr int kCreditBatch = 2;
   static constexpr int kCreditGroups = kSlotSets / kCreditBatch;
   // Each row: the header (signature, call number), then up to
-  // `kMaxPayloadBytes` of payload. Every channel's rows are sized for the
-  // larger, across-hosts limit (4 slot sets x n rows of 32 KiB of symmetric
+  // `MaxPayloadBytes(g)` of payload (4 slot sets x n rows of symmetric
   // memory, touched only as far as rows are used).
   static constexpr int64_t kHeaderBytes = 64;
-  static constexpr int64_t kMaxPayloadBytes =
-      std::max(kChannelMaxBlockBytes, kChannelMaxBlockBytesAcrossHosts);
-  static constexpr int64_t kRowBytes = kHeaderBytes + kMaxPayloadBytes;
   // Flagged rows carry calls whose rows are all at most this long, so that
   // a row with its header is one cache line: flagged words move twice the
   // bytes, and longer rows were measured faster stored (BENCHMARKS.md).
@@ -138,25 +134,38 @@ class Channel {
   // Callers keep per-member lists on the stack.
   static constexpr int kMaxMembers = 256;
 
+  // The longest payload a row of group `g`'s channel carries:
+  // kChannelMaxBlockBytes on one host; across hosts
+  // kChannelMaxBlockBytesAcrossHosts, or less in a group so large that a
+  // slot set would pass kChannelSetBytesAcrossHosts (options.h). Depends only
+  // on values every member shares.
+  static int64_t MaxPayloadBytes(const Group& g) {
+    if (!SpansHosts(g)) return kChannelMaxBlockBytes;
+    return std::clamp(kChannelSetBytesAcrossHosts / g.size(),
+                      kChannelMinBlockBytesAcrossHosts,
+                      kChannelMaxBlockBytesAcrossHosts);
+  }
   // True when a call of group `g` whose largest row is `max_row_bytes` can
-  // go through a channel: rows up to kChannelMaxBlockBytes, or
-  // kChannelMaxBlockBytesAcrossHosts where `g` spans hosts. Depends only on
-  // values every member shares.
+  // go through a channel.
   static bool Fits(const Group& g, int64_t max_row_bytes) {
     if (g.size() < 2 || g.size() > kMaxMembers) return false;
-    return max_row_bytes <= kChannelMaxBlockBytes ||
-           (max_row_bytes <= kChannelMaxBlockBytesAcrossHosts && SpansHosts(g));
+    return max_row_bytes <= MaxPayloadBytes(g);
   }
   // Whether the reductions (psum's whole inputs, psum_scatter's segments:
-  // rows up to `max_row_bytes`) go through the channel, given the algorithm
-  // `chosen` for them: kOneShot when it fits, and with kAuto any call that
-  // fits a group spanning hosts.
+  // rows up to `max_row_bytes`; `bytes_sent` in all from each member) go
+  // through the channel, given the algorithm `chosen` for them: kOneShot
+  // when it fits, and with kAuto a call that fits a group spanning hosts,
+  // above kChannelMinBlockBytesAcrossHosts only while `bytes_sent` stays
+  // within kChannelMaxBlockBytesAcrossHosts (a ring all-reduce sends about
+  // two rows, a one-shot one n - 1).
   static bool TakesReduction(const Group& g, const CollectiveOptions& options,
-                             CollectiveAlgorithm chosen,
-                             int64_t max_row_bytes) {
+                             CollectiveAlgorithm chosen, int64_t max_row_bytes,
+                             int64_t bytes_sent) {
     if (chosen == CollectiveAlgorithm::kOneShot) return Fits(g, max_row_bytes);
     return options.algorithm == CollectiveAlgorithm::kAuto &&
-           Fits(g, max_row_bytes) && SpansHosts(g);
+           Fits(g, max_row_bytes) && SpansHosts(g) &&
+           (max_row_bytes <= kChannelMinBlockBytesAcrossHosts ||
+            bytes_sent <= kChannelMaxBlockBytesAcrossHosts);
   }
 
   // What this device pushes to the member at `position`.
@@ -175,9 +184,18 @@ class Channel {
   // Run; every member must reach it in the same order).
   static absl::StatusOr<Channel*> For(const Group& g);
 
+  // Bytes from one member's row to the next: kHeaderBytes, then
+  // MaxPayloadBytes of the group.
+  int64_t row_bytes() const { return row_bytes_; }
+  // The payload that the member at `position` sent, in the `rows` that
+  // `consume` gets.
+  const std::byte* Payload(const std::byte* rows, int position) const {
+    return rows + position * row_bytes_ + kHeaderBytes;
+  }
+
   // Steps 1-5 for one call. `consume(rows)` runs between steps 4 and 5;
-  // `rows` + position * kRowBytes + kHeaderBytes is the payload that member
-  // sent (valid only during `consume`).
+  // `Payload(rows, position)` is what that member sent (valid only during
+  // `consume`).
   absl::Status Exchange(absl::string_view collective, const Group& g,
                         int64_t signature, std::span<const Outgoing> out,
                         std::span<const Incoming> in,
@@ -218,7 +236,7 @@ class Channel {
   // this device's rows of calls before `call`.
   absl::Status WaitConsumed(int position, int64_t call);
   // Steps 2-3 with DMAs, or with flagged copies; both leave member i's row
-  // header at rows + i * kRowBytes + kHeaderBytes - 16 and payload at
+  // header at rows + i * row_bytes() + kHeaderBytes - 16 and payload at
   // + kHeaderBytes, and return `rows`.
   absl::StatusOr<const std::byte*> MoveRowsByDma(const Group& g, int p,
                                                  std::span<const Outgoing> out,
@@ -243,12 +261,13 @@ class Channel {
 
   absl::InlinedVector<int, 16> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
-  ArrayRef slots_;                  // u8[kSlotSets, n, kRowBytes].
+  int64_t row_bytes_ = 0;
+  ArrayRef slots_;                  // u8[kSlotSets, n, row_bytes_].
   SemaphoreArray arrived_;          // DMA, [kSlotSets * n]: per set and sender.
   Semaphore sent_;                  // DMA: this device's pushes being read.
   SemaphoreArray credits_;          // REGULAR, one per credit group.
   ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
-  std::vector<std::byte> staging_;  // Outgoing rows, [n, kRowBytes].
+  std::vector<std::byte> staging_;  // Outgoing rows, [n, row_bytes_].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.
   bool flagged_ = false;            // Protocol (see the header).
   // Flagged set p is u8[n * kFlaggedRowBytes]; row i is written by member
@@ -257,7 +276,7 @@ class Channel {
   // for my own position).
   std::vector<std::optional<FlaggedBuffer>> flagged_in_[kSlotSets];
   std::vector<std::optional<FlaggedBuffer>> flagged_out_[kSlotSets];
-  std::vector<std::byte> received_;  // Unpacked flagged rows, [n, kRowBytes].
+  std::vector<std::byte> received_;  // Unpacked flagged rows, [n, row_bytes_].
   int64_t calls_ = 0;
   // Rows pushed in each credit group's slot sets at its last use.
   int pushed_[kCreditGroups] = {};

@@ -93,7 +93,7 @@ absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
         // The rows' reads are the channel's to record.
         if (RaceCheckingEnabled())
           AnnotateWrite(out, "reduction write of output");
-        ReduceRows<T>(op, g, mine, rows, Channel::kRowBytes,
+        ReduceRows<T>(op, g, mine, rows, channel->row_bytes(),
                       Channel::kHeaderBytes, out.data_as<T>(),
                       out.num_elements());
       });

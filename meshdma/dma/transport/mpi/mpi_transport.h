@@ -54,8 +54,7 @@ namespace meshdma::dma_internal {
 
 class MpiTransport : public Transport {
  public:
-  // Payloads up to this many bytes travel inside the header's message: a
-  // collective channel's row of 32 KiB with its header is one message, which
+  // Payloads up to this many bytes travel inside the header's message, which
   // stays within Open MPI's TCP eager limit (64 KiB).
   static constexpr int64_t kInlineBytes = 60 << 10;
 
