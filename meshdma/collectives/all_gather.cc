@@ -81,9 +81,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           std::memmove(base + g.index * bytes, in.data(), bytes);
           for (int i = 0; i < n; ++i) {
             if (i == g.index) continue;
-            std::memcpy(base + i * bytes,
-                        channel->Payload(rows, i),
-                        bytes);
+            std::memcpy(base + i * bytes, channel->Payload(rows, i), bytes);
           }
         });
   }

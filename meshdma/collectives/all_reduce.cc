@@ -211,8 +211,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       in.size_bytes(), g.size(), options, name, even_hosts, direct);
   absl::Status status;
   const bool channel = collectives_internal::Channel::TakesReduction(
-      g, options, algorithm, in.size_bytes(),
-      in.size_bytes() * (g.size() - 1));
+      g, options, algorithm, in.size_bytes(), in.size_bytes() * (g.size() - 1));
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {

@@ -145,8 +145,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           for (int j = 0; j < n; ++j) {
             std::memcpy(
                 out_bytes + j * block_bytes,
-                j == r ? send_bytes(r).first
-                       : channel->Payload(rows, j),
+                j == r ? send_bytes(r).first : channel->Payload(rows, j),
                 block_bytes);
           }
         });

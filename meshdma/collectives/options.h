@@ -39,11 +39,11 @@ enum class CollectiveAlgorithm {
   // kDirect when every member can address every other's heap and the input
   // is symmetric, else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
-  // kBidirectionalRing on more (across hosts, the channel whenever their
-  // rows fit it). `all_gather`: kDirect when every member is addressable,
-  // else kHierarchical on such groups, else kRing. `all_to_all`: one DMA
-  // push per peer (kHierarchical only on request). `ppermute`: one DMA per
-  // pair.
+  // kBidirectionalRing on more (across hosts, the channel within the
+  // limits told at kChannelMaxBlockBytesAcrossHosts). `all_gather`: kDirect
+  // when every member is addressable, else kHierarchical on such groups,
+  // else kRing. `all_to_all`: one DMA push per peer (kHierarchical only on
+  // request). `ppermute`: one DMA per pair.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.

@@ -95,8 +95,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
           if (empty) return;
           if (RaceCheckingEnabled()) AnnotateWrite(out, "channel output write");
           if (pull) {
-            std::memcpy(out.data(),
-channel->Payload(rows, source_of[r]),
+            std::memcpy(out.data(), channel->Payload(rows, source_of[r]),
                         in.size_bytes());
           } else if (dest_of[r] == r) {
             std::memcpy(out.data(), in.data(), in.size_bytes());

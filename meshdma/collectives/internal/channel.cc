@@ -396,9 +396,10 @@ absl::Status Channel::Exchange(
   // rows the DMAs wrote; their ordering is the credit protocol's to prove.
   if (!flagged && RaceCheckingEnabled()) {
     for (const Incoming& i : in) {
-      AnnotateRead(Range(flat_slots_[p], i.position * row_bytes_ + kDmaRowOffset,
-                         kDmaHeaderBytes + i.bytes),
-                   "channel row read");
+      AnnotateRead(
+          Range(flat_slots_[p], i.position * row_bytes_ + kDmaRowOffset,
+                kDmaHeaderBytes + i.bytes),
+          "channel row read");
     }
   }
   // Credits that came with the rows (step 5 of their senders).
