@@ -24,7 +24,7 @@ inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
 // `psum_scatter` whatever `one_shot_max_bytes`: a row is one message, while
 // a kernel's entry barrier and steps each cost a network round trip. A
 // large group keeps a slot set (one row per member) within
-// kChannelSetBytesAcrossHosts, with rows of no less than
+// kChannelSetBytesAcrossHosts and 1/64 of the heap, with rows of no less than
 // kChannelMinBlockBytesAcrossHosts; `psum` and `psum_scatter` take the
 // channel beyond that floor only while each member sends at most
 // kChannelMaxBlockBytesAcrossHosts in all (a one-shot all-reduce sends its

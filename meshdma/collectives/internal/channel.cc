@@ -57,6 +57,14 @@ void PublishStores() {
 
 }  // namespace
 
+int64_t Channel::MaxPayloadBytes(const Group& g) {
+  if (!SpansHosts(g)) return kChannelMaxBlockBytes;
+  const int64_t set_bytes =
+      std::min(kChannelSetBytesAcrossHosts, HeapBytes() / 64);
+  return std::clamp(set_bytes / g.size(), kChannelMinBlockBytesAcrossHosts,
+                    kChannelMaxBlockBytesAcrossHosts);
+}
+
 absl::StatusOr<Channel*> Channel::For(const Group& g) {
   if (t_channels != nullptr) {
     for (auto& c : *t_channels) {

@@ -137,19 +137,19 @@ class Channel {
   // The longest payload a row of group `g`'s channel carries:
   // kChannelMaxBlockBytes on one host; across hosts
   // kChannelMaxBlockBytesAcrossHosts, or less in a group so large that a
-  // slot set would pass kChannelSetBytesAcrossHosts (options.h). Depends only
-  // on values every member shares.
-  static int64_t MaxPayloadBytes(const Group& g) {
-    if (!SpansHosts(g)) return kChannelMaxBlockBytes;
-    return std::clamp(kChannelSetBytesAcrossHosts / g.size(),
-                      kChannelMinBlockBytesAcrossHosts,
-                      kChannelMaxBlockBytesAcrossHosts);
-  }
+  // slot set would pass kChannelSetBytesAcrossHosts or 1/64 of the heap (so
+  // the channel's slots take at most 1/16 of it), but no less than
+  // kChannelMinBlockBytesAcrossHosts (options.h). Depends only on values
+  // every member shares.
+  static int64_t MaxPayloadBytes(const Group& g);
   // True when a call of group `g` whose largest row is `max_row_bytes` can
   // go through a channel.
   static bool Fits(const Group& g, int64_t max_row_bytes) {
     if (g.size() < 2 || g.size() > kMaxMembers) return false;
-    return max_row_bytes <= MaxPayloadBytes(g);
+    // Short rows fit any channel without a look at where members sit.
+    static_assert(kChannelMinBlockBytesAcrossHosts >= kChannelMaxBlockBytes);
+    return max_row_bytes <= kChannelMaxBlockBytes ||
+           max_row_bytes <= MaxPayloadBytes(g);
   }
   // Whether the reductions (psum's whole inputs, psum_scatter's segments:
   // rows up to `max_row_bytes`; `bytes_sent` in all from each member) go

@@ -120,6 +120,12 @@ bool SpansHosts(const Group& g) {
   return false;
 }
 
+int64_t HeapBytes() {
+  absl::StatusOr<dma_internal::Device*> device =
+      dma_internal::RequireDevice("HeapBytes");
+  return device.ok() ? (*device)->heap_bytes() : 0;
+}
+
 absl::Status CollectiveError(absl::string_view collective, const Group& group,
                              absl::string_view message) {
   return absl::InvalidArgumentError(

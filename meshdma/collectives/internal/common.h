@@ -46,6 +46,10 @@ absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
 // same answer on every member).
 bool SpansHosts(const Group& g);
 
+// The calling device's symmetric heap in bytes (the same on every device of
+// the launch); 0 off a device thread.
+int64_t HeapBytes();
+
 // An InvalidArgument error "<collective> on <device>: <message>".
 absl::Status CollectiveError(absl::string_view collective, const Group& group,
                              absl::string_view message);
