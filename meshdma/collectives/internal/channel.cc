@@ -61,7 +61,11 @@ int64_t Channel::MaxPayloadBytes(const Group& g) {
   if (!SpansHosts(g)) return kChannelMaxBlockBytes;
   const int64_t set_bytes =
       std::min(kChannelSetBytesAcrossHosts, HeapBytes() / 64);
-  return std::clamp(set_bytes / g.size(), kChannelMinBlockBytesAcrossHosts,
+  // Whole cache lines, so that every row, and every element in it, stays
+  // aligned.
+  constexpr int64_t kLine = 64;
+  return std::clamp(set_bytes / g.size() / kLine * kLine,
+                    kChannelMinBlockBytesAcrossHosts,
                     kChannelMaxBlockBytesAcrossHosts);
 }
 

@@ -139,8 +139,8 @@ class Channel {
   // kChannelMaxBlockBytesAcrossHosts, or less in a group so large that a
   // slot set would pass kChannelSetBytesAcrossHosts or 1/64 of the heap (so
   // the channel's slots take at most 1/16 of it), but no less than
-  // kChannelMinBlockBytesAcrossHosts (options.h). Depends only on values
-  // every member shares.
+  // kChannelMinBlockBytesAcrossHosts (options.h); always whole cache lines.
+  // Depends only on values every member shares.
   static int64_t MaxPayloadBytes(const Group& g);
   // True when a call of group `g` whose largest row is `max_row_bytes` can
   // go through a channel.
