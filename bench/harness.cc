@@ -562,12 +562,12 @@ void BenchContext::PrintHeader(const Row& first) {
   std::printf(
       "# auto: blocks up to %lld B per peer take the channel (flagged stores "
       "on one host; DMA rows across hosts, up to %lld B, less in groups "
-      "over %lld devices; MESHDMA_CHANNEL_PROTOCOL=dma forces DMA rows); "
-      "all_reduce and reduce_scatter up to %lld B (across hosts: when the "
-      "channel takes their rows and each device sends at most %lld B, or "
-      "rows of up to %lld B): one_shot; above it, with every peer addressable "
-      "(one "
-      "host, symmetric input, checked mode off): direct; groups spread "
+      "over %lld devices or on heaps under 256 MiB; "
+      "MESHDMA_CHANNEL_PROTOCOL=dma forces DMA rows); all_reduce and "
+      "reduce_scatter up to %lld B (across hosts: when the channel takes "
+      "their rows and each device sends at most %lld B, or rows of up to "
+      "%lld B): one_shot; above it, with every peer addressable (one host, "
+      "symmetric input, checked mode off): direct; groups spread "
       "evenly over hosts: hierarchical; else ring (2 devices) or "
       "bidirectional_ring; all_to_all: direct (hierarchical on request)\n",
       static_cast<long long>(kChannelMaxBlockBytes),
