@@ -693,6 +693,14 @@ absl::Status RuntimeImpl::Recover(int64_t zero_top, int64_t zero_bottom) {
   ClearAbort();
   if (hang_board_ != nullptr) hang_board_->ForgetFirst();
   PublishHangState();
+  // Checked mode forgets what late arrivals of the failed Run recorded after
+  // the Run's first reset (their clocks are the failed Run's), once every
+  // process has finished its steps 1 and 2 and so posted all of them.
+  if (race_checker_ != nullptr) {
+    MESHDMA_RETURN_IF_ERROR(SyncProcesses("checked mode: recovery"));
+    race_checker_->DrainMailbox();
+    race_checker_->Reset();
+  }
   // Step 5: no process starts the new Run, and signals a peer, before every
   // process has reset.
   return SyncProcesses("Runtime::Run (recovery)");
