@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,30 @@ std::vector<std::string> Warnings(const Runtime& rt) {
   return out;
 }
 
+// The pieces' limit towards the other processes of this machine and of
+// other machines, as this process uses it.
+std::string PiecedBytes(const Runtime& rt) {
+  const Launch& launch = rt.launch();
+  const std::string& mine = launch.processes()[launch.rank()].hostname;
+  std::set<int64_t> same, other;
+  for (int r = 0; r < launch.num_processes(); ++r) {
+    if (r == launch.rank()) continue;
+    (launch.processes()[r].hostname == mine ? same : other)
+        .insert(rt.mpi_pieced_bytes(r));
+  }
+  std::vector<std::string> parts;
+  if (!same.empty()) {
+    parts.push_back(
+        absl::StrCat(absl::StrJoin(same, "/"), " to this machine's processes"));
+  }
+  if (!other.empty()) {
+    parts.push_back(absl::StrCat(absl::StrJoin(other, "/"),
+                                 " to other machines' processes"));
+  }
+  if (parts.empty()) return "unused (one process)";
+  return absl::StrJoin(parts, ", ");
+}
+
 std::vector<Setting> Settings(const Runtime& rt) {
   const Launch& launch = rt.launch();
   const RuntimeOptions defaults;
@@ -235,12 +260,8 @@ std::vector<Setting> Settings(const Runtime& rt) {
                   ? absl::StrCat(std::max(1, rt.num_local_devices() / 2))
                   : "0 (eager mode)",
               "", nullptr));
-  const char* pieced = Env(kMpiPiecedBytesEnv);
-  s.push_back(Resolve(
-      "mpi_pieced_bytes",
-      pieced ? pieced
-             : absl::StrCat(kDefaultMpiPiecedBytes, " (0 same machine)"),
-      "", kMpiPiecedBytesEnv));
+  s.push_back(
+      Resolve("mpi_pieced_bytes", PiecedBytes(rt), "", kMpiPiecedBytesEnv));
   const char* trace = Env(kTraceEnv);
   s.push_back(Resolve("trace", trace ? trace : "off", "", kTraceEnv));
   const LogConfig& log = GetLogConfig();

@@ -25,6 +25,9 @@ int Runtime::num_devices() const { return impl_->launch().num_devices(); }
 DmaMode Runtime::dma_mode() const { return impl_->dma_mode(); }
 int64_t Runtime::heap_bytes() const { return impl_->heap_bytes(); }
 absl::Duration Runtime::wait_timeout() const { return impl_->wait_timeout(); }
+int64_t Runtime::mpi_pieced_bytes(int rank) const {
+  return impl_->mpi_pieced_bytes(rank);
+}
 
 absl::StatusOr<Mesh> Runtime::MakeMesh(std::vector<Mesh::Axis> axes) const {
   std::vector<int> devices(num_devices());

@@ -110,10 +110,12 @@ struct RuntimeOptions {
   // receiver's semaphore as each is written, instead of a header and a
   // payload whose receive is posted when the header arrives (a rendezvous
   // that costs a round trip over TCP). 0: never. Unset:
-  // MESHDMA_MPI_PIECED_BYTES, else 256 KiB towards processes on other
-  // machines and 0 towards processes on this one (simulated or forced
-  // hosts), whose MPI moves a large message through shared memory in one
-  // copy (BENCHMARKS.md, "Mid-size puts in pieces"). At most 1 GiB.
+  // MESHDMA_MPI_PIECED_BYTES, else 256 KiB, but 0 towards processes on this
+  // machine (simulated or forced hosts) when MPI moves a large message
+  // between them through shared memory in one copy, which it does unless its
+  // settings leave only the network (for example Open MPI's
+  // `--mca btl self,tcp`; BENCHMARKS.md, "Mid-size puts in pieces"). At most
+  // 1 GiB.
   std::optional<int64_t> mpi_pieced_bytes;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
@@ -154,6 +156,9 @@ class Runtime {
   DmaMode dma_mode() const;
   int64_t heap_bytes() const;
   absl::Duration wait_timeout() const;
+  // The effective `RuntimeOptions::mpi_pieced_bytes` for puts to process
+  // `rank` (0 for this process and without MPI).
+  int64_t mpi_pieced_bytes(int rank) const;
 
   // A mesh over all devices of the launch, in global (topology-aware) order.
   absl::StatusOr<Mesh> MakeMesh(std::vector<Mesh::Axis> axes) const;

@@ -1,10 +1,15 @@
-// The two seams later tools build on: the Observer sees every DMA, signal and
-// wait, and the C ABI reaches the same verbs.
+// The seams later tools build on: the Observer sees every DMA, signal and
+// wait, and the C ABI reaches the same verbs; and the seam to MPI: how the
+// runtime sends depends on the path MPI's settings give it.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
@@ -236,6 +241,57 @@ TEST(CApiTest, HugeNegativeStrideIsAnError) {
     });
   });
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// Whether the launcher's environment leaves MPI only the network between
+// processes of one machine: Open MPI's btl list without its shared-memory
+// component, or MPICH's MPIR_CVAR_NOLOCAL.
+bool EnvironmentForbidsMpiSharedMemory() {
+  if (const char* nolocal = std::getenv("MPIR_CVAR_NOLOCAL")) {
+    return std::string(nolocal) != "0";
+  }
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  if (btl == nullptr || *btl == '\0') return false;
+  std::string list = btl;
+  const bool exclude = list[0] == '^';
+  if (exclude) list.erase(0, 1);
+  bool listed = false;
+  for (absl::string_view c : absl::StrSplit(list, ',')) {
+    listed = listed || c == "vader" || c == "sm";
+  }
+  return listed == exclude;
+}
+
+// Puts above 60 KiB leave in pieces towards a process of this machine only
+// when MPI reaches it over the network (the interhost_tcp variants), and
+// always towards other machines.
+TEST(MpiPathTest, PiecesFollowTheMpiPath) {
+  if (std::getenv(kMpiPiecedBytesEnv) != nullptr) {
+    GTEST_SKIP() << kMpiPiecedBytesEnv << " overrides the default";
+  }
+  {
+    auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    const Launch& launch = (*rt)->launch();
+    const std::string& mine = launch.processes()[launch.rank()].hostname;
+    const bool network = EnvironmentForbidsMpiSharedMemory();
+    for (int r = 0; r < launch.num_processes(); ++r) {
+      SCOPED_TRACE(absl::StrCat("rank ", r));
+      const bool same_machine = launch.processes()[r].hostname == mine;
+      const int64_t expected = r == launch.rank() || (same_machine && !network)
+                                   ? 0
+                                   : kDefaultMpiPiecedBytes;
+      EXPECT_EQ((*rt)->mpi_pieced_bytes(r), expected);
+    }
+  }
+  RuntimeOptions told = testing::TierOptions(DmaMode::kAsync);
+  told.mpi_pieced_bytes = 123456;
+  auto rt = Runtime::Create(told);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  const Launch& launch = (*rt)->launch();
+  for (int r = 0; r < launch.num_processes(); ++r) {
+    if (r != launch.rank()) EXPECT_EQ((*rt)->mpi_pieced_bytes(r), 123456);
+  }
 }
 
 }  // namespace

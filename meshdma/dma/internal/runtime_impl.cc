@@ -404,16 +404,21 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(mapped);
 
   if (launch_->num_processes() > 1) {
-    // Puts in pieces towards other machines only, unless told.
+    // Puts in pieces unless told otherwise, or unless MPI moves the message
+    // through shared memory in one copy (a process on this machine).
     std::vector<int64_t> pieced_bytes(launch_->num_processes());
     const std::string& my_machine =
         launch_->processes()[launch_->rank()].hostname;
+    const bool mpi_shares_memory = MpiUsesSharedMemoryWithinMachine();
     for (int r = 0; r < launch_->num_processes(); ++r) {
-      pieced_bytes[r] = options_.mpi_pieced_bytes.value_or(
-          launch_->processes()[r].hostname == my_machine
-              ? 0
-              : kDefaultMpiPiecedBytes);
+      const bool one_copy =
+          mpi_shares_memory && launch_->processes()[r].hostname == my_machine;
+      pieced_bytes[r] = r == launch_->rank()
+                            ? 0
+                            : options_.mpi_pieced_bytes.value_or(
+                                  one_copy ? 0 : kDefaultMpiPiecedBytes);
     }
+    mpi_pieced_bytes_ = pieced_bytes;
     transports_.push_back(
         MakeMpiTransport(this, *processes_, std::move(pieced_bytes)));
     remote_transport_ = transports_.back().get();

@@ -58,6 +58,11 @@ class RuntimeImpl : public TransportHost {
   // Checked mode's race detector, or null when checked mode is off.
   RaceChecker* race_checker() const { return race_checker_.get(); }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
+  int64_t mpi_pieced_bytes(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(mpi_pieced_bytes_.size())
+               ? mpi_pieced_bytes_[rank]
+               : 0;
+  }
 
   // The transport that reaches `global_device`.
   Transport* TransportTo(int global_device) const {
@@ -176,6 +181,8 @@ class RuntimeImpl : public TransportHost {
   DmaMode dma_mode_ = DmaMode::kAsync;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
+  // Per process: puts above 60 KiB and up to this size leave in pieces.
+  std::vector<int64_t> mpi_pieced_bytes_;
   bool shut_down_ = false;
   std::unique_ptr<ProcessGroup> processes_;
   std::unique_ptr<HostTopology> topology_;

@@ -19,6 +19,14 @@ namespace meshdma::dma_internal {
 // peer was lost earlier in this process.
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
 
+// Whether this MPI moves a message between two processes of one machine
+// through shared memory, read from its control variables (MPI_T): false when
+// Open MPI's `btl` list leaves out its shared-memory component (`vader`, or
+// `sm` from Open MPI 5) while its `pml` is not UCX, or MPICH's
+// `MPIR_CVAR_NOLOCAL` is set; true otherwise, and for MPIs that expose
+// neither. After `ConnectMpiProcesses`.
+bool MpiUsesSharedMemoryWithinMachine();
+
 // The transport to devices of other hosts, on a duplicate of `processes`'s
 // communicator (collective). `processes` must come from
 // `ConnectMpiProcesses` and outlive the transport. `pieced_bytes[r]`: puts to

@@ -9,9 +9,14 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
@@ -48,7 +53,84 @@ void FinalizeMpiAtExit() {
   if (!finalized) MPI_Finalize();
 }
 
+// The value of the string control variable `name`, or nullopt when this MPI
+// has none.
+std::optional<std::string> ReadStringCvar(absl::string_view name) {
+  int count = 0;
+  if (MPI_T_cvar_get_num(&count) != MPI_SUCCESS) return std::nullopt;
+  for (int i = 0; i < count; ++i) {
+    char cvar[256];
+    int cvar_len = sizeof(cvar), verbosity = 0, binding = 0, scope = 0;
+    MPI_Datatype type;
+    MPI_T_enum enumtype;
+    int desc_len = 0;  // The description is not needed.
+    if (MPI_T_cvar_get_info(i, cvar, &cvar_len, &verbosity, &type, &enumtype,
+                            nullptr, &desc_len, &binding,
+                            &scope) != MPI_SUCCESS ||
+        name != cvar || (type != MPI_CHAR && type != MPI_INT)) {
+      continue;
+    }
+    MPI_T_cvar_handle handle;
+    int elements = 0;
+    if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &elements) !=
+        MPI_SUCCESS) {
+      return std::nullopt;
+    }
+    std::string value;
+    if (type == MPI_INT) {
+      int v = 0;
+      if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) value = absl::StrCat(v);
+    } else {
+      std::vector<char> buffer(std::max(elements, 1) + 1, '\0');
+      if (MPI_T_cvar_read(handle, buffer.data()) == MPI_SUCCESS) {
+        value = buffer.data();
+      }
+    }
+    MPI_T_cvar_handle_free(&handle);
+    return value;
+  }
+  return std::nullopt;
+}
+
+// Whether Open MPI's component selection `list` ("a,b" includes, "^a,b"
+// excludes; empty keeps everything) keeps the component known by any of
+// `names`.
+bool Selects(absl::string_view list,
+             std::initializer_list<absl::string_view> names) {
+  const bool exclude = absl::StartsWith(list, "^");
+  if (exclude) list.remove_prefix(1);
+  std::vector<absl::string_view> listed_names =
+      absl::StrSplit(list, ',', absl::SkipWhitespace());
+  if (listed_names.empty()) return true;
+  bool listed = false;
+  for (absl::string_view name : names) {
+    listed = listed || std::find(listed_names.begin(), listed_names.end(),
+                                 name) != listed_names.end();
+  }
+  return listed != exclude;
+}
+
 }  // namespace
+
+bool MpiUsesSharedMemoryWithinMachine() {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    return true;
+  }
+  bool shared = true;
+  if (std::optional<std::string> nolocal =
+          ReadStringCvar("MPIR_CVAR_NOLOCAL")) {
+    shared = *nolocal == "0" || nolocal->empty();  // MPICH.
+  } else if (std::optional<std::string> btl = ReadStringCvar("btl")) {
+    // Open MPI: the BTLs matter only under its ob1 PML; UCX brings its own
+    // shared memory.
+    const std::optional<std::string> pml = ReadStringCvar("pml");
+    const bool ucx_pml = pml.has_value() && *pml == "ucx";
+    shared = ucx_pml || Selects(*btl, {"vader", "sm"});
+  }
+  MPI_T_finalize();
+  return shared;
+}
 
 void MarkMpiPeersLost(const std::string& reason) {
   std::lock_guard<std::mutex> lock(g_lost_mu);
