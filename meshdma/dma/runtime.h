@@ -69,8 +69,10 @@ inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 // Overrides mpi_pieced_bytes.
 inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
-// The default of mpi_pieced_bytes towards processes on other machines.
-inline constexpr int64_t kDefaultMpiPiecedBytes = 256 << 10;
+// The default of mpi_pieced_bytes towards processes on other machines:
+// 256 KiB of data plus room for a small header in front of it (a collective
+// channel's row of 256 KiB carries one).
+inline constexpr int64_t kDefaultMpiPiecedBytes = (256 + 4) << 10;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
@@ -110,7 +112,7 @@ struct RuntimeOptions {
   // receiver's semaphore as each is written, instead of a header and a
   // payload whose receive is posted when the header arrives (a rendezvous
   // that costs a round trip over TCP). 0: never. Unset:
-  // MESHDMA_MPI_PIECED_BYTES, else 256 KiB, but 0 towards processes on this
+  // MESHDMA_MPI_PIECED_BYTES, else 260 KiB, but 0 towards processes on this
   // machine (simulated or forced hosts) when MPI moves a large message
   // between them through shared memory in one copy, which it does unless its
   // settings leave only the network (for example Open MPI's
