@@ -113,22 +113,27 @@ bool Selects(absl::string_view list,
 }  // namespace
 
 bool MpiUsesSharedMemoryWithinMachine() {
-  int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+  // Read once per process: the settings cannot change under a running MPI.
+  // The tool interface stays initialised: MPICH 4.0 crashes in
+  // MPI_T_cvar_get_num after MPI_T_finalize and a second MPI_T_init_thread.
+  static const bool shared = [] {
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      return true;
+    }
+    if (std::optional<std::string> nolocal =
+            ReadStringCvar("MPIR_CVAR_NOLOCAL")) {
+      return *nolocal == "0" || nolocal->empty();  // MPICH.
+    }
+    if (std::optional<std::string> btl = ReadStringCvar("btl")) {
+      // Open MPI: the BTLs matter only under its ob1 PML; UCX brings its own
+      // shared memory.
+      const std::optional<std::string> pml = ReadStringCvar("pml");
+      const bool ucx_pml = pml.has_value() && *pml == "ucx";
+      return ucx_pml || Selects(*btl, {"vader", "sm"});
+    }
     return true;
-  }
-  bool shared = true;
-  if (std::optional<std::string> nolocal =
-          ReadStringCvar("MPIR_CVAR_NOLOCAL")) {
-    shared = *nolocal == "0" || nolocal->empty();  // MPICH.
-  } else if (std::optional<std::string> btl = ReadStringCvar("btl")) {
-    // Open MPI: the BTLs matter only under its ob1 PML; UCX brings its own
-    // shared memory.
-    const std::optional<std::string> pml = ReadStringCvar("pml");
-    const bool ucx_pml = pml.has_value() && *pml == "ucx";
-    shared = ucx_pml || Selects(*btl, {"vader", "sm"});
-  }
-  MPI_T_finalize();
+  }();
   return shared;
 }
 
