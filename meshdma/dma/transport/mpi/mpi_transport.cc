@@ -649,15 +649,13 @@ bool MpiTransport::PollIncoming() {
   // being handled is not re-posted yet, so do not poll again from inside.
   if (handling_) return false;
   handling_ = true;
-  // One message per poll: testing the next receive after a message would,
-  // when nothing more has come, run a round of MPI progress (a poll(2) of
-  // every socket over TCP) that the waiter who got its message never needs.
-  // Whoever still waits polls again at once.
-  PostedReceive& head = posted_[next_posted_];
-  int done = 0;
-  MPI_Status status;
-  MPI_Test(&head.request, &done, &status);
-  if (done) {
+  bool any = false;
+  for (int i = 0; i < kPostedReceives; ++i) {
+    PostedReceive& head = posted_[next_posted_];
+    int done = 0;
+    MPI_Status status;
+    MPI_Test(&head.request, &done, &status);
+    if (!done) break;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     HandleMessage(std::span<const std::byte>(head.buffer.data(),
@@ -665,9 +663,10 @@ bool MpiTransport::PollIncoming() {
                   status.MPI_SOURCE);
     MPI_Start(&head.request);
     next_posted_ = (next_posted_ + 1) % kPostedReceives;
+    any = true;
   }
   handling_ = false;
-  return done != 0;
+  return any;
 }
 
 bool MpiTransport::TestPending() {
