@@ -69,9 +69,10 @@ inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
 inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
 // Overrides mpi_pieced_bytes.
 inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
-// The default of mpi_pieced_bytes towards processes on other machines:
-// 256 KiB of data plus room for a small header in front of it (a collective
-// channel's row of 256 KiB carries one).
+// The default of mpi_pieced_bytes towards processes that MPI reaches over
+// the network (on other machines, or on this one when MPI's settings leave
+// it no shared memory): 256 KiB of data plus room for a small header in
+// front of it (a collective channel's row of 256 KiB carries one).
 inline constexpr int64_t kDefaultMpiPiecedBytes = (256 + 4) << 10;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
