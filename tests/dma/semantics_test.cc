@@ -245,13 +245,14 @@ int64_t* Element(const ArrayRef& a, int64_t r, int64_t c, int64_t k) {
          k * a.strides()[2];
 }
 
-// §3 on the remote path with payloads beyond one inline message (195 KiB;
-// a 130 x 64 plane exceeds one, so puts in pieces cut its rows): 3-D blocks
-// strided on either side, on both, or on neither, against a naive loop over
-// the block's coordinates.
+// §3 on the remote path with payloads beyond one inline message (195 and
+// 225 KiB): 3-D blocks strided on either side, on both, or on neither,
+// against a naive loop over the block's coordinates. A block of 130 of 150
+// columns cuts puts in pieces along its rows; a block of all 150 columns
+// has its outer two dimensions at one stride in both views (as the heads
+// and pages of a KV cache are), which puts in pieces merge and cut as one.
 TEST_P(SemanticsTest, RemoteLargeStridedBlockCopy) {
-  constexpr int64_t kRows = 3, kCols = 130, kDepth = 64;
-  const int64_t sizes[] = {kRows, kCols, kDepth};
+  constexpr int64_t kRows = 3, kDepth = 64;
   absl::Status s = Run([&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
     const int left = (me + n_ - 1) % n_;
@@ -259,58 +260,69 @@ TEST_P(SemanticsTest, RemoteLargeStridedBlockCopy) {
     MESHDMA_ASSIGN_OR_RETURN(auto wide_src,
                              AllocateSymmetric<int64_t>({4, 150, 96}));
     MESHDMA_ASSIGN_OR_RETURN(auto wide_dst,
-                             AllocateSymmetric<int64_t>({5, 160, 100}));
-    MESHDMA_ASSIGN_OR_RETURN(
-        auto packed_src, AllocateSymmetric<int64_t>({kRows, kCols, kDepth}));
-    MESHDMA_ASSIGN_OR_RETURN(
-        auto packed_dst, AllocateSymmetric<int64_t>({kRows, kCols, kDepth}));
-    const int64_t src_start[] = {1, 10, 8}, dst_start[] = {2, 20, 30};
-    MESHDMA_ASSIGN_OR_RETURN(auto strided_src,
-                             wide_src.Block(src_start, sizes));
-    MESHDMA_ASSIGN_OR_RETURN(auto strided_dst,
-                             wide_dst.Block(dst_start, sizes));
+                             AllocateSymmetric<int64_t>({5, 150, 100}));
     // The value the block's element (r, c, k) carries from device `from`.
     auto value = [](int from, int64_t r, int64_t c, int64_t k) {
       return from * 10000000 + (r * 1000 + c) * 100 + k;
     };
-    for (int strided_mask = 0; strided_mask < 4; ++strided_mask) {
-      const bool src_strided = strided_mask & 1, dst_strided = strided_mask & 2;
-      const ArrayRef& src = src_strided ? strided_src : packed_src;
-      const ArrayRef& dst = dst_strided ? strided_dst : packed_dst;
-      for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t c = 0; c < kCols; ++c)
-          for (int64_t k = 0; k < kDepth; ++k)
-            *Element(src, r, c, k) = value(me, r, c, k);
-      std::fill_n(wide_dst.data_as<int64_t>(), wide_dst.num_elements(), -1);
-      std::fill_n(packed_dst.data_as<int64_t>(), packed_dst.num_elements(), -1);
-      MESHDMA_RETURN_IF_ERROR(device_barrier());
-      MESHDMA_RETURN_IF_ERROR(
-          RunKernel({.name = "large_blocks"}, [&]() -> absl::Status {
-            MESHDMA_ASSIGN_OR_RETURN(auto send,
-                                     AllocateSemaphore(SemaphoreType::kDma));
-            MESHDMA_ASSIGN_OR_RETURN(auto recv,
-                                     AllocateSemaphore(SemaphoreType::kDma));
-            auto copy =
-                make_async_remote_copy(src, dst, send, recv, (me + 1) % n_);
-            MESHDMA_RETURN_IF_ERROR(copy.start());
-            return copy.wait();
-          }));
-      int64_t wrong = 0, outside = 0;
-      for (int64_t r = 0; r < kRows; ++r)
-        for (int64_t c = 0; c < kCols; ++c)
-          for (int64_t k = 0; k < kDepth; ++k)
-            wrong += *Element(dst, r, c, k) != value(left, r, c, k);
-      if (dst_strided) {
-        // Everything around the block is as it was.
-        for (int64_t i = 0; i < wide_dst.num_elements(); ++i)
-          outside += wide_dst.data_as<int64_t>()[i] == -1;
-        EXPECT_EQ(outside, wide_dst.num_elements() - kRows * kCols * kDepth)
-            << "device " << me << ", strided source " << src_strided;
+    for (const int64_t cols : {130, 150}) {
+      const int64_t sizes[] = {kRows, cols, kDepth};
+      const int64_t src_start[] = {1, 150 - cols, 8},
+                    dst_start[] = {2, 150 - cols, 30};
+      MESHDMA_ASSIGN_OR_RETURN(auto strided_src,
+                               wide_src.Block(src_start, sizes));
+      MESHDMA_ASSIGN_OR_RETURN(auto strided_dst,
+                               wide_dst.Block(dst_start, sizes));
+      for (int strided_mask = 0; strided_mask < 4; ++strided_mask) {
+        const bool src_strided = strided_mask & 1,
+                   dst_strided = strided_mask & 2;
+        MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
+          MESHDMA_ASSIGN_OR_RETURN(auto packed_src, AllocateSymmetric<int64_t>(
+                                                        {kRows, cols, kDepth}));
+          MESHDMA_ASSIGN_OR_RETURN(auto packed_dst, AllocateSymmetric<int64_t>(
+                                                        {kRows, cols, kDepth}));
+          const ArrayRef& src = src_strided ? strided_src : packed_src;
+          const ArrayRef& dst = dst_strided ? strided_dst : packed_dst;
+          for (int64_t r = 0; r < kRows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+              for (int64_t k = 0; k < kDepth; ++k)
+                *Element(src, r, c, k) = value(me, r, c, k);
+          std::fill_n(wide_dst.data_as<int64_t>(), wide_dst.num_elements(), -1);
+          std::fill_n(packed_dst.data_as<int64_t>(), packed_dst.num_elements(),
+                      -1);
+          MESHDMA_RETURN_IF_ERROR(device_barrier());
+          MESHDMA_RETURN_IF_ERROR(
+              RunKernel({.name = "large_blocks"}, [&]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(
+                    auto send, AllocateSemaphore(SemaphoreType::kDma));
+                MESHDMA_ASSIGN_OR_RETURN(
+                    auto recv, AllocateSemaphore(SemaphoreType::kDma));
+                auto copy =
+                    make_async_remote_copy(src, dst, send, recv, (me + 1) % n_);
+                MESHDMA_RETURN_IF_ERROR(copy.start());
+                return copy.wait();
+              }));
+          int64_t wrong = 0, outside = 0;
+          for (int64_t r = 0; r < kRows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+              for (int64_t k = 0; k < kDepth; ++k)
+                wrong += *Element(dst, r, c, k) != value(left, r, c, k);
+          const std::string what = absl::StrCat(
+              "device ", me, ", ", cols, " columns, strided source ",
+              src_strided, ", strided destination ", dst_strided);
+          if (dst_strided) {
+            // Everything around the block is as it was.
+            for (int64_t i = 0; i < wide_dst.num_elements(); ++i)
+              outside += wide_dst.data_as<int64_t>()[i] == -1;
+            EXPECT_EQ(outside, wide_dst.num_elements() - kRows * cols * kDepth)
+                << what;
+          }
+          EXPECT_EQ(wrong, 0) << what;
+          // The packed destination is refilled by the next round: nobody may
+          // still be writing it.
+          return device_barrier();
+        }));
       }
-      EXPECT_EQ(wrong, 0) << "device " << me << ", strided source "
-                          << src_strided << ", strided destination "
-                          << dst_strided;
-      MESHDMA_RETURN_IF_ERROR(device_barrier());
     }
     return absl::OkStatus();
   });

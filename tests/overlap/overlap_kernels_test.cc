@@ -239,8 +239,9 @@ TEST_P(KvTransferTest, DecodeSeesThePrefillCache) {
                         .head_dim = d,
                         .page_size = ps,
                         .total_pages = total_pages};
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
     return KvTransfer(
-        seq, table, o,
+        seq, table, cache, o,
         [&](int l, const ArrayRef& k, const ArrayRef& v) {
           for (int kv = 0; kv < 2; ++kv) {
             float* dst = (kv == 0 ? k : v).data_as<float>();
@@ -295,6 +296,110 @@ TEST_P(KvTransferTest, DecodeSeesThePrefillCache) {
       want.insert(want.end(), o.begin(), o.end());
     }
     EXPECT_LT(MaxAbsDiff(got[me], want), 1e-5) << "decode device " << me;
+  }
+}
+
+// The cache belongs to the caller: a second prompt into other pages leaves
+// the first prompt's pages as they were, and both are there after the
+// transfers return.
+TEST(KvTransferCacheTest, OutlivesTheTransfer) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
+  const int64_t hkv = 2, d = 8, ps = 4, seq = 7;
+  const KvTransferOptions o{.num_layers = 2,
+                            .num_kv_heads = hkv,
+                            .head_dim = d,
+                            .page_size = ps,
+                            .total_pages = 5};
+  // Two prompts of 2 pages each, in disjoint pages of one cache.
+  const std::vector<int32_t> tables[2] = {{4, 1}, {0, 3}};
+  std::vector<int64_t> wrong(mesh.size(), -1);
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int pair, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    for (int prompt = 0; prompt < 2; ++prompt) {
+      MESHDMA_RETURN_IF_ERROR(KvTransfer(
+          seq, tables[prompt], cache, o,
+          [&](int l, const ArrayRef& k, const ArrayRef& v) {
+            for (int kv = 0; kv < 2; ++kv) {
+              float* dst = (kv == 0 ? k : v).data_as<float>();
+              for (int64_t i = 0; i < hkv * seq * d; ++i)
+                dst[i] = KvValue(l, 10 * prompt + pair, kv, 0, 0, i);
+            }
+            return absl::OkStatus();
+          },
+          [](int, const ArrayRef&, const ArrayRef&) {
+            return absl::OkStatus();
+          }));
+    }
+    if (role != 1) return absl::OkStatus();
+    // Every row of both prompts, read after both transfers have returned.
+    const float* c = cache.data_as<float>();
+    wrong[me] = 0;
+    for (int prompt = 0; prompt < 2; ++prompt)
+      for (int l = 0; l < o.num_layers; ++l)
+        for (int kv = 0; kv < 2; ++kv)
+          for (int64_t hh = 0; hh < hkv; ++hh)
+            for (int64_t t = 0; t < seq; ++t)
+              for (int64_t i = 0; i < d; ++i) {
+                const int64_t page = tables[prompt][t / ps];
+                const int64_t at =
+                    ((((l * 2 + kv) * hkv + hh) * o.total_pages + page) * ps +
+                     t % ps) *
+                        d +
+                    i;
+                wrong[me] += c[at] != KvValue(l, 10 * prompt + pair, kv, 0, 0,
+                                              (hh * seq + t) * d + i);
+              }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int me = 0; me < mesh.size(); ++me) {
+    const auto coords = *mesh.Coords(me);
+    if (coords[0] == 1 && wrong[me] >= 0) {
+      EXPECT_EQ(wrong[me], 0) << "decode device " << me;
+    }
+  }
+}
+
+// A cache that does not match the options, or that lives outside the
+// symmetric heap, is rejected on every device before anything moves.
+TEST(KvTransferCacheTest, RejectsACacheThatDoesNotMatch) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
+  const KvTransferOptions o{.num_layers = 2,
+                            .num_kv_heads = 2,
+                            .head_dim = 8,
+                            .page_size = 4,
+                            .total_pages = 5};
+  const std::vector<int32_t> table = {4, 1};
+  const auto nothing = [](int, const ArrayRef&, const ArrayRef&) {
+    return absl::OkStatus();
+  };
+  for (const bool symmetric : {true, false}) {
+    SCOPED_TRACE(symmetric ? "wrong shape" : "not symmetric");
+    absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+      KvTransferOptions bigger = o;
+      bigger.total_pages = 6;
+      std::vector<float> local(2 * 2 * 2 * 5 * 4 * 8);
+      MESHDMA_ASSIGN_OR_RETURN(
+          ArrayRef cache,
+          symmetric
+              ? AllocateKvCache(bigger)
+              : ArrayRef::FromPointer(local.data(), DType::kF32,
+                                      std::vector<int64_t>{2, 2, 2, 5, 4, 8}));
+      return KvTransfer(7, table, cache, o, nothing, nothing);
+    });
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("f32[2,2,2,5,4,8]"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(symmetric ? "f32[2,2,2,6,4,8]"
+                                         : "outside the symmetric heap"),
+              std::string::npos)
+        << s;
   }
 }
 

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -16,8 +18,21 @@
 
 namespace meshdma {
 
+namespace {
+
+std::vector<int64_t> KvCacheShape(const KvTransferOptions& o) {
+  return {o.num_layers,  2,           o.num_kv_heads,
+          o.total_pages, o.page_size, o.head_dim};
+}
+
+}  // namespace
+
+absl::StatusOr<ArrayRef> AllocateKvCache(const KvTransferOptions& options) {
+  return AllocateSymmetric<float>(KvCacheShape(options));
+}
+
 absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
-                        const KvTransferOptions& o,
+                        const ArrayRef& cache, const KvTransferOptions& o,
                         const PrefillLayerFn& prefill,
                         const DecodeLayerFn& decode) {
   auto err = [](auto&&... parts) {
@@ -43,6 +58,17 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
                " pages per layer; the prompt of ", seq_len, " tokens needs ",
                pages, " pages of ", ps);
   }
+  const std::vector<int64_t> cache_shape = KvCacheShape(o);
+  if (cache.dtype() != DType::kF32 ||
+      !std::ranges::equal(cache.shape(), cache_shape) ||
+      !cache.is_contiguous() || !cache.is_symmetric()) {
+    return err("the cache is ", cache.ToString(),
+               cache.is_symmetric() ? "" : " outside the symmetric heap",
+               "; the options need a contiguous symmetric f32[",
+               absl::StrJoin(cache_shape, ","),
+               "] (num_layers, key/value, num_kv_heads, total_pages, "
+               "page_size, head_dim), as AllocateKvCache gives");
+  }
   const bool is_decode = role == 1;
   if (is_decode) {
     if (static_cast<int64_t>(block_table.size()) != pages) {
@@ -66,9 +92,6 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
        .collective_id = std::nullopt},
       [&]() -> absl::Status {
         // Symmetric allocations, the same sequence on both roles.
-        MESHDMA_ASSIGN_OR_RETURN(
-            ArrayRef cache,
-            AllocateSymmetric<float>({layers, 2, hkv, o.total_pages, ps, d}));
         MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
                                  AllocateSymmetric<int32_t>({pages}));
         MESHDMA_ASSIGN_OR_RETURN(

@@ -11,11 +11,14 @@
 // prefill devices with n decode devices (threads of one process, or ranks on
 // different hosts under mpirun).
 //
-// The decode cache (symmetric, per decode device, allocated by the kernel):
-// f32 [num_layers, 2 (key, value), num_kv_heads, total_pages, page_size,
-// head_dim]; for one layer, key_cache and value_cache are
-// [num_kv_heads, total_pages, page_size, head_dim], the layout of
-// kernels/ops/paged_attention.h.
+// The decode cache belongs to the caller, so that it outlives the transfer
+// (decode keeps attending over it, and pages of other sequences stay): f32
+// [num_layers, 2 (key, value), num_kv_heads, total_pages, page_size,
+// head_dim], a symmetric allocation that every device of the mesh makes
+// (`AllocateKvCache`, in the same sequence of allocations on both roles).
+// For one layer, key_cache and value_cache are [num_kv_heads, total_pages,
+// page_size, head_dim], the layout of kernels/ops/paged_attention.h.
+// KvTransfer writes the prompt's pages and nothing else of it.
 //
 // Protocol, per decode/prefill pair:
 //   1. The decode device chose the pages of the sequence (its block table,
@@ -68,11 +71,18 @@ using PrefillLayerFn = std::function<absl::Status(int layer, const ArrayRef& k,
 using DecodeLayerFn = std::function<absl::Status(
     int layer, const ArrayRef& key_cache, const ArrayRef& value_cache)>;
 
-// Called by every device of the current mesh. `block_table` (ceil(seq_len /
-// page_size) entries, distinct, < total_pages) is read on decode devices
-// only; `prefill` runs on prefill devices, `decode` on decode devices.
+// The decode cache for `options` (see above): a zero-initialised symmetric
+// allocation in the innermost open scope (a kernel, `run_scoped`, or the
+// Run), made by every device of the mesh.
+absl::StatusOr<ArrayRef> AllocateKvCache(const KvTransferOptions& options);
+
+// Called by every device of the current mesh. `cache` is this device's
+// decode cache (`AllocateKvCache`), of the shape `options` describes;
+// `block_table` (ceil(seq_len / page_size) entries, distinct, < total_pages)
+// is read on decode devices only; `prefill` runs on prefill devices,
+// `decode` on decode devices.
 absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
-                        const KvTransferOptions& options,
+                        const ArrayRef& cache, const KvTransferOptions& options,
                         const PrefillLayerFn& prefill,
                         const DecodeLayerFn& decode);
 

@@ -53,6 +53,38 @@ ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
   return p;
 }
 
+// `src` and `dst` (same shape) with dimensions of size 1 dropped and
+// neighbours that both views pack at one stride merged, so that a copy of
+// them is cut where their memory really breaks (the keys and values of every
+// head of a KV page are one dimension, say).
+void MergeDimensions(ViewLayout& src, ViewLayout& dst) {
+  int rank = 0;
+  for (int d = 0; d < src.rank; ++d) {
+    if (src.shape[d] == 1) continue;
+    const bool merges =
+        rank > 0 &&
+        src.byte_strides[rank - 1] == src.shape[d] * src.byte_strides[d] &&
+        dst.byte_strides[rank - 1] == src.shape[d] * dst.byte_strides[d];
+    if (merges) {
+      src.shape[rank - 1] *= src.shape[d];
+      src.byte_strides[rank - 1] = src.byte_strides[d];
+      dst.byte_strides[rank - 1] = dst.byte_strides[d];
+    } else {
+      src.shape[rank] = src.shape[d];
+      src.byte_strides[rank] = src.byte_strides[d];
+      dst.byte_strides[rank] = dst.byte_strides[d];
+      ++rank;
+    }
+  }
+  if (rank == 0) {  // A single element.
+    src.shape[0] = 1;
+    src.byte_strides[0] = dst.byte_strides[0] = 1;
+    rank = 1;
+  }
+  src.rank = dst.rank = rank;
+  dst.shape = src.shape;
+}
+
 // An MPI datatype, built of MPI_BYTEs, that reads or writes the bytes of a
 // strided view `v` in place, so that MPI moves them without a packed copy on
 // either side. MPI_DATATYPE_NULL when the caller must pack instead: the view
@@ -321,7 +353,8 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
 
 void MpiTransport::PutInPieces(int dest_rank, const Header& header,
                                std::unique_ptr<DmaOp> op) {
-  const ViewLayout src = op->src_layout, dst = op->dst_layout;
+  ViewLayout src = op->src_layout, dst = op->dst_layout;
+  MergeDimensions(src, dst);
   const int64_t elem_bytes = op->elem_bytes;
   // `cut` is the innermost dimension that, with everything inside it
   // (`inner` bytes per index), exceeds a message: each piece is one index of
