@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -139,6 +140,24 @@ MPI_Datatype StridedDatatype(const ViewLayout& v, int64_t elem_bytes,
   return type;
 }
 
+// Bytes that are written in full before anything reads them: allocated
+// without the zero fill of a std::vector, which would write every byte of
+// every message twice.
+class ByteBuffer {
+ public:
+  void Resize(size_t bytes) {
+    data_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    size_ = bytes;
+  }
+  std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 // The fixed part of every message (56 bytes). What follows it, in order:
@@ -161,9 +180,9 @@ struct MpiTransport::Header {
 };
 
 struct MpiTransport::PendingSend {
-  std::vector<std::byte> message;  // Header and inline payload.
-  std::vector<std::byte> packed;   // A strided source, gathered.
-  std::unique_ptr<DmaOp> op;       // Non-inline puts: completes with the send.
+  ByteBuffer message;         // Header and inline payload.
+  ByteBuffer packed;          // A strided source, gathered.
+  std::unique_ptr<DmaOp> op;  // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
   int dest = -1;
   // Counted in `pending_`: a non-inline put, whose issuer waits for the send
@@ -173,8 +192,8 @@ struct MpiTransport::PendingSend {
 
 struct MpiTransport::PendingRecv {
   std::vector<MPI_Request> requests;
-  std::vector<std::byte> staging;  // Non-contiguous destinations only.
-  Header header;                   // Checked mode: reported on arrival.
+  ByteBuffer staging;  // Non-contiguous destinations only.
+  Header header;       // Checked mode: reported on arrival.
   std::vector<uint32_t> check_clock;
   std::byte* dst = nullptr;
   ViewLayout dst_layout;
@@ -230,7 +249,7 @@ void MpiTransport::Send(int dest_rank, const Header& header,
   }
   auto send = std::make_unique<PendingSend>();
   send->dest = dest_rank;
-  send->message.resize(sizeof(Header) + layout_bytes + clock_bytes +
+  send->message.Resize(sizeof(Header) + layout_bytes + clock_bytes +
                        inline_payload.bytes);
   Header h = header;
   h.has_layout = layout != nullptr ? 1 : 0;
@@ -268,7 +287,7 @@ void MpiTransport::Send(int dest_rank, const Header& header,
       } else {
         const std::byte* payload = op->src;
         if (!IsPacked(op->src_layout, op->elem_bytes)) {
-          send->packed.resize(op->event.bytes);
+          send->packed.Resize(op->event.bytes);
           CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
                    op->elem_bytes)
               .CopyAll(op->src, send->packed.data());
@@ -662,7 +681,7 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   } else {
     std::byte* landing = recv->dst;
     if (!IsPacked(dst_layout, h.elem_bytes)) {
-      recv->staging.resize(h.value);
+      recv->staging.Resize(h.value);
       landing = recv->staging.data();
     }
     for (int64_t off = 0; off < h.value; off += kMaxPiece) {
