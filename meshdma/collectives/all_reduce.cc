@@ -168,6 +168,40 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
+// A small all-reduce of a group spread evenly over hosts, several members
+// on each, over two channels:
+//   step 1: all-reduce my input over my host's channel (stores through
+//           shared memory) into `out`: every member of a host holds the same
+//           host total;
+//   step 2: all-reduce that in place over my lane's channel (the members
+//           with my local index on every host): one row to each other host,
+//           instead of one to each of its members as a flat one-shot sends;
+//   step 3: kMean: divide by the group size (steps 1 and 2 sum).
+// Every member gets the same bits: each host's total is reduced in host
+// order, then the hosts' totals in lane order.
+template <typename T>
+absl::Status ChannelReduceByHosts(
+    absl::string_view name, const Group& g,
+    const collectives_internal::HostLayout& layout, ReduceOp op,
+    const ArrayRef& in, const ArrayRef& out, int64_t signature) {
+  const ReduceOp phase_op = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  const Group host = layout.Host(g), lane = layout.Lane(g);
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
+      name, host, phase_op, signature,
+      [&](int) { return std::pair(in.data(), in.size_bytes()); },
+      in.data_as<const T>(), out));
+  if (RaceCheckingEnabled()) AnnotateRead(out, "channel staging read");
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
+      name, lane, phase_op, signature,
+      [&](int) { return std::pair(out.data(), out.size_bytes()); },
+      out.data_as<const T>(), out));
+  if (op == ReduceOp::kMean) {
+    collectives_internal::DivideArray(out.data_as<T>(), out.num_elements(),
+                                      g.size());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
@@ -212,8 +246,29 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   absl::Status status;
   const bool channel = collectives_internal::Channel::TakesReduction(
       g, options, algorithm, in.size_bytes(), in.size_bytes() * (g.size() - 1));
+  // Over hosts' and lanes' channels: kAuto's small calls of a group spread
+  // evenly over hosts with several members on each, when both channels take
+  // the rows.
+  bool by_hosts = false;
+  if (channel && options.algorithm == CollectiveAlgorithm::kAuto &&
+      g.size() > 2 && collectives_internal::SpansHosts(g)) {
+    MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
+    by_hosts =
+        layout.Applies() && layout.per_host > 1 &&
+        collectives_internal::Channel::Fits(layout.Host(g), in.size_bytes()) &&
+        collectives_internal::Channel::Fits(layout.Lane(g), in.size_bytes());
+  }
   auto run = [&](auto zero) {
     using T = decltype(zero);
+    if (by_hosts) {
+      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
+      status = ChannelReduceByHosts<T>(
+          name, g, layout, op, in, out,
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+              in.num_elements(), static_cast<int>(op), &output));
+      return;
+    }
     if (channel) {
       // Small: every member gets my whole input over the group's channel.
       if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");

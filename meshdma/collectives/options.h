@@ -40,7 +40,12 @@ enum class CollectiveAlgorithm {
   // is symmetric, else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
   // kBidirectionalRing on more (across hosts, the channel within the
-  // limits told at kChannelMaxBlockBytesAcrossHosts). `all_gather`: kDirect
+  // limits told at kChannelMaxBlockBytesAcrossHosts). A `psum` through the
+  // channel, of at most kChannelMaxBlockBytes, of a group spread evenly over
+  // hosts with several of its devices on each, goes through each host's
+  // channel and then each lane's (as kHierarchical's sub-groups): one row
+  // to each other host instead of one to each of its devices. `all_gather`:
+  // kDirect
   // when every member is addressable, else kHierarchical on such groups,
   // else kRing. `all_to_all`: one DMA push per peer (kHierarchical only on
   // request). `ppermute`: one DMA per pair.
