@@ -130,15 +130,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           return collectives_internal::HierarchicalAllGather(g, layout, in,
                                                              out);
         }
-        // Step 0: my own block, unless the input already is it.
-        const ArrayRef mine =
-            collectives_internal::Range(out, g.index * count, count);
-        if (count > 0) {
-          collectives_internal::LocalCopy(in, mine);
-        }
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;
-        // Steps 1..n-1: the ring, sending my block from `in` (single copy).
+        // The ring, sending my block from `in` (single copy); it copies my
+        // block into `out` while its first sends travel.
         MESHDMA_ASSIGN_OR_RETURN(
             collectives_internal::AllGatherState state,
             collectives_internal::AllocateAllGather(g, lanes));

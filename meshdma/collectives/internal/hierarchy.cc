@@ -87,18 +87,14 @@ absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
       MESHDMA_ASSIGN_OR_RETURN(state, AllocateAllGather(host, 1));
     }
   }
-  // Step 1.
-  const ArrayRef mine = Range(output, g.index * count, count);
-  if (count > 0) {
-    LocalCopy(own, mine);
-  }
-  // Step 2.
+  // Steps 1 and 2: the lane's ring copies my block into `output` (at
+  // begins[my host] = g.index * count) while its first sends travel.
   std::vector<int64_t> begins(std::max(m, hosts)), lens(begins.size(), count);
   for (int k = 0; k < hosts; ++k) {
     begins[k] = layout.positions[k][layout.local] * count;
   }
   MESHDMA_RETURN_IF_ERROR(RingAllGather(
-      lane, mine, output, std::span<const int64_t>(begins.data(), hosts),
+      lane, own, output, std::span<const int64_t>(begins.data(), hosts),
       std::span<const int64_t>(lens.data(), hosts), lane_state));
   // Step 3.
   if (m == 1) return absl::OkStatus();

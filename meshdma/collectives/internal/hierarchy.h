@@ -241,7 +241,8 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
 // Hierarchical all-gather over `g` of `own` (count elements) into the 1-D
 // symmetric `output`, where group position p's block is [p*count,
 // (p+1)*count); with the caller at (host h, local index i):
-//   step 1: copy my block into place, unless `own` already is it;
+//   step 1: copy my block into place, unless `own` already is it (the
+//           lane's ring does, while its first sends travel);
 //   step 2: all-gather over my lane: blocks positions[*][i] arrive;
 //   step 3: for each host k, all-gather over my host the blocks
 //           positions[k][*] (one ring per host, the same on every host).

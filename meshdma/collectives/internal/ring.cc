@@ -39,7 +39,16 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
   const int n = g.size();
   const int r = g.index;
   const int L = static_cast<int>(lanes.size());
-  if (n == 1) return absl::OkStatus();
+  // My own block into its place in `output` (nothing to do when `own` is
+  // that block already): after step 0's sends have started, which read
+  // `own`, so that the copy runs while they travel.
+  auto copy_own = [&] {
+    if (lens[r] > 0) LocalCopy(own, Range(output, begins[r], lens[r]));
+  };
+  if (n == 1) {
+    copy_own();
+    return absl::OkStatus();
+  }
   // Lane l's part of block s (a ring position), as [begin, begin + len) of
   // `output`.
   auto part = [&](int s, int l, int64_t* begin, int64_t* len) {
@@ -74,6 +83,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                                       lane.recv_sems[k], g.Peer(d)));
       MESHDMA_RETURN_IF_ERROR(lane.sends.back().start());
     }
+    if (k == 0) copy_own();
   }
   for (AllGatherLane& lane : lanes) {
     for (AsyncCopyDescriptor& send : lane.sends) {

@@ -60,7 +60,8 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            AllGatherState& state, bool step0_sent = false);
 // The same with blocks anywhere in `output`: member i owns [begins[i],
 // begins[i] + lens[i]) (disjoint ranges, in any order); `own` holds lens[r]
-// elements.
+// elements, which both overloads copy into my block of `output` once step
+// 0's sends are under way (unless `own` is that block).
 absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                            const ArrayRef& output,
                            std::span<const int64_t> begins,
