@@ -44,11 +44,10 @@ enum class CollectiveAlgorithm {
   // channel, of at most kChannelMaxBlockBytes, of a group spread evenly over
   // hosts with several of its devices on each, goes through each host's
   // channel and then each lane's (as kHierarchical's sub-groups): one row
-  // to each other host instead of one to each of its devices. `all_gather`:
-  // kDirect
-  // when every member is addressable, else kHierarchical on such groups,
-  // else kRing. `all_to_all`: one DMA push per peer (kHierarchical only on
-  // request). `ppermute`: one DMA per pair.
+  // to each other host instead of one to each of its devices.
+  // `all_gather`: kDirect when every member is addressable, else
+  // kHierarchical on such groups, else kRing. `all_to_all`: one DMA push per
+  // peer (kHierarchical only on request). `ppermute`: one DMA per pair.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.
