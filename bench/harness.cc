@@ -566,9 +566,10 @@ void BenchContext::PrintHeader(const Row& first) {
       "MESHDMA_CHANNEL_PROTOCOL=dma forces DMA rows); all_reduce and "
       "reduce_scatter up to %lld B (across hosts: when the channel takes "
       "their rows and each device sends at most %lld B, or rows of up to "
-      "%lld B): one_shot (all_reduce of a group with several devices on "
-      "each of its hosts, up to %lld B: over each host's channel, then each "
-      "lane's); above it, with every peer addressable (one host, "
+      "%lld B; all_reduce of a group with several devices on each host: "
+      "not above %lld B): one_shot (such an all_reduce, up to %lld B: over "
+      "each host's channel, then each lane's); above it, with every peer "
+      "addressable (one host, "
       "symmetric input, checked mode off): direct; groups spread "
       "evenly over hosts: hierarchical; else ring (2 devices) or "
       "bidirectional_ring; all_to_all: direct (hierarchical on request)\n",
@@ -579,6 +580,7 @@ void BenchContext::PrintHeader(const Row& first) {
       static_cast<long long>(defaults.one_shot_max_bytes),
       static_cast<long long>(kChannelMaxBlockBytesAcrossHosts),
       static_cast<long long>(kChannelMinBlockBytesAcrossHosts),
+      static_cast<long long>(defaults.one_shot_max_bytes),
       static_cast<long long>(kChannelMaxBlockBytes));
   std::printf("#\n# Using devices\n");
   for (int g : mesh_.devices()) {

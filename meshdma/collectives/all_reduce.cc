@@ -244,8 +244,16 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), g.size(), options, name, even_hosts, direct);
   absl::Status status;
-  const bool channel = collectives_internal::Channel::TakesReduction(
-      g, options, algorithm, in.size_bytes(), in.size_bytes() * (g.size() - 1));
+  // kAuto's kHierarchical on hosts with several members each keeps its
+  // kernel rather than the flat channel that TakesReduction would allow
+  // between hosts: each of those rows crosses hosts, where the kernel sends
+  // one part per lane (2 simulated hosts x 2 processes, 32-64 KiB:
+  // BENCHMARKS.md).
+  const bool channel =
+      collectives_internal::Channel::TakesReduction(
+          g, options, algorithm, in.size_bytes(),
+          in.size_bytes() * (g.size() - 1)) &&
+      !(algorithm == CollectiveAlgorithm::kHierarchical && layout.per_host > 1);
   // Over hosts' and lanes' channels: kAuto's small calls of a group spread
   // evenly over hosts with several members on each, when both channels take
   // the rows.

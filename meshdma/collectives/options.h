@@ -40,7 +40,9 @@ enum class CollectiveAlgorithm {
   // is symmetric, else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
   // kBidirectionalRing on more (across hosts, the channel within the
-  // limits told at kChannelMaxBlockBytesAcrossHosts). A `psum` through the
+  // limits told at kChannelMaxBlockBytesAcrossHosts; a `psum` of a group
+  // with several devices on each host takes it only up to
+  // `one_shot_max_bytes`, kHierarchical's kernel above). A `psum` through the
   // channel, of at most kChannelMaxBlockBytes, of a group spread evenly over
   // hosts with several of its devices on each, goes through each host's
   // channel and then each lane's (as kHierarchical's sub-groups): one row
