@@ -572,7 +572,9 @@ void BenchContext::PrintHeader(const Row& first) {
       "addressable (one host, "
       "symmetric input, checked mode off): direct; groups spread "
       "evenly over hosts: hierarchical; else ring (2 devices) or "
-      "bidirectional_ring; all_to_all: direct (hierarchical on request)\n",
+      "bidirectional_ring; all_to_all above the channel: direct with every "
+      "peer addressable, else one DMA push per peer (hierarchical on "
+      "request)\n",
       static_cast<long long>(kChannelMaxBlockBytes),
       static_cast<long long>(kChannelMaxBlockBytesAcrossHosts),
       static_cast<long long>(kChannelSetBytesAcrossHosts /

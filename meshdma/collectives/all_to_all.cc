@@ -9,6 +9,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
@@ -102,6 +103,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     const int64_t c = out_of_dst.dim(concat_axis) / n;
     return *out_of_dst.Slice(concat_axis, src * c, c);
   };
+  // Member j's output, described by the same heap offset with j's shape.
+  auto output_of = [&](int j) -> absl::StatusOr<ArrayRef> {
+    const std::vector<int64_t> shape_j =
+        AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j);
+    return ArrayRef::Symmetric(output.data(), output.heap_offset(),
+                               output.dtype(), shape_j);
+  };
   using collectives_internal::Channel;
   if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
       concat_axis == 0 && input.is_contiguous() &&
@@ -152,11 +160,11 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   }
   // kHierarchical where requested, on groups that span several hosts with
   // the same number m > 1 of their devices each (with m == 1 it would be the
-  // direct kernel plus copies); elsewhere the direct kernel runs instead.
+  // push kernel plus copies); elsewhere the push kernel runs instead.
   // kAuto does not choose it: measured with meshdma-bench on 2 simulated
   // hosts x 2 processes (MPI between hosts over shared memory, and over
-  // TCP), it did not beat the direct kernel above the channel's sizes
-  // (128 KiB to 8 MiB per device, speed relative to direct: 0.4-1.1x over
+  // TCP), it did not beat the push kernel above the channel's sizes
+  // (128 KiB to 8 MiB per device, speed relative to pushes: 0.4-1.1x over
   // shared memory, 0.4-1.7x, median 0.75x, over TCP): its extra local
   // copies outweigh the m-1 messages per peer host it saves. It pays where
   // a message between hosts costs more than copying its bytes locally.
@@ -165,6 +173,14 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   if (options.algorithm == CollectiveAlgorithm::kHierarchical && n > 1) {
     MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
     hierarchical = layout.Applies() && layout.per_host > 1;
+  }
+  // Stores through peer views where every member is addressable (kAuto or
+  // kDirect; one host, checked mode off), else one DMA push per peer.
+  bool stores = false;
+  if (!hierarchical && n > 1 &&
+      (options.algorithm == CollectiveAlgorithm::kAuto ||
+       options.algorithm == CollectiveAlgorithm::kDirect)) {
+    MESHDMA_ASSIGN_OR_RETURN(stores, collectives_internal::DirectReaches(g));
   }
   // MESHDMA_DEBUG=INFO: each choice once per process and group size.
   MESHDMA_LOG_ONCE(
@@ -177,7 +193,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                          layout.per_host, "; ", layout.num_hosts - 1,
                          " DMA push(es) per device between hosts, direct: ",
                          layout.per_host * (layout.num_hosts - 1), ")")
-          : absl::StrCat("direct (", n - 1, " DMA pushes per device)"),
+      : stores ? std::string("direct (stores through peer views)")
+               : absl::StrCat("direct (", n - 1, " DMA pushes per device)"),
       options.algorithm == CollectiveAlgorithm::kAuto
           ? std::string(" (auto)")
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
@@ -195,6 +212,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           return collectives_internal::HierarchicalAllToAll(
               g, layout, input, output, split_axis, concat_axis);
         }
+        if (stores) {
+          return collectives_internal::DirectAllToAll(
+              g, input, send_block, output_of, recv_block);
+        }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,
             AllocateSemaphore(SemaphoreType::kDma, "all_to_all send"));
@@ -208,14 +229,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           const int j = (r + i) % n;
           const ArrayRef src = send_block(j);
           if (src.num_elements() == 0) continue;
-          // Member j's output, described by the same heap offset with j's
-          // shape.
-          const std::vector<int64_t> shape_j =
-              AllToAllOutputShape(input.shape(), split_axis, concat_axis, n, j);
-          MESHDMA_ASSIGN_OR_RETURN(
-              const ArrayRef out_j,
-              ArrayRef::Symmetric(output.data(), output.heap_offset(),
-                                  output.dtype(), shape_j));
+          MESHDMA_ASSIGN_OR_RETURN(const ArrayRef out_j, output_of(j));
           sends.push_back(collectives_internal::RemoteCopy(
               src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
           MESHDMA_RETURN_IF_ERROR(sends.back().start());

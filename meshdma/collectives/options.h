@@ -48,8 +48,9 @@ enum class CollectiveAlgorithm {
   // channel and then each lane's (as kHierarchical's sub-groups): one row
   // to each other host instead of one to each of its devices.
   // `all_gather`: kDirect when every member is addressable, else
-  // kHierarchical on such groups, else kRing. `all_to_all`: one DMA push per
-  // peer (kHierarchical only on request). `ppermute`: one DMA per pair.
+  // kHierarchical on such groups, else kRing. `all_to_all`: kDirect when
+  // every member is addressable, else one DMA push per peer (kHierarchical
+  // only on request). `ppermute`: one DMA per pair.
   kAuto,
   // One ring in group order: each device sends to the next and receives from
   // the previous; n - 1 steps per phase.
@@ -78,15 +79,16 @@ enum class CollectiveAlgorithm {
   // m(H - 1); two extra local copies, so kAuto does not choose it (measured
   // slower than direct pushes on simulated hosts).
   kHierarchical,
-  // All-reduce, reduce-scatter and all-gather on one host
+  // All-reduce, reduce-scatter, all-gather and all-to-all on one host
   // (dma/peer_view.h): device r reads segment r of every member's input in
   // place, reduces it, and stores it into every member's output
   // (reduce-scatter: its own; all-gather: r stores its block into every
+  // output; all-to-all: r stores block j of its input into member j's
   // output). One read and one write per byte, no scratch; a kernel entry
   // barrier, then one signal to each peer when done. Needs every member
   // addressable by loads and stores and checked mode off, and for the
   // reductions a symmetric input; otherwise the flat kRing /
-  // kBidirectionalRing runs instead.
+  // kBidirectionalRing runs instead (all-to-all: one DMA push per peer).
   kDirect,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);

@@ -422,8 +422,9 @@ absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
   });
 }
 
-// kDirect from 8 MiB per device out of place: the streaming stores (odd
-// element counts, so that segments start unaligned).
+// kDirect from 8 MiB per device out of place (all-gather and all-to-all:
+// 16 MiB stored): the streaming stores (odd element counts, so that segments
+// start unaligned).
 TEST(Collectives, DirectStreamingStores) {
   ForEachRuntime([&](Runtime& rt) {
     auto mesh = rt.MakeMesh1D("x");
@@ -441,8 +442,12 @@ TEST(Collectives, DirectStreamingStores) {
         MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
         MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
       }
-      return AllGatherCase(CollectiveAlgorithm::kDirect, DType::kF32,
-                           count / n + 1, false, false, {"x"});
+      // The store-only kernels stream from 16 MiB stored per device.
+      const int64_t stored = (int64_t{17} << 20) / 4;
+      MESHDMA_RETURN_IF_ERROR(AllGatherCase(CollectiveAlgorithm::kDirect,
+                                            DType::kF32, stored / n + 1, false,
+                                            false, {"x"}));
+      return AllToAllCase(DType::kF32, stored / 1001 + n, 1001, 0, 0, {"x"});
     });
   });
 }
@@ -461,6 +466,18 @@ TEST(Collectives, AllToAll) {
             MESHDMA_RETURN_IF_ERROR(
                 AllToAllCase(t, rows, cols, split, concat, {"x"}));
           }
+        }
+      }
+      // Blocks above the channel's sizes: the kernel (on one host, stores
+      // through peer views; strided blocks by local DMAs), kAuto and every
+      // algorithm that can be requested.
+      for (CollectiveAlgorithm a :
+           {CollectiveAlgorithm::kAuto, CollectiveAlgorithm::kDirect,
+            CollectiveAlgorithm::kRing}) {
+        for (auto [split, concat] :
+             std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {0, 1}}) {
+          MESHDMA_RETURN_IF_ERROR(AllToAllCase(DType::kF32, 40 * n + 1, 301,
+                                               split, concat, {"x"}, a));
         }
       }
       return absl::OkStatus();

@@ -55,7 +55,8 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t bytes = in.size_bytes();
-  const bool stream = out.size_bytes() >= kDirectStreamMinBytes;
+  const bool stream =
+      in.size_bytes() * g.size() >= kDirectStoreStreamMinBytes;
   // Starting with the next member, so that not everyone writes to member 0
   // first; my own block last (a no-op when the input already is it).
   for (int k = 1; k <= g.size(); ++k) {
@@ -67,6 +68,45 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
     } else {
       std::memcpy(block, in.data(), bytes);
     }
+  }
+  if (stream) _mm_sfence();
+  return DirectFinish(g, done);
+}
+
+absl::Status DirectAllToAll(
+    const Group& g, const ArrayRef& in,
+    const std::function<ArrayRef(int)>& block,
+    const std::function<absl::StatusOr<ArrayRef>(int)>& out_of,
+    const std::function<ArrayRef(const ArrayRef&, int)>& slot) {
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore local_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "all_to_all local"));
+  const bool stream = in.size_bytes() >= kDirectStoreStreamMinBytes;
+  // Starting with the next member, as DirectAllGather; my own block last.
+  for (int k = 1; k <= g.size(); ++k) {
+    const int j = g.PositionAt(k);
+    const ArrayRef src = block(j);
+    if (src.num_elements() == 0) continue;
+    MESHDMA_ASSIGN_OR_RETURN(const ArrayRef out_j, out_of(j));
+    ArrayRef dst_out = out_j;
+    if (j != g.index) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          dst_out,
+          peer_view(out_j, DeviceId(g.members[j]), DeviceIdType::kLogical));
+    }
+    const ArrayRef dst = slot(dst_out, g.index);
+    if (src.is_contiguous() && dst.is_contiguous()) {
+      if (stream) {
+        StreamStore(src.data(), dst.data(), src.size_bytes());
+      } else {
+        std::memcpy(dst.data(), src.data(), src.size_bytes());
+      }
+      continue;
+    }
+    AsyncCopyDescriptor copy = make_async_copy(src, dst, local_sem);
+    MESHDMA_RETURN_IF_ERROR(copy.start());
+    MESHDMA_RETURN_IF_ERROR(copy.wait());
   }
   if (stream) _mm_sfence();
   return DirectFinish(g, done);

@@ -3,7 +3,8 @@
 // dma/peer_view.h): `CollectiveAlgorithm::kDirect`.
 //
 // All-gather: member r stores its input into block r of every member's
-// output, itself (no DMA, no copy worker).
+// output, itself (no DMA, no copy worker). All-to-all: member r stores block
+// j of its input into block r of member j's output.
 //
 // Member r owns segment r of the input ([count*r/n, count*(r+1)/n)). It
 // reads that segment from every member's input through peer views, reduces
@@ -29,6 +30,7 @@
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -85,6 +87,12 @@ absl::Status DirectFinish(const Group& g, Semaphore done);
 // output lines were just read, so regular stores are cheaper. Measured in
 // BENCHMARKS.md ("Single-copy collectives on one host").
 inline constexpr int64_t kDirectStreamMinBytes = 8 << 20;
+// The store-only kernels (all-gather, all-to-all) stream from this many bytes
+// stored per device. Two alternating rounds of `mpirun -np 2 meshdma-bench
+// --collective all_to_all -b 4M -e 64M -f 2`, streaming against regular
+// stores: 400-420 against 250-335 us at 8 MiB, 965-970 against 1140-1210 us
+// at 16 MiB, 2290-2620 against 2980-3020 us at 32 MiB.
+inline constexpr int64_t kDirectStoreStreamMinBytes = 16 << 20;
 inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
   const bool overlap = out.data() < in.data() + in.size_bytes() &&
                        in.data() < out.data() + out.size_bytes();
@@ -135,6 +143,19 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
 // (step 1 for the outputs only).
 absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
                              const ArrayRef& out);
+
+// All-to-all, n >= 2: member r stores `block(j)` (a view of its input, any
+// memory) into `slot(peer_out_j, r)` of member j's output, itself; `out_of(j)`
+// is member j's output as a symmetric view (members' outputs may differ in
+// shape by one row of the split axis), `slot(o, r)` block r of an output
+// view `o`. Steps 1-3 as above (step 1 for the outputs only). Contiguous
+// blocks are stored with `memcpy` (streaming stores from
+// kDirectStoreStreamMinBytes of input), strided ones with a local DMA.
+absl::Status DirectAllToAll(
+    const Group& g, const ArrayRef& in,
+    const std::function<ArrayRef(int)>& block,
+    const std::function<absl::StatusOr<ArrayRef>(int)>& out_of,
+    const std::function<ArrayRef(const ArrayRef&, int)>& slot);
 
 }  // namespace meshdma::collectives_internal
 
