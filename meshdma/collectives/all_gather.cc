@@ -118,13 +118,13 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                          " requested)"));
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)),
+      collectives_internal::KernelFor(kName, g, options.check_peers),
       [&]() -> absl::Status {
-        if (options.check_peers) {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kAllGather,
-              in.dtype(), count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output));
-        }
+        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
+            kName, g, options.check_peers,
+            collectives_internal::CallSignature(
+                collectives_internal::CollectiveKind::kAllGather, in.dtype(),
+                count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output)));
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (hierarchical) {
           return collectives_internal::HierarchicalAllGather(g, layout, in,

@@ -98,7 +98,7 @@ using collectives_internal::Range;
 //           with mine (`ReceiveSignature`), so that a member making another
 //           call (another collective, size or type) is an error at once;
 //   step 1: stage a 64-byte header (the call's signature, see
-//           `CheckRingNeighbour`) followed by my input in one local buffer,
+//           `CallSignature`) followed by my input in one local buffer,
 //           and push it into row r of every peer's scratch [n, 64 + bytes]:
 //           one DMA per peer, all on one send and one receive semaphore;
 //   step 2: wait until n-1 rows have arrived and my pushes have been read;
@@ -289,15 +289,21 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>(), out);
       return;
     }
-    status =
-        RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
-          const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-          if (options.check_peers && !one_shot) {
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckNeighbourCall(
-                name, g, collectives_internal::CollectiveKind::kAllReduce,
-                in.dtype(), in.num_elements(), static_cast<int>(op), &output,
-                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr));
-          }
+    // The neighbour check: at entry, or where the entry barrier cannot
+    // compare the call, the one-shot kernel's own, overlapped with its
+    // first DMAs.
+    const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+    const bool at_entry =
+        collectives_internal::ComparesAtEntry(g, options.check_peers);
+    status = RunKernel(
+        collectives_internal::KernelFor(name, g, options.check_peers),
+        [&]() -> absl::Status {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
+              name, g, options.check_peers && (at_entry || !one_shot),
+              collectives_internal::ReductionSignature(
+                  collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+                  in.num_elements(), static_cast<int>(op), &output,
+                  algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
           if (g.size() == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -312,7 +318,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                       collectives_internal::CollectiveKind::kAllReduce,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       &output),
-                  options.check_peers);
+                  options.check_peers && !at_entry);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalAllReduce<T>(
                   g, layout, op, in, out, options);

@@ -200,14 +200,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                          " requested)"));
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)),
+      collectives_internal::KernelFor(kName, g, options.check_peers),
       [&]() -> absl::Status {
-        if (options.check_peers) {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kAllToAll,
-              input.dtype(), input.num_elements(), split_axis * 8 + concat_axis,
-              &output));
-        }
+        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
+            kName, g, options.check_peers,
+            collectives_internal::CallSignature(
+                collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+                input.num_elements(), split_axis * 8 + concat_axis, &output)));
         if (hierarchical) {
           return collectives_internal::HierarchicalAllToAll(
               g, layout, input, output, split_axis, concat_axis);

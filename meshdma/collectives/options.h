@@ -109,7 +109,9 @@ struct CollectiveOptions {
   // element count and reduction of its ring predecessor with its own (one
   // extra neighbour signal) and fails with both descriptions if they differ,
   // instead of hanging on a byte count that never arrives. The one-shot
-  // reductions send that signal with their first DMAs (no extra round).
+  // reductions send that signal with their first DMAs (no extra round); a
+  // kernel over the whole mesh compares the call in its entry barrier's
+  // signals instead (docs/semantics.md §5).
   bool check_peers = true;
 };
 

@@ -108,13 +108,13 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
                    " on ", n, " devices: direct (one DMA push per pair)");
   return RunKernel(
-      collectives_internal::KernelFor(std::string(kName)),
+      collectives_internal::KernelFor(kName, g, options.check_peers),
       [&]() -> absl::Status {
-        if (options.check_peers) {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRingNeighbour(
-              kName, g, collectives_internal::CollectiveKind::kPpermute,
-              in.dtype(), in.num_elements(), 0, nullptr));
-        }
+        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
+            kName, g, options.check_peers,
+            collectives_internal::CallSignature(
+                collectives_internal::CollectiveKind::kPpermute, in.dtype(),
+                in.num_elements(), 0, nullptr)));
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,
             AllocateSemaphore(SemaphoreType::kDma, "ppermute send"));

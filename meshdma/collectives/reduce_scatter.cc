@@ -26,7 +26,7 @@ using collectives_internal::Group;
 //   step 0: as in the one-shot all-reduce, the neighbour check in two
 //           halves around step 1 (a mismatched call fails at once);
 //   step 1: for each member j, stage a 64-byte header (the call's signature,
-//           see `CheckRingNeighbour`) and segment j of my input, and push it
+//           see `CallSignature`) and segment j of my input, and push it
 //           into row r of member j's scratch [n, 64 + largest segment]; one
 //           DMA per peer, all on one send and one receive semaphore;
 //   step 2: wait until the n-1 rows for my segment have arrived and my
@@ -192,15 +192,21 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>() + my_begin, out);
       return;
     }
-    status =
-        RunKernel(collectives_internal::KernelFor(name), [&]() -> absl::Status {
-          const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-          if (options.check_peers && !one_shot) {
-            MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckNeighbourCall(
-                name, g, collectives_internal::CollectiveKind::kReduceScatter,
-                in.dtype(), in.num_elements(), static_cast<int>(op), nullptr,
-                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr));
-          }
+    // The neighbour check: at entry, or where the entry barrier cannot
+    // compare the call, the one-shot kernel's own, overlapped with its
+    // first DMAs.
+    const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+    const bool at_entry =
+        collectives_internal::ComparesAtEntry(g, options.check_peers);
+    status = RunKernel(
+        collectives_internal::KernelFor(name, g, options.check_peers),
+        [&]() -> absl::Status {
+          MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
+              name, g, options.check_peers && (at_entry || !one_shot),
+              collectives_internal::ReductionSignature(
+                  collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
+                  in.num_elements(), static_cast<int>(op), nullptr,
+                  algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
           if (n == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -215,7 +221,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                       collectives_internal::CollectiveKind::kReduceScatter,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       nullptr),
-                  options.check_peers);
+                  options.check_peers && !at_entry);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalReduceScatter<T>(
                   g, layout, op, in, out, options);

@@ -9,9 +9,8 @@
 namespace meshdma {
 namespace {
 
-// The entry barrier, with what a timeout there usually means.
-absl::Status EntryBarrier(dma_internal::Device& d) {
-  absl::Status s = d.Barrier();
+// What a timeout in an entry barrier usually means.
+absl::Status ExplainEntryTimeout(absl::Status s) {
   if (s.ok() || s.code() != absl::StatusCode::kDeadlineExceeded) return s;
   return absl::Status(
       s.code(),
@@ -20,6 +19,10 @@ absl::Status EntryBarrier(dma_internal::Device& d) {
           "kernel that only some devices call, or whose semaphores serve only "
           "local copies, runs with entry_barrier = false): ",
           s.message()));
+}
+
+absl::Status EntryBarrier(dma_internal::Device& d) {
+  return ExplainEntryTimeout(d.Barrier());
 }
 
 }  // namespace
@@ -72,6 +75,15 @@ absl::Status device_barrier() {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
                            dma_internal::RequireDevice("device_barrier"));
   return d->Barrier();
+}
+
+absl::StatusOr<bool> device_barrier_compare(uint64_t value) {
+  MESHDMA_ASSIGN_OR_RETURN(
+      dma_internal::Device * d,
+      dma_internal::RequireDevice("device_barrier_compare"));
+  absl::StatusOr<bool> same = d->BarrierComparing(value);
+  if (!same.ok()) return ExplainEntryTimeout(same.status());
+  return same;
 }
 
 }  // namespace meshdma

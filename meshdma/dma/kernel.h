@@ -50,6 +50,16 @@ absl::StatusOr<Semaphore> get_barrier_semaphore();
 // (dissemination barrier over reserved semaphores; no MPI call).
 absl::Status device_barrier();
 
+// `device_barrier` that also compares `value` across the mesh, in the same
+// signals: true when every device passed the same value, false on every
+// device when some differ (compared as a 30-bit fingerprint: a difference
+// goes unseen with probability 2^-30). For a kernel run with
+// `entry_barrier = false` that checks at entry that every device makes the
+// same call (the collectives' kernels): one round instead of the entry
+// barrier's and a check's. Symmetric allocations that differ are an error,
+// as for the entry barrier.
+absl::StatusOr<bool> device_barrier_compare(uint64_t value);
+
 }  // namespace meshdma
 
 #endif  // MESHDMA_DMA_KERNEL_H_

@@ -607,6 +607,56 @@ TEST_F(ErrorsTest, DifferentAllocationSizesFailAtTheEntryBarrier) {
   }
 }
 
+// `device_barrier_compare`: true on every device when all pass the same
+// value, false on every device when one differs (the barriers stay in step:
+// a plain barrier follows), and differing allocations are still the
+// allocation error.
+TEST_F(ErrorsTest, DeviceBarrierCompareTellsEveryDevice) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    for (int round = 0; round < 3; ++round) {
+      MESHDMA_ASSIGN_OR_RETURN(bool same, device_barrier_compare(42 + round));
+      if (!same) return absl::InternalError("equal values compared unequal");
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool differ,
+          device_barrier_compare(me == n_ - 1 ? uint64_t{1} << 40 : 42));
+      if (differ) return absl::InternalError("a different value went unseen");
+      MESHDMA_RETURN_IF_ERROR(device_barrier());
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_RETURN_IF_ERROR(
+        AllocateSymmetric<float>({me == 0 ? 1024 : 2048}).status());
+    MESHDMA_RETURN_IF_ERROR(AllocateSymmetric<float>({16}).status());
+    return device_barrier_compare(5).status();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr("symmetric allocations differ"));
+}
+
+// A device in `device_barrier` meeting devices that compare a value fails
+// naming both kinds of barrier; the others learn that the values differ.
+TEST_F(ErrorsTest, DeviceBarrierAgainstCompareFails) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    if (me == 0) return device_barrier();
+    MESHDMA_ASSIGN_OR_RETURN(bool same, device_barrier_compare(9));
+    if (same) return absl::InternalError("a plain barrier went unseen");
+    return absl::OkStatus();
+  });
+  if (HoldsDevice(0)) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_THAT(s.message(), HasSubstr("compares its call at entry"));
+  } else {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
 // The same order of sizes but semaphores and arrays swapped: the offsets
 // agree, the kinds do not. `device_barrier` checks too.
 TEST_F(ErrorsTest, SwappedAllocationKindsFailAtDeviceBarrier) {

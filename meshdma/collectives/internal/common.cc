@@ -289,15 +289,48 @@ absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
                            group.Peer(-1));
 }
 
-absl::Status CheckRingNeighbour(absl::string_view collective,
-                                const Group& group, CollectiveKind kind,
-                                DType dtype, int64_t count, int aux,
-                                const ArrayRef* symmetric,
-                                const ArrayRef* second) {
-  const int64_t mine =
-      CallSignature(kind, dtype, count, aux, symmetric, second);
-  MESHDMA_RETURN_IF_ERROR(SendSignature(group, mine));
-  return ReceiveSignature(collective, group, mine);
+bool ComparesAtEntry(const Group& group, bool check) {
+  return check && group.size() > 1 && group.mesh != nullptr &&
+         group.size() == group.mesh->size();
+}
+
+KernelOptions KernelFor(absl::string_view name, const Group& group,
+                        bool check) {
+  KernelOptions options = KernelFor(name);
+  options.entry_barrier = !ComparesAtEntry(group, check);
+  return options;
+}
+
+absl::Status EnterKernel(absl::string_view collective, const Group& group,
+                         bool check, int64_t signature) {
+  if (!check) return absl::OkStatus();
+  if (!ComparesAtEntry(group, check)) {
+    MESHDMA_RETURN_IF_ERROR(SendSignature(group, signature));
+    return ReceiveSignature(collective, group, signature);
+  }
+  MESHDMA_ASSIGN_OR_RETURN(const bool same, device_barrier_compare(signature));
+  if (same) return absl::OkStatus();
+  // Some device makes another call, and every device knows. Each tells every
+  // other its call, one peer a round, with a barrier between rounds (a
+  // round's signal is taken before the next one's arrives), and fails naming
+  // the first call that differs from its own.
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());
+  absl::Status first = absl::OkStatus();
+  for (int k = 1; k < group.size(); ++k) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(
+        sem, signature, DeviceId(group.Peer(k)), DeviceIdType::kLogical));
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, 1));
+    MESHDMA_ASSIGN_OR_RETURN(int64_t rest, semaphore_read(sem));
+    if (rest > 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(sem, rest));
+    if (first.ok()) {
+      first = CompareSignatures(collective, group, signature, rest + 1,
+                                group.Peer(-k));
+    }
+    MESHDMA_RETURN_IF_ERROR(device_barrier());
+  }
+  if (!first.ok()) return first;
+  return CollectiveError(collective, group,
+                         "the devices of the mesh make different calls");
 }
 
 void LocalCopy(const ArrayRef& src, const ArrayRef& dst) {

@@ -75,36 +75,27 @@ enum class CollectiveKind : int {
   kAllToAll = 5,
 };
 
-// Inside the kernel (after the entry barrier): tells the next device of the
-// ring what this call is and checks that the previous device is making the
-// same call: kind, dtype, element count (mod 2^30), `aux` in [0, 64), and the
-// heap offset of `symmetric` (the output peers write into, when it must be
-// symmetric), so that outputs allocated at different offsets are an error
-// rather than writes into the wrong bytes. One signal on the kernel's
-// BARRIER semaphore.
-// With `second` (a symmetric input that peers read in place, kDirect), the
-// offset compared mixes both operands' offsets.
-absl::Status CheckRingNeighbour(absl::string_view collective,
-                                const Group& group, CollectiveKind kind,
-                                DType dtype, int64_t count, int aux,
-                                const ArrayRef* symmetric,
-                                const ArrayRef* second = nullptr);
-
-// `CheckRingNeighbour` in two halves, for paths that overlap the check with
-// their first data (the one-shot reductions): `SendSignature` tells the next
-// device of the ring what this call is; `ReceiveSignature` waits for the
-// previous device's and fails, naming both calls, when it differs. Call the
-// second before waiting for any data a mismatched peer might never send.
+// The neighbour check: tells the next device of the ring what this call is
+// and checks that the previous device is making the same call, as a 62-bit
+// signature (`CallSignature`) sent as one signal on the kernel's BARRIER
+// semaphore: kind, dtype, element count (mod 2^30), `aux` in [0, 64), and
+// the heap offset of `symmetric` (the output peers write into, when it must
+// be symmetric), so that outputs allocated at different offsets are an
+// error rather than writes into the wrong bytes. With `second` (a symmetric
+// input that peers read in place, kDirect), the offset mixes both operands'.
+// `EnterKernel` runs it after the entry barrier (or only on a mismatch, see
+// there); the one-shot reductions run it in two halves, overlapped with
+// their first data: `SendSignature` tells the next device of the ring what
+// this call is; `ReceiveSignature` waits for the previous device's and
+// fails, naming both calls, when it differs. Call the second before waiting
+// for any data a mismatched peer might never send.
 absl::Status SendSignature(const Group& group, int64_t signature);
 absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
                               int64_t signature);
-
-// The 62-bit value `CheckRingNeighbour` exchanges, for collectives that
-// carry it with their data instead (one round less), and the error when a
-// peer's differs.
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
                       const ArrayRef* symmetric,
                       const ArrayRef* second = nullptr);
+// The error when a peer's signature differs.
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                                int64_t mine, int64_t theirs, int peer);
 
@@ -136,6 +127,23 @@ inline KernelOptions KernelFor(absl::string_view name) {
   options.collective_id = kCollectivesCollectiveId;
   return options;
 }
+
+// The kernel of a collective whose body starts with `EnterKernel(...)`,
+// which then stands for the entry barrier and the neighbour check.
+//
+// With the check on and a group that is the whole mesh, the entry barrier
+// itself compares the call's signature across the mesh
+// (`device_barrier_compare`): one round of signals before the data instead
+// of two (over TCP a round is a network latency). Only where a mismatch was
+// seen does the neighbour check follow, so that the error names both calls.
+// Groups that are part of the mesh keep the barrier and the check: members
+// of other groups may make the same call with other choices (another
+// algorithm), which the signature covers. Every member decides alike.
+bool ComparesAtEntry(const Group& group, bool check);
+KernelOptions KernelFor(absl::string_view name, const Group& group,
+                        bool check);
+absl::Status EnterKernel(absl::string_view collective, const Group& group,
+                         bool check, int64_t signature);
 
 // `dst` = `src` (the same byte size; they may overlap), copied on this
 // device's thread; checked mode records a read of `src` and a write of `dst`.

@@ -24,16 +24,14 @@ absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
   return DirectReaches(g);
 }
 
-absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
-                                CollectiveKind kind, DType dtype, int64_t count,
-                                int aux, const ArrayRef* symmetric_output,
-                                const ArrayRef* direct_input) {
+int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
+                           int aux, const ArrayRef* symmetric_output,
+                           const ArrayRef* direct_input) {
   if (direct_input == nullptr) {
-    return CheckRingNeighbour(collective, g, kind, dtype, count, aux,
-                              symmetric_output);
+    return CallSignature(kind, dtype, count, aux, symmetric_output);
   }
-  return CheckRingNeighbour(collective, g, kind, dtype, count, aux | kDirectAux,
-                            symmetric_output, direct_input);
+  return CallSignature(kind, dtype, count, aux | kDirectAux, symmetric_output,
+                       direct_input);
 }
 
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,

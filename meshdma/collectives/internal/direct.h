@@ -60,15 +60,14 @@ absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
                                    int64_t bytes,
                                    const CollectiveOptions& options);
 
-// `CheckRingNeighbour` (common.h) for the reductions. With `direct_input`
-// (kDirect runs) `aux` carries kDirectAux and the signature mixes the
-// input's heap offset with the output's: members read each other's inputs at
-// their own offsets, so inputs from different allocations must be an error,
-// not wrong data.
-absl::Status CheckNeighbourCall(absl::string_view collective, const Group& g,
-                                CollectiveKind kind, DType dtype, int64_t count,
-                                int aux, const ArrayRef* symmetric_output,
-                                const ArrayRef* direct_input);
+// The call signature (common.h, `CallSignature`) of a reduction's kernel.
+// With `direct_input` (kDirect runs) `aux` carries kDirectAux and the
+// signature mixes the input's heap offset with the output's: members read
+// each other's inputs at their own offsets, so inputs from different
+// allocations must be an error, not wrong data.
+int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
+                           int aux, const ArrayRef* symmetric_output,
+                           const ArrayRef* direct_input);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,

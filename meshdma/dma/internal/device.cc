@@ -1099,21 +1099,43 @@ uint64_t Fingerprint(uint64_t hash) {
 }  // namespace
 
 absl::Status Device::Barrier() {
+  MESHDMA_ASSIGN_OR_RETURN(const bool same, BarrierComparing(std::nullopt));
+  if (same) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device barrier on ", Name(),
+      ": another device of the mesh entered a collective's kernel, which "
+      "compares its call at entry, while this one entered a device barrier "
+      "or a kernel's entry barrier; every device must make the same calls"));
+}
+
+absl::StatusOr<bool> Device::BarrierComparing(std::optional<uint64_t> value) {
   MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, this->mesh());
   if (mesh->size() > (1 << kMaxBarrierRounds)) {
     return absl::InvalidArgumentError(
         absl::StrCat("device barrier on ", Name(), ": mesh of ", mesh->size(),
                      " devices exceeds 2^", kMaxBarrierRounds));
   }
-  uint64_t lo = Fingerprint(allocations_.hash()), hi = lo;
+  const uint64_t allocations = Fingerprint(allocations_.hash());
+  // The value, mixed with the allocations (a multiply-xorshift round, so
+  // that values differing in any bit land on different fingerprints).
+  uint64_t lo = allocations;
+  if (value.has_value()) {
+    uint64_t mixed = (allocations_.hash() ^ *value) * 0x9E3779B97F4A7C15ull;
+    mixed ^= mixed >> 29;
+    lo = Fingerprint(mixed * 0xBF58476D1CE4E5B9ull);
+  }
+  uint64_t hi = lo;
   MESHDMA_RETURN_IF_ERROR(Disseminate(*mesh, &lo, &hi));
-  if (lo == hi) return absl::OkStatus();
+  if (lo == hi) return true;
   // Every device has seen the mismatch, but some may still wait for the
   // signals that tell them. One more barrier before failing, so that this
-  // failure aborts no device before it knows; an abort during it (another
-  // device failing after it) changes nothing.
-  Disseminate(*mesh, &lo, &hi).IgnoreError();
-  return AllocationMismatch(*mesh);
+  // failure aborts no device before it knows, comparing the allocations
+  // alone: every device learns whether they or the values differ. An abort
+  // during it (another device failing after it) changes nothing.
+  uint64_t alo = allocations, ahi = allocations;
+  absl::Status again = Disseminate(*mesh, &alo, &ahi);
+  if (!again.ok() || alo != ahi) return AllocationMismatch(*mesh);
+  return false;
 }
 
 absl::Status Device::Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi) {

@@ -124,6 +124,12 @@ class Device {
   // completes the barrier and fails with an error naming the first
   // allocation that differs (docs/semantics.md §1).
   absl::Status Barrier();
+  // The barrier that also compares `value` across the mesh: true when every
+  // device passed the same (a 30-bit fingerprint of value and allocations),
+  // false on every device when some differ; allocations that differ are
+  // still the error above. A device in `Barrier()` meeting devices that
+  // compare a value fails, naming the barrier.
+  absl::StatusOr<bool> BarrierComparing(std::optional<uint64_t> value);
   const AllocationLog& allocations() const { return allocations_; }
 
   // --- Flagged copies (dma/flagged_copy.h).
