@@ -212,8 +212,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
               g, layout, input, output, split_axis, concat_axis);
         }
         if (stores) {
-          return collectives_internal::DirectAllToAll(
-              g, input, send_block, output_of, recv_block);
+          return collectives_internal::DirectAllToAll(g, input, send_block,
+                                                      output_of, recv_block);
         }
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

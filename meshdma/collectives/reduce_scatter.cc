@@ -204,8 +204,8 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
               name, g, options.check_peers && (at_entry || !one_shot),
               collectives_internal::ReductionSignature(
-                  collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
-                  in.num_elements(), static_cast<int>(op), nullptr,
+                  collectives_internal::CollectiveKind::kReduceScatter,
+                  in.dtype(), in.num_elements(), static_cast<int>(op), nullptr,
                   algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
           if (n == 1) {
             if (in.data() != out.data()) {

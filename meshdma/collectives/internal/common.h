@@ -140,8 +140,7 @@ inline KernelOptions KernelFor(absl::string_view name) {
 // of other groups may make the same call with other choices (another
 // algorithm), which the signature covers. Every member decides alike.
 bool ComparesAtEntry(const Group& group, bool check);
-KernelOptions KernelFor(absl::string_view name, const Group& group,
-                        bool check);
+KernelOptions KernelFor(absl::string_view name, const Group& group, bool check);
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature);
 

@@ -53,8 +53,7 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t bytes = in.size_bytes();
-  const bool stream =
-      in.size_bytes() * g.size() >= kDirectStoreStreamMinBytes;
+  const bool stream = in.size_bytes() * g.size() >= kDirectStoreStreamMinBytes;
   // Starting with the next member, so that not everyone writes to member 0
   // first; my own block last (a no-op when the input already is it).
   for (int k = 1; k <= g.size(); ++k) {
@@ -89,9 +88,8 @@ absl::Status DirectAllToAll(
     MESHDMA_ASSIGN_OR_RETURN(const ArrayRef out_j, out_of(j));
     ArrayRef dst_out = out_j;
     if (j != g.index) {
-      MESHDMA_ASSIGN_OR_RETURN(
-          dst_out,
-          peer_view(out_j, DeviceId(g.members[j]), DeviceIdType::kLogical));
+      MESHDMA_ASSIGN_OR_RETURN(dst_out, peer_view(out_j, DeviceId(g.members[j]),
+                                                  DeviceIdType::kLogical));
     }
     const ArrayRef dst = slot(dst_out, g.index);
     if (src.is_contiguous() && dst.is_contiguous()) {
