@@ -289,21 +289,10 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>(), out);
       return;
     }
-    // The neighbour check: at entry, or where the entry barrier cannot
-    // compare the call, the one-shot kernel's own, overlapped with its
-    // first DMAs.
-    const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-    const bool at_entry =
-        collectives_internal::ComparesAtEntry(g, options.check_peers);
-    status = RunKernel(
-        collectives_internal::KernelFor(name, g, options.check_peers),
-        [&]() -> absl::Status {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
-              name, g, options.check_peers && (at_entry || !one_shot),
-              collectives_internal::ReductionSignature(
-                  collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
-                  in.num_elements(), static_cast<int>(op), &output,
-                  algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
+    status = collectives_internal::RunReductionKernel(
+        name, g, options, algorithm,
+        collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
+        [&](bool one_shot_check) -> absl::Status {
           if (g.size() == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -318,7 +307,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                       collectives_internal::CollectiveKind::kAllReduce,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       &output),
-                  options.check_peers && !at_entry);
+                  one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalAllReduce<T>(
                   g, layout, op, in, out, options);

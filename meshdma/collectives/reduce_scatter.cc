@@ -192,21 +192,10 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           in.data_as<const T>() + my_begin, out);
       return;
     }
-    // The neighbour check: at entry, or where the entry barrier cannot
-    // compare the call, the one-shot kernel's own, overlapped with its
-    // first DMAs.
-    const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
-    const bool at_entry =
-        collectives_internal::ComparesAtEntry(g, options.check_peers);
-    status = RunKernel(
-        collectives_internal::KernelFor(name, g, options.check_peers),
-        [&]() -> absl::Status {
-          MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
-              name, g, options.check_peers && (at_entry || !one_shot),
-              collectives_internal::ReductionSignature(
-                  collectives_internal::CollectiveKind::kReduceScatter,
-                  in.dtype(), in.num_elements(), static_cast<int>(op), nullptr,
-                  algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
+    status = collectives_internal::RunReductionKernel(
+        name, g, options, algorithm,
+        collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
+        [&](bool one_shot_check) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -221,7 +210,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                       collectives_internal::CollectiveKind::kReduceScatter,
                       in.dtype(), in.num_elements(), static_cast<int>(op),
                       nullptr),
-                  options.check_peers && !at_entry);
+                  one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalReduceScatter<T>(
                   g, layout, op, in, out, options);

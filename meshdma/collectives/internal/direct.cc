@@ -34,6 +34,25 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
                        direct_input);
 }
 
+absl::Status RunReductionKernel(
+    absl::string_view name, const Group& g, const CollectiveOptions& options,
+    CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
+    const ArrayRef& in, const ArrayRef* symmetric_output,
+    absl::FunctionRef<absl::Status(bool one_shot_check)> body) {
+  const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
+  const bool at_entry = ComparesAtEntry(g, options.check_peers);
+  return RunKernel(
+      KernelFor(name, g, options.check_peers), [&]() -> absl::Status {
+        MESHDMA_RETURN_IF_ERROR(EnterKernel(
+            name, g, options.check_peers && (at_entry || !one_shot),
+            ReductionSignature(
+                kind, in.dtype(), in.num_elements(), static_cast<int>(op),
+                symmetric_output,
+                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
+        return body(options.check_peers && !at_entry);
+      });
+}
+
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
                                                   const ArrayRef& a) {
   std::vector<ArrayRef> views(g.size());

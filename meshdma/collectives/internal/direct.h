@@ -33,6 +33,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "meshdma/base/status_macros.h"
@@ -68,6 +69,17 @@ absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
 int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
                            int aux, const ArrayRef* symmetric_output,
                            const ArrayRef* direct_input);
+
+// The kernel of a reduction (all-reduce, reduce-scatter): `KernelFor` and
+// `EnterKernel` (common.h) with the reduction's signature, then
+// `body(one_shot_check)`. The one-shot kernel overlaps its own neighbour
+// check with its first DMAs: `one_shot_check` says whether it must, which
+// is where the entry barrier does not compare the call.
+absl::Status RunReductionKernel(
+    absl::string_view name, const Group& g, const CollectiveOptions& options,
+    CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
+    const ArrayRef& in, const ArrayRef* symmetric_output,
+    absl::FunctionRef<absl::Status(bool one_shot_check)> body);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
