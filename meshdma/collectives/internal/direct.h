@@ -91,24 +91,25 @@ absl::StatusOr<Semaphore> AllocateDone();
 // Step 3.
 absl::Status DirectFinish(const Group& g, Semaphore done);
 
-// Out of place, calls whose input has at least this many bytes per device
-// store their outputs with streaming stores (reduce.h, `StreamStore`): the
-// outputs no longer fit the caches beside the inputs, and skipping the
+// Out of place, reductions whose input has at least this many bytes per
+// device store their outputs with streaming stores (reduce.h, `StreamStore`):
+// the outputs no longer fit the caches beside the inputs, and skipping the
 // read-for-ownership saves a third of the memory traffic. In place, the
 // output lines were just read, so regular stores are cheaper. Measured in
 // BENCHMARKS.md ("Single-copy collectives on one host").
 inline constexpr int64_t kDirectStreamMinBytes = 8 << 20;
+inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
+  const bool overlap = out.data() < in.data() + in.size_bytes() &&
+                       in.data() < out.data() + out.size_bytes();
+  return !overlap && in.size_bytes() >= kDirectStreamMinBytes;
+}
+
 // The store-only kernels (all-gather, all-to-all) stream from this many bytes
 // stored per device. Two alternating rounds of `mpirun -np 2 meshdma-bench
 // --collective all_to_all -b 4M -e 64M -f 2`, streaming against regular
 // stores: 400-420 against 250-335 us at 8 MiB, 965-970 against 1140-1210 us
 // at 16 MiB, 2290-2620 against 2980-3020 us at 32 MiB.
 inline constexpr int64_t kDirectStoreStreamMinBytes = 16 << 20;
-inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
-  const bool overlap = out.data() < in.data() + in.size_bytes() &&
-                       in.data() < out.data() + out.size_bytes();
-  return !overlap && in.size_bytes() >= kDirectStreamMinBytes;
-}
 
 // All-reduce of the 1-D symmetric `in` into the 1-D symmetric `out` (may
 // alias), n >= 2.
