@@ -359,7 +359,8 @@ TEST(Collectives, AllGather) {
               MESHDMA_RETURN_IF_ERROR(
                   AllGatherCase(a, t, count, tiled, false, {"x"}));
             }
-            if (count == 1001) {
+            // In place, also where kDirect stores in chunks (70001).
+            if (count == 1001 || (count == 70001 && t == DType::kF64)) {
               MESHDMA_RETURN_IF_ERROR(
                   AllGatherCase(a, t, count, true, true, {"x"}));
             }
@@ -422,9 +423,9 @@ absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
   });
 }
 
-// kDirect from 8 MiB per device out of place (all-gather and all-to-all:
-// 16 MiB stored): the streaming stores (odd element counts, so that segments
-// start unaligned).
+// kDirect from 8 MiB per device out of place (all-gather: 32 MiB stored,
+// all-to-all: 16 MiB): the streaming stores (odd element counts, so that
+// segments start unaligned).
 TEST(Collectives, DirectStreamingStores) {
   ForEachRuntime([&](Runtime& rt) {
     auto mesh = rt.MakeMesh1D("x");
@@ -442,11 +443,13 @@ TEST(Collectives, DirectStreamingStores) {
         MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
         MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
       }
-      // The store-only kernels stream from 16 MiB stored per device.
-      const int64_t stored = (int64_t{17} << 20) / 4;
+      // The all-gather streams from 32 MiB stored per device (in chunks),
+      // the all-to-all from 16 MiB.
+      const int64_t gathered = (int64_t{33} << 20) / 4;
       MESHDMA_RETURN_IF_ERROR(AllGatherCase(CollectiveAlgorithm::kDirect,
-                                            DType::kF32, stored / n + 1, false,
-                                            false, {"x"}));
+                                            DType::kF32, gathered / n + 1,
+                                            false, false, {"x"}));
+      const int64_t stored = (int64_t{17} << 20) / 4;
       return AllToAllCase(DType::kF32, stored / 1001 + n, 1001, 0, 0, {"x"});
     });
   });

@@ -1,5 +1,6 @@
 #include "meshdma/collectives/internal/direct.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace meshdma::collectives_internal {
@@ -72,17 +73,24 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t bytes = in.size_bytes();
-  const bool stream = in.size_bytes() * g.size() >= kDirectStoreStreamMinBytes;
-  // Starting with the next member, so that not everyone writes to member 0
-  // first; my own block last (a no-op when the input already is it).
-  for (int k = 1; k <= g.size(); ++k) {
-    const int i = g.PositionAt(k);
-    std::byte* block = outs[i].data() + g.index * bytes;
-    if (block == in.data()) continue;
-    if (stream) {
-      StreamStore(in.data(), block, bytes);
-    } else {
-      std::memcpy(block, in.data(), bytes);
+  const int64_t stored = bytes * g.size();
+  const bool stream = stored >= kDirectGatherStreamMinBytes;
+  const int64_t chunk = stored > kDirectGatherChunkMinStoredBytes
+                            ? kDirectGatherChunkBytes
+                            : bytes;
+  for (int64_t offset = 0; offset < bytes; offset += chunk) {
+    const int64_t length = std::min(chunk, bytes - offset);
+    const std::byte* source = in.data() + offset;
+    // Starting with the next member, so that not everyone writes to member 0
+    // first; my own block last (a no-op when the input already is it).
+    for (int k = 1; k <= g.size(); ++k) {
+      std::byte* block = outs[g.PositionAt(k)].data() + g.index * bytes;
+      if (block == in.data()) continue;
+      if (stream) {
+        StreamStore(source, block + offset, length);
+      } else {
+        std::memcpy(block + offset, source, length);
+      }
     }
   }
   if (stream) _mm_sfence();
@@ -98,7 +106,7 @@ absl::Status DirectAllToAll(
   MESHDMA_ASSIGN_OR_RETURN(
       Semaphore local_sem,
       AllocateSemaphore(SemaphoreType::kDma, "all_to_all local"));
-  const bool stream = in.size_bytes() >= kDirectStoreStreamMinBytes;
+  const bool stream = in.size_bytes() >= kDirectAllToAllStreamMinBytes;
   // Starting with the next member, as DirectAllGather; my own block last.
   for (int k = 1; k <= g.size(); ++k) {
     const int j = g.PositionAt(k);

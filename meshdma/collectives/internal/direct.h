@@ -104,12 +104,31 @@ inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
   return !overlap && in.size_bytes() >= kDirectStreamMinBytes;
 }
 
-// The store-only kernels (all-gather, all-to-all) stream from this many bytes
-// stored per device. Two alternating rounds of `mpirun -np 2 meshdma-bench
-// --collective all_to_all -b 4M -e 64M -f 2`, streaming against regular
-// stores: 400-420 against 250-335 us at 8 MiB, 965-970 against 1140-1210 us
-// at 16 MiB, 2290-2620 against 2980-3020 us at 32 MiB.
-inline constexpr int64_t kDirectStoreStreamMinBytes = 16 << 20;
+// The all-to-all streams from this many bytes stored per device (the
+// all-gather from kDirectGatherStreamMinBytes, below). Two alternating rounds
+// of `mpirun -np 2 meshdma-bench --collective all_to_all -b 4M -e 64M -f 2`,
+// streaming against regular stores: 400-420 against 250-335 us at 8 MiB,
+// 965-970 against 1140-1210 us at 16 MiB, 2290-2620 against 2980-3020 us at
+// 32 MiB.
+inline constexpr int64_t kDirectAllToAllStreamMinBytes = 16 << 20;
+
+// The all-gather stores its input to every member's output one chunk at a
+// time, all members before the next chunk, once it stores more than
+// kDirectGatherChunkMinStoredBytes (the L2 of one core): the chunk stays in
+// the cache for its n stores, so the input is read once, not n times. Three
+// alternating rounds of `mpirun -np 2 meshdma-bench --collective all_gather
+// -b 1M -e 64M -f 2`, whole blocks against 64 KiB chunks: 37-38 against
+// 26-27 us at 2 MiB, 128-130 against 99-106 us at 8 MiB; up to 1 MiB the
+// same within the rounds' spread.
+inline constexpr int64_t kDirectGatherChunkBytes = 64 << 10;
+inline constexpr int64_t kDirectGatherChunkMinStoredBytes = 1 << 20;
+// In chunks, the all-gather's regular stores stay faster than streaming ones
+// up to a larger size than the all-to-all's. `--collective all_gather -b 8M
+// -e 128M -f 2`, regular against streaming stores, 2 processes (3 rounds
+// against 4): 235-251 against 388-409 us at 16 MiB, 843-924 against 788-864
+// us at 32 MiB; 2 processes of 2 devices (2 rounds): 600-641 against 783-787
+// us at 16 MiB, 1843-1963 against 1618-1632 us at 32 MiB.
+inline constexpr int64_t kDirectGatherStreamMinBytes = 32 << 20;
 
 // All-reduce of the 1-D symmetric `in` into the 1-D symmetric `out` (may
 // alias), n >= 2.
@@ -152,7 +171,7 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
 
 // All-gather of `in` (any memory, `count` elements) into block r of every
 // member's 1-D symmetric `out` ([n * count]), n >= 2; steps 1-3 as above
-// (step 1 for the outputs only).
+// (step 1 for the outputs only), step 2 in chunks (above).
 absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
                              const ArrayRef& out);
 
@@ -162,7 +181,7 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
 // shape by one row of the split axis), `slot(o, r)` block r of an output
 // view `o`. Steps 1-3 as above (step 1 for the outputs only). Contiguous
 // blocks are stored with `memcpy` (streaming stores from
-// kDirectStoreStreamMinBytes of input), strided ones with a local DMA.
+// kDirectAllToAllStreamMinBytes of input), strided ones with a local DMA.
 absl::Status DirectAllToAll(
     const Group& g, const ArrayRef& in,
     const std::function<ArrayRef(int)>& block,
