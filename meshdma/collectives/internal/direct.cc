@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 namespace meshdma::collectives_internal {
 
@@ -68,32 +69,56 @@ absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
   return views;
 }
 
+namespace {
+
+// One contiguous store of step 2.
+struct BlockStore {
+  const std::byte* source;
+  std::byte* destination;
+  int64_t bytes;
+};
+
+// Step 2's contiguous stores, in order; from kDirectChunkMinStoredBytes in
+// all, kDirectChunkBytes of every store before the next kDirectChunkBytes
+// (see direct.h). With `stream`, by streaming stores.
+void StoreBlocks(std::span<const BlockStore> stores, bool stream) {
+  int64_t stored = 0, longest = 0;
+  for (const BlockStore& s : stores) {
+    stored += s.bytes;
+    longest = std::max(longest, s.bytes);
+  }
+  const int64_t chunk =
+      stored >= kDirectChunkMinStoredBytes ? kDirectChunkBytes : longest;
+  for (int64_t offset = 0; offset < longest; offset += chunk) {
+    for (const BlockStore& s : stores) {
+      if (offset >= s.bytes) continue;
+      const int64_t length = std::min(chunk, s.bytes - offset);
+      if (stream) {
+        StreamStore(s.source + offset, s.destination + offset, length);
+      } else {
+        std::memcpy(s.destination + offset, s.source + offset, length);
+      }
+    }
+  }
+  if (stream) _mm_sfence();
+}
+
+}  // namespace
+
 absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
                              const ArrayRef& out) {
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t bytes = in.size_bytes();
-  const int64_t stored = bytes * g.size();
-  const bool stream = stored >= kDirectGatherStreamMinBytes;
-  const int64_t chunk = stored > kDirectGatherChunkMinStoredBytes
-                            ? kDirectGatherChunkBytes
-                            : bytes;
-  for (int64_t offset = 0; offset < bytes; offset += chunk) {
-    const int64_t length = std::min(chunk, bytes - offset);
-    const std::byte* source = in.data() + offset;
-    // Starting with the next member, so that not everyone writes to member 0
-    // first; my own block last (a no-op when the input already is it).
-    for (int k = 1; k <= g.size(); ++k) {
-      std::byte* block = outs[g.PositionAt(k)].data() + g.index * bytes;
-      if (block == in.data()) continue;
-      if (stream) {
-        StreamStore(source, block + offset, length);
-      } else {
-        std::memcpy(block + offset, source, length);
-      }
-    }
+  std::vector<BlockStore> stores;
+  stores.reserve(g.size());
+  // Starting with the next member, so that not everyone writes to member 0
+  // first; my own block last (none when the input already is it).
+  for (int k = 1; k <= g.size(); ++k) {
+    std::byte* block = outs[g.PositionAt(k)].data() + g.index * bytes;
+    if (block != in.data()) stores.push_back({in.data(), block, bytes});
   }
-  if (stream) _mm_sfence();
+  StoreBlocks(stores, bytes * g.size() >= kDirectGatherStreamMinBytes);
   return DirectFinish(g, done);
 }
 
@@ -106,8 +131,11 @@ absl::Status DirectAllToAll(
   MESHDMA_ASSIGN_OR_RETURN(
       Semaphore local_sem,
       AllocateSemaphore(SemaphoreType::kDma, "all_to_all local"));
-  const bool stream = in.size_bytes() >= kDirectAllToAllStreamMinBytes;
+  std::vector<BlockStore> stores;
+  stores.reserve(g.size());
   // Starting with the next member, as DirectAllGather; my own block last.
+  // Strided blocks go at once, by a local DMA; contiguous ones after, in
+  // chunks.
   for (int k = 1; k <= g.size(); ++k) {
     const int j = g.PositionAt(k);
     const ArrayRef src = block(j);
@@ -120,18 +148,14 @@ absl::Status DirectAllToAll(
     }
     const ArrayRef dst = slot(dst_out, g.index);
     if (src.is_contiguous() && dst.is_contiguous()) {
-      if (stream) {
-        StreamStore(src.data(), dst.data(), src.size_bytes());
-      } else {
-        std::memcpy(dst.data(), src.data(), src.size_bytes());
-      }
+      stores.push_back({src.data(), dst.data(), src.size_bytes()});
       continue;
     }
     AsyncCopyDescriptor copy = make_async_copy(src, dst, local_sem);
     MESHDMA_RETURN_IF_ERROR(copy.start());
     MESHDMA_RETURN_IF_ERROR(copy.wait());
   }
-  if (stream) _mm_sfence();
+  StoreBlocks(stores, in.size_bytes() >= kDirectAllToAllStreamMinBytes);
   return DirectFinish(g, done);
 }
 

@@ -112,16 +112,19 @@ inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
 // 32 MiB.
 inline constexpr int64_t kDirectAllToAllStreamMinBytes = 16 << 20;
 
-// The all-gather stores its input to every member's output one chunk at a
-// time, all members before the next chunk, once it stores more than
-// kDirectGatherChunkMinStoredBytes (the L2 of one core): the chunk stays in
-// the cache for its n stores, so the input is read once, not n times. Three
+// From kDirectChunkMinStoredBytes stored per device (the L2 of one core),
+// the all-gather and the all-to-all store kDirectChunkBytes of every block
+// before the next kDirectChunkBytes: the all-gather's input chunk then stays
+// in the cache for its n stores, so the input is read once, not n times,
+// and the all-to-all's stores to its peers and to itself interleave. Three
 // alternating rounds of `mpirun -np 2 meshdma-bench --collective all_gather
 // -b 1M -e 64M -f 2`, whole blocks against 64 KiB chunks: 37-38 against
-// 26-27 us at 2 MiB, 128-130 against 99-106 us at 8 MiB; up to 1 MiB the
+// 26-27 us at 2 MiB, 128-130 against 99-106 us at 8 MiB; the same for
+// `--collective all_to_all`: 39-42 against 32-35 us at 2 MiB, 232-266
+// against 183-197 us at 8 MiB. Up to 1 MiB, and where stores stream, the
 // same within the rounds' spread.
-inline constexpr int64_t kDirectGatherChunkBytes = 64 << 10;
-inline constexpr int64_t kDirectGatherChunkMinStoredBytes = 1 << 20;
+inline constexpr int64_t kDirectChunkBytes = 64 << 10;
+inline constexpr int64_t kDirectChunkMinStoredBytes = 1 << 20;
 // In chunks, the all-gather's regular stores stay faster than streaming ones
 // up to a larger size than the all-to-all's. `--collective all_gather -b 8M
 // -e 128M -f 2`, regular against streaming stores, 2 processes (3 rounds
@@ -179,9 +182,10 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
 // memory) into `slot(peer_out_j, r)` of member j's output, itself; `out_of(j)`
 // is member j's output as a symmetric view (members' outputs may differ in
 // shape by one row of the split axis), `slot(o, r)` block r of an output
-// view `o`. Steps 1-3 as above (step 1 for the outputs only). Contiguous
-// blocks are stored with `memcpy` (streaming stores from
-// kDirectAllToAllStreamMinBytes of input), strided ones with a local DMA.
+// view `o`. Steps 1-3 as above (step 1 for the outputs only). Strided
+// blocks go first, each by a local DMA; then the contiguous ones, in chunks
+// (above), with streaming stores from kDirectAllToAllStreamMinBytes of
+// input.
 absl::Status DirectAllToAll(
     const Group& g, const ArrayRef& in,
     const std::function<ArrayRef(int)>& block,
