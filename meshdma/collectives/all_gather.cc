@@ -22,6 +22,39 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
                         const std::vector<std::string>& axes, bool tiled,
                         const CollectiveOptions& options) {
   constexpr absl::string_view kName = "all_gather";
+  using collectives_internal::Channel;
+  using collectives_internal::ChannelCall;
+  constexpr collectives_internal::CollectiveKind kKind =
+      collectives_internal::CollectiveKind::kAllGather;
+  const int aux = tiled ? 1 : 0;
+  // Small: one exchange over the group's channel, no entry barrier.
+  //   step 1: push my block to every peer (Channel::Exchange);
+  //   step 2: copy every arrived block, and mine, into place.
+  auto over_channel = [&](Channel* channel,
+                          const collectives_internal::Group& g,
+                          int64_t signature) {
+    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+    const int64_t bytes = input.size_bytes();
+    return channel->ExchangeWithAll(
+        kName, g, signature,
+        [&](int) { return std::pair(input.data(), bytes); }, bytes,
+        [&](const std::byte* rows) {
+          if (RaceCheckingEnabled()) {
+            AnnotateWrite(output, "channel output write");
+          }
+          std::byte* base = output.data();
+          std::memmove(base + g.index * bytes, input.data(), bytes);
+          for (int i = 0; i < g.size(); ++i) {
+            if (i == g.index) continue;
+            std::memcpy(base + i * bytes, channel->Payload(rows, i), bytes);
+          }
+        });
+  };
+  // The same small call as before on this device: straight to its channel.
+  if (const ChannelCall* call = collectives_internal::FindChannelCall(
+          kKind, aux, input, output, axes, options)) {
+    return over_channel(call->channel, call->group, call->signature);
+  }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
@@ -53,7 +86,6 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t count = in.num_elements();
-  using collectives_internal::Channel;
   if (options.algorithm != CollectiveAlgorithm::kRing &&
       options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
       options.algorithm != CollectiveAlgorithm::kHierarchical &&
@@ -62,28 +94,13 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");
-    // Small: one exchange over the group's channel, no entry barrier.
-    //   step 1: push my block to every peer (Channel::Exchange);
-    //   step 2: copy every arrived block, and mine, into place.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-    return channel->ExchangeWithAll(
-        kName, g,
-        collectives_internal::CallSignature(
-            collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
-            tiled ? 1 : 0, &output),
-        [&](int) { return std::pair(in.data(), in.size_bytes()); },
-        in.size_bytes(),
-        [&](const std::byte* rows) {
-          const int64_t bytes = in.size_bytes();
-          if (RaceCheckingEnabled()) AnnotateWrite(out, "channel output write");
-          std::byte* base = out.data();
-          std::memmove(base + g.index * bytes, in.data(), bytes);
-          for (int i = 0; i < n; ++i) {
-            if (i == g.index) continue;
-            std::memcpy(base + i * bytes, channel->Payload(rows, i), bytes);
-          }
-        });
+    const int64_t signature = collectives_internal::CallSignature(
+        kKind, in.dtype(), count, aux, &output);
+    MESHDMA_RETURN_IF_ERROR(over_channel(channel, g, signature));
+    collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
+                                              channel, signature, options);
+    return absl::OkStatus();
   }
   const int lanes =
       options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;

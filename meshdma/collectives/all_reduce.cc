@@ -212,6 +212,23 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                                  : op == ReduceOp::kMax ? "pmax"
                                  : op == ReduceOp::kMin ? "pmin"
                                                         : "pmean";
+  using collectives_internal::ChannelCall;
+  const collectives_internal::CollectiveKind kind =
+      collectives_internal::CollectiveKind::kAllReduce;
+  // The same small call as before on this device: straight to its channel.
+  if (const ChannelCall* call = collectives_internal::FindChannelCall(
+          kind, static_cast<int>(op), input, output, axes, options)) {
+    absl::Status status;
+    collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+      status = collectives_internal::ChannelReduce<T>(
+          call->channel, name, call->group, op, call->signature,
+          [&](int) { return std::pair(input.data(), input.size_bytes()); },
+          input.data_as<const T>(), output);
+    });
+    return status;
+  }
   MESHDMA_ASSIGN_OR_RETURN(Group g,
                            collectives_internal::ResolveGroup(name, axes));
   MESHDMA_ASSIGN_OR_RETURN(
@@ -279,14 +296,23 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     }
     if (channel) {
       // Small: every member gets my whole input over the group's channel.
+      auto for_group = collectives_internal::Channel::For(g);
+      if (!for_group.ok()) {
+        status = for_group.status();
+        return;
+      }
+      const int64_t signature = collectives_internal::CallSignature(
+          kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
       if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
       status = collectives_internal::ChannelReduce<T>(
-          name, g, op,
-          collectives_internal::CallSignature(
-              collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
-              in.num_elements(), static_cast<int>(op), &output),
+          *for_group, name, g, op, signature,
           [&](int) { return std::pair(in.data(), in.size_bytes()); },
           in.data_as<const T>(), out);
+      if (status.ok()) {
+        collectives_internal::RememberChannelCall(kind, static_cast<int>(op),
+                                                  input, output, g, *for_group,
+                                                  signature, options);
+      }
       return;
     }
     status = collectives_internal::RunReductionKernel(

@@ -125,6 +125,46 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                                  : op == ReduceOp::kMin
                                      ? "reduce_scatter(min)"
                                      : "reduce_scatter(mean)";
+  constexpr collectives_internal::CollectiveKind kKind =
+      collectives_internal::CollectiveKind::kReduceScatter;
+  // Small: member j gets segment j of my input over the group's channel.
+  auto over_channel = [&](auto zero, collectives_internal::Channel* channel,
+                          const Group& g, int64_t signature) {
+    using T = decltype(zero);
+    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+    const int64_t count = input.num_elements();
+    const int64_t elem = static_cast<int64_t>(sizeof(T));
+    return collectives_internal::ChannelReduce<T>(
+        channel, name, g, op, signature,
+        [&](int j) {
+          const auto [b, len] = ScatterSegment(count, g.size(), j);
+          return std::pair(input.data() + b * elem, len * elem);
+        },
+        input.data_as<const T>() +
+            ScatterSegment(count, g.size(), g.index).first,
+        output);
+  };
+  // The same small call as before on this device: straight to its channel,
+  // unless the output is now my segment of the input (a kernel's case).
+  if (const collectives_internal::ChannelCall* call =
+          collectives_internal::FindChannelCall(kKind, static_cast<int>(op),
+                                                input, output, axes, options)) {
+    const Group& g = call->group;
+    const int64_t begin =
+        ScatterSegment(input.num_elements(), g.size(), g.index).first;
+    if (output.data() !=
+        input.data() + begin * static_cast<int64_t>(DTypeSize(input.dtype()))) {
+      // As the first call did (segments differ by up to one element).
+      MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
+          output, (input.num_elements() + g.size() - 1) / g.size() *
+                      static_cast<int64_t>(DTypeSize(input.dtype()))));
+      absl::Status status;
+      collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
+        status = over_channel(zero, call->channel, g, call->signature);
+      });
+      return status;
+    }
+  }
   MESHDMA_ASSIGN_OR_RETURN(Group g,
                            collectives_internal::ResolveGroup(name, axes));
   MESHDMA_ASSIGN_OR_RETURN(
@@ -177,19 +217,19 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {
-      // Small: member j gets segment j of my input over the group's channel.
-      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-      const int64_t elem = static_cast<int64_t>(sizeof(T));
-      status = collectives_internal::ChannelReduce<T>(
-          name, g, op,
-          collectives_internal::CallSignature(
-              collectives_internal::CollectiveKind::kReduceScatter, in.dtype(),
-              in.num_elements(), static_cast<int>(op), nullptr),
-          [&](int j) {
-            const auto [b, len] = ScatterSegment(in.num_elements(), n, j);
-            return std::pair(in.data() + b * elem, len * elem);
-          },
-          in.data_as<const T>() + my_begin, out);
+      auto for_group = collectives_internal::Channel::For(g);
+      if (!for_group.ok()) {
+        status = for_group.status();
+        return;
+      }
+      const int64_t signature = collectives_internal::CallSignature(
+          kKind, in.dtype(), in.num_elements(), static_cast<int>(op), nullptr);
+      status = over_channel(zero, *for_group, g, signature);
+      if (status.ok()) {
+        collectives_internal::RememberChannelCall(kKind, static_cast<int>(op),
+                                                  input, output, g, *for_group,
+                                                  signature, options);
+      }
       return;
     }
     status = collectives_internal::RunReductionKernel(

@@ -9,9 +9,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -255,6 +258,149 @@ TEST(Collectives, AllReduce) {
 
 // kDirect runs (rather than falling back to the ring) exactly when every
 // member is addressable: one host, checked mode off, a symmetric input.
+// Small calls made again are served from what the device remembered of
+// them (channel.h, ChannelCall): more distinct calls than it keeps, in
+// place and out of place, over and over in one Run, each checked against
+// the closed form with fresh values every round.
+TEST(Collectives, RememberedSmallCalls) {
+  struct Call {
+    ReduceOp op;
+    DType dtype;
+    int64_t count;
+    bool in_place;
+  };
+  std::vector<Call> calls;
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kMean}) {
+    for (DType t : {DType::kF32, DType::kF64, DType::kI32}) {
+      calls.push_back({op, t, 7, false});
+    }
+  }
+  calls.push_back({ReduceOp::kSum, DType::kF32, 1000, false});
+  calls.push_back({ReduceOp::kSum, DType::kF32, 1, true});
+  calls.push_back({ReduceOp::kMax, DType::kI64, 513, true});
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+      const int n = who.n();
+      // Calls of the same type, count and placement share their arrays, so
+      // that only the operation tells them apart.
+      std::map<std::tuple<DType, int64_t, bool>, std::pair<ArrayRef, ArrayRef>>
+          arrays;
+      std::vector<ArrayRef> ins, outs;
+      for (const Call& c : calls) {
+        auto [it, fresh] = arrays.try_emplace({c.dtype, c.count, c.in_place});
+        if (fresh) {
+          MESHDMA_ASSIGN_OR_RETURN(it->second.first,
+                                   AllocateSymmetric(c.dtype, {c.count}));
+          it->second.second = it->second.first;
+          if (!c.in_place) {
+            MESHDMA_ASSIGN_OR_RETURN(it->second.second,
+                                     AllocateSymmetric(c.dtype, {c.count}));
+          }
+        }
+        ins.push_back(it->second.first);
+        outs.push_back(it->second.second);
+      }
+      // Member at position p holds (p + 1) * (i + 1) + round.
+      auto value = [](int p, int64_t i, int round) {
+        return static_cast<double>((p + 1) * (i % 50 + 1) + round);
+      };
+      for (int round = 0; round < 5; ++round) {
+        for (size_t k = 0; k < calls.size(); ++k) {
+          const Call& c = calls[k];
+          for (int64_t i = 0; i < c.count; ++i) {
+            Store(ins[k], i, value(who.pos, i, round));
+          }
+          const std::string what =
+              absl::StrCat("remembered call ", k, " (", ReduceOpName(c.op),
+                           " of ", DTypeName(c.dtype), "[", c.count,
+                           "]) round ", round, " on LOGICAL device ", who.me);
+          absl::Status s = all_reduce(c.op, ins[k], outs[k], {"x"});
+          if (!s.ok()) {
+            return absl::Status(s.code(),
+                                absl::StrCat(what, ": ", s.message()));
+          }
+          MESHDMA_RETURN_IF_ERROR(CheckArray(what, outs[k], [&](int64_t i) {
+            double sum = 0;
+            for (int p = 0; p < n; ++p) sum += value(p, i, round);
+            switch (c.op) {
+              case ReduceOp::kMax:
+                return value(n - 1, i, round);
+              case ReduceOp::kMin:
+                return value(0, i, round);
+              case ReduceOp::kMean:
+                return c.dtype == DType::kI32 ? std::trunc(sum / n) : sum / n;
+              default:
+                return sum;
+            }
+          }));
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+// The same for all-gathers (tiled and stacked into outputs of one address)
+// and reduce-scatters (sum and max into one output), interleaved.
+TEST(Collectives, RememberedSmallGathersAndScatters) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+      const int n = who.n();
+      const int64_t block = 5, total = 3 * n + 1;
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({block}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef gathered,
+                               AllocateSymmetric<float>({n * block}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef stacked, gathered.Reshape({n, block}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef whole,
+                               AllocateSymmetric<float>({total}));
+      const auto [begin, length] = ScatterSegment(total, n, who.pos);
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef segment,
+                               AllocateSymmetric<float>({total / n + 1}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine, segment.Slice(0, 0, length));
+      auto value = [](int p, int64_t i, int round) {
+        return static_cast<double>((p + 1) * (i + 1) + round);
+      };
+      for (int round = 0; round < 5; ++round) {
+        const std::string when =
+            absl::StrCat(" round ", round, " on LOGICAL device ", who.me);
+        for (int64_t i = 0; i < block; ++i)
+          Store(in, i, value(who.pos, i, round));
+        for (int64_t i = 0; i < total; ++i) {
+          Store(whole, i, value(who.pos, i, round));
+        }
+        for (bool tiled : {true, false}) {
+          MESHDMA_RETURN_IF_ERROR(
+              all_gather(in, tiled ? gathered : stacked, {"x"}, tiled));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("all_gather tiled=", tiled, when), gathered,
+              [&](int64_t i) {
+                return value(static_cast<int>(i / block), i % block, round);
+              }));
+        }
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+          MESHDMA_RETURN_IF_ERROR(reduce_scatter(op, whole, mine, {"x"}));
+          MESHDMA_RETURN_IF_ERROR(CheckArray(
+              absl::StrCat("reduce_scatter ", ReduceOpName(op), when), mine,
+              [&](int64_t i) {
+                if (op == ReduceOp::kMax) return value(n - 1, begin + i, round);
+                double sum = 0;
+                for (int p = 0; p < n; ++p) sum += value(p, begin + i, round);
+                return sum;
+              }));
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
 TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";

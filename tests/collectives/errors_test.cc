@@ -123,5 +123,39 @@ TEST(CollectiveErrors, MismatchedCountRingReduceScatter) {
       "this device calls psum_scatter of");
 }
 
+// A call a device remembered (channel.h, ChannelCall) is still compared
+// with its peers' calls: after 20 identical small psums, one device calls
+// pmax on the same arrays.
+TEST(CollectiveErrors, RememberedCallStillComparesPeers) {
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+                MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+                MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({8}));
+                for (int i = 0; i < 20; ++i) {
+                  MESHDMA_RETURN_IF_ERROR(psum(a, b, {"x"}));
+                }
+                return me == 0 ? pmax(a, b, {"x"}) : psum(a, b, {"x"});
+              }),
+              "this device calls p");
+}
+
+// ... and its operands are still checked: a strided input of the same type
+// and element count as the remembered call's is an error, not a copy of the
+// wrong bytes.
+TEST(CollectiveErrors, RememberedCallRechecksOperands) {
+  ExpectError(
+      RunFresh([]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8, 8}));
+        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({32}));
+        MESHDMA_ASSIGN_OR_RETURN(auto rows, a.Slice(0, 0, 4));
+        MESHDMA_ASSIGN_OR_RETURN(auto columns, a.Slice(1, 0, 4));
+        for (int i = 0; i < 5; ++i) {
+          MESHDMA_RETURN_IF_ERROR(psum(rows, out, {"x"}));
+        }
+        return psum(columns, out, {"x"});
+      }),
+      "is strided");
+}
+
 }  // namespace
 }  // namespace meshdma

@@ -20,6 +20,24 @@ namespace {
 // This device thread's channels for the current Run, in creation order.
 thread_local std::vector<std::unique_ptr<Channel>>* t_channels = nullptr;
 
+// This device thread's remembered calls for the current Run (ChannelCall),
+// at most kRememberedCalls, the next to replace at `t_next_call`; deleted
+// with the channels they name.
+constexpr int kRememberedCalls = 8;
+thread_local std::vector<ChannelCall>* t_calls = nullptr;
+thread_local int t_next_call = 0;
+
+// Every field of CollectiveOptions (the assertion asks for this comparison
+// to grow with the struct).
+static_assert(sizeof(CollectiveOptions) == 40,
+              "compare a new CollectiveOptions field in SameOptions");
+bool SameOptions(const CollectiveOptions& a, const CollectiveOptions& b) {
+  return a.algorithm == b.algorithm && a.chunk_bytes == b.chunk_bytes &&
+         a.num_buffers == b.num_buffers &&
+         a.one_shot_max_bytes == b.one_shot_max_bytes &&
+         a.check_peers == b.check_peers;
+}
+
 // A wait-only descriptor of `bytes` on (send_sem, recv_sem): the DMA layer's
 // verbs wait for byte counts through descriptors of that size.
 AsyncCopyDescriptor WaitFor(const ArrayRef& bytes_view, Semaphore send_sem,
@@ -178,6 +196,9 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
       return status;
     }));
     MESHDMA_RETURN_IF_ERROR(AtRunEnd([] {
+      delete t_calls;
+      t_calls = nullptr;
+      t_next_call = 0;
       delete t_channels;
       t_channels = nullptr;
     }));
@@ -455,6 +476,68 @@ absl::Status Channel::Exchange(
   }
   if (call % kCreditBatch == kCreditBatch - 1) deferred_ = q;
   return absl::OkStatus();
+}
+
+const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
+                                   const ArrayRef& input,
+                                   const ArrayRef& output,
+                                   std::span<const std::string> axes,
+                                   const CollectiveOptions& options) {
+  if (t_calls == nullptr || input.data() == nullptr) return nullptr;
+  auto same = [](std::span<const int64_t> a, std::span<const int64_t> b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  };
+  for (const ChannelCall& c : *t_calls) {
+    if (c.output != output.data() || c.kind != kind || c.aux != aux ||
+        c.dtype != input.dtype() || c.dtype != output.dtype() ||
+        c.input_symmetric != input.is_symmetric() ||
+        !same(c.input_shape, input.shape()) ||
+        !same(c.output_shape, output.shape()) ||
+        !std::equal(c.axes.begin(), c.axes.end(), axes.begin(), axes.end()) ||
+        !SameOptions(c.options, options)) {
+      continue;
+    }
+    // What Flatten and RequireSymmetric checked on the first call.
+    if (!input.is_contiguous() || !output.is_contiguous() ||
+        !output.is_symmetric()) {
+      return nullptr;
+    }
+    return &c;
+  }
+  return nullptr;
+}
+
+void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
+                         const ArrayRef& output, const Group& group,
+                         Channel* channel, int64_t signature,
+                         const CollectiveOptions& options) {
+  // Channels (and the Run-end hook that forgets calls) exist by now.
+  if (t_channels == nullptr) return;
+  if (t_calls == nullptr) {
+    t_calls = new std::vector<ChannelCall>();
+    t_calls->reserve(kRememberedCalls);
+  }
+  ChannelCall call{
+      kind,
+      aux,
+      input.dtype(),
+      {input.shape().begin(), input.shape().end()},
+      {output.shape().begin(), output.shape().end()},
+      input.is_symmetric(),
+      output.data(),
+      std::vector<std::string>(group.axes.begin(), group.axes.end()),
+      options,
+      group,
+      channel,
+      signature};
+  if (static_cast<int>(t_calls->size()) < kRememberedCalls) {
+    t_calls->push_back(std::move(call));
+  } else {
+    (*t_calls)[t_next_call] = std::move(call);
+  }
+  t_next_call = (t_next_call + 1) % kRememberedCalls;
+  // Each group views its own remembered axes, which outlive the caller's.
+  for (ChannelCall& c : *t_calls) c.group.axes = c.axes;
 }
 
 }  // namespace meshdma::collectives_internal

@@ -91,8 +91,10 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -297,6 +299,48 @@ class Channel {
   // The call of my last row to member i in slot set p; -1 for none.
   std::vector<int64_t> last_row_[kSlotSets];
 };
+
+// A small call as the calling device resolved it: its group, that group's
+// channel and the call's signature. Kept per device for the rest of the Run
+// (forgotten with the channels), so that the same call again, the pattern of
+// a decode loop, skips resolving its axes, validating its operands, choosing
+// its algorithm and hashing its signature, which were about a third of an
+// 8-byte psum on one host (BENCHMARKS.md, "Small calls remembered").
+//
+// The key is everything those steps depend on: the collective and its `aux`
+// (operation, tiling), the operands' element type and shapes, whether the
+// input is symmetric, the output's address (the signature holds its heap
+// offset), the axes and the options. A call matches only when its input and
+// output are contiguous and the output is symmetric, as the first call
+// checked. What the call sends is still compared with its peers' calls.
+struct ChannelCall {
+  CollectiveKind kind;
+  int aux;
+  DType dtype;
+  absl::InlinedVector<int64_t, 4> input_shape;
+  absl::InlinedVector<int64_t, 4> output_shape;
+  bool input_symmetric;
+  const std::byte* output;
+  std::vector<std::string> axes;
+  CollectiveOptions options;
+  // What it resolved to; `group.axes` views `axes`.
+  Group group;
+  Channel* channel;
+  int64_t signature;
+};
+
+// The calling device's remembered call matching the key, or null.
+const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
+                                   const ArrayRef& input,
+                                   const ArrayRef& output,
+                                   std::span<const std::string> axes,
+                                   const CollectiveOptions& options);
+// Remembers a call that succeeded, in place of the oldest of the few this
+// device keeps.
+void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
+                         const ArrayRef& output, const Group& group,
+                         Channel* channel, int64_t signature,
+                         const CollectiveOptions& options);
 
 }  // namespace meshdma::collectives_internal
 

@@ -80,14 +80,14 @@ void AnnotateReduceRows(const Group& g, const ArrayRef& mine, RowOf row_of,
 //   step 1: push `part(j)` of my input to every member j
 //           (Channel::Exchange, steps 1-3);
 //   step 2: reduce, in group order, the n copies of my `out.num_elements()`
-//           elements into the 1-D `out`; `mine` (my own part) stands for my
-//           row.
+//           elements into the contiguous `out`; `mine` (my own part) stands
+//           for my row.
 // `part(j)` returns {first byte, byte count} of what member j gets.
+// `channel` is the group's (Channel::For).
 template <typename T, typename Part>
-absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
-                           int64_t signature, Part part, const T* mine,
-                           const ArrayRef& out) {
-  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+absl::Status ChannelReduce(Channel* channel, absl::string_view name,
+                           const Group& g, ReduceOp op, int64_t signature,
+                           Part part, const T* mine, const ArrayRef& out) {
   return channel->ExchangeWithAll(
       name, g, signature, part, out.size_bytes(), [&](const std::byte* rows) {
         // The rows' reads are the channel's to record.
@@ -97,6 +97,13 @@ absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
                       Channel::kHeaderBytes, out.data_as<T>(),
                       out.num_elements());
       });
+}
+template <typename T, typename Part>
+absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
+                           int64_t signature, Part part, const T* mine,
+                           const ArrayRef& out) {
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  return ChannelReduce<T>(channel, name, g, op, signature, part, mine, out);
 }
 
 }  // namespace meshdma::collectives_internal
