@@ -34,6 +34,59 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                         const std::vector<std::string>& axes, int split_axis,
                         int concat_axis, const CollectiveOptions& options) {
   constexpr absl::string_view kName = "all_to_all";
+  using collectives_internal::Channel;
+  constexpr collectives_internal::CollectiveKind kKind =
+      collectives_internal::CollectiveKind::kAllToAll;
+  const int aux = split_axis * 8 + concat_axis;
+  // Small, both split along dimension 0 and contiguous: one exchange over the
+  // group's channel, no entry barrier (blocks are byte ranges).
+  //   step 1: push block j of my input to member j (Channel::Exchange);
+  //   step 2: copy each arrived block, and my own, into my output.
+  // Block j of my input is rows [PartBegin(j), PartBegin(j + 1)); member
+  // j's block lands at rows [j * part(r), (j + 1) * part(r)) of my output.
+  auto over_channel = [&](Channel* channel,
+                          const collectives_internal::Group& g,
+                          int64_t signature) {
+    const int n = g.size(), r = g.index;
+    const int64_t rows = input.dim(0);
+    const int64_t row_bytes = rows == 0 ? 0 : input.size_bytes() / rows;
+    auto send_bytes = [&](int j) {
+      const int64_t b = collectives_internal::PartBegin(rows, n, j);
+      return std::pair(
+          input.data() + b * row_bytes,
+          (collectives_internal::PartBegin(rows, n, j + 1) - b) * row_bytes);
+    };
+    const int64_t block_bytes = send_bytes(r).second;
+    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+    return channel->ExchangeWithAll(
+        kName, g, signature, send_bytes, block_bytes,
+        [&](const std::byte* rows) {
+          if (RaceCheckingEnabled()) {
+            AnnotateWrite(output, "channel output write");
+          }
+          if (block_bytes == 0) return;
+          for (int j = 0; j < n; ++j) {
+            std::memcpy(
+                output.data() + j * block_bytes,
+                j == r ? send_bytes(r).first : channel->Payload(rows, j),
+                block_bytes);
+          }
+        });
+  };
+  // The same small call as before on this device: straight to its channel
+  // (as the first call did, with the heap padded for the largest output).
+  if (const collectives_internal::ChannelCall* call =
+          collectives_internal::FindChannelCall(kKind, aux, input, output, axes,
+                                                options);
+      call != nullptr && input.data() != output.data()) {
+    const int n = call->group.size();
+    const int64_t rows = input.dim(0);
+    const int64_t largest_part = (rows + n - 1) / n;  // Parts differ by <= 1.
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
+        output,
+        largest_part * (rows == 0 ? 0 : input.size_bytes() / rows) * n));
+    return over_channel(call->channel, call->group, call->signature);
+  }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
@@ -110,53 +163,19 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     return ArrayRef::Symmetric(output.data(), output.heap_offset(),
                                output.dtype(), shape_j);
   };
-  using collectives_internal::Channel;
   if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
       concat_axis == 0 && input.is_contiguous() &&
       Channel::Fits(g, largest_part * split_row_bytes)) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");
-    // Small, blocks contiguous in both arrays: one exchange over the group's
-    // channel, no entry barrier.
-    //   step 1: push block j of my input to member j (Channel::Exchange);
-    //   step 2: copy each arrived block, and my own, into my output.
-    // Both split along dimension 0: blocks are byte ranges. Block j of my
-    // input is rows [PartBegin(j), PartBegin(j + 1)); member j's block lands
-    // at rows [j * part(r), (j + 1) * part(r)) of my output.
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    const int64_t block_bytes = part(r) * split_row_bytes;
-    const std::byte* in_bytes = input.data();
-    std::byte* out_bytes = output.data();
-    auto send_bytes = [&](int j) {
-      return std::pair(
-          in_bytes + collectives_internal::PartBegin(split_size, n, j) *
-                         split_row_bytes,
-          part(j) * split_row_bytes);
-    };
-    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-    return channel->ExchangeWithAll(
-        kName, g,
-        collectives_internal::CallSignature(
-            collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
-            input.num_elements(), split_axis * 8 + concat_axis, &output),
-        [&](int j) {
-          const auto [data, bytes] = send_bytes(j);
-          return std::pair(static_cast<const std::byte*>(data), bytes);
-        },
-        block_bytes,
-        [&](const std::byte* rows) {
-          if (RaceCheckingEnabled()) {
-            AnnotateWrite(output, "channel output write");
-          }
-          if (block_bytes == 0) return;
-          for (int j = 0; j < n; ++j) {
-            std::memcpy(
-                out_bytes + j * block_bytes,
-                j == r ? send_bytes(r).first : channel->Payload(rows, j),
-                block_bytes);
-          }
-        });
+    const int64_t signature = collectives_internal::CallSignature(
+        kKind, input.dtype(), input.num_elements(), aux, &output);
+    MESHDMA_RETURN_IF_ERROR(over_channel(channel, g, signature));
+    collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
+                                              channel, signature, options);
+    return absl::OkStatus();
   }
   // kHierarchical where requested, on groups that span several hosts with
   // the same number m > 1 of their devices each (with m == 1 it would be the

@@ -304,12 +304,16 @@ TEST(Collectives, RememberedSmallCalls) {
         ins.push_back(it->second.first);
         outs.push_back(it->second.second);
       }
-      // Member at position p holds (p + 1) * (i + 1) + round.
+      // Member at position p holds (p + 1) * (i % 50 + 1) + round.
       auto value = [](int p, int64_t i, int round) {
         return static_cast<double>((p + 1) * (i % 50 + 1) + round);
       };
-      for (int round = 0; round < 5; ++round) {
-        for (size_t k = 0; k < calls.size(); ++k) {
+      // Each call twice in a row (the second remembered), the whole list
+      // more calls than a device keeps (the first evicted each round).
+      for (int step = 0; step < 10 * static_cast<int>(calls.size()); ++step) {
+        const size_t k = (step / 2) % calls.size();
+        const int round = step;  // Fresh values every call.
+        {
           const Call& c = calls[k];
           for (int64_t i = 0; i < c.count; ++i) {
             Store(ins[k], i, value(who.pos, i, round));
@@ -669,6 +673,24 @@ absl::StatusOr<bool> AllToAllIsHierarchical(const Launch& launch) {
 // (np8.hosts4), 3 hosts x 2 (np3x2.interhost). Elsewhere (one host, one device
 // per host, uneven hosts) the direct kernel runs instead and must agree. Uneven
 // splits, split_axis != concat_axis, blocks below and above the channel's size.
+// Small all-to-alls made again (remembered, channel.h): each call allocates
+// its output at the same address and fills it with garbage first.
+TEST(Collectives, RememberedSmallAllToAll) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const int n = rt.num_devices();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      for (int round = 0; round < 4; ++round) {
+        for (DType t : {DType::kF32, DType::kU8}) {
+          MESHDMA_RETURN_IF_ERROR(AllToAllCase(t, 3 * n + 1, 2, 0, 0, {"x"}));
+        }
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
 TEST(Collectives, AllToAllHierarchical) {
   ForEachRuntime([&](Runtime& rt) {
     auto mesh = rt.MakeMesh1D("x");
