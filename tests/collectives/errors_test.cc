@@ -140,19 +140,19 @@ TEST(CollectiveErrors, RememberedCallStillComparesPeers) {
 }
 
 // ... and its operands are still checked: a strided input of the same type
-// and element count as the remembered call's is an error, not a copy of the
-// wrong bytes.
+// and shape as the remembered call's is an error, not a copy of the wrong
+// bytes.
 TEST(CollectiveErrors, RememberedCallRechecksOperands) {
   ExpectError(
       RunFresh([]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8, 8}));
-        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({32}));
-        MESHDMA_ASSIGN_OR_RETURN(auto rows, a.Slice(0, 0, 4));
-        MESHDMA_ASSIGN_OR_RETURN(auto columns, a.Slice(1, 0, 4));
+        MESHDMA_ASSIGN_OR_RETURN(auto dense, AllocateSymmetric<float>({4, 8}));
+        MESHDMA_ASSIGN_OR_RETURN(auto wide, AllocateSymmetric<float>({4, 16}));
+        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({4, 8}));
+        MESHDMA_ASSIGN_OR_RETURN(auto strided, wide.Slice(1, 0, 8));
         for (int i = 0; i < 5; ++i) {
-          MESHDMA_RETURN_IF_ERROR(psum(rows, out, {"x"}));
+          MESHDMA_RETURN_IF_ERROR(psum(dense, out, {"x"}));
         }
-        return psum(columns, out, {"x"});
+        return psum(strided, out, {"x"});
       }),
       "is strided");
 }
