@@ -30,6 +30,9 @@ constexpr int kShutdownBarrierTag = 7103;
 // aborted: healthy peers were told and are shutting down too.
 constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
+// A device that progressed MPI this recently counts as polling: it, not the
+// progress thread, moves the traffic.
+constexpr int64_t kDevicesPollingNs = 50'000;
 
 enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3, kFlush = 4 };
 
@@ -265,7 +268,11 @@ void MpiTransport::Send(int dest_rank, const Header& header,
   append(check_clock.data(), clock_bytes);
   if (inline_payload.bytes > 0) inline_payload.write(at);
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
-  bool outstanding = false;
+  // A device that sends counts as polling: it progresses MPI when it waits,
+  // and until then (copying, reducing) the progress thread stays out of the
+  // lock and off the core (BENCHMARKS.md, "Across hosts: the progress
+  // thread leaves a sending device alone").
+  NoteDevicePolling();
   {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     MPI_Request req;
@@ -318,19 +325,25 @@ void MpiTransport::Send(int dest_rank, const Header& header,
       // completed when it was packed): it is retired by whoever progresses
       // MPI next, and keeps neither the progress thread nor a waiter busy.
       send->awaited = send->op != nullptr;
-      if (send->awaited) {
-        pending_.fetch_add(1, std::memory_order_relaxed);
-        outstanding = true;
-      }
+      if (send->awaited) pending_.fetch_add(1, std::memory_order_relaxed);
       sends_.push_back(std::move(send));
     }
   }
   if (done != nullptr) host_->CompleteDma(std::move(done));
-  // The progress thread finishes what is left. A small message is usually
-  // gone by now: waking the thread for nothing costs a futex wake and, on a
-  // machine with few cores, a context switch away from the device
-  // (BENCHMARKS.md, "The inter-host path: no wake-up per message").
-  if (outstanding) wake_cv_.notify_one();
+  // What is left moves when someone progresses MPI: this device, which
+  // most likely waits next, or the progress thread once no device has
+  // polled for kDevicesPollingNs (see ProgressMain).
+}
+
+void MpiTransport::NoteDevicePolling() {
+  last_device_poll_ns_.store(absl::GetCurrentTimeNanos(),
+                             std::memory_order_relaxed);
+}
+
+bool MpiTransport::DevicesPolling() const {
+  return absl::GetCurrentTimeNanos() -
+             last_device_poll_ns_.load(std::memory_order_relaxed) <
+         kDevicesPollingNs;
 }
 
 void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
@@ -494,10 +507,12 @@ std::string MpiTransport::Unflushed(int64_t epoch) {
 }
 
 bool MpiTransport::Poll() {
+  // Noted before the lock is tried: a device that finds the progress thread
+  // inside MPI still tells it that a device polls, so that the thread leaves
+  // MPI to the device instead of competing with it for the lock and a core.
+  NoteDevicePolling();
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // Someone else is progressing.
-  last_device_poll_ns_.store(absl::GetCurrentTimeNanos(),
-                             std::memory_order_relaxed);
   return ProgressLocked();
 }
 
@@ -782,9 +797,13 @@ void MpiTransport::ProgressMain() {
   // of their way. Otherwise poll while traffic is outstanding or a device
   // sleeps in a wait, and back off from yielding to short sleeps when idle,
   // so an idle launch does not burn a core.
-  constexpr int64_t kDevicesPollingNs = 50'000;
   constexpr int64_t kDevicesPollingSleepUs = 1'000;
-  constexpr int64_t kPendingPollUs = 50;
+  // With traffic outstanding: how late the thread takes over from devices
+  // that stopped polling (a device that sent, then computes). Every wake-up
+  // while devices still poll takes a core from one of them; 50 us, about
+  // two wake-ups per 512 KiB message over TCP, cost 5-15% of the time of
+  // such messages (BENCHMARKS.md).
+  constexpr int64_t kPendingPollUs = 250;
   constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;
   std::unique_ptr<MpiBarrier> barrier;
@@ -796,10 +815,7 @@ void MpiTransport::ProgressMain() {
       std::lock_guard<std::mutex> lock(wake_mu_);
       shutdown = shutdown_requested_;
     }
-    const bool devices_polling =
-        absl::GetCurrentTimeNanos() -
-            last_device_poll_ns_.load(std::memory_order_relaxed) <
-        kDevicesPollingNs;
+    const bool devices_polling = DevicesPolling();
     bool did = false;
     {
       // While a device polls, it progresses everything; taking the lock here

@@ -147,8 +147,12 @@ class MpiTransport : public Transport {
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
   // Awaited sends (non-inline puts) and recvs_: traffic somebody waits for.
   std::atomic<int> pending_{0};
-  // When a device last progressed MPI from `Poll`.
+  // When a device last progressed MPI (`Poll`) or sent (`Send`).
   std::atomic<int64_t> last_device_poll_ns_{0};
+  void NoteDevicePolling();
+  // True while a device did either within the last kDevicesPollingNs: the
+  // progress thread then leaves MPI to the devices.
+  bool DevicesPolling() const;
 
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
