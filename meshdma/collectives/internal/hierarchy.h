@@ -77,16 +77,17 @@ void DivideArray(T* x, int64_t len, int n) {
   }
 }
 
-// One-shot all-reduce in place of `part` (1-D, symmetric: at the same heap
-// offset on every member) over `lane`, for step 2 of the all-reduce below:
+// One-shot all-reduce of `part` into `out` (both 1-D, of one length; `out`
+// may alias `part`) over `lane`, for step 2 of the all-reduce below:
 //   step 1: push `part` into row r of every peer's scratch [n, len] (one DMA
 //           per peer, all on one send and one receive semaphore);
 //   step 2: wait until n-1 rows have arrived and my pushes have been read;
-//   step 3: reduce the rows into `part` in lane order (mine stands for row
+//   step 3: reduce the rows into `out` in lane order (`part` stands for row
 //           r), so that every member gets the same bits.
 // On two hosts this moves the ring's bytes in one round instead of two.
 template <typename T>
-absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
+absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
+                         const ArrayRef& out) {
   const int n = lane.size();
   const int64_t len = part.num_elements();
   const int64_t row_bytes = len * static_cast<int64_t>(sizeof(T));
@@ -111,9 +112,9 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
   MESHDMA_RETURN_IF_ERROR(all.wait_send());
   // Step 3.
   AnnotateReduceRows(
-      lane, part, [&](int i) { return Range(scratch, i * len, len); }, part);
+      lane, part, [&](int i) { return Range(scratch, i * len, len); }, out);
   ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes, 0,
-                part.data_as<T>(), len);
+                out.data_as<T>(), len);
   return absl::OkStatus();
 }
 
@@ -122,9 +123,10 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part) {
 // at local index i, part i = [count*i/m, count*(i+1)/m):
 //   step 1: reduce-scatter over my host: part i of `output` holds my host's
 //           reduction of part i (skipped when m == 1);
-//   step 2: all-reduce part i of `output` in place over my lane: every host
-//           now holds the total of part i at its local index i (one-shot for
-//           parts up to `one_shot_max_bytes`, and on two hosts for parts
+//   step 2: all-reduce part i of `output` in place over my lane (when
+//           m == 1, `input` into `output`, with no copy between them): every
+//           host now holds the total of part i at its local index i (one-shot
+//           for parts up to `one_shot_max_bytes`, and on two hosts for parts
 //           whose scratch stays within the ring's bound, 4 x num_buffers x
 //           chunk_bytes; else a ring);
 //   step 3: kMean: divide part i by n (steps 1 and 2 sum);
@@ -153,17 +155,16 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
     MESHDMA_RETURN_IF_ERROR(
         RingReduceScatter<T>(host, combine, input, &output, mine, LanesFor(m),
                              options.chunk_bytes, options.num_buffers));
-  } else {
-    LocalCopy(input, output);
   }
   // Step 2.
+  const ArrayRef& lane_input = m > 1 ? mine : input;
   const int64_t ring_scratch = 4 * options.num_buffers * options.chunk_bytes;
   if (mine.size_bytes() <= options.one_shot_max_bytes ||
       (lane.size() == 2 && mine.size_bytes() <= ring_scratch)) {
-    MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, mine));
+    MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, lane_input, mine));
   } else {
     MESHDMA_RETURN_IF_ERROR(
-        RingAllReduce<T>(lane, combine, mine, mine, LanesFor(lane.size()),
+        RingAllReduce<T>(lane, combine, lane_input, mine, LanesFor(lane.size()),
                          options.chunk_bytes, options.num_buffers));
   }
   // Step 3.
