@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
@@ -471,6 +472,56 @@ TEST_P(SemanticsTest, AlternatingMeshesKeepBarriersApart) {
     });
     ASSERT_TRUE(s.ok()) << s;
   }
+}
+
+// §7: a put moves while its issuer computes and calls nothing. Across hosts
+// over a network (the `_tcp` variants) a put of 8 MiB takes MPI several
+// steps (a rendezvous) that need someone on each side to progress MPI: the
+// issuer's process's progress thread, when no device there polls. Even devices start a put to their right neighbour
+// and then compute (sleep) before they wait; odd devices wait for the bytes
+// of their left neighbour, which is computing, and must get them long before
+// it wakes.
+TEST_P(SemanticsTest, RemoteCopyMovesWhileItsIssuerComputes) {
+  if (n_ < 2) GTEST_SKIP() << "needs two devices";
+  constexpr int64_t kInts = int64_t{2} << 20;  // 8 MiB: past any eager limit.
+  constexpr absl::Duration kCompute = absl::Milliseconds(600);
+  auto value = [](int device, int64_t i) {
+    return static_cast<int32_t>(device * 7919 + i);
+  };
+  absl::Status s = Run([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<int32_t>({kInts}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<int32_t>({kInts}));
+    for (int64_t i = 0; i < kInts; ++i)
+      src.data_as<int32_t>()[i] = value(me, i);
+    return RunKernel({.name = "compute_while_sending"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma, "send"));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma, "recv"));
+      auto copy = make_async_remote_copy(src, dst, send, recv, (me + 1) % n_);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      if (me % 2 == 0) {
+        absl::SleepFor(kCompute);  // Computing: no runtime call, no poll.
+        MESHDMA_RETURN_IF_ERROR(copy.wait_recv());
+      } else {
+        const absl::Time t0 = absl::Now();
+        MESHDMA_RETURN_IF_ERROR(copy.wait_recv());
+        EXPECT_LT(absl::Now() - t0, kCompute / 2)
+            << "device " << me << " got the bytes of device " << me - 1
+            << " only when that device stopped computing";
+      }
+      MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+      const int left = (me + n_ - 1) % n_;
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < kInts; ++i) {
+        wrong += dst.data_as<int32_t>()[i] != value(left, i);
+      }
+      EXPECT_EQ(wrong, 0) << "elements wrong on device " << me;
+      return absl::OkStatus();
+    });
+  });
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SemanticsTest,
