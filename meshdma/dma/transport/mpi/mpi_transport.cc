@@ -800,9 +800,9 @@ void MpiTransport::ProgressMain() {
   constexpr int64_t kDevicesPollingSleepUs = 1'000;
   // With traffic outstanding: how late the thread takes over from devices
   // that stopped polling (a device that sent, then computes). Every wake-up
-  // while devices still poll takes a core from one of them; 50 us, about
-  // two wake-ups per 512 KiB message over TCP, cost 5-15% of the time of
-  // such messages (BENCHMARKS.md).
+  // while devices still poll takes a core from one of them: at 50 us there
+  // were about two per 512 KiB message over TCP (BENCHMARKS.md, "Across
+  // hosts: the progress thread leaves a sending device alone").
   constexpr int64_t kPendingPollUs = 250;
   constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;
