@@ -144,26 +144,20 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
             ScatterSegment(count, g.size(), g.index).first,
         output);
   };
-  // The same small call as before on this device: straight to its channel,
-  // unless the output is now my segment of the input (a kernel's case).
+  // The same small call as before on this device: straight to its channel.
   if (const collectives_internal::ChannelCall* call =
           collectives_internal::FindChannelCall(kKind, static_cast<int>(op),
                                                 input, output, axes, options)) {
     const Group& g = call->group;
-    const int64_t begin =
-        ScatterSegment(input.num_elements(), g.size(), g.index).first;
-    if (output.data() !=
-        input.data() + begin * static_cast<int64_t>(DTypeSize(input.dtype()))) {
-      // As the first call did (segments differ by up to one element).
-      MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-          output, (input.num_elements() + g.size() - 1) / g.size() *
-                      static_cast<int64_t>(DTypeSize(input.dtype()))));
-      absl::Status status;
-      collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
-        status = over_channel(zero, call->channel, g, call->signature);
-      });
-      return status;
-    }
+    // As the first call did (segments differ by up to one element).
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
+        output, (input.num_elements() + g.size() - 1) / g.size() *
+                    static_cast<int64_t>(DTypeSize(input.dtype()))));
+    absl::Status status;
+    collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
+      status = over_channel(zero, call->channel, g, call->signature);
+    });
+    return status;
   }
   MESHDMA_ASSIGN_OR_RETURN(Group g,
                            collectives_internal::ResolveGroup(name, axes));
@@ -209,11 +203,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
-  const bool channel =
-      collectives_internal::Channel::TakesReduction(
-          g, options, algorithm, largest_segment,
-          in.size_bytes() - largest_segment) &&
-      out.data() != in.data() + my_begin * DTypeSize(in.dtype());
+  // In place too (`output` my segment of `input`): the channel reads the
+  // other segments when it pushes them, and writes mine only after.
+  const bool channel = collectives_internal::Channel::TakesReduction(
+      g, options, algorithm, largest_segment,
+      in.size_bytes() - largest_segment);
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (channel) {
