@@ -399,6 +399,16 @@ TEST(Collectives, RememberedSmallGathersAndScatters) {
                 return sum;
               }));
         }
+        // In place: the output is my segment of the input, which the other
+        // segments' pushes read before it is written.
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef own, whole.Slice(0, begin, length));
+        MESHDMA_RETURN_IF_ERROR(psum_scatter(whole, own, {"x"}));
+        MESHDMA_RETURN_IF_ERROR(CheckArray(
+            absl::StrCat("psum_scatter in place", when), own, [&](int64_t i) {
+              double sum = 0;
+              for (int p = 0; p < n; ++p) sum += value(p, begin + i, round);
+              return sum;
+            }));
       }
       return absl::OkStatus();
     });
