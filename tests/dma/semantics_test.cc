@@ -477,10 +477,10 @@ TEST_P(SemanticsTest, AlternatingMeshesKeepBarriersApart) {
 // §7: a put moves while its issuer computes and calls nothing. Across hosts
 // over a network (the `_tcp` variants) a put of 8 MiB takes MPI several
 // steps (a rendezvous) that need someone on each side to progress MPI: the
-// issuer's process's progress thread, when no device there polls. Even devices start a put to their right neighbour
-// and then compute (sleep) before they wait; odd devices wait for the bytes
-// of their left neighbour, which is computing, and must get them long before
-// it wakes.
+// issuer's process's progress thread, when no device there polls. Even devices
+// start a put to their right neighbour and then compute (sleep) before they
+// wait; odd devices wait for the bytes of their left neighbour, which is
+// computing, and must get them long before it wakes.
 TEST_P(SemanticsTest, RemoteCopyMovesWhileItsIssuerComputes) {
   if (n_ < 2) GTEST_SKIP() << "needs two devices";
   constexpr int64_t kInts = int64_t{2} << 20;  // 8 MiB: past any eager limit.
