@@ -1128,13 +1128,19 @@ absl::StatusOr<bool> Device::BarrierComparing(std::optional<uint64_t> value) {
   MESHDMA_RETURN_IF_ERROR(Disseminate(*mesh, &lo, &hi));
   if (lo == hi) return true;
   // Every device has seen the mismatch, but some may still wait for the
-  // signals that tell them. One more barrier before failing, so that this
-  // failure aborts no device before it knows, comparing the allocations
-  // alone: every device learns whether they or the values differ. An abort
-  // during it (another device failing after it) changes nothing.
+  // signals that tell them. A second barrier compares the allocations
+  // alone: every device learns whether they or the values differ.
   uint64_t alo = allocations, ahi = allocations;
   absl::Status again = Disseminate(*mesh, &alo, &ahi);
-  if (!again.ok() || alo != ahi) return AllocationMismatch(*mesh);
+  if (!again.ok()) return again;  // Another device failed first.
+  // A third before anyone fails: a device leaving it knows that every
+  // device has left the second, so the failure this mismatch causes (on
+  // this device or another, a plain barrier meeting a compare, say) aborts
+  // no device still waiting to learn its answer. An abort during it, from
+  // such a failure, changes no answer.
+  uint64_t done_lo = 0, done_hi = 0;
+  Disseminate(*mesh, &done_lo, &done_hi).IgnoreError();
+  if (alo != ahi) return AllocationMismatch(*mesh);
   return false;
 }
 
