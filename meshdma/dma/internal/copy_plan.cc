@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "meshdma/base/checked_math.h"
+
 namespace meshdma::dma_internal {
 
 void StreamingCopy(std::byte* dst, const std::byte* src, size_t n) {
@@ -39,11 +41,15 @@ ViewLayout ViewLayout::Of(const ArrayRef& ref) {
   ViewLayout v;
   v.rank = ref.rank();
   const int64_t elem = static_cast<int64_t>(DTypeSize(ref.dtype()));
-  // An empty view's strides bound nothing (they need not even fit in bytes).
+  // An empty view's strides bound nothing (they need not even fit in bytes),
+  // nor does the stride of a dimension of size 1: the only ones that may
+  // not fit once the view's byte extent has been checked.
   const bool empty = ref.num_elements() == 0;
   for (int d = 0; d < v.rank; ++d) {
     v.shape[d] = ref.shape()[d];
-    v.byte_strides[d] = empty ? 0 : ref.strides()[d] * elem;
+    v.byte_strides[d] =
+        empty ? 0
+              : base_internal::CheckedMul(ref.strides()[d], elem).value_or(0);
   }
   return v;
 }
