@@ -42,8 +42,9 @@ ViewLayout ViewLayout::Of(const ArrayRef& ref) {
   v.rank = ref.rank();
   const int64_t elem = static_cast<int64_t>(DTypeSize(ref.dtype()));
   // An empty view's strides bound nothing (they need not even fit in bytes),
-  // nor does the stride of a dimension of size 1: the only ones that may
-  // not fit once the view's byte extent has been checked.
+  // nor does the stride of a dimension of size 1, which an ArrayRef may hold
+  // at any value: its byte extent, checked when it was made, fits in int64,
+  // so only those may overflow here.
   const bool empty = ref.num_elements() == 0;
   for (int d = 0; d < v.rank; ++d) {
     v.shape[d] = ref.shape()[d];

@@ -599,14 +599,6 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   const std::pair<const ArrayRef*, absl::string_view> views[] = {{&src, "src"},
                                                                  {&dst, "dst"}};
   for (const auto& [ref, role] : views) {
-    // Strides whose byte offsets overflow describe no memory at all.
-    if (!base_internal::CheckedByteExtent(
-             ref->shape(), ref->strides(),
-             static_cast<int64_t>(DTypeSize(ref->dtype())))
-             .has_value()) {
-      return error(role, " ", ref->ToString(),
-                   " has strides whose byte offsets overflow 64 bits");
-    }
     if (ref->is_symmetric()) {
       MESHDMA_RETURN_IF_ERROR(CheckHeapView(*ref, role, verb));
     }
