@@ -252,13 +252,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
               src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
           MESHDMA_RETURN_IF_ERROR(sends.back().start());
         }
-        // Step 2: my own block, by a local copy.
-        const ArrayRef own = send_block(r);
-        if (own.num_elements() > 0) {
-          auto local = make_async_copy(own, recv_block(output, r), recv_sem);
-          MESHDMA_RETURN_IF_ERROR(local.start());
-          MESHDMA_RETURN_IF_ERROR(local.wait());
-        }
+        // Step 2: my own block, copied here while the sends travel.
+        collectives_internal::LocalCopy(send_block(r), recv_block(output, r));
         // Step 3: the n-1 blocks for me (all the same size), then my sends.
         const ArrayRef mine = recv_block(output, r);
         if (mine.num_elements() > 0) {

@@ -339,7 +339,11 @@ void LocalCopy(const ArrayRef& src, const ArrayRef& dst) {
     AnnotateRead(src, "local copy read");
     AnnotateWrite(dst, "local copy write");
   }
-  std::memmove(dst.data(), src.data(), src.size_bytes());
+  if (dma_internal::Device* device = dma_internal::CurrentDevice()) {
+    device->CopyLocal(src, dst);
+  } else {
+    std::memmove(dst.data(), src.data(), src.size_bytes());
+  }
 }
 
 ArrayRef Range(const ArrayRef& flat, int64_t begin, int64_t size) {

@@ -144,8 +144,10 @@ KernelOptions KernelFor(absl::string_view name, const Group& group, bool check);
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature);
 
-// `dst` = `src` (the same byte size; they may overlap), copied on this
-// device's thread; checked mode records a read of `src` and a write of `dst`.
+// `dst` = `src`, copied on this device's thread (`Device::CopyLocal`):
+// contiguous views of the same byte size (they may overlap), or strided
+// views of the same shape; checked mode records a read of `src` and a write
+// of `dst`.
 void LocalCopy(const ArrayRef& src, const ArrayRef& dst);
 
 // Elements [begin, begin + size) of a 1-D view (unchecked bounds: callers

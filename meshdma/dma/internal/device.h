@@ -118,6 +118,13 @@ class Device {
   absl::Status Signal(Semaphore sem, int64_t inc,
                       std::optional<int> target_global);
   absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
+  // Copies `src` into `dst` on this thread: contiguous views of the same
+  // byte size (they may overlap), or strided views of the same shape and
+  // dtype (they may not). While messages to or from other hosts are in
+  // flight it copies in pieces and progresses them in between: MPI moves a
+  // message only while somebody polls, and a device that copies a large
+  // block without polling stalls its own transfers for as long.
+  void CopyLocal(const ArrayRef& src, const ArrayRef& dst);
   absl::StatusOr<int64_t> Read(Semaphore sem);
   // The device barrier over the current mesh. Its signals also carry the
   // devices' symmetric allocation hashes: when they differ, every device
