@@ -198,8 +198,17 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const bool direct,
       collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
+  // kAuto with one member per host: the flat ring. kHierarchical would pack
+  // the whole input into scratch for the same ring between hosts, and zero
+  // that scratch at its exit; between hosts over TCP the ring took 0.61x
+  // its time at 16 MiB and 0.80x at 4 MiB (BENCHMARKS.md, "Across hosts:
+  // reduce_scatter with one device per host takes the ring").
+  const int hierarchy_hosts =
+      options.algorithm == CollectiveAlgorithm::kAuto && layout.per_host == 1
+          ? 1
+          : even_hosts;
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
-      in.size_bytes(), n, options, name, even_hosts, direct);
+      in.size_bytes(), n, options, name, hierarchy_hosts, direct);
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
