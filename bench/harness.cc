@@ -66,8 +66,9 @@ ABSL_FLAG(double, timeout, 0,
 ABSL_FLAG(std::string, output_file, "", "also write the results as JSON here");
 // meshdma's own.
 ABSL_FLAG(std::string, collective, "ppermute",
-          "what to measure: ppermute, all_reduce, all_gather, reduce_scatter, "
-          "all_to_all");
+          "what to measure: ppermute (one remote DMA per call, in one "
+          "kernel), ppermute_call (the ppermute collective), all_reduce, "
+          "all_gather, reduce_scatter, all_to_all");
 ABSL_FLAG(int, repeats, 5, "timed repeats per size; the median is reported");
 ABSL_FLAG(std::string, algo, "auto",
           "collective algorithm: auto, ring, bidirectional_ring, one_shot, "

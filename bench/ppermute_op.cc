@@ -1,17 +1,24 @@
 // --collective ppermute: every device pushes `size` bytes to its right
 // neighbour and waits for its left neighbour's (the tutorial's right
-// permute, repeated). Baseline: MPI_Sendrecv around the same ring of
-// processes. busbw = algbw; the bound is every device copying `size` bytes
-// at once. There is no in-place form (a device would overwrite the bytes its
-// neighbour is still reading).
+// permute, repeated): one remote DMA and its waits per call, inside one
+// kernel. --collective ppermute_call: the same shift as calls of the
+// collective `ppermute` (collectives.h), each a call of its own (its
+// channel for small sizes, a kernel above). Baseline: MPI_Sendrecv around
+// the same ring of processes. busbw = algbw; the bound is every device
+// copying `size` bytes at once. There is no in-place form (a device would
+// overwrite the bytes its neighbour is still reading).
 #include <mpi.h>
 
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/harness.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/ppermute.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -23,7 +30,7 @@ uint8_t Pattern(int device, int64_t i) {
   return static_cast<uint8_t>((device * 73 + i * 11 + (i >> 10)) & 0xff);
 }
 
-absl::Status RunPpermute(BenchContext& ctx, DType dtype, const std::string&) {
+absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
   Runtime& rt = ctx.runtime();
   const int n = ctx.mesh().size();
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
@@ -38,6 +45,28 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, const std::string&) {
       uint8_t* s = src.data_as<uint8_t>();
       uint8_t* d = dst.data_as<uint8_t>();
       for (int64_t i = 0; i < bytes; ++i) s[i] = Pattern(me, i);
+      if (collective) {
+        // Made once, as a caller that makes many calls would.
+        const std::vector<std::string> axes = {"x"};
+        std::vector<std::pair<int, int>> shift;
+        for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
+        auto once = [&] { return ppermute(src, dst, axes, shift); };
+        MESHDMA_RETURN_IF_ERROR(
+            ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
+              for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
+              return absl::OkStatus();
+            }));
+        const int left = (me + n - 1) % n;
+        for (int c = 0; c < ctx.config().check; ++c) {
+          std::memset(d, 0x5a ^ Pattern(left, 0), bytes);
+          MESHDMA_RETURN_IF_ERROR(device_barrier());
+          MESHDMA_RETURN_IF_ERROR(once());
+          int64_t bad = 0;
+          for (int64_t i = 0; i < bytes; ++i) bad += d[i] != Pattern(left, i);
+          wrong += bad;
+        }
+        return ctx.TimeBound(bytes, iters);
+      }
       MESHDMA_RETURN_IF_ERROR(
           RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
             MESHDMA_ASSIGN_OR_RETURN(
@@ -74,7 +103,7 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, const std::string&) {
       return ctx.TimeBound(bytes, iters);
     }));
     Row row;
-    row.collective = "ppermute";
+    row.collective = collective ? "ppermute_call" : "ppermute";
     row.transport = ctx.Transport();
     row.dtype = std::string(NcclTypeName(dtype));
     row.redop = "none";
@@ -114,8 +143,19 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, const std::string&) {
   return absl::OkStatus();
 }
 
+absl::Status RunPpermuteDma(BenchContext& ctx, DType dtype,
+                            const std::string&) {
+  return RunPpermute(ctx, dtype, /*collective=*/false);
+}
+
+absl::Status RunPpermuteCalls(BenchContext& ctx, DType dtype,
+                              const std::string&) {
+  return RunPpermute(ctx, dtype, /*collective=*/true);
+}
+
 }  // namespace
 
-MESHDMA_BENCH_OP("ppermute", RunPpermute, /*reduces=*/false);
+MESHDMA_BENCH_OP("ppermute", RunPpermuteDma, /*reduces=*/false);
+MESHDMA_BENCH_OP("ppermute_call", RunPpermuteCalls, /*reduces=*/false);
 
 }  // namespace meshdma::bench

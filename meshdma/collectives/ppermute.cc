@@ -19,6 +19,64 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
                       const std::vector<std::pair<int, int>>& perm,
                       const CollectiveOptions& options) {
   constexpr absl::string_view kName = "ppermute";
+  using collectives_internal::Channel;
+  using collectives_internal::ChannelCall;
+  constexpr collectives_internal::CollectiveKind kKind =
+      collectives_internal::CollectiveKind::kPpermute;
+  // Small: one exchange over the group's channel, no entry barrier.
+  //   step 1: push my input to my destination `dest` (Channel::Exchange);
+  //   step 2: the row of my source `source` into `output` (zeros without a
+  //           source, my input when I am my own destination).
+  // Positions are -1 where the permutation names none.
+  auto over_channel = [&](Channel* channel,
+                          const collectives_internal::Group& g,
+                          int64_t signature, int dest, int source) {
+    const int r = g.index;
+    const int64_t bytes = input.size_bytes();
+    const bool empty = bytes == 0;
+    const bool push = dest >= 0 && dest != r && !empty;
+    const bool pull = source >= 0 && source != r && !empty;
+    Channel::Outgoing outgoing[1];
+    Channel::Incoming incoming[1];
+    if (push) outgoing[0] = {dest, input.data(), bytes};
+    if (pull) incoming[0] = {source, bytes};
+    if (!empty && (push || dest == r) && RaceCheckingEnabled()) {
+      AnnotateRead(input, "channel staging read");
+    }
+    return channel->Exchange(
+        kName, g, signature, {outgoing, push ? 1u : 0u},
+        {incoming, pull ? 1u : 0u}, [&](const std::byte* rows) {
+          if (empty) return;
+          if (RaceCheckingEnabled()) {
+            AnnotateWrite(output, "channel output write");
+          }
+          if (pull) {
+            std::memcpy(output.data(), channel->Payload(rows, source), bytes);
+          } else if (dest == r) {
+            std::memcpy(output.data(), input.data(), bytes);
+          } else if (source < 0) {
+            std::memset(output.data(), 0, bytes);
+          }
+        });
+  };
+  // The same small call as before on this device (the same permutation
+  // too): straight to its channel.
+  if (const ChannelCall* call = collectives_internal::FindChannelCall(
+          kKind, 0, input, output, axes, options, perm)) {
+    if (input.data() == output.data() && input.num_elements() > 0) {
+      return collectives_internal::CollectiveError(
+          kName, call->group,
+          "input and output are the same buffer; ppermute does not "
+          "run in place");
+    }
+    int dest = -1, source = -1;
+    for (const auto& [src, dst] : perm) {
+      if (src == call->group.index) dest = dst;
+      if (dst == call->group.index) source = src;
+    }
+    return over_channel(call->channel, call->group, call->signature, dest,
+                        source);
+  }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
   const int n = g.size();
@@ -65,44 +123,20 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_RETURN_IF_ERROR(
         collectives_internal::RequireSymmetric(kName, g, "output", output));
   }
-  using collectives_internal::Channel;
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
       Channel::Fits(g, in.size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");
-    // Small: one exchange over the group's channel, no entry barrier.
-    //   step 1: push my input to my destination (Channel::Exchange);
-    //   step 2: my source's row into `out` (zeros without a source).
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    Channel::Outgoing outgoing[1];
-    Channel::Incoming incoming[1];
-    const bool empty = in.num_elements() == 0;
-    const bool push = remote_out && !empty;
-    const bool pull = remote_in && !empty;
-    if (push) outgoing[0] = {dest_of[r], in.data(), in.size_bytes()};
-    if (pull) incoming[0] = {source_of[r], in.size_bytes()};
-    if (!empty && (push || dest_of[r] == r) && RaceCheckingEnabled()) {
-      AnnotateRead(in, "channel staging read");
-    }
-    return channel->Exchange(
-        kName, g,
-        collectives_internal::CallSignature(
-            collectives_internal::CollectiveKind::kPpermute, in.dtype(),
-            in.num_elements(), 0, nullptr),
-        {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
-        [&](const std::byte* rows) {
-          if (empty) return;
-          if (RaceCheckingEnabled()) AnnotateWrite(out, "channel output write");
-          if (pull) {
-            std::memcpy(out.data(), channel->Payload(rows, source_of[r]),
-                        in.size_bytes());
-          } else if (dest_of[r] == r) {
-            std::memcpy(out.data(), in.data(), in.size_bytes());
-          } else if (source_of[r] < 0) {
-            std::memset(out.data(), 0, out.size_bytes());
-          }
-        });
+    const int64_t signature = collectives_internal::CallSignature(
+        kKind, in.dtype(), in.num_elements(), 0, nullptr);
+    MESHDMA_RETURN_IF_ERROR(
+        over_channel(channel, g, signature, dest_of[r], source_of[r]));
+    collectives_internal::RememberChannelCall(kKind, 0, input, output, g,
+                                              channel, signature, options,
+                                              perm);
+    return absl::OkStatus();
   }
   // MESHDMA_DEBUG=INFO: once per group size.
   MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,

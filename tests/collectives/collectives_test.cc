@@ -415,6 +415,52 @@ TEST(Collectives, RememberedSmallGathersAndScatters) {
   });
 }
 
+// Small ppermutes made again are remembered with their permutation: rounds
+// alternate three permutations on the same arrays (shift forward, shift
+// back, and one pair whose other members receive zeros), each checked.
+TEST(Collectives, RememberedSmallPpermutes) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+      const int n = who.n();
+      const int64_t count = 6;
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                               AllocateSymmetric<float>({count}));
+      std::vector<std::pair<int, int>> forward, back, one_pair = {{0, n - 1}};
+      for (int i = 0; i < n; ++i) {
+        forward.push_back({i, (i + 1) % n});
+        back.push_back({i, (i + n - 1) % n});
+      }
+      const std::vector<std::pair<int, int>>* perms[] = {&forward, &back,
+                                                         &one_pair};
+      auto value = [](int p, int64_t i, int round) {
+        return static_cast<double>(100 * round + 10 * p + i);
+      };
+      for (int round = 0; round < 9; ++round) {
+        const std::vector<std::pair<int, int>>& perm = *perms[round % 3];
+        for (int64_t i = 0; i < count; ++i) {
+          Store(in, i, value(who.pos, i, round));
+        }
+        MESHDMA_RETURN_IF_ERROR(ppermute(in, out, {"x"}, perm));
+        int source = -1;
+        for (const auto& [src, dst] : perm) {
+          if (dst == who.pos) source = src;
+        }
+        MESHDMA_RETURN_IF_ERROR(CheckArray(
+            absl::StrCat("ppermute round ", round, " on LOGICAL device ",
+                         who.me),
+            out, [&](int64_t i) {
+              return source < 0 ? 0.0 : value(source, i, round);
+            }));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
 TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";

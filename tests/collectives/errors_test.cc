@@ -157,5 +157,30 @@ TEST(CollectiveErrors, RememberedCallRechecksOperands) {
       "is strided");
 }
 
+// A remembered ppermute (its permutation part of the key) still checks a
+// new permutation, and still refuses to run in place.
+TEST(CollectiveErrors, RememberedPpermuteRechecksPermutation) {
+  auto run = [](bool in_place) {
+    return RunFresh([in_place]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+      MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8}));
+      MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({8}));
+      std::vector<std::pair<int, int>> shift;
+      for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
+      for (int i = 0; i < 5; ++i) {
+        MESHDMA_RETURN_IF_ERROR(ppermute(a, b, {"x"}, shift));
+      }
+      if (in_place) return ppermute(a, a, {"x"}, shift);
+      // Two sources for destination 1.
+      std::vector<std::pair<int, int>> twice = shift;
+      twice[0].second = 1;
+      twice[1].second = 1;
+      return ppermute(a, b, {"x"}, twice);
+    });
+  };
+  ExpectError(run(/*in_place=*/false), "repeats a destination");
+  ExpectError(run(/*in_place=*/true), "does not run in place");
+}
+
 }  // namespace
 }  // namespace meshdma

@@ -482,7 +482,8 @@ const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
                                    const ArrayRef& input,
                                    const ArrayRef& output,
                                    std::span<const std::string> axes,
-                                   const CollectiveOptions& options) {
+                                   const CollectiveOptions& options,
+                                   std::span<const std::pair<int, int>> perm) {
   if (t_calls == nullptr || input.data() == nullptr) return nullptr;
   auto same = [](std::span<const int64_t> a, std::span<const int64_t> b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
@@ -494,6 +495,7 @@ const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
         !same(c.input_shape, input.shape()) ||
         !same(c.output_shape, output.shape()) ||
         !std::equal(c.axes.begin(), c.axes.end(), axes.begin(), axes.end()) ||
+        !std::equal(c.perm.begin(), c.perm.end(), perm.begin(), perm.end()) ||
         !SameOptions(c.options, options)) {
       continue;
     }
@@ -510,7 +512,8 @@ const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
 void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          const ArrayRef& output, const Group& group,
                          Channel* channel, int64_t signature,
-                         const CollectiveOptions& options) {
+                         const CollectiveOptions& options,
+                         std::span<const std::pair<int, int>> perm) {
   // Channels (and the Run-end hook that forgets calls) exist by now.
   if (t_channels == nullptr) return;
   if (t_calls == nullptr) {
@@ -527,6 +530,7 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
       output.data(),
       std::vector<std::string>(group.axes.begin(), group.axes.end()),
       options,
+      {perm.begin(), perm.end()},
       group,
       channel,
       signature};

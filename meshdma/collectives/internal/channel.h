@@ -92,6 +92,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -310,7 +311,7 @@ class Channel {
 // The key is everything those steps depend on: the collective and its `aux`
 // (operation, tiling), the operands' element type and shapes, whether the
 // input is symmetric, the output's address (the signature holds its heap
-// offset), the axes and the options. A call matches only when its input and
+// offset), the axes, the options and (ppermute) the permutation. A call matches only when its input and
 // output are contiguous and the output is symmetric, as the first call
 // checked. What the call sends is still compared with its peers' calls.
 struct ChannelCall {
@@ -323,6 +324,7 @@ struct ChannelCall {
   const std::byte* output;
   std::vector<std::string> axes;
   CollectiveOptions options;
+  std::vector<std::pair<int, int>> perm;  // ppermute's pairs; else empty.
   // What it resolved to; `group.axes` views `axes`.
   Group group;
   Channel* channel;
@@ -330,17 +332,17 @@ struct ChannelCall {
 };
 
 // The calling device's remembered call matching the key, or null.
-const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
-                                   const ArrayRef& input,
-                                   const ArrayRef& output,
-                                   std::span<const std::string> axes,
-                                   const CollectiveOptions& options);
+const ChannelCall* FindChannelCall(
+    CollectiveKind kind, int aux, const ArrayRef& input, const ArrayRef& output,
+    std::span<const std::string> axes, const CollectiveOptions& options,
+    std::span<const std::pair<int, int>> perm = {});
 // Remembers a call that succeeded, in place of the oldest of the few this
 // device keeps.
 void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          const ArrayRef& output, const Group& group,
                          Channel* channel, int64_t signature,
-                         const CollectiveOptions& options);
+                         const CollectiveOptions& options,
+                         std::span<const std::pair<int, int>> perm = {});
 
 }  // namespace meshdma::collectives_internal
 
