@@ -133,9 +133,8 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         kKind, in.dtype(), in.num_elements(), 0, nullptr);
     MESHDMA_RETURN_IF_ERROR(
         over_channel(channel, g, signature, dest_of[r], source_of[r]));
-    collectives_internal::RememberChannelCall(kKind, 0, input, output, g,
-                                              channel, signature, options,
-                                              perm);
+    collectives_internal::RememberChannelCall(
+        kKind, 0, input, output, g, channel, signature, options, perm);
     return absl::OkStatus();
   }
   // MESHDMA_DEBUG=INFO: once per group size.

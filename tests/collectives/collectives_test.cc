@@ -427,8 +427,7 @@ TEST(Collectives, RememberedSmallPpermutes) {
       const int n = who.n();
       const int64_t count = 6;
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                               AllocateSymmetric<float>({count}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
       std::vector<std::pair<int, int>> forward, back, one_pair = {{0, n - 1}};
       for (int i = 0; i < n; ++i) {
         forward.push_back({i, (i + 1) % n});
@@ -449,12 +448,12 @@ TEST(Collectives, RememberedSmallPpermutes) {
         for (const auto& [src, dst] : perm) {
           if (dst == who.pos) source = src;
         }
-        MESHDMA_RETURN_IF_ERROR(CheckArray(
-            absl::StrCat("ppermute round ", round, " on LOGICAL device ",
-                         who.me),
-            out, [&](int64_t i) {
-              return source < 0 ? 0.0 : value(source, i, round);
-            }));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray(absl::StrCat("ppermute round ", round,
+                                    " on LOGICAL device ", who.me),
+                       out, [&](int64_t i) {
+                         return source < 0 ? 0.0 : value(source, i, round);
+                       }));
       }
       return absl::OkStatus();
     });

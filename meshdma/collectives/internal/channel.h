@@ -311,9 +311,10 @@ class Channel {
 // The key is everything those steps depend on: the collective and its `aux`
 // (operation, tiling), the operands' element type and shapes, whether the
 // input is symmetric, the output's address (the signature holds its heap
-// offset), the axes, the options and (ppermute) the permutation. A call matches only when its input and
-// output are contiguous and the output is symmetric, as the first call
-// checked. What the call sends is still compared with its peers' calls.
+// offset), the axes, the options and (ppermute) the permutation. A call matches
+// only when its input and output are contiguous and the output is symmetric, as
+// the first call checked. What the call sends is still compared with its peers'
+// calls.
 struct ChannelCall {
   CollectiveKind kind;
   int aux;
