@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "bench/harness.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/ppermute.h"
@@ -45,12 +46,11 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
       uint8_t* s = src.data_as<uint8_t>();
       uint8_t* d = dst.data_as<uint8_t>();
       for (int64_t i = 0; i < bytes; ++i) s[i] = Pattern(me, i);
-      if (collective) {
-        // Made once, as a caller that makes many calls would.
-        const std::vector<std::string> axes = {"x"};
-        std::vector<std::pair<int, int>> shift;
-        for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
-        auto once = [&] { return ppermute(src, dst, axes, shift); };
+      // Times `once`, then makes the checked calls: the destination
+      // poisoned, then compared with the left neighbour's pattern (a barrier
+      // on either side: a raw DMA waits for nobody's reads).
+      auto time_and_check =
+          [&](absl::FunctionRef<absl::Status()> once) -> absl::Status {
         MESHDMA_RETURN_IF_ERROR(
             ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
               for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
@@ -64,42 +64,32 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
           int64_t bad = 0;
           for (int64_t i = 0; i < bytes; ++i) bad += d[i] != Pattern(left, i);
           wrong += bad;
+          MESHDMA_RETURN_IF_ERROR(device_barrier());
         }
-        return ctx.TimeBound(bytes, iters);
+        return absl::OkStatus();
+      };
+      if (collective) {
+        // Made once, as a caller that makes many calls would.
+        const std::vector<std::string> axes = {"x"};
+        std::vector<std::pair<int, int>> shift;
+        for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
+        MESHDMA_RETURN_IF_ERROR(
+            time_and_check([&] { return ppermute(src, dst, axes, shift); }));
+      } else {
+        MESHDMA_RETURN_IF_ERROR(
+            RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
+              MESHDMA_ASSIGN_OR_RETURN(
+                  auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+              MESHDMA_ASSIGN_OR_RETURN(
+                  auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
+              auto copy =
+                  make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
+              return time_and_check([&]() -> absl::Status {
+                MESHDMA_RETURN_IF_ERROR(copy.start());
+                return copy.wait();
+              });
+            }));
       }
-      MESHDMA_RETURN_IF_ERROR(
-          RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
-            MESHDMA_ASSIGN_OR_RETURN(
-                auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-            MESHDMA_ASSIGN_OR_RETURN(
-                auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
-            auto copy =
-                make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
-            auto once = [&]() -> absl::Status {
-              MESHDMA_RETURN_IF_ERROR(copy.start());
-              return copy.wait();
-            };
-            MESHDMA_RETURN_IF_ERROR(
-                ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
-                  for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
-                  return absl::OkStatus();
-                }));
-            // Checked calls: the destination poisoned, then compared with
-            // the left neighbour's pattern.
-            const int left = (me + n - 1) % n;
-            for (int c = 0; c < ctx.config().check; ++c) {
-              std::memset(d, 0x5a ^ Pattern(left, 0), bytes);
-              MESHDMA_RETURN_IF_ERROR(device_barrier());
-              MESHDMA_RETURN_IF_ERROR(once());
-              int64_t bad = 0;
-              for (int64_t i = 0; i < bytes; ++i) {
-                bad += d[i] != Pattern(left, i);
-              }
-              wrong += bad;
-              MESHDMA_RETURN_IF_ERROR(device_barrier());
-            }
-            return absl::OkStatus();
-          }));
       return ctx.TimeBound(bytes, iters);
     }));
     Row row;

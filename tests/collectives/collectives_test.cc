@@ -218,6 +218,15 @@ void RunOnMesh(Runtime& rt, const Mesh& mesh,
   EXPECT_TRUE(s.ok()) << "mesh " << mesh.ToString() << ": " << s;
 }
 
+// Runs `fn` on every device of a 1-D mesh "x" of each runtime of the suite.
+void RunOnEveryMesh1D(const std::function<absl::Status()>& fn) {
+  ForEachRuntime([&](Runtime& rt) {
+    auto mesh = rt.MakeMesh1D("x");
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    RunOnMesh(rt, *mesh, fn);
+  });
+}
+
 // kHierarchical's exchange between hosts as a ring (parts above the one-shot
 // size and the ring's scratch bound), many pieces per part.
 TEST(Collectives, HierarchicalLaneRing) {
@@ -230,29 +239,21 @@ TEST(Collectives, HierarchicalLaneRing) {
       }
     }
   }
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      for (const ReduceCase& c : cases) {
-        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
-      }
-      return absl::OkStatus();
-    });
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    for (const ReduceCase& c : cases) {
+      MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+    }
+    return absl::OkStatus();
   });
 }
 
 TEST(Collectives, AllReduce) {
   const std::vector<ReduceCase> cases = ReduceCases();
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      for (const ReduceCase& c : cases) {
-        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
-      }
-      return absl::OkStatus();
-    });
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    for (const ReduceCase& c : cases) {
+      MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -279,139 +280,131 @@ TEST(Collectives, RememberedSmallCalls) {
   calls.push_back({ReduceOp::kSum, DType::kF32, 1000, false});
   calls.push_back({ReduceOp::kSum, DType::kF32, 1, true});
   calls.push_back({ReduceOp::kMax, DType::kI64, 513, true});
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
-      const int n = who.n();
-      // Calls of the same type, count and placement share their arrays, so
-      // that only the operation tells them apart.
-      std::map<std::tuple<DType, int64_t, bool>, std::pair<ArrayRef, ArrayRef>>
-          arrays;
-      std::vector<ArrayRef> ins, outs;
-      for (const Call& c : calls) {
-        auto [it, fresh] = arrays.try_emplace({c.dtype, c.count, c.in_place});
-        if (fresh) {
-          MESHDMA_ASSIGN_OR_RETURN(it->second.first,
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int n = who.n();
+    // Calls of the same type, count and placement share their arrays, so
+    // that only the operation tells them apart.
+    std::map<std::tuple<DType, int64_t, bool>, std::pair<ArrayRef, ArrayRef>>
+        arrays;
+    std::vector<ArrayRef> ins, outs;
+    for (const Call& c : calls) {
+      auto [it, fresh] = arrays.try_emplace({c.dtype, c.count, c.in_place});
+      if (fresh) {
+        MESHDMA_ASSIGN_OR_RETURN(it->second.first,
+                                 AllocateSymmetric(c.dtype, {c.count}));
+        it->second.second = it->second.first;
+        if (!c.in_place) {
+          MESHDMA_ASSIGN_OR_RETURN(it->second.second,
                                    AllocateSymmetric(c.dtype, {c.count}));
-          it->second.second = it->second.first;
-          if (!c.in_place) {
-            MESHDMA_ASSIGN_OR_RETURN(it->second.second,
-                                     AllocateSymmetric(c.dtype, {c.count}));
-          }
-        }
-        ins.push_back(it->second.first);
-        outs.push_back(it->second.second);
-      }
-      // Member at position p holds (p + 1) * (i % 50 + 1) + round.
-      auto value = [](int p, int64_t i, int round) {
-        return static_cast<double>((p + 1) * (i % 50 + 1) + round);
-      };
-      // Each call twice in a row (the second remembered), the whole list
-      // more calls than a device keeps (the first evicted each round).
-      for (int step = 0; step < 10 * static_cast<int>(calls.size()); ++step) {
-        const size_t k = (step / 2) % calls.size();
-        const int round = step;  // Fresh values every call.
-        {
-          const Call& c = calls[k];
-          for (int64_t i = 0; i < c.count; ++i) {
-            Store(ins[k], i, value(who.pos, i, round));
-          }
-          const std::string what =
-              absl::StrCat("remembered call ", k, " (", ReduceOpName(c.op),
-                           " of ", DTypeName(c.dtype), "[", c.count,
-                           "]) round ", round, " on LOGICAL device ", who.me);
-          absl::Status s = all_reduce(c.op, ins[k], outs[k], {"x"});
-          if (!s.ok()) {
-            return absl::Status(s.code(),
-                                absl::StrCat(what, ": ", s.message()));
-          }
-          MESHDMA_RETURN_IF_ERROR(CheckArray(what, outs[k], [&](int64_t i) {
-            double sum = 0;
-            for (int p = 0; p < n; ++p) sum += value(p, i, round);
-            switch (c.op) {
-              case ReduceOp::kMax:
-                return value(n - 1, i, round);
-              case ReduceOp::kMin:
-                return value(0, i, round);
-              case ReduceOp::kMean:
-                return c.dtype == DType::kI32 ? std::trunc(sum / n) : sum / n;
-              default:
-                return sum;
-            }
-          }));
         }
       }
-      return absl::OkStatus();
-    });
+      ins.push_back(it->second.first);
+      outs.push_back(it->second.second);
+    }
+    // Member at position p holds (p + 1) * (i % 50 + 1) + round.
+    auto value = [](int p, int64_t i, int round) {
+      return static_cast<double>((p + 1) * (i % 50 + 1) + round);
+    };
+    // Each call twice in a row (the second remembered), the whole list
+    // more calls than a device keeps (the first evicted each round).
+    for (int step = 0; step < 10 * static_cast<int>(calls.size()); ++step) {
+      const size_t k = (step / 2) % calls.size();
+      const int round = step;  // Fresh values every call.
+      {
+        const Call& c = calls[k];
+        for (int64_t i = 0; i < c.count; ++i) {
+          Store(ins[k], i, value(who.pos, i, round));
+        }
+        const std::string what =
+            absl::StrCat("remembered call ", k, " (", ReduceOpName(c.op),
+                         " of ", DTypeName(c.dtype), "[", c.count, "]) round ",
+                         round, " on LOGICAL device ", who.me);
+        absl::Status s = all_reduce(c.op, ins[k], outs[k], {"x"});
+        if (!s.ok()) {
+          return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+        }
+        MESHDMA_RETURN_IF_ERROR(CheckArray(what, outs[k], [&](int64_t i) {
+          double sum = 0;
+          for (int p = 0; p < n; ++p) sum += value(p, i, round);
+          switch (c.op) {
+            case ReduceOp::kMax:
+              return value(n - 1, i, round);
+            case ReduceOp::kMin:
+              return value(0, i, round);
+            case ReduceOp::kMean:
+              return c.dtype == DType::kI32 ? std::trunc(sum / n) : sum / n;
+            default:
+              return sum;
+          }
+        }));
+      }
+    }
+    return absl::OkStatus();
   });
 }
 
 // The same for all-gathers (tiled and stacked into outputs of one address)
 // and reduce-scatters (sum and max into one output), interleaved.
 TEST(Collectives, RememberedSmallGathersAndScatters) {
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
-      const int n = who.n();
-      const int64_t block = 5, total = 3 * n + 1;
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({block}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef gathered,
-                               AllocateSymmetric<float>({n * block}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef stacked, gathered.Reshape({n, block}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef whole,
-                               AllocateSymmetric<float>({total}));
-      const auto [begin, length] = ScatterSegment(total, n, who.pos);
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef segment,
-                               AllocateSymmetric<float>({total / n + 1}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine, segment.Slice(0, 0, length));
-      auto value = [](int p, int64_t i, int round) {
-        return static_cast<double>((p + 1) * (i + 1) + round);
-      };
-      for (int round = 0; round < 5; ++round) {
-        const std::string when =
-            absl::StrCat(" round ", round, " on LOGICAL device ", who.me);
-        for (int64_t i = 0; i < block; ++i)
-          Store(in, i, value(who.pos, i, round));
-        for (int64_t i = 0; i < total; ++i) {
-          Store(whole, i, value(who.pos, i, round));
-        }
-        for (bool tiled : {true, false}) {
-          MESHDMA_RETURN_IF_ERROR(
-              all_gather(in, tiled ? gathered : stacked, {"x"}, tiled));
-          MESHDMA_RETURN_IF_ERROR(CheckArray(
-              absl::StrCat("all_gather tiled=", tiled, when), gathered,
-              [&](int64_t i) {
-                return value(static_cast<int>(i / block), i % block, round);
-              }));
-        }
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-          MESHDMA_RETURN_IF_ERROR(reduce_scatter(op, whole, mine, {"x"}));
-          MESHDMA_RETURN_IF_ERROR(CheckArray(
-              absl::StrCat("reduce_scatter ", ReduceOpName(op), when), mine,
-              [&](int64_t i) {
-                if (op == ReduceOp::kMax) return value(n - 1, begin + i, round);
-                double sum = 0;
-                for (int p = 0; p < n; ++p) sum += value(p, begin + i, round);
-                return sum;
-              }));
-        }
-        // In place: the output is my segment of the input, which the other
-        // segments' pushes read before it is written.
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef own, whole.Slice(0, begin, length));
-        MESHDMA_RETURN_IF_ERROR(psum_scatter(whole, own, {"x"}));
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int n = who.n();
+    const int64_t block = 5, total = 3 * n + 1;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({block}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef gathered,
+                             AllocateSymmetric<float>({n * block}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef stacked, gathered.Reshape({n, block}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef whole, AllocateSymmetric<float>({total}));
+    const auto [begin, length] = ScatterSegment(total, n, who.pos);
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef segment,
+                             AllocateSymmetric<float>({total / n + 1}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine, segment.Slice(0, 0, length));
+    auto value = [](int p, int64_t i, int round) {
+      return static_cast<double>((p + 1) * (i + 1) + round);
+    };
+    for (int round = 0; round < 5; ++round) {
+      const std::string when =
+          absl::StrCat(" round ", round, " on LOGICAL device ", who.me);
+      for (int64_t i = 0; i < block; ++i)
+        Store(in, i, value(who.pos, i, round));
+      for (int64_t i = 0; i < total; ++i) {
+        Store(whole, i, value(who.pos, i, round));
+      }
+      for (bool tiled : {true, false}) {
+        MESHDMA_RETURN_IF_ERROR(
+            all_gather(in, tiled ? gathered : stacked, {"x"}, tiled));
         MESHDMA_RETURN_IF_ERROR(CheckArray(
-            absl::StrCat("psum_scatter in place", when), own, [&](int64_t i) {
-              double sum = 0;
-              for (int p = 0; p < n; ++p) sum += value(p, begin + i, round);
-              return sum;
+            absl::StrCat("all_gather tiled=", tiled, when), gathered,
+            [&](int64_t i) {
+              return value(static_cast<int>(i / block), i % block, round);
             }));
       }
-      return absl::OkStatus();
-    });
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        MESHDMA_RETURN_IF_ERROR(reduce_scatter(op, whole, mine, {"x"}));
+        MESHDMA_RETURN_IF_ERROR(
+            CheckArray(absl::StrCat("reduce_scatter ", ReduceOpName(op), when),
+                       mine, [&](int64_t i) {
+                         if (op == ReduceOp::kMax)
+                           return value(n - 1, begin + i, round);
+                         double sum = 0;
+                         for (int p = 0; p < n; ++p)
+                           sum += value(p, begin + i, round);
+                         return sum;
+                       }));
+      }
+      // In place: the output is my segment of the input, which the other
+      // segments' pushes read before it is written.
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef own, whole.Slice(0, begin, length));
+      MESHDMA_RETURN_IF_ERROR(psum_scatter(whole, own, {"x"}));
+      MESHDMA_RETURN_IF_ERROR(CheckArray(
+          absl::StrCat("psum_scatter in place", when), own, [&](int64_t i) {
+            double sum = 0;
+            for (int p = 0; p < n; ++p) sum += value(p, begin + i, round);
+            return sum;
+          }));
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -419,44 +412,39 @@ TEST(Collectives, RememberedSmallGathersAndScatters) {
 // alternate three permutations on the same arrays (shift forward, shift
 // back, and one pair whose other members receive zeros), each checked.
 TEST(Collectives, RememberedSmallPpermutes) {
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
-      const int n = who.n();
-      const int64_t count = 6;
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
-      std::vector<std::pair<int, int>> forward, back, one_pair = {{0, n - 1}};
-      for (int i = 0; i < n; ++i) {
-        forward.push_back({i, (i + 1) % n});
-        back.push_back({i, (i + n - 1) % n});
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int n = who.n();
+    const int64_t count = 6;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef out, AllocateSymmetric<float>({count}));
+    std::vector<std::pair<int, int>> forward, back, one_pair = {{0, n - 1}};
+    for (int i = 0; i < n; ++i) {
+      forward.push_back({i, (i + 1) % n});
+      back.push_back({i, (i + n - 1) % n});
+    }
+    const std::vector<std::pair<int, int>>* perms[] = {&forward, &back,
+                                                       &one_pair};
+    auto value = [](int p, int64_t i, int round) {
+      return static_cast<double>(100 * round + 10 * p + i);
+    };
+    for (int round = 0; round < 9; ++round) {
+      const std::vector<std::pair<int, int>>& perm = *perms[round % 3];
+      for (int64_t i = 0; i < count; ++i) {
+        Store(in, i, value(who.pos, i, round));
       }
-      const std::vector<std::pair<int, int>>* perms[] = {&forward, &back,
-                                                         &one_pair};
-      auto value = [](int p, int64_t i, int round) {
-        return static_cast<double>(100 * round + 10 * p + i);
-      };
-      for (int round = 0; round < 9; ++round) {
-        const std::vector<std::pair<int, int>>& perm = *perms[round % 3];
-        for (int64_t i = 0; i < count; ++i) {
-          Store(in, i, value(who.pos, i, round));
-        }
-        MESHDMA_RETURN_IF_ERROR(ppermute(in, out, {"x"}, perm));
-        int source = -1;
-        for (const auto& [src, dst] : perm) {
-          if (dst == who.pos) source = src;
-        }
-        MESHDMA_RETURN_IF_ERROR(
-            CheckArray(absl::StrCat("ppermute round ", round,
-                                    " on LOGICAL device ", who.me),
-                       out, [&](int64_t i) {
-                         return source < 0 ? 0.0 : value(source, i, round);
-                       }));
+      MESHDMA_RETURN_IF_ERROR(ppermute(in, out, {"x"}, perm));
+      int source = -1;
+      for (const auto& [src, dst] : perm) {
+        if (dst == who.pos) source = src;
       }
-      return absl::OkStatus();
-    });
+      MESHDMA_RETURN_IF_ERROR(CheckArray(
+          absl::StrCat("ppermute round ", round, " on LOGICAL device ", who.me),
+          out, [&](int64_t i) {
+            return source < 0 ? 0.0 : value(source, i, round);
+          }));
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -503,15 +491,11 @@ TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
 
 TEST(Collectives, ReduceScatter) {
   const std::vector<ReduceCase> cases = ReduceCases();
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      for (const ReduceCase& c : cases) {
-        MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
-      }
-      return absl::OkStatus();
-    });
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    for (const ReduceCase& c : cases) {
+      MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -547,33 +531,29 @@ absl::Status AllGatherCase(CollectiveAlgorithm a, DType t, int64_t count,
 }
 
 TEST(Collectives, AllGather) {
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      for (CollectiveAlgorithm a :
-           {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
-            CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect,
-            CollectiveAlgorithm::kAuto}) {
-        for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
-                        DType::kF16, DType::kI32, DType::kI64}) {
-          for (int64_t count :
-               {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
-            if (Small() && t != DType::kU8 && t != DType::kF32) continue;
-            for (bool tiled : {false, true}) {
-              MESHDMA_RETURN_IF_ERROR(
-                  AllGatherCase(a, t, count, tiled, false, {"x"}));
-            }
-            // In place, also where kDirect stores in chunks (70001).
-            if (count == 1001 || (count == 70001 && t == DType::kF64)) {
-              MESHDMA_RETURN_IF_ERROR(
-                  AllGatherCase(a, t, count, true, true, {"x"}));
-            }
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    for (CollectiveAlgorithm a :
+         {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kBidirectionalRing,
+          CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kDirect,
+          CollectiveAlgorithm::kAuto}) {
+      for (DType t : {DType::kU8, DType::kF32, DType::kF64, DType::kBF16,
+                      DType::kF16, DType::kI32, DType::kI64}) {
+        for (int64_t count :
+             {int64_t{1}, int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+          if (Small() && t != DType::kU8 && t != DType::kF32) continue;
+          for (bool tiled : {false, true}) {
+            MESHDMA_RETURN_IF_ERROR(
+                AllGatherCase(a, t, count, tiled, false, {"x"}));
+          }
+          // In place, also where kDirect stores in chunks (70001).
+          if (count == 1001 || (count == 70001 && t == DType::kF64)) {
+            MESHDMA_RETURN_IF_ERROR(
+                AllGatherCase(a, t, count, true, true, {"x"}));
           }
         }
       }
-      return absl::OkStatus();
-    });
+    }
+    return absl::OkStatus();
   });
 }
 
@@ -632,31 +612,27 @@ absl::Status AllToAllCase(DType t, int64_t rows, int64_t cols, int split,
 // all-to-all: 16 MiB): the streaming stores (odd element counts, so that
 // segments start unaligned).
 TEST(Collectives, DirectStreamingStores) {
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-      const int64_t count = (int64_t{9} << 20) / 4 + 3;
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
-        const ReduceCase c{CollectiveAlgorithm::kDirect,
-                           DType::kF32,
-                           count,
-                           op,
-                           false,
-                           256 << 10};
-        MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
-        MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
-      }
-      // The all-gather streams from 32 MiB stored per device (in chunks),
-      // the all-to-all from 16 MiB.
-      const int64_t gathered = (int64_t{33} << 20) / 4;
-      MESHDMA_RETURN_IF_ERROR(AllGatherCase(CollectiveAlgorithm::kDirect,
-                                            DType::kF32, gathered / n + 1,
-                                            false, false, {"x"}));
-      const int64_t stored = (int64_t{17} << 20) / 4;
-      return AllToAllCase(DType::kF32, stored / 1001 + n, 1001, 0, 0, {"x"});
-    });
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    const int64_t count = (int64_t{9} << 20) / 4 + 3;
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+      const ReduceCase c{CollectiveAlgorithm::kDirect,
+                         DType::kF32,
+                         count,
+                         op,
+                         false,
+                         256 << 10};
+      MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
+    }
+    // The all-gather streams from 32 MiB stored per device (in chunks),
+    // the all-to-all from 16 MiB.
+    const int64_t gathered = (int64_t{33} << 20) / 4;
+    MESHDMA_RETURN_IF_ERROR(AllGatherCase(CollectiveAlgorithm::kDirect,
+                                          DType::kF32, gathered / n + 1, false,
+                                          false, {"x"}));
+    const int64_t stored = (int64_t{17} << 20) / 4;
+    return AllToAllCase(DType::kF32, stored / 1001 + n, 1001, 0, 0, {"x"});
   });
 }
 
@@ -904,31 +880,27 @@ TEST(Collectives, MeshAxes) {
 // Back-to-back calls with no barrier of the caller's own between them: the
 // entry barrier keeps a fast device from pushing into the previous call.
 TEST(Collectives, BackToBack) {
-  ForEachRuntime([&](Runtime& rt) {
-    auto mesh = rt.MakeMesh1D("x");
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    RunOnMesh(rt, *mesh, [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
-      const int64_t count = 4001;
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
-                               AllocateSymmetric(DType::kF32, {count}));
-      CollectiveOptions o;
-      o.chunk_bytes = 512;
-      o.algorithm = CollectiveAlgorithm::kRing;
-      for (int iter = 0; iter < 30; ++iter) {
-        for (int64_t i = 0; i < count; ++i) {
-          buf.data_as<float>()[i] = static_cast<float>(who.me + iter + i % 5);
-        }
-        o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 4);
-        MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
-        const int n = who.n();
-        const double base = n * (n - 1) / 2.0;
-        MESHDMA_RETURN_IF_ERROR(
-            CheckArray(absl::StrCat("iteration ", iter), buf,
-                       [&](int64_t i) { return base + n * (iter + i % 5); }));
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(Caller who, Who({"x"}));
+    const int64_t count = 4001;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf,
+                             AllocateSymmetric(DType::kF32, {count}));
+    CollectiveOptions o;
+    o.chunk_bytes = 512;
+    o.algorithm = CollectiveAlgorithm::kRing;
+    for (int iter = 0; iter < 30; ++iter) {
+      for (int64_t i = 0; i < count; ++i) {
+        buf.data_as<float>()[i] = static_cast<float>(who.me + iter + i % 5);
       }
-      return absl::OkStatus();
-    });
+      o.algorithm = static_cast<CollectiveAlgorithm>(1 + iter % 4);
+      MESHDMA_RETURN_IF_ERROR(psum(buf, buf, {"x"}, o));
+      const int n = who.n();
+      const double base = n * (n - 1) / 2.0;
+      MESHDMA_RETURN_IF_ERROR(
+          CheckArray(absl::StrCat("iteration ", iter), buf,
+                     [&](int64_t i) { return base + n * (iter + i % 5); }));
+    }
+    return absl::OkStatus();
   });
 }
 
