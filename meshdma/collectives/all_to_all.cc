@@ -42,50 +42,41 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   // group's channel, no entry barrier (blocks are byte ranges).
   //   step 1: push block j of my input to member j (Channel::Exchange);
   //   step 2: copy each arrived block, and my own, into my output.
-  // Block j of my input is rows [PartBegin(j), PartBegin(j + 1)); member
+  // Block j of my input is rows [PartBegin(j), PartBegin(j + 1)), in bytes
+  // `layout.Part(j)` (computed by the first call, remembered with it); member
   // j's block lands at rows [j * part(r), (j + 1) * part(r)) of my output.
-  auto over_channel = [&](Channel* channel,
-                          const collectives_internal::Group& g,
-                          int64_t signature) {
-    const int n = g.size(), r = g.index;
-    const int64_t rows = input.dim(0);
-    const int64_t row_bytes = rows == 0 ? 0 : input.size_bytes() / rows;
-    auto send_bytes = [&](int j) {
-      const int64_t b = collectives_internal::PartBegin(rows, n, j);
-      return std::pair(
-          input.data() + b * row_bytes,
-          (collectives_internal::PartBegin(rows, n, j + 1) - b) * row_bytes);
-    };
-    const int64_t block_bytes = send_bytes(r).second;
-    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-    return channel->ExchangeWithAll(
-        kName, g, signature, send_bytes, block_bytes,
-        [&](const std::byte* rows) {
-          if (RaceCheckingEnabled()) {
-            AnnotateWrite(output, "channel output write");
-          }
-          if (block_bytes == 0) return;
-          for (int j = 0; j < n; ++j) {
-            std::memcpy(
-                output.data() + j * block_bytes,
-                j == r ? send_bytes(r).first : channel->Payload(rows, j),
-                block_bytes);
-          }
-        });
-  };
+  auto over_channel =
+      [&](Channel* channel, const collectives_internal::Group& g,
+          int64_t signature, const collectives_internal::CallLayout& layout) {
+        const int n = g.size(), r = g.index;
+        auto send_bytes = [&](int j) { return layout.Part(input.data(), j); };
+        const int64_t block_bytes = send_bytes(r).second;
+        if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+        return channel->ExchangeWithAll(
+            kName, g, signature, send_bytes, block_bytes,
+            [&](const std::byte* rows) {
+              if (RaceCheckingEnabled()) {
+                AnnotateWrite(output, "channel output write");
+              }
+              if (block_bytes == 0) return;
+              for (int j = 0; j < n; ++j) {
+                std::memcpy(
+                    output.data() + j * block_bytes,
+                    j == r ? send_bytes(r).first : channel->Payload(rows, j),
+                    block_bytes);
+              }
+            });
+      };
   // The same small call as before on this device: straight to its channel
   // (as the first call did, with the heap padded for the largest output).
   if (const collectives_internal::ChannelCall* call =
           collectives_internal::FindChannelCall(kKind, aux, input, output, axes,
                                                 options);
       call != nullptr && input.data() != output.data()) {
-    const int n = call->group.size();
-    const int64_t rows = input.dim(0);
-    const int64_t largest_part = (rows + n - 1) / n;  // Parts differ by <= 1.
     MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-        output,
-        largest_part * (rows == 0 ? 0 : input.size_bytes() / rows) * n));
-    return over_channel(call->channel, call->group, call->signature);
+        output, call->layout.largest_output_bytes));
+    return over_channel(call->channel, call->group, call->signature,
+                        call->layout);
   }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
@@ -172,9 +163,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t signature = collectives_internal::CallSignature(
         kKind, input.dtype(), input.num_elements(), aux, &output);
-    MESHDMA_RETURN_IF_ERROR(over_channel(channel, g, signature));
+    collectives_internal::CallLayout layout =
+        collectives_internal::CallLayout::Split(
+            split_size, n, split_row_bytes, largest_part * split_row_bytes * n);
+    MESHDMA_RETURN_IF_ERROR(over_channel(channel, g, signature, layout));
     collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
-                                              channel, signature, options);
+                                              channel, signature, options, {},
+                                              std::move(layout));
     return absl::OkStatus();
   }
   // kHierarchical where requested, on groups that span several hosts with

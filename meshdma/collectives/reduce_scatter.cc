@@ -129,33 +129,27 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       collectives_internal::CollectiveKind::kReduceScatter;
   // Small: member j gets segment j of my input over the group's channel.
   auto over_channel = [&](auto zero, collectives_internal::Channel* channel,
-                          const Group& g, int64_t signature) {
+                          const Group& g, int64_t signature,
+                          const collectives_internal::CallLayout& layout) {
     using T = decltype(zero);
     if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-    const int64_t count = input.num_elements();
-    const int64_t elem = static_cast<int64_t>(sizeof(T));
     return collectives_internal::ChannelReduce<T>(
         channel, name, g, op, signature,
-        [&](int j) {
-          const auto [b, len] = ScatterSegment(count, g.size(), j);
-          return std::pair(input.data() + b * elem, len * elem);
-        },
-        input.data_as<const T>() +
-            ScatterSegment(count, g.size(), g.index).first,
+        [&](int j) { return layout.Part(input.data(), j); },
+        reinterpret_cast<const T*>(layout.Part(input.data(), g.index).first),
         output);
   };
-  // The same small call as before on this device: straight to its channel.
+  // The same small call as before on this device: straight to its channel,
+  // with the segments and padding the first call computed.
   if (const collectives_internal::ChannelCall* call =
           collectives_internal::FindChannelCall(kKind, static_cast<int>(op),
                                                 input, output, axes, options)) {
-    const Group& g = call->group;
-    // As the first call did (segments differ by up to one element).
     MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-        output, (input.num_elements() + g.size() - 1) / g.size() *
-                    static_cast<int64_t>(DTypeSize(input.dtype()))));
+        output, call->layout.largest_output_bytes));
     absl::Status status;
     collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
-      status = over_channel(zero, call->channel, g, call->signature);
+      status = over_channel(zero, call->channel, call->group, call->signature,
+                            call->layout);
     });
     return status;
   }
@@ -227,11 +221,15 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       }
       const int64_t signature = collectives_internal::CallSignature(
           kKind, in.dtype(), in.num_elements(), static_cast<int>(op), nullptr);
-      status = over_channel(zero, *for_group, g, signature);
+      collectives_internal::CallLayout layout =
+          collectives_internal::CallLayout::Split(
+              in.num_elements(), n, static_cast<int64_t>(DTypeSize(in.dtype())),
+              largest_segment);
+      status = over_channel(zero, *for_group, g, signature, layout);
       if (status.ok()) {
-        collectives_internal::RememberChannelCall(kKind, static_cast<int>(op),
-                                                  input, output, g, *for_group,
-                                                  signature, options);
+        collectives_internal::RememberChannelCall(
+            kKind, static_cast<int>(op), input, output, g, *for_group,
+            signature, options, {}, std::move(layout));
       }
       return;
     }

@@ -478,6 +478,17 @@ absl::Status Channel::Exchange(
   return absl::OkStatus();
 }
 
+CallLayout CallLayout::Split(int64_t size, int n, int64_t bytes_per_index,
+                             int64_t largest_output_bytes) {
+  CallLayout layout;
+  layout.part_begin.resize(n + 1);
+  for (int j = 0; j <= n; ++j) {
+    layout.part_begin[j] = PartBegin(size, n, j) * bytes_per_index;
+  }
+  layout.largest_output_bytes = largest_output_bytes;
+  return layout;
+}
+
 const ChannelCall* FindChannelCall(CollectiveKind kind, int aux,
                                    const ArrayRef& input,
                                    const ArrayRef& output,
@@ -513,7 +524,8 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          const ArrayRef& output, const Group& group,
                          Channel* channel, int64_t signature,
                          const CollectiveOptions& options,
-                         std::span<const std::pair<int, int>> perm) {
+                         std::span<const std::pair<int, int>> perm,
+                         CallLayout layout) {
   // Channels (and the Run-end hook that forgets calls) exist by now.
   if (t_channels == nullptr) return;
   if (t_calls == nullptr) {
@@ -531,6 +543,7 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
       std::vector<std::string>(group.axes.begin(), group.axes.end()),
       options,
       {perm.begin(), perm.end()},
+      std::move(layout),
       group,
       channel,
       signature};

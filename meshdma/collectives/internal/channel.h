@@ -315,6 +315,25 @@ class Channel {
 // only when its input and output are contiguous and the output is symmetric, as
 // the first call checked. What the call sends is still compared with its peers'
 // calls.
+// What a call that splits its input computed on its first call, kept with it
+// so that a repeat divides nothing: where member j's part of the input begins,
+// in bytes (`part_begin[j]`, j = 0..n, `part_begin[n]` the input's size), and
+// the bytes the heap is padded to past the output (`PadToLargestOutput`).
+struct CallLayout {
+  absl::InlinedVector<int64_t, 9> part_begin;
+  int64_t largest_output_bytes = 0;
+
+  // {first byte, byte count} of member j's part of `input`.
+  std::pair<const std::byte*, int64_t> Part(const std::byte* input,
+                                            int j) const {
+    return {input + part_begin[j], part_begin[j + 1] - part_begin[j]};
+  }
+  // The layout of `bytes_per_index` bytes per index of a split axis of
+  // `size` indices cut into n parts at PartBegin.
+  static CallLayout Split(int64_t size, int n, int64_t bytes_per_index,
+                          int64_t largest_output_bytes);
+};
+
 struct ChannelCall {
   CollectiveKind kind;
   int aux;
@@ -326,6 +345,7 @@ struct ChannelCall {
   std::vector<std::string> axes;
   CollectiveOptions options;
   std::vector<std::pair<int, int>> perm;  // ppermute's pairs; else empty.
+  CallLayout layout;  // all_to_all and psum_scatter; else empty.
   // What it resolved to; `group.axes` views `axes`.
   Group group;
   Channel* channel;
@@ -343,7 +363,8 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          const ArrayRef& output, const Group& group,
                          Channel* channel, int64_t signature,
                          const CollectiveOptions& options,
-                         std::span<const std::pair<int, int>> perm = {});
+                         std::span<const std::pair<int, int>> perm = {},
+                         CallLayout layout = {});
 
 }  // namespace meshdma::collectives_internal
 

@@ -27,6 +27,7 @@ void AnnotateWrite(const ArrayRef& ref, absl::string_view what) {
 }
 
 bool RaceCheckingEnabled() {
+  if (!dma_internal::RaceChecker::AnyLive()) return false;
   dma_internal::Device* device = dma_internal::CurrentDevice();
   return device != nullptr && device->runtime()->race_checker() != nullptr;
 }

@@ -173,11 +173,13 @@ RaceChecker::RaceChecker(int num_devices,
   for (int i = 0; i <= n_; ++i) shadows_.push_back(std::make_unique<Shadow>());
   Reset();
   g_active_checker.store(this, std::memory_order_release);
+  live_checkers_.fetch_add(1, std::memory_order_relaxed);
 }
 
 RaceChecker::~RaceChecker() {
   RaceChecker* self = this;
   g_active_checker.compare_exchange_strong(self, nullptr);
+  live_checkers_.fetch_sub(1, std::memory_order_relaxed);
   DetachMailboxes();
 }
 

@@ -43,6 +43,11 @@ class RaceChecker {
   RaceChecker(int num_devices,
               std::function<void(int device, const std::string&)> on_race);
   ~RaceChecker();
+  // Whether any runtime of this process checks races: one relaxed load, so
+  // that code paths annotate nothing when checked mode is off.
+  static bool AnyLive() {
+    return live_checkers_.load(std::memory_order_relaxed) > 0;
+  }
 
   // Between Runs (no device running): every device is ordered after every
   // access of the previous Run by the process barrier, so all state resets.
@@ -100,6 +105,7 @@ class RaceChecker {
   int64_t num_races() const;
 
  private:
+  static inline std::atomic<int> live_checkers_{0};
   struct Access;
   struct DmaInfo;
   struct DeviceState;
