@@ -78,7 +78,9 @@ CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
       absl::StrCat(collective, " ", group_size, " ",
                    CollectiveAlgorithmName(chosen), requested, " ", even_hosts,
                    direct),
-      collective, " on ", group_size, " devices (", even_hosts, " even hosts",
+      collective, " on ", group_size, " devices (",
+      even_hosts > 1 ? absl::StrCat("hierarchical over ", even_hosts, " hosts")
+                     : std::string("no hierarchy"),
       direct ? ", addressable" : "", "): ", CollectiveAlgorithmName(chosen),
       requested ? absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                                " requested)")

@@ -42,6 +42,17 @@ template <typename T>
 void ReduceRows(ReduceOp op, const Group& g, const T* mine,
                 const std::byte* rows, int64_t row_bytes, int64_t header,
                 T* out, int64_t count) {
+  auto row = [&](int i) {
+    return i == g.index ? mine
+                        : reinterpret_cast<const T*>(rows + i * row_bytes +
+                                                     header);
+  };
+  // Two members: one pass, straight into `out` (the small calls of a
+  // 2-device group spent more in ReduceMany's blocking than in the sums).
+  if (g.size() == 2) {
+    CombineArrays<Acc<T>>(op, row(0), row(1), out, count, 2);
+    return;
+  }
   // Group sizes are bounded by the channel and ring paths' own limits; keep
   // the pointers on the stack for the common sizes.
   const T* small[64];
@@ -51,12 +62,7 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
     large.resize(g.size());
     sources = large.data();
   }
-  for (int i = 0; i < g.size(); ++i) {
-    sources[i] =
-        i == g.index
-            ? mine
-            : reinterpret_cast<const T*>(rows + i * row_bytes + header);
-  }
+  for (int i = 0; i < g.size(); ++i) sources[i] = row(i);
   ReduceMany<T>(op, sources, g.size(), out, count);
 }
 
