@@ -301,20 +301,6 @@ class Channel {
   std::vector<int64_t> last_row_[kSlotSets];
 };
 
-// A small call as the calling device resolved it: its group, that group's
-// channel and the call's signature. Kept per device for the rest of the Run
-// (forgotten with the channels), so that the same call again, the pattern of
-// a decode loop, skips resolving its axes, validating its operands, choosing
-// its algorithm and hashing its signature, which were about a third of an
-// 8-byte psum on one host (BENCHMARKS.md, "Small calls remembered").
-//
-// The key is everything those steps depend on: the collective and its `aux`
-// (operation, tiling), the operands' element type and shapes, whether the
-// input is symmetric, the output's address (the signature holds its heap
-// offset), the axes, the options and (ppermute) the permutation. A call matches
-// only when its input and output are contiguous and the output is symmetric, as
-// the first call checked. What the call sends is still compared with its peers'
-// calls.
 // What a call that splits its input computed on its first call, kept with it
 // so that a repeat divides nothing: where member j's part of the input begins,
 // in bytes (`part_begin[j]`, j = 0..n, `part_begin[n]` the input's size), and
@@ -334,6 +320,20 @@ struct CallLayout {
                           int64_t largest_output_bytes);
 };
 
+// A small call as the calling device resolved it: its group, that group's
+// channel and the call's signature. Kept per device for the rest of the Run
+// (forgotten with the channels), so that the same call again, the pattern of
+// a decode loop, skips resolving its axes, validating its operands, choosing
+// its algorithm and hashing its signature, which were about a third of an
+// 8-byte psum on one host (BENCHMARKS.md, "Small calls remembered").
+//
+// The key is everything those steps depend on: the collective and its `aux`
+// (operation, tiling), the operands' element type and shapes, whether the
+// input is symmetric, the output's address (the signature holds its heap
+// offset), the axes, the options and (ppermute) the permutation. A call matches
+// only when its input and output are contiguous and the output is symmetric, as
+// the first call checked. What the call sends is still compared with its peers'
+// calls.
 struct ChannelCall {
   CollectiveKind kind;
   int aux;
