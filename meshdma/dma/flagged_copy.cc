@@ -62,30 +62,47 @@ absl::StatusOr<FlaggedBuffer> FlaggedBuffer::ForWait(const ArrayRef& words) {
 }
 
 absl::Status FlaggedBuffer::CheckMessage(int64_t payload_bytes, uint32_t flag,
-                                         const char* verb) const {
-  if (flag != 0 && FlaggedWords(payload_bytes) <= capacity_) {
+                                         const char* verb,
+                                         int64_t tail_bytes) const {
+  const int64_t words = FlaggedWords(payload_bytes);
+  const int64_t need =
+      words * static_cast<int64_t>(sizeof(uint64_t)) + tail_bytes;
+  if (flag != 0 && need <= capacity_ * static_cast<int64_t>(sizeof(uint64_t))) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       verb, " on ", device_->Name(), ": ",
-      flag == 0 ? "flag 0 is reserved (memory starts as 0)"
-                : absl::StrCat("buffer ", view_.ToString(), " holds ",
-                               view_.size_bytes(), " bytes, fewer than the ",
-                               FlaggedWords(payload_bytes),
-                               " flagged words the message needs")));
+      flag == 0
+          ? "flag 0 is reserved (memory starts as 0)"
+          : absl::StrCat("buffer ", view_.ToString(), " holds ",
+                         view_.size_bytes(), " bytes, fewer than the ", need,
+                         " that ", words, " flagged words",
+                         tail_bytes > 0 ? absl::StrCat(" and a tail of ",
+                                                       tail_bytes, " bytes")
+                                        : std::string(),
+                         " need")));
 }
 
 absl::Status FlaggedBuffer::Copy(std::span<const std::byte> payload,
                                  uint32_t flag) const {
-  const int64_t bytes = static_cast<int64_t>(payload.size());
-  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_copy"));
+  return Copy(payload, {}, flag);
+}
+
+absl::Status FlaggedBuffer::Copy(std::span<const std::byte> head,
+                                 std::span<const std::byte> tail,
+                                 uint32_t flag) const {
+  const int64_t bytes = static_cast<int64_t>(head.size());
+  const int64_t words = FlaggedWords(bytes);
+  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_copy",
+                                       static_cast<int64_t>(tail.size())));
+  // The tail first, plainly: the head's release stores publish it.
+  if (!tail.empty()) std::memcpy(words_ + words, tail.data(), tail.size());
   // Each word carries its own flag, so no order among the stores is needed
   // for correctness; x86 keeps them in order anyway, which lets the receiver
   // poll the last word first.
   const uint64_t high = static_cast<uint64_t>(flag) << 32;
-  const int64_t words = FlaggedWords(bytes);
   for (int64_t w = 0; w < words; ++w) {
-    __atomic_store_n(words_ + w, high | Low(payload.data(), bytes, w),
+    __atomic_store_n(words_ + w, high | Low(head.data(), bytes, w),
                      __ATOMIC_RELEASE);
   }
   return absl::OkStatus();
@@ -93,23 +110,31 @@ absl::Status FlaggedBuffer::Copy(std::span<const std::byte> payload,
 
 absl::Status FlaggedBuffer::Wait(uint32_t flag,
                                  std::span<std::byte> out) const {
-  const int64_t bytes = static_cast<int64_t>(out.size());
-  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_wait"));
+  return Wait(flag, out, {});
+}
+
+absl::Status FlaggedBuffer::Wait(uint32_t flag, std::span<std::byte> head,
+                                 std::span<std::byte> tail) const {
+  const int64_t bytes = static_cast<int64_t>(head.size());
+  MESHDMA_RETURN_IF_ERROR(CheckMessage(bytes, flag, "flagged_wait",
+                                       static_cast<int64_t>(tail.size())));
   const int64_t n = FlaggedWords(bytes);
   MESHDMA_RETURN_IF_ERROR(device_->WaitFlags(words_, n, flag, view_));
   const int64_t full = bytes / kFlaggedPayloadBytesPerWord;
   for (int64_t w = 0; w < full; ++w) {
     const uint32_t low =
         static_cast<uint32_t>(__atomic_load_n(words_ + w, __ATOMIC_RELAXED));
-    std::memcpy(out.data() + w * kFlaggedPayloadBytesPerWord, &low,
+    std::memcpy(head.data() + w * kFlaggedPayloadBytesPerWord, &low,
                 sizeof(low));
   }
   if (full < n) {
     const uint32_t low =
         static_cast<uint32_t>(__atomic_load_n(words_ + full, __ATOMIC_RELAXED));
-    std::memcpy(out.data() + full * kFlaggedPayloadBytesPerWord, &low,
+    std::memcpy(head.data() + full * kFlaggedPayloadBytesPerWord, &low,
                 bytes - full * kFlaggedPayloadBytesPerWord);
   }
+  // Ordered after the head by WaitFlags's acquire loads (contract 5).
+  if (!tail.empty()) std::memcpy(tail.data(), words_ + n, tail.size());
   return absl::OkStatus();
 }
 

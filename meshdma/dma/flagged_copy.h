@@ -23,6 +23,13 @@
 //      code that falls back to DMAs stays checkable.
 //   4. `flagged_wait` honours the runtime's wait timeout and abort, like
 //      every wait.
+//   5. A message of a `FlaggedBuffer` may be a flagged head with a plain
+//      tail: the tail's bytes are stored at full density right after the
+//      head's words, before the head, whose flagged stores publish them (a
+//      receiver that sees the head's flag sees the tail). Every message
+//      through a buffer that ever carries a tail must have the same head
+//      size: a word that held a tail's plain bytes could otherwise carry a
+//      later message's flag by chance.
 #ifndef MESHDMA_DMA_FLAGGED_COPY_H_
 #define MESHDMA_DMA_FLAGGED_COPY_H_
 
@@ -84,12 +91,22 @@ class FlaggedBuffer {
   absl::Status Copy(std::span<const std::byte> payload, uint32_t flag) const;
   // `flagged_wait(words, flag, out)`.
   absl::Status Wait(uint32_t flag, std::span<std::byte> out) const;
+  // A flagged `head` and a plain `tail` (contract 5): `tail` is stored at
+  // byte 8 * FlaggedWords(head.size()) of the buffer, then `head` as
+  // `Copy(head, flag)` does. InvalidArgument unless both fit.
+  absl::Status Copy(std::span<const std::byte> head,
+                    std::span<const std::byte> tail, uint32_t flag) const;
+  // Waits for a head of `head.size()` bytes carrying `flag`, then unpacks
+  // it into `head` and copies the tail that follows its words into `tail`.
+  absl::Status Wait(uint32_t flag, std::span<std::byte> head,
+                    std::span<std::byte> tail) const;
 
  private:
   FlaggedBuffer() = default;
-  // InvalidArgument unless `flag` is nonzero and `payload_bytes` fits.
+  // InvalidArgument unless `flag` is nonzero and `payload_bytes` (flagged)
+  // and `tail_bytes` (plain, after them) fit.
   absl::Status CheckMessage(int64_t payload_bytes, uint32_t flag,
-                            const char* verb) const;
+                            const char* verb, int64_t tail_bytes = 0) const;
 
   dma_internal::Device* device_ = nullptr;
   uint64_t* words_ = nullptr;  // On the peer (ForCopy) or this device.

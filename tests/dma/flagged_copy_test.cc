@@ -2,10 +2,13 @@
 // messages of odd sizes through two flagged slots guarded by a credit
 // semaphore, checked against a closed form; reachability follows the
 // launch (same process or host: yes; another host or checked mode: no); bad
-// buffers and flags are errors; a flag that never comes times out.
+// buffers and flags are errors; a flag that never comes times out; heads
+// with plain tails arrive whole.
 #include "meshdma/dma/flagged_copy.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -71,6 +74,90 @@ TEST_F(FlaggedCopyTest, RingOfMessagesThroughTwoSlots) {
     }
     // The last two credits, owed by the right neighbour.
     return semaphore_wait(credit, 2);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Heads with plain tails (contract 5) through two resolved buffers of one
+// cache line each: a 16-byte head, tails of 0 to 40 bytes whose words look
+// like the next calls' flags (never polled, so harmless), and heads of the
+// old form in between; every head and tail checked. A tail that does not fit
+// is an error naming both sizes.
+TEST_F(FlaggedCopyTest, HeadsWithPlainTails) {
+  if (mesh_->size() < 2) GTEST_SKIP() << "needs 2 devices";
+  const int n = mesh_->size();
+  for (int d = 0; d < n; ++d) {
+    if (!SameHost(d, (d + 1) % n)) GTEST_SKIP() << "neighbours on two hosts";
+  }
+  constexpr int64_t kHead = 16, kMaxTail = 40;
+  absl::Status s = rt_->Run(*mesh_, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    const int right = (me + 1) % n, left = (me + n - 1) % n;
+    // 4 head words + 40 tail bytes = 72 bytes: 9 words per slot.
+    MESHDMA_ASSIGN_OR_RETURN(auto slots,
+                             AllocateSymmetric(DType::kI64, {2, 9}));
+    MESHDMA_ASSIGN_OR_RETURN(auto credit,
+                             AllocateSemaphore(SemaphoreType::kRegular));
+    std::vector<FlaggedBuffer> out, in;
+    for (int k = 0; k < 2; ++k) {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef slot, slots.At(k));
+      MESHDMA_ASSIGN_OR_RETURN(FlaggedBuffer o,
+                               FlaggedBuffer::ForCopy(slot, DeviceId(right)));
+      MESHDMA_ASSIGN_OR_RETURN(FlaggedBuffer i, FlaggedBuffer::ForWait(slot));
+      out.push_back(std::move(o));
+      in.push_back(std::move(i));
+    }
+    std::vector<std::byte> head(kHead), tail(kMaxTail), got_head(kHead),
+        got_tail(kMaxTail);
+    for (int call = 0; call < 300; ++call) {
+      const uint32_t flag = call + 1;
+      const int64_t tail_bytes =
+          call % 3 == 2 ? 0 : (call * 7) % (kMaxTail + 1);
+      if (call >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(credit, 1));
+      for (int64_t i = 0; i < kHead; ++i) head[i] = Expected(me, call, i);
+      for (int64_t w = 0; w * 8 < tail_bytes; ++w) {
+        // Each tail word's upper half holds a flag a later call uses.
+        const uint64_t word = (uint64_t{flag + 2} << 32) | (me * 1000 + w);
+        std::memcpy(tail.data() + w * 8, &word,
+                    std::min<int64_t>(8, tail_bytes - w * 8));
+      }
+      const int k = call % 2;
+      MESHDMA_RETURN_IF_ERROR(
+          out[k].Copy(head, {tail.data(), size_t(tail_bytes)}, flag));
+      MESHDMA_RETURN_IF_ERROR(
+          in[k].Wait(flag, got_head, {got_tail.data(), size_t(tail_bytes)}));
+      for (int64_t i = 0; i < kHead; ++i) {
+        if (got_head[i] != Expected(left, call, i)) {
+          return absl::InternalError(absl::StrCat("call ", call, " head byte ",
+                                                  i, " from device ", left));
+        }
+      }
+      for (int64_t w = 0; w * 8 < tail_bytes; ++w) {
+        const uint64_t want = (uint64_t{flag + 2} << 32) | (left * 1000 + w);
+        uint64_t got = 0;
+        const int64_t b = std::min<int64_t>(8, tail_bytes - w * 8);
+        std::memcpy(&got, got_tail.data() + w * 8, b);
+        const uint64_t mask =
+            b == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * b)) - 1;
+        if (got != (want & mask)) {
+          return absl::InternalError(
+              absl::StrCat("call ", call, " tail word ", w, " from device ",
+                           left, ": ", got, ", expected ", want & mask));
+        }
+      }
+      MESHDMA_RETURN_IF_ERROR(semaphore_signal(credit, 1, DeviceId(left)));
+    }
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(credit, 2));
+    // 4 head words and 41 tail bytes need 73 bytes; the slot holds 72.
+    std::vector<std::byte> long_tail(kMaxTail + 1);
+    absl::Status too_long = out[0].Copy(head, long_tail, 1000);
+    if (!absl::IsInvalidArgument(too_long) ||
+        !absl::StrContains(too_long.message(), "tail of 41 bytes") ||
+        !absl::StrContains(too_long.message(), "72 bytes")) {
+      return absl::InternalError(
+          absl::StrCat("long tail: ", too_long.ToString()));
+    }
+    return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;
 }

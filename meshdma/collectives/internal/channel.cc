@@ -260,8 +260,8 @@ absl::Status Channel::WaitRowsConsumed() {
 }
 
 std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
-                             bool carry_credits, bool with_payload) {
-  if (carry_credits) {
+                             bool dma_row) {
+  if (dma_row) {
     // The credit word of a DMA row: the credits of the deferred group owed
     // to its receiver, as (count << 8) | (group + 1); 0 for none.
     int64_t credits = 0;
@@ -276,7 +276,7 @@ std::byte* Channel::StageRow(const Outgoing& o, int64_t signature, int64_t call,
                    kFlaggedHeaderBytes;
   std::memcpy(row, &signature, sizeof(signature));
   std::memcpy(row + sizeof(signature), &call, sizeof(call));
-  if (with_payload && o.bytes > 0) {
+  if (dma_row && o.bytes > 0) {
     std::memcpy(row + kFlaggedHeaderBytes, o.payload, o.bytes);
   }
   return row;
@@ -318,20 +318,24 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
 absl::StatusOr<const std::byte*> Channel::MoveRowsFlagged(
     const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
     std::span<const Incoming> in) {
-  // Step 2: store each row, flagged, into row `g.index` of the receiver's
-  // flagged set p.
+  // Step 2: store each row into row `g.index` of the receiver's flagged set
+  // p, one cache line: the payload as the plain tail of the flagged header,
+  // which publishes it.
   for (const Outgoing& o : out) {
-    const std::byte* row = staging_.data() + o.position * row_bytes_ +
-                           kHeaderBytes - kFlaggedHeaderBytes;
+    const std::byte* header = staging_.data() + o.position * row_bytes_ +
+                              kHeaderBytes - kFlaggedHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_out_[p][o.position]->Copy(
-        {row, static_cast<size_t>(kFlaggedHeaderBytes + o.bytes)}, flag));
+        {header, static_cast<size_t>(kFlaggedHeaderBytes)},
+        {o.payload, static_cast<size_t>(o.bytes)}, flag));
   }
-  // Step 3: every expected row carries this call's flag; unpack it.
+  // Step 3: every expected header carries this call's flag; unpack it and
+  // its payload.
   for (const Incoming& i : in) {
-    std::byte* row = received_.data() + i.position * row_bytes_ + kHeaderBytes -
-                     kFlaggedHeaderBytes;
+    std::byte* row = received_.data() + i.position * row_bytes_ + kHeaderBytes;
     MESHDMA_RETURN_IF_ERROR(flagged_in_[p][i.position]->Wait(
-        flag, {row, static_cast<size_t>(kFlaggedHeaderBytes + i.bytes)}));
+        flag,
+        {row - kFlaggedHeaderBytes, static_cast<size_t>(kFlaggedHeaderBytes)},
+        {row, static_cast<size_t>(i.bytes)}));
   }
   return received_.data();
 }
@@ -398,8 +402,7 @@ absl::Status Channel::Exchange(
   for (const Incoming& i : in) flagged &= i.bytes <= kFlaggedMaxPayloadBytes;
   const bool stored = flagged_ && !flagged;
   for (const Outgoing& o : out) {
-    StageRow(o, signature, call, /*carry_credits=*/!flagged_,
-             /*with_payload=*/!stored);
+    StageRow(o, signature, call, /*dma_row=*/!flagged_);
   }
   if (!flagged_) pushed_[q] += static_cast<int>(out.size());
   MESHDMA_ASSIGN_OR_RETURN(const std::byte* rows,

@@ -57,9 +57,10 @@
 // channel is a channel of stores, and steps 2 and 3 use no DMA record, no
 // byte-counting semaphore and no send completion:
 //   - calls whose rows are all at most kFlaggedMaxPayloadBytes use flagged
-//     copies (dma/flagged_copy.h, NCCL's LL): each row travels as 8-byte
-//     words of 4 payload bytes and the call's flag, stored straight into the
-//     receiver's flagged slot, which polls the flags;
+//     copies (dma/flagged_copy.h, NCCL's LL) into the receiver's flagged
+//     slot, one cache line: the header as 8-byte words of 4 bytes and the
+//     call's flag, which the receiver polls, and the payload as their plain
+//     tail, which the flagged stores publish;
 //   - longer rows are stored at full density straight into the receiver's
 //     slot row through a peer view (dma/peer_view.h), and then their header
 //     as a flagged copy, which publishes them; the receiver reads them in
@@ -119,10 +120,14 @@ class Channel {
   // memory, touched only as far as rows are used).
   static constexpr int64_t kHeaderBytes = 64;
   // Flagged rows carry calls whose rows are all at most this long, so that
-  // a row with its header is one cache line: flagged words move twice the
-  // bytes, and longer rows were measured faster stored (BENCHMARKS.md).
-  static constexpr int64_t kFlaggedMaxPayloadBytes = 16;
-  // A flagged row: the signature and call number, then the payload.
+  // a row with its header is one cache line: the header in flagged words
+  // (32 bytes), the payload as their plain tail (flagged_copy.h, contract
+  // 5). Longer rows are stored: the payload into the receiver's slot, then
+  // the header flagged, two lines or more (BENCHMARKS.md).
+  static constexpr int64_t kFlaggedMaxPayloadBytes = 32;
+  // A flagged row's head: the signature and call number. Every message
+  // through the flagged rows has this head, so their tails never overlap a
+  // word that is polled for a flag.
   static constexpr int64_t kFlaggedHeaderBytes = 16;
   // A DMA row moves only the end of the header: the credit word, then the
   // signature and call number (a message between hosts carries no padding).
@@ -130,8 +135,9 @@ class Channel {
   static constexpr int64_t kDmaRowOffset = kHeaderBytes - kDmaHeaderBytes;
   // Whole cache lines, so that a short row is one line to move.
   static constexpr int64_t kFlaggedRowBytes =
-      (8 * ((kFlaggedHeaderBytes + kFlaggedMaxPayloadBytes + 3) / 4) + 63) /
+      (8 * FlaggedWords(kFlaggedHeaderBytes) + kFlaggedMaxPayloadBytes + 63) /
       64 * 64;
+  static_assert(kFlaggedRowBytes == 64);
   // One consumed counter per cache line: each line has one writer.
   static constexpr int64_t kCounterStrideBytes = 64;
   // Callers keep per-member lists on the stack.
@@ -255,12 +261,13 @@ class Channel {
   absl::StatusOr<const std::byte*> MoveRowsFlagged(
       const Group& g, int p, uint32_t flag, std::span<const Outgoing> out,
       std::span<const Incoming> in);
-  // Stages [signature | call | payload] for the member at `position`; the
-  // row starts kHeaderBytes - 16 into its staging row. With
-  // `carry_credits`, word 0 of the staging row carries the deferred credits
-  // owed to that member.
+  // Stages the header [signature | call] for the member at `position`, at
+  // kHeaderBytes - 16 into its staging row. A `dma_row` (moved from staging)
+  // also gets the payload after the header and, in word 0 of the staging
+  // row, the deferred credits owed to that member; flagged and stored rows
+  // send their payload from the caller's memory.
   std::byte* StageRow(const Outgoing& o, int64_t signature, int64_t call,
-                      bool carry_credits, bool with_payload);
+                      bool dma_row);
 
   absl::InlinedVector<int, 16> members_;  // The group's LOGICAL ids.
   const Mesh* mesh_ = nullptr;
