@@ -43,9 +43,9 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
                 const std::byte* rows, int64_t row_bytes, int64_t header,
                 T* out, int64_t count) {
   auto row = [&](int i) {
-    return i == g.index ? mine
-                        : reinterpret_cast<const T*>(rows + i * row_bytes +
-                                                     header);
+    return i == g.index
+               ? mine
+               : reinterpret_cast<const T*>(rows + i * row_bytes + header);
   };
   // Two members: one pass, straight into `out` (the small calls of a
   // 2-device group spent more in ReduceMany's blocking than in the sums).
