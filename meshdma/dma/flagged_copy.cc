@@ -1,6 +1,7 @@
 #include "meshdma/dma/flagged_copy.h"
 
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
@@ -67,20 +68,26 @@ absl::Status FlaggedBuffer::CheckMessage(int64_t payload_bytes, uint32_t flag,
   const int64_t words = FlaggedWords(payload_bytes);
   const int64_t need =
       words * static_cast<int64_t>(sizeof(uint64_t)) + tail_bytes;
-  if (flag != 0 && need <= capacity_ * static_cast<int64_t>(sizeof(uint64_t))) {
+  if (flag != 0 && need <= capacity_ * static_cast<int64_t>(sizeof(uint64_t)) &&
+      (tail_bytes == 0 || words > 0)) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      verb, " on ", device_->Name(), ": ",
-      flag == 0
-          ? "flag 0 is reserved (memory starts as 0)"
-          : absl::StrCat("buffer ", view_.ToString(), " holds ",
-                         view_.size_bytes(), " bytes, fewer than the ", need,
-                         " that ", words, " flagged words",
-                         tail_bytes > 0 ? absl::StrCat(" and a tail of ",
-                                                       tail_bytes, " bytes")
-                                        : std::string(),
-                         " need")));
+  std::string why;
+  if (flag == 0) {
+    why = "flag 0 is reserved (memory starts as 0)";
+  } else if (words == 0) {
+    why = absl::StrCat("a tail of ", tail_bytes,
+                       " bytes needs a head of at least 1 byte to publish it");
+  } else {
+    why = absl::StrCat(
+        "buffer ", view_.ToString(), " holds ", view_.size_bytes(),
+        " bytes, fewer than the ", need, " that ", words, " flagged words",
+        tail_bytes > 0 ? absl::StrCat(" and a tail of ", tail_bytes, " bytes")
+                       : std::string(),
+        " need");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(verb, " on ", device_->Name(), ": ", why));
 }
 
 absl::Status FlaggedBuffer::Copy(std::span<const std::byte> payload,

@@ -93,7 +93,8 @@ class FlaggedBuffer {
   absl::Status Wait(uint32_t flag, std::span<std::byte> out) const;
   // A flagged `head` and a plain `tail` (contract 5): `tail` is stored at
   // byte 8 * FlaggedWords(head.size()) of the buffer, then `head` as
-  // `Copy(head, flag)` does. InvalidArgument unless both fit.
+  // `Copy(head, flag)` does. InvalidArgument unless both fit and a tail has
+  // a head (at least 1 byte) to publish it.
   absl::Status Copy(std::span<const std::byte> head,
                     std::span<const std::byte> tail, uint32_t flag) const;
   // Waits for a head of `head.size()` bytes carrying `flag`, then unpacks

@@ -157,6 +157,13 @@ TEST_F(FlaggedCopyTest, HeadsWithPlainTails) {
       return absl::InternalError(
           absl::StrCat("long tail: ", too_long.ToString()));
     }
+    // A tail with no head would be read unpublished.
+    absl::Status headless = in[0].Wait(1000, {}, got_tail);
+    if (!absl::IsInvalidArgument(headless) ||
+        !absl::StrContains(headless.message(), "head of at least 1 byte")) {
+      return absl::InternalError(
+          absl::StrCat("tail without head: ", headless.ToString()));
+    }
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;
