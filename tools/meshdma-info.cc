@@ -202,11 +202,12 @@ std::vector<std::string> Warnings(const Runtime& rt) {
 std::string PiecedBytes(const Runtime& rt) {
   const Launch& launch = rt.launch();
   const std::string& mine = launch.processes()[launch.rank()].hostname;
-  std::set<int64_t> same, other;
+  std::set<std::string> same, other;
   for (int r = 0; r < launch.num_processes(); ++r) {
     if (r == launch.rank()) continue;
     (launch.processes()[r].hostname == mine ? same : other)
-        .insert(rt.mpi_pieced_bytes(r));
+        .insert(absl::StrCat(rt.mpi_pieced_bytes(r), " in pieces of ",
+                             rt.mpi_piece_bytes(r)));
   }
   std::vector<std::string> parts;
   if (!same.empty()) {

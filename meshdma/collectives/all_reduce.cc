@@ -78,10 +78,11 @@ CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
       absl::StrCat(collective, " ", group_size, " ",
                    CollectiveAlgorithmName(chosen), requested, " ", even_hosts,
                    direct),
-      collective, " on ", group_size, " devices (",
-      even_hosts > 1 ? absl::StrCat("hierarchical over ", even_hosts, " hosts")
-                     : std::string("no hierarchy"),
-      direct ? ", addressable" : "", "): ", CollectiveAlgorithmName(chosen),
+      collective, " on ", group_size, " devices",
+      even_hosts > 1 ? absl::StrCat(" (hierarchical over ", even_hosts,
+                                    " hosts", direct ? ", addressable)" : ")")
+                     : std::string(direct ? " (addressable)" : ""),
+      ": ", CollectiveAlgorithmName(chosen),
       requested ? absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
                                " requested)")
                 : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
@@ -284,6 +285,13 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
         layout.Applies() && layout.per_host > 1 &&
         collectives_internal::Channel::Fits(layout.Host(g), in.size_bytes()) &&
         collectives_internal::Channel::Fits(layout.Lane(g), in.size_bytes());
+    if (by_hosts) {
+      MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                       absl::StrCat(name, " by hosts ", g.size()), name, " on ",
+                       g.size(), " devices over ", layout.num_hosts,
+                       " hosts: each host's channel, then each lane's (auto; ",
+                       in.size_bytes(), " bytes)");
+    }
   }
   auto run = [&](auto zero) {
     using T = decltype(zero);

@@ -28,6 +28,10 @@ absl::Duration Runtime::wait_timeout() const { return impl_->wait_timeout(); }
 int64_t Runtime::mpi_pieced_bytes(int rank) const {
   return impl_->mpi_pieced_bytes(rank);
 }
+int64_t Runtime::mpi_piece_bytes(int rank) const {
+  return impl_->mpi_piece_bytes(rank);
+}
+bool Runtime::oversubscribed() const { return impl_->oversubscribed(); }
 
 absl::StatusOr<Mesh> Runtime::MakeMesh(std::vector<Mesh::Axis> axes) const {
   std::vector<int> devices(num_devices());

@@ -74,6 +74,10 @@ inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
 // it no shared memory): 256 KiB of data plus room for a small header in
 // front of it (a collective channel's row of 256 KiB carries one).
 inline constexpr int64_t kDefaultMpiPiecedBytes = (256 + 4) << 10;
+// The default of mpi_pieced_bytes towards processes of this machine that MPI
+// reaches through shared memory, where its eager size is known (Open MPI):
+// above it MPI's single copy beats many eager messages.
+inline constexpr int64_t kDefaultMpiSharedMemoryPiecedBytes = 16 << 10;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
@@ -108,16 +112,20 @@ struct RuntimeOptions {
   // woken only when the MPI progress thread gets to the message, so these
   // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer").
   int64_t remote_spin_ns = 1'000'000;
-  // DMAs to another host's devices of more than 60 KiB and at most this
-  // many bytes leave as messages of at most 60 KiB each, counted on the
-  // receiver's semaphore as each is written, instead of a header and a
-  // payload whose receive is posted when the header arrives (a rendezvous
-  // that costs a round trip over TCP). 0: never. Unset:
-  // MESHDMA_MPI_PIECED_BYTES, else 260 KiB, but 0 towards processes on this
-  // machine (simulated or forced hosts) when MPI moves a large message
-  // between them through shared memory in one copy, which it does unless its
+  // DMAs to another host's devices of more than one message's payload
+  // (`Runtime::mpi_piece_bytes`: 60 KiB) and at most this many bytes leave
+  // as messages of at most that payload each, counted on the receiver's
+  // semaphore as each is written, instead of a header and a payload whose
+  // receive is posted when the header arrives (a rendezvous that costs a
+  // round trip over TCP). 0: never. Unset: MESHDMA_MPI_PIECED_BYTES, else
+  // 260 KiB. Towards processes on this machine (simulated or forced hosts)
+  // that MPI reaches through shared memory, which it does unless its
   // settings leave only the network (for example Open MPI's
-  // `--mca btl self,tcp`; BENCHMARKS.md, "Mid-size puts in pieces"). At most
+  // `--mca btl self,tcp`), a long message moves in one copy but waits for
+  // the receiver to match it: there a message's payload is what fits in
+  // MPI's eager size, and the default is 16 KiB where MPI tells that size
+  // (Open MPI), else 0 (BENCHMARKS.md, "Mid-size puts in pieces", "Across
+  // hosts through MPI's shared memory: pieces of its eager size"). At most
   // 1 GiB.
   std::optional<int64_t> mpi_pieced_bytes;
   // A wait that cannot complete fails after this long, measured on the
@@ -162,6 +170,15 @@ class Runtime {
   // The effective `RuntimeOptions::mpi_pieced_bytes` for puts to process
   // `rank` (0 for this process and without MPI).
   int64_t mpi_pieced_bytes(int rank) const;
+  // The most payload one MPI message to process `rank` carries: 60 KiB, or
+  // towards a process of this machine that MPI reaches through shared
+  // memory, what fits in MPI's eager size there (0 for this process and
+  // without MPI).
+  int64_t mpi_piece_bytes(int rank) const;
+  // Whether this process's devices outnumber the cores it may run on, or the
+  // launch's device threads on this machine its cores: waits then yield the
+  // core at every poll.
+  bool oversubscribed() const;
 
   // A mesh over all devices of the launch, in global (topology-aware) order.
   absl::StatusOr<Mesh> MakeMesh(std::vector<Mesh::Axis> axes) const;

@@ -262,9 +262,12 @@ bool EnvironmentForbidsMpiSharedMemory() {
   return listed == exclude;
 }
 
-// Puts above 60 KiB leave in pieces towards a process of this machine only
-// when MPI reaches it over the network (the interhost_tcp variants), and
-// always towards other machines.
+// Puts above 60 KiB leave in pieces of 60 KiB towards other machines, and
+// towards a process of this machine when MPI reaches it over the network
+// (the interhost_tcp variants). Through MPI's shared memory, puts above its
+// eager size (where MPI tells it) and up to 16 KiB leave in pieces of that
+// size, unless the machine is oversubscribed.
+constexpr int64_t kNetworkPieceBytes = 60 << 10;
 TEST(MpiPathTest, PiecesFollowTheMpiPath) {
   // MESHDMA_MPI_PIECED_BYTES, when the launcher sets it, overrides the
   // default towards every other process.
@@ -278,13 +281,29 @@ TEST(MpiPathTest, PiecesFollowTheMpiPath) {
     for (int r = 0; r < launch.num_processes(); ++r) {
       SCOPED_TRACE(absl::StrCat("rank ", r));
       const bool same_machine = launch.processes()[r].hostname == mine;
+      // Through MPI's shared memory (same machine, not forbidden), Open MPI
+      // tells its eager size and puts go in pieces of it; MPICH does not.
+      const bool shared = same_machine && !network;
+      const bool eager_known =
+          shared && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
       int64_t expected = kDefaultMpiPiecedBytes;
       if (r == launch.rank()) {
         expected = 0;
-      } else if (told_env != nullptr) {
-        expected = std::atoll(told_env);
-      } else if (same_machine && !network) {
-        expected = 0;
+        EXPECT_EQ((*rt)->mpi_piece_bytes(r), 0);
+      } else {
+        if (shared) {
+          expected = eager_known && !(*rt)->oversubscribed()
+                         ? kDefaultMpiSharedMemoryPiecedBytes
+                         : 0;
+        }
+        if (told_env != nullptr) expected = std::atoll(told_env);
+        if (eager_known) {
+          // Open MPI's default eager size there: 4 KiB, headers included.
+          EXPECT_GE((*rt)->mpi_piece_bytes(r), 1024);
+          EXPECT_LT((*rt)->mpi_piece_bytes(r), 4096);
+        } else {
+          EXPECT_EQ((*rt)->mpi_piece_bytes(r), kNetworkPieceBytes);
+        }
       }
       EXPECT_EQ((*rt)->mpi_pieced_bytes(r), expected);
     }

@@ -404,23 +404,45 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(mapped);
 
   if (launch_->num_processes() > 1) {
-    // Puts in pieces unless told otherwise, or unless MPI moves the message
-    // through shared memory in one copy (a process on this machine).
-    std::vector<int64_t> pieced_bytes(launch_->num_processes());
+    // Puts in pieces unless told otherwise. Towards a process of this
+    // machine that MPI reaches through shared memory, a long message moves
+    // in one copy, but one past MPI's eager size waits for the receiver to
+    // match it: pieces of that size up to kDefaultMpiSharedMemoryPiecedBytes
+    // (none where the size is unknown). Not on an oversubscribed machine:
+    // there each piece costs its receiver a poll that yields the core, and
+    // the pieces were slower than the rendezvous (BENCHMARKS.md, "Across
+    // hosts through MPI's shared memory: pieces of its eager size").
+    std::vector<MpiPeerLimits> limits(launch_->num_processes());
     const std::string& my_machine =
         launch_->processes()[launch_->rank()].hostname;
     const bool mpi_shares_memory = MpiUsesSharedMemoryWithinMachine();
+    const int64_t eager_bytes = MpiSharedMemoryEagerBytes();
+    const int64_t network_piece =
+        MpiPieceBytesWithin(std::numeric_limits<int64_t>::max());
     for (int r = 0; r < launch_->num_processes(); ++r) {
-      const bool one_copy =
+      if (r == launch_->rank()) continue;
+      const bool shared =
           mpi_shares_memory && launch_->processes()[r].hostname == my_machine;
-      pieced_bytes[r] = r == launch_->rank()
-                            ? 0
-                            : options_.mpi_pieced_bytes.value_or(
-                                  one_copy ? 0 : kDefaultMpiPiecedBytes);
+      MpiPeerLimits& l = limits[r];
+      l.piece_bytes = network_piece;
+      l.pieced_bytes = kDefaultMpiPiecedBytes;
+      if (shared) {
+        l.piece_bytes =
+            eager_bytes > 0 ? MpiPieceBytesWithin(eager_bytes) : network_piece;
+        l.pieced_bytes = eager_bytes > 0 && !oversubscribed_
+                             ? kDefaultMpiSharedMemoryPiecedBytes
+                             : 0;
+      }
+      l.pieced_bytes = options_.mpi_pieced_bytes.value_or(l.pieced_bytes);
     }
-    mpi_pieced_bytes_ = pieced_bytes;
+    mpi_pieced_bytes_.assign(limits.size(), 0);
+    mpi_piece_bytes_.assign(limits.size(), 0);
+    for (size_t r = 0; r < limits.size(); ++r) {
+      mpi_pieced_bytes_[r] = limits[r].pieced_bytes;
+      mpi_piece_bytes_[r] = limits[r].piece_bytes;
+    }
     transports_.push_back(
-        MakeMpiTransport(this, *processes_, std::move(pieced_bytes)));
+        MakeMpiTransport(this, *processes_, std::move(limits)));
     remote_transport_ = transports_.back().get();
   }
   bool remote_peers = false;

@@ -63,6 +63,11 @@ class RuntimeImpl : public TransportHost {
                ? mpi_pieced_bytes_[rank]
                : 0;
   }
+  int64_t mpi_piece_bytes(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(mpi_piece_bytes_.size())
+               ? mpi_piece_bytes_[rank]
+               : 0;
+  }
 
   // The transport that reaches `global_device`.
   Transport* TransportTo(int global_device) const {
@@ -181,8 +186,10 @@ class RuntimeImpl : public TransportHost {
   DmaMode dma_mode_ = DmaMode::kAsync;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
-  // Per process: puts above 60 KiB and up to this size leave in pieces.
+  // Per process: puts above mpi_piece_bytes_ and up to mpi_pieced_bytes_
+  // leave in pieces of at most mpi_piece_bytes_ each.
   std::vector<int64_t> mpi_pieced_bytes_;
+  std::vector<int64_t> mpi_piece_bytes_;
   bool shut_down_ = false;
   std::unique_ptr<ProcessGroup> processes_;
   std::unique_ptr<HostTopology> topology_;

@@ -3,6 +3,7 @@
 #ifndef MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_
 #define MESHDMA_DMA_TRANSPORT_MPI_MPI_PATH_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -27,14 +28,31 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> ConnectMpiProcesses();
 // neither. After `ConnectMpiProcesses`.
 bool MpiUsesSharedMemoryWithinMachine();
 
+// The largest message, MPI's own header included, that this MPI sends
+// eagerly through shared memory to a process of this machine; a longer one
+// waits for the receiver to match it (a rendezvous). Read from Open MPI's
+// `btl_vader_eager_limit` (`btl_sm_eager_limit` from Open MPI 5) under its
+// ob1 PML; 0 where unknown (MPICH, UCX) or where MPI uses no shared memory.
+// After `ConnectMpiProcesses`.
+int64_t MpiSharedMemoryEagerBytes();
+
 // The transport to devices of other hosts, on a duplicate of `processes`'s
 // communicator (collective). `processes` must come from
-// `ConnectMpiProcesses` and outlive the transport. `pieced_bytes[r]`: puts to
-// rank r of more than 60 KiB and at most this many bytes leave in pieces of
-// at most 60 KiB (`RuntimeOptions::mpi_pieced_bytes`).
+// `ConnectMpiProcesses` and outlive the transport. Per rank r:
+// `limits[r].piece_bytes` is the most payload one message carries (at most
+// 60 KiB), and puts of more than that and at most `limits[r].pieced_bytes`
+// leave in pieces of at most `piece_bytes`
+// (`RuntimeOptions::mpi_pieced_bytes`). The payload of one message that, with
+// meshdma's header, a view layout and room for MPI's own header, stays within
+// `message_bytes` (at least 1 KiB, at most 60 KiB).
+int64_t MpiPieceBytesWithin(int64_t message_bytes);
+struct MpiPeerLimits {
+  int64_t pieced_bytes = 0;
+  int64_t piece_bytes = 0;
+};
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes,
-                                            std::vector<int64_t> pieced_bytes);
+                                            std::vector<MpiPeerLimits> limits);
 
 }  // namespace meshdma::dma_internal
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -53,9 +55,16 @@ void FinalizeMpiAtExit() {
   if (!finalized) MPI_Finalize();
 }
 
-// The value of the string control variable `name`, or nullopt when this MPI
-// has none.
-std::optional<std::string> ReadStringCvar(absl::string_view name) {
+// Whether `type` is one of the integer types an MPI gives control variables.
+bool IsIntegerCvarType(MPI_Datatype type) {
+  return type == MPI_INT || type == MPI_UNSIGNED || type == MPI_LONG ||
+         type == MPI_UNSIGNED_LONG || type == MPI_LONG_LONG ||
+         type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT;
+}
+
+// The value of the control variable `name` as text (a string, or an integer
+// in decimal), or nullopt when this MPI has none of that name.
+std::optional<std::string> ReadCvar(absl::string_view name) {
   int count = 0;
   if (MPI_T_cvar_get_num(&count) != MPI_SUCCESS) return std::nullopt;
   for (int i = 0; i < count; ++i) {
@@ -67,7 +76,7 @@ std::optional<std::string> ReadStringCvar(absl::string_view name) {
     if (MPI_T_cvar_get_info(i, cvar, &cvar_len, &verbosity, &type, &enumtype,
                             nullptr, &desc_len, &binding,
                             &scope) != MPI_SUCCESS ||
-        name != cvar || (type != MPI_CHAR && type != MPI_INT)) {
+        name != cvar || (type != MPI_CHAR && !IsIntegerCvarType(type))) {
       continue;
     }
     MPI_T_cvar_handle handle;
@@ -77,19 +86,48 @@ std::optional<std::string> ReadStringCvar(absl::string_view name) {
       return std::nullopt;
     }
     std::string value;
-    if (type == MPI_INT) {
-      int v = 0;
-      if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) value = absl::StrCat(v);
-    } else {
+    if (type == MPI_CHAR) {
       std::vector<char> buffer(std::max(elements, 1) + 1, '\0');
       if (MPI_T_cvar_read(handle, buffer.data()) == MPI_SUCCESS) {
         value = buffer.data();
+      }
+    } else {
+      // Room for any of the integer types; read as the type's own width.
+      int type_bytes = 0;
+      MPI_Type_size(type, &type_bytes);
+      alignas(8) unsigned char buffer[16] = {};
+      if (elements == 1 && type_bytes > 0 && type_bytes <= 8 &&
+          MPI_T_cvar_read(handle, buffer) == MPI_SUCCESS) {
+        const bool is_signed =
+            type == MPI_INT || type == MPI_LONG || type == MPI_LONG_LONG;
+        if (type_bytes == 4) {
+          int32_t v32;
+          std::memcpy(&v32, buffer, 4);
+          value = is_signed ? absl::StrCat(v32)
+                            : absl::StrCat(static_cast<uint32_t>(v32));
+        } else {
+          int64_t v64;
+          std::memcpy(&v64, buffer, 8);
+          value = is_signed ? absl::StrCat(v64)
+                            : absl::StrCat(static_cast<uint64_t>(v64));
+        }
       }
     }
     MPI_T_cvar_handle_free(&handle);
     return value;
   }
   return std::nullopt;
+}
+
+// The tool interface, initialised once per process; false where this MPI
+// does not offer it. It stays initialised: MPICH 4.0 crashes in
+// MPI_T_cvar_get_num after MPI_T_finalize and a second MPI_T_init_thread.
+bool MpiToolInterface() {
+  static const bool ready = [] {
+    int provided = 0;
+    return MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) == MPI_SUCCESS;
+  }();
+  return ready;
 }
 
 // Whether Open MPI's component selection `list` ("a,b" includes, "^a,b"
@@ -114,27 +152,39 @@ bool Selects(absl::string_view list,
 
 bool MpiUsesSharedMemoryWithinMachine() {
   // Read once per process: the settings cannot change under a running MPI.
-  // The tool interface stays initialised: MPICH 4.0 crashes in
-  // MPI_T_cvar_get_num after MPI_T_finalize and a second MPI_T_init_thread.
   static const bool shared = [] {
-    int provided = 0;
-    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-      return true;
-    }
-    if (std::optional<std::string> nolocal =
-            ReadStringCvar("MPIR_CVAR_NOLOCAL")) {
+    if (!MpiToolInterface()) return true;
+    if (std::optional<std::string> nolocal = ReadCvar("MPIR_CVAR_NOLOCAL")) {
       return *nolocal == "0" || nolocal->empty();  // MPICH.
     }
-    if (std::optional<std::string> btl = ReadStringCvar("btl")) {
+    if (std::optional<std::string> btl = ReadCvar("btl")) {
       // Open MPI: the BTLs matter only under its ob1 PML; UCX brings its own
       // shared memory.
-      const std::optional<std::string> pml = ReadStringCvar("pml");
+      const std::optional<std::string> pml = ReadCvar("pml");
       const bool ucx_pml = pml.has_value() && *pml == "ucx";
       return ucx_pml || Selects(*btl, {"vader", "sm"});
     }
     return true;
   }();
   return shared;
+}
+
+int64_t MpiSharedMemoryEagerBytes() {
+  static const int64_t eager = []() -> int64_t {
+    if (!MpiUsesSharedMemoryWithinMachine() || !MpiToolInterface()) return 0;
+    const std::optional<std::string> pml = ReadCvar("pml");
+    if (pml.has_value() && *pml == "ucx") return 0;
+    for (absl::string_view name :
+         {"btl_vader_eager_limit", "btl_sm_eager_limit"}) {
+      int64_t bytes = 0;
+      if (std::optional<std::string> v = ReadCvar(name);
+          v.has_value() && absl::SimpleAtoi(*v, &bytes) && bytes > 0) {
+        return bytes;
+      }
+    }
+    return 0;
+  }();
+  return eager;
 }
 
 void MarkMpiPeersLost(const std::string& reason) {

@@ -33,6 +33,8 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // A device that progressed MPI this recently counts as polling: it, not the
 // progress thread, moves the traffic.
 constexpr int64_t kDevicesPollingNs = 50'000;
+// The size of MpiTransport::Header, the first bytes of every message.
+constexpr int64_t kWireHeaderBytes = 56;
 
 enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3, kFlush = 4 };
 
@@ -206,9 +208,9 @@ struct MpiTransport::PendingRecv {
 };
 
 MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
-                           std::vector<int64_t> pieced_bytes)
-    : host_(host), comm_(comm), pieced_bytes_(std::move(pieced_bytes)) {
-  static_assert(sizeof(Header) == 56, "the wire header is 56 bytes");
+                           std::vector<MpiPeerLimits> limits)
+    : host_(host), comm_(comm), limits_(std::move(limits)) {
+  static_assert(sizeof(Header) == kWireHeaderBytes);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   flushed_from_.assign(size_, 0);
@@ -366,13 +368,16 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
           : &op->dst_layout;
   const int64_t clock_bytes =
       static_cast<int64_t>(clock.size() * sizeof(uint32_t));
-  if (op->event.bytes + clock_bytes > kInlineBytes) {
-    if (clock.empty() && op->event.bytes <= pieced_bytes_[dest]) {
-      PutInPieces(dest, h, std::move(op));
+  const MpiPeerLimits& limits = limits_[dest];
+  if (op->event.bytes + clock_bytes > limits.piece_bytes) {
+    if (clock.empty() && op->event.bytes <= limits.pieced_bytes) {
+      PutInPieces(dest, h, std::move(op), limits.piece_bytes);
       return;
     }
-    Send(dest, h, layout, {0, WriteNothing}, std::move(op), clock);
-    return;
+    if (op->event.bytes + clock_bytes > kInlineBytes) {
+      Send(dest, h, layout, {0, WriteNothing}, std::move(op), clock);
+      return;
+    }
   }
   // Small: pack the payload behind the header, one message.
   const DmaOp& src = *op;
@@ -384,7 +389,7 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
 }
 
 void MpiTransport::PutInPieces(int dest_rank, const Header& header,
-                               std::unique_ptr<DmaOp> op) {
+                               std::unique_ptr<DmaOp> op, int64_t piece_bytes) {
   ViewLayout src = op->src_layout, dst = op->dst_layout;
   MergeDimensions(src, dst);
   const int64_t elem_bytes = op->elem_bytes;
@@ -394,11 +399,13 @@ void MpiTransport::PutInPieces(int dest_rank, const Header& header,
   // about equal length.
   int64_t inner = elem_bytes;
   int cut = src.rank - 1;
-  while (cut > 0 && inner * src.shape[cut] <= kInlineBytes) {
+  while (cut > 0 && inner * src.shape[cut] <= piece_bytes) {
     inner *= src.shape[cut--];
   }
   const int64_t n = src.shape[cut];
-  const int64_t per_message = kInlineBytes / inner;  // At least 1.
+  // At least one index per message: an element or a run wider than a piece
+  // still goes as one (inline) message.
+  const int64_t per_message = std::max<int64_t>(1, piece_bytes / inner);
   const int64_t runs = (n + per_message - 1) / per_message;
   const int64_t run = (n + runs - 1) / runs;
   int64_t outer = 1;
@@ -912,12 +919,21 @@ void MpiTransport::ProgressMain() {
   }
 }
 
+int64_t MpiPieceBytesWithin(int64_t message_bytes) {
+  // MPI's own match header and what its shared-memory fragments carry:
+  // 64 bytes covers Open MPI's ob1 and vader.
+  constexpr int64_t kMpiHeaderBytes = 64;
+  return std::clamp<int64_t>(
+      message_bytes - kWireHeaderBytes - sizeof(ViewLayout) - kMpiHeaderBytes,
+      1 << 10, MpiTransport::kInlineBytes);
+}
+
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes,
-                                            std::vector<int64_t> pieced_bytes) {
+                                            std::vector<MpiPeerLimits> limits) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
-  return std::make_unique<MpiTransport>(host, comm, std::move(pieced_bytes));
+  return std::make_unique<MpiTransport>(host, comm, std::move(limits));
 }
 
 }  // namespace meshdma::dma_internal

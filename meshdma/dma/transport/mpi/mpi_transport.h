@@ -48,6 +48,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/transport.h"
 
 namespace meshdma::dma_internal {
@@ -61,12 +62,14 @@ class MpiTransport : public Transport {
   // Takes ownership of `comm`, a communicator of its own (a dup of the
   // process group's), so that its shutdown barrier never matches a barrier
   // of `Runtime::Run`.
-  // `pieced_bytes[r]`: puts to rank r of at most this many bytes (outside
-  // checked mode) leave as inline messages of at most kInlineBytes, each a
-  // block of the view counted on the receiver's semaphore when written, so
-  // no payload message waits for its header to be posted (0: none).
+  // `limits[r]`: puts to rank r of more than `piece_bytes` and at most
+  // `pieced_bytes` bytes (outside checked mode) leave as inline messages of
+  // at most `piece_bytes` each, each a block of the view counted on the
+  // receiver's semaphore when written, so that no message waits for the
+  // receiver to match it (MPI's rendezvous). `piece_bytes` is at most
+  // kInlineBytes.
   MpiTransport(TransportHost* host, MPI_Comm comm,
-               std::vector<int64_t> pieced_bytes);
+               std::vector<MpiPeerLimits> limits);
   ~MpiTransport() override;
 
   absl::string_view name() const override { return "mpi"; }
@@ -107,10 +110,10 @@ class MpiTransport : public Transport {
   void Send(int dest_rank, const Header& header, const ViewLayout* layout,
             const InlinePayload& inline_payload, std::unique_ptr<DmaOp> op,
             std::span<const uint32_t> check_clock = {});
-  // A put of more than kInlineBytes and at most `pieced_bytes_`, as inline
-  // puts of blocks of its view; the op completes with the last one.
+  // A put as inline puts of blocks of its view of at most `piece_bytes`
+  // each; the op completes with the last one.
   void PutInPieces(int dest_rank, const Header& header,
-                   std::unique_ptr<DmaOp> op);
+                   std::unique_ptr<DmaOp> op, int64_t piece_bytes);
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
   bool PollIncoming();
@@ -125,7 +128,7 @@ class MpiTransport : public Transport {
 
   TransportHost* const host_;
   MPI_Comm comm_;
-  const std::vector<int64_t> pieced_bytes_;  // Per destination rank.
+  const std::vector<MpiPeerLimits> limits_;  // Per destination rank.
   int rank_ = 0;
   int size_ = 1;
 
