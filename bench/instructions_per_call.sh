@@ -13,7 +13,8 @@
 # callgrind rank 0 is the slow side and rarely waits, but what it spins
 # depends on timing. One iteration is one call out of place, and one in
 # place where the op has an in-place column. Needs valgrind and Open MPI's
-# mpirun.
+# mpirun. MPIRUN_ARGS adds arguments to both mpirun commands, for example
+# MPIRUN_ARGS="-x MESHDMA_FORCE_INTERHOST=1" to count the inter-host path.
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
   echo "usage: $0 BENCH OP SIZE [ITERS]" >&2
@@ -38,7 +39,8 @@ counted() {  # instructions in a callgrind profile, the waits left out
            v = $1; gsub(",", "", v); s += v } END { printf "%d\n", s }'
 }
 for n in "$iters" $((2 * iters)); do
-  CALLGRIND_OUT="$out/cg.$n" mpirun -np 2 -x CALLGRIND_OUT \
+  # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of words.
+  CALLGRIND_OUT="$out/cg.$n" mpirun -np 2 -x CALLGRIND_OUT ${MPIRUN_ARGS:-} \
     "$out/rank0.sh" "$bench" --collective "$op" -b "$size" -e "$size" \
     -n "$n" --repeats 1 --no-baseline >/dev/null
 done
