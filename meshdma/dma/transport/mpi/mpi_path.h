@@ -36,20 +36,24 @@ bool MpiUsesSharedMemoryWithinMachine();
 // After `ConnectMpiProcesses`.
 int64_t MpiSharedMemoryEagerBytes();
 
-// The transport to devices of other hosts, on a duplicate of `processes`'s
-// communicator (collective). `processes` must come from
-// `ConnectMpiProcesses` and outlive the transport. Per rank r:
-// `limits[r].piece_bytes` is the most payload one message carries (at most
-// 60 KiB), and puts of more than that and at most `limits[r].pieced_bytes`
-// leave in pieces of at most `piece_bytes`
-// (`RuntimeOptions::mpi_pieced_bytes`). The payload of one message that, with
-// meshdma's header, a view layout and room for MPI's own header, stays within
-// `message_bytes` (at least 1 KiB, at most 60 KiB).
+// The payload of one message that, with meshdma's header, a view layout and
+// room for MPI's own header, stays within `message_bytes` (at least 1 KiB,
+// at most 60 KiB).
 int64_t MpiPieceBytesWithin(int64_t message_bytes);
+
+// How puts to one rank are cut: puts of more than `piece_bytes` (the most
+// payload one message carries, at most 60 KiB) and at most `pieced_bytes`
+// leave in pieces of at most `piece_bytes`
+// (`RuntimeOptions::mpi_pieced_bytes`).
 struct MpiPeerLimits {
   int64_t pieced_bytes = 0;
   int64_t piece_bytes = 0;
 };
+
+// The transport to devices of other hosts, on a duplicate of `processes`'s
+// communicator (collective), cutting puts to rank r by `limits[r]`.
+// `processes` must come from `ConnectMpiProcesses` and outlive the
+// transport.
 std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             ProcessGroup& processes,
                                             std::vector<MpiPeerLimits> limits);

@@ -420,8 +420,7 @@ void MpiTransport::PutInPieces(int dest_rank, const Header& header,
     inner *= src.shape[cut--];
   }
   const int64_t n = src.shape[cut];
-  // At least one index per message: an element or a run wider than a piece
-  // still goes as one (inline) message.
+  // `inner` is at most a piece (an element at the least): at least 1.
   const int64_t per_message = std::max<int64_t>(1, piece_bytes / inner);
   const int64_t runs = (n + per_message - 1) / per_message;
   const int64_t run = (n + runs - 1) / runs;
