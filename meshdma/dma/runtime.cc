@@ -26,10 +26,10 @@ DmaMode Runtime::dma_mode() const { return impl_->dma_mode(); }
 int64_t Runtime::heap_bytes() const { return impl_->heap_bytes(); }
 absl::Duration Runtime::wait_timeout() const { return impl_->wait_timeout(); }
 int64_t Runtime::mpi_pieced_bytes(int rank) const {
-  return impl_->mpi_pieced_bytes(rank);
+  return impl_->mpi_limits(rank).pieced_bytes;
 }
 int64_t Runtime::mpi_piece_bytes(int rank) const {
-  return impl_->mpi_piece_bytes(rank);
+  return impl_->mpi_limits(rank).piece_bytes;
 }
 bool Runtime::oversubscribed() const { return impl_->oversubscribed(); }
 

@@ -90,10 +90,6 @@ inline void ConvertArray(const From* in, To* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Cast<To>(in[i]);
 }
 
-// outs[k] = sources[0] (op) sources[1] (op) ... in that order, for each of
-// the `num_outs` outputs, in blocks that stay in L1; divided by the number of
-// sources for kMean. An output may alias a source: each block is read
-// whole before it is stored.
 // Copies `n` elements of `src` to `dst` with non-temporal (streaming)
 // stores where `dst` is 16-byte aligned: the lines are not read first and
 // bypass the caches, which pays off for outputs larger than the caches.
@@ -113,6 +109,10 @@ inline void StreamStore(const T* src, T* dst, int64_t n) {
   std::memcpy(d + i, s + i, bytes - i);
 }
 
+// outs[k] = sources[0] (op) sources[1] (op) ... in that order, for each of
+// the `num_outs` outputs, in blocks that stay in L1; divided by the number of
+// sources for kMean. An output may alias a source: each block is read
+// whole before it is stored.
 template <ReduceOp op, typename T>
 inline void ReduceMany(const T* const* sources, int num_sources, T* const* outs,
                        int num_outs, int64_t n, bool stream = false) {

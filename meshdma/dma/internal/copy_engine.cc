@@ -29,6 +29,8 @@ void CopyEngine::Submit(std::unique_ptr<DmaOp> op) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(op.release());
+    queued_.store(static_cast<int64_t>(queue_.size()),
+                  std::memory_order_relaxed);
   }
   cv_.notify_one();
 }
@@ -37,7 +39,11 @@ DmaOp* CopyEngine::Claim(int64_t* chunk) {
   if (queue_.empty()) return nullptr;
   DmaOp* op = queue_.front();
   *chunk = op->next_chunk.fetch_add(1, std::memory_order_relaxed);
-  if (*chunk + 1 >= op->num_chunks) queue_.pop_front();
+  if (*chunk + 1 >= op->num_chunks) {
+    queue_.pop_front();
+    queued_.store(static_cast<int64_t>(queue_.size()),
+                  std::memory_order_relaxed);
+  }
   running_.fetch_add(1, std::memory_order_relaxed);
   return op;
 }
@@ -48,6 +54,8 @@ bool CopyEngine::Idle() {
 }
 
 bool CopyEngine::HelpOnce() {
+  // A DMA submitted just now may be missed here: a worker runs it anyway.
+  if (queued_.load(std::memory_order_relaxed) == 0) return false;
   int64_t chunk = 0;
   DmaOp* op;
   {

@@ -40,6 +40,10 @@ class CopyEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<DmaOp*> queue_;
+  // queue_.size(), written under mu_ and read without it: a waiting device
+  // that finds the queue empty leaves mu_ alone, so threads polling in
+  // waits do not pass its cache line between them.
+  std::atomic<int64_t> queued_{0};
   // Chunks claimed (under mu_) and not yet done.
   std::atomic<int> running_{0};
   bool stopping_ = false;

@@ -435,12 +435,7 @@ absl::Status RuntimeImpl::InitHeaps() {
       }
       l.pieced_bytes = options_.mpi_pieced_bytes.value_or(l.pieced_bytes);
     }
-    mpi_pieced_bytes_.assign(limits.size(), 0);
-    mpi_piece_bytes_.assign(limits.size(), 0);
-    for (size_t r = 0; r < limits.size(); ++r) {
-      mpi_pieced_bytes_[r] = limits[r].pieced_bytes;
-      mpi_piece_bytes_[r] = limits[r].piece_bytes;
-    }
+    mpi_limits_ = limits;
     transports_.push_back(
         MakeMpiTransport(this, *processes_, std::move(limits)));
     remote_transport_ = transports_.back().get();

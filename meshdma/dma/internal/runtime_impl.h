@@ -21,6 +21,7 @@
 #include "meshdma/dma/internal/copy_engine.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/runtime.h"
+#include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/transport.h"
 #include "meshdma/topology/process_group.h"
 
@@ -58,15 +59,12 @@ class RuntimeImpl : public TransportHost {
   // Checked mode's race detector, or null when checked mode is off.
   RaceChecker* race_checker() const { return race_checker_.get(); }
   int num_local_devices() const { return static_cast<int>(devices_.size()); }
-  int64_t mpi_pieced_bytes(int rank) const {
-    return rank >= 0 && rank < static_cast<int>(mpi_pieced_bytes_.size())
-               ? mpi_pieced_bytes_[rank]
-               : 0;
-  }
-  int64_t mpi_piece_bytes(int rank) const {
-    return rank >= 0 && rank < static_cast<int>(mpi_piece_bytes_.size())
-               ? mpi_piece_bytes_[rank]
-               : 0;
+  // How puts to process `rank` are cut; zeros for this process, a rank out
+  // of range, and a launch without the MPI path.
+  MpiPeerLimits mpi_limits(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(mpi_limits_.size())
+               ? mpi_limits_[rank]
+               : MpiPeerLimits{};
   }
 
   // The transport that reaches `global_device`.
@@ -186,10 +184,8 @@ class RuntimeImpl : public TransportHost {
   DmaMode dma_mode_ = DmaMode::kAsync;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
-  // Per process: puts above mpi_piece_bytes_ and up to mpi_pieced_bytes_
-  // leave in pieces of at most mpi_piece_bytes_ each.
-  std::vector<int64_t> mpi_pieced_bytes_;
-  std::vector<int64_t> mpi_piece_bytes_;
+  // Per process, what the MPI transport was given (mpi_path.h).
+  std::vector<MpiPeerLimits> mpi_limits_;
   bool shut_down_ = false;
   std::unique_ptr<ProcessGroup> processes_;
   std::unique_ptr<HostTopology> topology_;

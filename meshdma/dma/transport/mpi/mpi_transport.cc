@@ -355,12 +355,12 @@ void MpiTransport::Send(int dest_rank, const Header& header,
 }
 
 void MpiTransport::NoteDevicePolling() {
-  last_device_poll_ns_.store(absl::GetCurrentTimeNanos(),
+  last_device_poll_ns_.store(base_internal::MonotonicNanos(),
                              std::memory_order_relaxed);
 }
 
 bool MpiTransport::DevicesPolling() const {
-  return absl::GetCurrentTimeNanos() -
+  return base_internal::MonotonicNanos() -
              last_device_poll_ns_.load(std::memory_order_relaxed) <
          kDevicesPollingNs;
 }

@@ -150,7 +150,8 @@ class MpiTransport : public Transport {
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
   // Awaited sends (non-inline puts) and recvs_: traffic somebody waits for.
   std::atomic<int> pending_{0};
-  // When a device last progressed MPI (`Poll`) or sent (`Send`).
+  // When a device last progressed MPI (`Poll`) or sent (`Send`), on the
+  // monotonic clock (base_internal::MonotonicNanos).
   std::atomic<int64_t> last_device_poll_ns_{0};
   void NoteDevicePolling();
   // True while a device did either within the last kDevicesPollingNs: the
