@@ -561,7 +561,8 @@ void BenchContext::PrintHeader(const Row& first) {
               first.transport.c_str());
   const CollectiveOptions defaults;
   std::printf(
-      "# auto: blocks up to %lld B per peer take the channel (flagged stores "
+      "# auto: blocks up to %lld B per peer take the channel (ppermute, "
+      "all_gather and all_to_all on one host: up to %lld B; flagged stores "
       "on one host; DMA rows across hosts, up to %lld B, less in groups "
       "over %lld devices or on heaps under 256 MiB; "
       "MESHDMA_CHANNEL_PROTOCOL=dma forces DMA rows); all_reduce and "
@@ -577,6 +578,7 @@ void BenchContext::PrintHeader(const Row& first) {
       "peer addressable, else one DMA push per peer (hierarchical on "
       "request)\n",
       static_cast<long long>(kChannelMaxBlockBytes),
+      static_cast<long long>(kChannelMaxMovedBlockBytesOnOneHost),
       static_cast<long long>(kChannelMaxBlockBytesAcrossHosts),
       static_cast<long long>(kChannelSetBytesAcrossHosts /
                              kChannelMaxBlockBytesAcrossHosts),

@@ -86,11 +86,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t count = in.num_elements();
-  if (options.algorithm != CollectiveAlgorithm::kRing &&
-      options.algorithm != CollectiveAlgorithm::kBidirectionalRing &&
-      options.algorithm != CollectiveAlgorithm::kHierarchical &&
-      options.algorithm != CollectiveAlgorithm::kDirect &&
-      Channel::Fits(g, in.size_bytes())) {
+  if (options.algorithm == CollectiveAlgorithm::kOneShot
+          ? Channel::Fits(g, in.size_bytes())
+          : options.algorithm == CollectiveAlgorithm::kAuto &&
+                Channel::TakesMove(g, in.size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");

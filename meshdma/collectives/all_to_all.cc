@@ -156,7 +156,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   };
   if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
       concat_axis == 0 && input.is_contiguous() &&
-      Channel::Fits(g, largest_part * split_row_bytes)) {
+      Channel::TakesMove(g, largest_part * split_row_bytes)) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");

@@ -20,6 +20,13 @@ absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
 // (collectives/internal/channel.h). (`psum` and `psum_scatter` take it up
 // to `one_shot_max_bytes`, as kOneShot.)
 inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
+// On one host, ppermute, all_gather and all_to_all take the channel only for
+// blocks up to this many bytes. There a kernel reaches each peer's output
+// with one copy, where the channel copies each block twice (into the peer's
+// row, then out of it into the output): past 4 KiB the second copy costs
+// more than the kernel's entry barrier (BENCHMARKS.md, "On one host the
+// channel stops at 4 KiB blocks for the data-moving collectives").
+inline constexpr int64_t kChannelMaxMovedBlockBytesOnOneHost = 4 << 10;
 // The same for a group that spans hosts, and then for `psum` and
 // `psum_scatter` whatever `one_shot_max_bytes`: a row is one message, while
 // a kernel's entry barrier and steps each cost a network round trip. A

@@ -124,7 +124,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         collectives_internal::RequireSymmetric(kName, g, "output", output));
   }
   if (options.algorithm == CollectiveAlgorithm::kAuto &&
-      Channel::Fits(g, in.size_bytes())) {
+      Channel::TakesMove(g, in.size_bytes())) {
     MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
                      absl::StrCat(kName, " channel ", n), kName, " on ", n,
                      " devices: channel (auto; one exchange)");

@@ -87,7 +87,8 @@ TEST(OneShotMismatch, PsumAgainstAllGather) {
 }
 
 // Sizes in these tests stay on one side of the channel's largest row (16 KiB
-// on one host, 256 KiB across hosts): a size mismatch that straddles it sends
+// on one host, 4 KiB there for ppermute, all_gather and all_to_all; 256 KiB
+// across hosts): a size mismatch that straddles it sends
 // one member through the channel and the other through a kernel, which ends
 // in the wait timeout.
 TEST(OneShotMismatch, ElementCount) {

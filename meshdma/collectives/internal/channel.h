@@ -160,6 +160,15 @@ class Channel {
     return max_row_bytes <= kChannelMaxBlockBytes ||
            max_row_bytes <= MaxPayloadBytes(g);
   }
+  // Whether a data-moving call (ppermute, all_gather, all_to_all) of group
+  // `g` whose largest block is `max_row_bytes` goes through the channel
+  // with kAuto: when it fits, and on one host only up to
+  // kChannelMaxMovedBlockBytesOnOneHost.
+  static bool TakesMove(const Group& g, int64_t max_row_bytes) {
+    return Fits(g, max_row_bytes) &&
+           (max_row_bytes <= kChannelMaxMovedBlockBytesOnOneHost ||
+            SpansHosts(g));
+  }
   // Whether the reductions (psum's whole inputs, psum_scatter's segments:
   // rows up to `max_row_bytes`; `bytes_sent` in all from each member) go
   // through the channel, given the algorithm `chosen` for them: kOneShot

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Where meshdma stands against the MPI it runs on, at every size, in the
+# launches the performance targets name: 2 processes of one host, 2
+# processes as 2 hosts over TCP, and 2 simulated hosts x 2 processes. Each
+# launch runs ROUNDS times (alternating ops, so a slow spell of a shared
+# machine spreads over all of them); the table gives, per size, the median
+# vs_mpi (Open MPI's time / meshdma's, above 1 is faster) and its range, and
+# on one host the median of_bound (busbw / the concurrent-copy bound).
+#
+#   bench/status_sweep.sh BENCH [ROUNDS] [RAW_FILE]
+#
+# BENCH is a meshdma-bench binary; ROUNDS defaults to 3; RAW_FILE, when
+# given, keeps every measured row ("launch op round" and the bench's own
+# columns). Needs Open MPI's mpirun (`--oversubscribe`, `--mca btl`);
+# MPIRUN names another launcher with the same options.
+set -euo pipefail
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BENCH [ROUNDS] [RAW_FILE]" >&2
+  exit 2
+fi
+bench=$1 rounds=${2:-3} raw=${3:-}
+mpirun=${MPIRUN:-mpirun}
+ops="ppermute_call all_reduce all_gather reduce_scatter all_to_all"
+sizes=(-b 8 -e 16M -f 8)
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+
+# launch NAME OP MPIRUN-ARGS...: one run, its size rows tagged.
+launch() {
+  local name=$1 op=$2 round=$3
+  shift 3
+  # shellcheck disable=SC2068  # The launcher's arguments are words.
+  "$mpirun" "$@" "$bench" --collective "$op" "${sizes[@]}" 2>&1 |
+    awk -v l="$name" -v o="$op" -v r="$round" \
+      '$1 ~ /^[0-9]+$/ { print l, o, r, $0 }' >>"$rows"
+}
+
+for ((round = 1; round <= rounds; ++round)); do
+  for op in $ops; do
+    launch one_host "$op" "$round" -np 2
+    launch tcp_2_hosts "$op" "$round" -np 2 --mca btl self,tcp \
+      -x MESHDMA_FORCE_INTERHOST=1
+  done
+  launch hosts_2x2 all_reduce "$round" -np 4 --oversubscribe \
+    -x MESHDMA_HOSTS=2
+done
+[[ -n $raw ]] && cp "$rows" "$raw"
+
+# Columns after the tags (meshdma-bench's): 1 size ... 17 vs_mpi,
+# 19 of_bound; with the three tags in front, 4 and 20 and 22.
+echo "launch op size: vs_mpi median [min-max]; of_bound median (one host)"
+sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
+  function median(list,    n, a, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; ++i) {
+      t = a[i]
+      for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; --j) a[j + 1] = a[j]
+      a[j + 1] = t
+    }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  function flush() {
+    if (key == "") return
+    n = split(vs, v, " ")
+    lo = v[1]; hi = v[1]
+    for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
+    line = sprintf("%s: %.2f [%s-%s]", key, median(vs), lo, hi)
+    if (launch == "one_host" && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
+    print line
+  }
+  {
+    k = $1 " " $2 " " $4
+    if (k != key) { flush(); key = k; launch = $1; vs = ""; bound = "" }
+    vs = vs " " $20
+    if ($22 != "" && $22 != "-") bound = bound " " $22
+  }
+  END { flush() }'
