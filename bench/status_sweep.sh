@@ -29,7 +29,6 @@ trap 'rm -f "$rows"' EXIT
 launch() {
   local name=$1 op=$2 round=$3
   shift 3
-  # shellcheck disable=SC2068  # The launcher's arguments are words.
   "$mpirun" "$@" "$bench" --collective "$op" "${sizes[@]}" 2>&1 |
     awk -v l="$name" -v o="$op" -v r="$round" \
       '$1 ~ /^[0-9]+$/ { print l, o, r, $0 }' >>"$rows"
