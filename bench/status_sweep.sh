@@ -25,7 +25,7 @@ sizes=(-b 8 -e 16M -f 8)
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 
-# launch NAME OP MPIRUN-ARGS...: one run, its size rows tagged.
+# launch NAME OP ROUND MPIRUN-ARGS...: one run, its size rows tagged.
 launch() {
   local name=$1 op=$2 round=$3
   shift 3
