@@ -156,11 +156,13 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
             AllocateSemaphore(SemaphoreType::kDma, "ppermute recv"));
         const bool empty = in.num_elements() == 0;
         // Step 1: push my input to my destination (a plain copy to myself).
+        // Eager: this device waits next, so a copy worker would add only
+        // its wake-up (BENCHMARKS.md, "ppermute copies its block itself").
         std::optional<AsyncCopyDescriptor> send;
         if (remote_out && !empty) {
           send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
                                                   g.members[dest_of[r]]);
-          MESHDMA_RETURN_IF_ERROR(send->start());
+          MESHDMA_RETURN_IF_ERROR(send->start_eager());
         } else if (dest_of[r] == r && !empty) {
           collectives_internal::LocalCopy(in, out);
         }

@@ -31,16 +31,23 @@ AsyncCopyDescriptor make_async_remote_copy(ArrayRef src, ArrayRef dst,
 }
 
 absl::Status AsyncCopyDescriptor::start() {
-  MESHDMA_ASSIGN_OR_RETURN(
-      dma_internal::Device * d,
-      dma_internal::RequireDevice("AsyncCopyDescriptor::start"));
+  return Start(/*eager=*/false, "AsyncCopyDescriptor::start");
+}
+
+absl::Status AsyncCopyDescriptor::start_eager() {
+  return Start(/*eager=*/true, "AsyncCopyDescriptor::start_eager");
+}
+
+absl::Status AsyncCopyDescriptor::Start(bool eager, const char* caller) {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice(caller));
   std::optional<int> target;
   if (remote_) {
     MESHDMA_ASSIGN_OR_RETURN(
         target,
         d->ResolveTarget(*device_id_, id_type_, "make_async_remote_copy"));
   }
-  return d->StartDma(src_, dst_, send_sem_, recv_sem_, target);
+  return d->StartDma(src_, dst_, send_sem_, recv_sem_, target, eager);
 }
 
 absl::Status AsyncCopyDescriptor::wait_send() {

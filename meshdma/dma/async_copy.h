@@ -16,6 +16,12 @@
 //   `wait_recv()` for a local one.
 // - Counts accumulate, so one wait may consume several smaller copies, and a
 //   descriptor that was never started may be used only to wait.
+// - `start_eager()` is `start()` as in the eager DMA mode, whatever the
+//   runtime's mode: a copy this process makes (to a device of this process
+//   or of this host) is made before it returns, on the calling thread. For a
+//   DMA whose issuer waits right after starting it, where a copy worker
+//   would add only its wake-up (docs/semantics.md §7). Elsewhere (the MPI
+//   path) it is `start()`.
 // - `src` and `dst` must have the same dtype and shape; semaphores must be
 //   DMA semaphores; `dst` of a remote copy must be in the symmetric heap.
 //   Violations are errors from `start()` naming the operand.
@@ -35,6 +41,7 @@ namespace meshdma {
 class AsyncCopyDescriptor {
  public:
   absl::Status start();
+  absl::Status start_eager();
   absl::Status wait_send();
   absl::Status wait_recv();
   absl::Status wait();
@@ -50,6 +57,7 @@ class AsyncCopyDescriptor {
                                                     Semaphore, Semaphore,
                                                     const DeviceId&,
                                                     DeviceIdType);
+  absl::Status Start(bool eager, const char* caller);
   ArrayRef src_;
   ArrayRef dst_;
   Semaphore send_sem_;

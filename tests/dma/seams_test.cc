@@ -314,7 +314,9 @@ TEST(MpiPathTest, PiecesFollowTheMpiPath) {
   ASSERT_TRUE(rt.ok()) << rt.status();
   const Launch& launch = (*rt)->launch();
   for (int r = 0; r < launch.num_processes(); ++r) {
-    if (r != launch.rank()) EXPECT_EQ((*rt)->mpi_pieced_bytes(r), 123456);
+    if (r != launch.rank()) {
+      EXPECT_EQ((*rt)->mpi_pieced_bytes(r), 123456);
+    }
   }
 }
 

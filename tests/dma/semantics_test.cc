@@ -13,6 +13,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
+#include "meshdma/dma/peer_view.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -516,6 +517,57 @@ TEST_P(SemanticsTest, RemoteCopyMovesWhileItsIssuerComputes) {
       int64_t wrong = 0;
       for (int64_t i = 0; i < kInts; ++i) {
         wrong += dst.data_as<int32_t>()[i] != value(left, i);
+      }
+      EXPECT_EQ(wrong, 0) << "elements wrong on device " << me;
+      return absl::OkStatus();
+    });
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// §7: start_eager() copies before it returns, in either mode, wherever this
+// process makes the copy: a local copy's semaphore, and a remote copy's send
+// semaphore when this device reaches the peer's memory, have moved by the
+// copy's bytes before any wait (1 MiB: past async_min_bytes, so start()
+// would hand it to a copy worker). Over MPI it is start().
+TEST_P(SemanticsTest, StartEagerCopiesBeforeItReturns) {
+  constexpr int64_t kInts = int64_t{1} << 18;  // 1 MiB.
+  constexpr int64_t kBytes = kInts * 4;
+  absl::Status s = Run([&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<int32_t>({kInts}));
+    MESHDMA_ASSIGN_OR_RETURN(auto mid, AllocateSymmetric<int32_t>({kInts}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<int32_t>({kInts}));
+    for (int64_t i = 0; i < kInts; ++i)
+      src.data_as<int32_t>()[i] = static_cast<int32_t>(me * 1000003 + i);
+    return RunKernel({.name = "start_eager"}, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(auto local,
+                               AllocateSemaphore(SemaphoreType::kDma, "local"));
+      MESHDMA_ASSIGN_OR_RETURN(auto send,
+                               AllocateSemaphore(SemaphoreType::kDma, "send"));
+      MESHDMA_ASSIGN_OR_RETURN(auto recv,
+                               AllocateSemaphore(SemaphoreType::kDma, "recv"));
+      auto copy = make_async_copy(src, mid, local);
+      MESHDMA_RETURN_IF_ERROR(copy.start_eager());
+      MESHDMA_ASSIGN_OR_RETURN(int64_t copied, semaphore_read(local));
+      EXPECT_EQ(copied, kBytes) << "local copy on device " << me;
+      MESHDMA_RETURN_IF_ERROR(copy.wait());
+      EXPECT_EQ(std::memcmp(mid.data(), src.data(), kBytes), 0);
+
+      const int right = (me + 1) % n_;
+      auto push = make_async_remote_copy(mid, dst, send, recv, right);
+      MESHDMA_RETURN_IF_ERROR(push.start_eager());
+      MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(right));
+      if (reaches) {
+        MESHDMA_ASSIGN_OR_RETURN(int64_t read, semaphore_read(send));
+        EXPECT_EQ(read, kBytes) << "remote copy from device " << me;
+      }
+      MESHDMA_RETURN_IF_ERROR(push.wait());
+      const int left = (me + n_ - 1) % n_;
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < kInts; ++i) {
+        wrong += dst.data_as<int32_t>()[i] !=
+                 static_cast<int32_t>(left * 1000003 + i);
       }
       EXPECT_EQ(wrong, 0) << "elements wrong on device " << me;
       return absl::OkStatus();

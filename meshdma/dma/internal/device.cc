@@ -560,7 +560,7 @@ absl::Status Device::CheckHeapView(const ArrayRef& ref, absl::string_view role,
 
 absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
                               Semaphore send_sem, Semaphore recv_sem,
-                              std::optional<int> target_global) {
+                              std::optional<int> target_global, bool eager) {
   const bool remote = target_global.has_value();
   const absl::string_view verb =
       remote ? "make_async_remote_copy" : "make_async_copy";
@@ -630,7 +630,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   if (RaceChecker* rc = runtime_->race_checker()) {
     rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
   }
-  Dispatch(std::move(op));
+  Dispatch(std::move(op), eager);
   return absl::OkStatus();
 }
 
@@ -639,15 +639,16 @@ void Device::TrackInflight(DmaOp* op) {
   inflight_.push_back(op);
 }
 
-void Device::Dispatch(std::unique_ptr<DmaOp> op) {
+void Device::Dispatch(std::unique_ptr<DmaOp> op, bool eager) {
   // The DMA execution mode (docs/semantics.md §7): in the asynchronous mode a
   // DMA of at least `async_min_bytes` into an addressable heap goes to the
-  // copy engine and `start()` returns at once; otherwise the transport moves
-  // it now (a direct copy here, or a message on the MPI path).
+  // copy engine and `start()` returns at once (not `start_eager()`);
+  // otherwise the transport moves it now (a direct copy here, or a message
+  // on the MPI path).
   Transport* transport = runtime_->TransportTo(op->event.dst_device);
   op->streaming = op->event.bytes >= runtime_->streaming_min_bytes();
   const bool addressable = transport->MapDestination(*op);
-  if (addressable && runtime_->copy_engine() != nullptr &&
+  if (addressable && !eager && runtime_->copy_engine() != nullptr &&
       op->event.bytes >= runtime_->async_min_bytes()) {
     TrackInflight(op.get());
     runtime_->copy_engine()->Submit(std::move(op));

@@ -112,9 +112,11 @@ class Device {
   void ResetAfterFailure(int64_t zero_top, int64_t zero_bottom);
 
   // --- The verbs.
+  // `eager`: copies this process makes are made now, whatever the DMA mode
+  // (AsyncCopyDescriptor::start_eager).
   absl::Status StartDma(const ArrayRef& src, const ArrayRef& dst,
                         Semaphore send_sem, Semaphore recv_sem,
-                        std::optional<int> target_global);
+                        std::optional<int> target_global, bool eager = false);
   absl::Status Signal(Semaphore sem, int64_t inc,
                       std::optional<int> target_global);
   absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
@@ -170,8 +172,8 @@ class Device {
   // paths, its destination written and `op->recv_cell` is to be signalled).
   void CompleteDma(std::unique_ptr<DmaOp> op);
   // Hands a started DMA to the copy engine or its transport (the DMA
-  // execution mode's policy).
-  void Dispatch(std::unique_ptr<DmaOp> op);
+  // execution mode's policy; `eager` keeps it from the copy engine).
+  void Dispatch(std::unique_ptr<DmaOp> op, bool eager);
   // Lists `op` as in flight (hang reports, scope drains) until CompleteDma.
   void TrackInflight(DmaOp* op);
 
