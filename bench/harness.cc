@@ -602,20 +602,22 @@ void BenchContext::PrintHeader(const Row& first) {
                   : absl::StrCat("none: ", why).c_str());
   std::printf(
       "# bound: every device copying at once, with memcpy, the bytes the "
-      "collective must move per device; of_bound = busbw / bound busbw\n"
+      "collective must move per device; of_bound = busbw / bound busbw "
+      "(ip_of_bound: the in-place busbw's)\n"
       "# memcpy: one thread of rank 0 copying alone\n#\n");
   std::printf("# %46s %-32s %s\n", "", "out-of-place", "in-place");
   std::printf(
       "# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %6s %9s %7s "
-      "%6s %7s %8s %7s\n",
+      "%6s %7s %8s %7s %11s\n",
       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
       "#wrong", "time", "algbw", "busbw", "#wrong", "iters", "mpi_time",
-      "mpi_bw", "vs_mpi", "bound", "of_bound", "memcpy");
+      "mpi_bw", "vs_mpi", "bound", "of_bound", "memcpy", "ip_of_bound");
   std::printf(
       "# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %6s %9s %7s "
-      "%6s %7s %8s %7s\n",
+      "%6s %7s %8s %7s %11s\n",
       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
-      "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)", "", "(GB/s)", "", "(GB/s)");
+      "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)", "", "(GB/s)", "", "(GB/s)",
+      "");
 }
 
 void BenchContext::Emit(const Row& row) {
@@ -637,7 +639,7 @@ void BenchContext::Emit(const Row& row) {
   const Measured& i = row.in_place;
   std::printf(
       "  %10lld %12lld %8s %6s %6d %8s %7s %7s %6s %8s %7s %7s %6s %6d %9s "
-      "%7s %6s %7s %8s %7.2f\n",
+      "%7s %6s %7s %8s %7.2f %11s\n",
       static_cast<long long>(row.bytes), static_cast<long long>(row.count),
       row.dtype.c_str(), row.redop.c_str(), -1, f2(o.time_us, o.valid).c_str(),
       f2(o.algbw_GBps, o.valid).c_str(), f2(o.busbw_GBps, o.valid).c_str(),
@@ -647,7 +649,8 @@ void BenchContext::Emit(const Row& row) {
       f2(row.baseline_busbw_GBps, base).c_str(),
       f2(o.busbw_GBps / row.baseline_busbw_GBps, base).c_str(),
       f2(row.bound_busbw_GBps, bound).c_str(),
-      f2(o.busbw_GBps / row.bound_busbw_GBps, bound).c_str(), row.memcpy_GBps);
+      f2(o.busbw_GBps / row.bound_busbw_GBps, bound).c_str(), row.memcpy_GBps,
+      f2(i.busbw_GBps / row.bound_busbw_GBps, bound && i.valid).c_str());
   std::fflush(stdout);
 }
 

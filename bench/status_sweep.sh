@@ -5,7 +5,8 @@
 # launch runs ROUNDS times (alternating ops, so a slow spell of a shared
 # machine spreads over all of them); the table gives, per size, the median
 # vs_mpi (Open MPI's time / meshdma's, above 1 is faster) and its range, and
-# on one host the median of_bound (busbw / the concurrent-copy bound).
+# on one host the median of_bound (busbw / the concurrent-copy bound), and
+# for ops with an in-place form the in-place call's median of_bound too.
 #
 #   bench/status_sweep.sh BENCH [ROUNDS] [RAW_FILE]
 #
@@ -46,8 +47,9 @@ done
 [[ -n $raw ]] && cp "$rows" "$raw"
 
 # Columns after the tags (meshdma-bench's): 1 size ... 17 vs_mpi,
-# 19 of_bound; with the three tags in front, 4 and 20 and 22.
-echo "launch op size: vs_mpi median [min-max]; of_bound median (one host)"
+# 19 of_bound, 21 ip_of_bound; with the three tags in front, 4, 20, 22, 24.
+echo "launch op size: vs_mpi median [min-max]; of_bound median (one host;" \
+  "in place where the op has that form)"
 sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
   function median(list,    n, a, i, j, t) {
     n = split(list, a, " ")
@@ -65,12 +67,14 @@ sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
     for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
     line = sprintf("%s: %.2f [%s-%s]", key, median(vs), lo, hi)
     if (launch == "one_host" && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
+    if (launch == "one_host" && ip_bound != "") line = line sprintf(", in place %.2f", median(ip_bound))
     print line
   }
   {
     k = $1 " " $2 " " $4
-    if (k != key) { flush(); key = k; launch = $1; vs = ""; bound = "" }
+    if (k != key) { flush(); key = k; launch = $1; vs = ""; bound = ""; ip_bound = "" }
     vs = vs " " $20
-    if ($22 != "" && $22 != "-") bound = bound " " $22
+    if ($22 != "" && $22 != "N/A") bound = bound " " $22
+    if ($24 != "" && $24 != "N/A") ip_bound = ip_bound " " $24
   }
   END { flush() }'

@@ -106,6 +106,17 @@ def main():
             else:
                 close(float(t[14]), j["mpi"]["time_us"], f"{where} mpi_time",
                       failures)
+        # of_bound and ip_of_bound: each variant's busbw over the bound's
+        # (from the file's unrounded values; the table rounds to 2 places).
+        if t[17] != "N/A":
+            for key, col in [("out_of_place", 18), ("in_place", 20)]:
+                if j[key] is None:
+                    if t[col] != "N/A":
+                        failures.append(f"{where}: column {col} without "
+                                        f"a busbw")
+                    continue
+                want = j[key]["busbw_GBps"] / j["bound"]["busbw_GBps"]
+                close(float(t[col]), want, f"{where} column {col}", failures)
     if avg is None or not busbws:
         failures.append("no '# Avg bus bandwidth' footer or no busbw")
     else:
