@@ -14,8 +14,9 @@
 // one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce,
 // reduce_scatter). #wrong counts the elements of the -c checked calls (each on
 // freshly written inputs) that differ from a closed-form reference on any
-// device. MESHDMA_BENCH_CHUNK_BYTES and MESHDMA_BENCH_NUM_BUFFERS override
-// CollectiveOptions::chunk_bytes and num_buffers.
+// device. MESHDMA_BENCH_CHUNK_BYTES, MESHDMA_BENCH_NUM_BUFFERS and
+// MESHDMA_BENCH_LANE_CHUNK_BYTES override CollectiveOptions::chunk_bytes,
+// num_buffers and lane_chunk_bytes.
 #include <mpi.h>
 
 #include <atomic>
@@ -225,6 +226,9 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
   }
   if (const char* v = std::getenv("MESHDMA_BENCH_NUM_BUFFERS")) {
     options.num_buffers = std::atoi(v);
+  }
+  if (const char* v = std::getenv("MESHDMA_BENCH_LANE_CHUNK_BYTES")) {
+    options.lane_chunk_bytes = std::atoll(v);
   }
   const char* name = op == Op::kAllReduce       ? "all_reduce"
                      : op == Op::kAllGather     ? "all_gather"

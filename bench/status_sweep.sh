@@ -6,7 +6,10 @@
 # machine spreads over all of them); the table gives, per size, the median
 # vs_mpi (Open MPI's time / meshdma's, above 1 is faster) and its range, and
 # on one host the median of_bound (busbw / the concurrent-copy bound), and
-# for ops with an in-place form the in-place call's median of_bound too.
+# for ops with an in-place form the in-place call's median of_bound too. On
+# the simulated hosts it also runs the flat ring from 1 MiB (`--algo ring`,
+# launch hosts_2x2_ring) and gives auto's speed-up over it: the median ring
+# time over the median auto time.
 #
 #   bench/status_sweep.sh BENCH [ROUNDS] [RAW_FILE]
 #
@@ -43,11 +46,16 @@ for ((round = 1; round <= rounds; ++round)); do
   done
   launch hosts_2x2 all_reduce "$round" -np 4 --oversubscribe \
     -x MESHDMA_HOSTS=2
+  sizes=(-b 1M -e 16M -f 8 --algo ring)
+  launch hosts_2x2_ring all_reduce "$round" -np 4 --oversubscribe \
+    -x MESHDMA_HOSTS=2
+  sizes=(-b 8 -e 16M -f 8)
 done
 [[ -n $raw ]] && cp "$rows" "$raw"
 
-# Columns after the tags (meshdma-bench's): 1 size ... 17 vs_mpi,
-# 19 of_bound, 21 ip_of_bound; with the three tags in front, 4, 20, 22, 24.
+# Columns after the tags (meshdma-bench's): 1 size, 6 time, 17 vs_mpi,
+# 19 of_bound, 21 ip_of_bound; with the three tags in front, 4, 9, 20, 22,
+# 24.
 echo "launch op size: vs_mpi median [min-max]; of_bound median (one host;" \
   "in place where the op has that form)"
 sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
@@ -68,12 +76,17 @@ sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
     line = sprintf("%s: %.2f [%s-%s]", key, median(vs), lo, hi)
     if (launch == "one_host" && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
     if (launch == "one_host" && ip_bound != "") line = line sprintf(", in place %.2f", median(ip_bound))
+    time[key] = median(times)
+    if (launch == "hosts_2x2_ring" && time["hosts_2x2 " op " " size] > 0) {
+      line = line sprintf("; auto over ring %.2f", time[key] / time["hosts_2x2 " op " " size])
+    }
     print line
   }
   {
     k = $1 " " $2 " " $4
-    if (k != key) { flush(); key = k; launch = $1; vs = ""; bound = ""; ip_bound = "" }
+    if (k != key) { flush(); key = k; launch = $1; op = $2; size = $4; vs = ""; bound = ""; ip_bound = ""; times = "" }
     vs = vs " " $20
+    times = times " " $9
     if ($22 != "" && $22 != "N/A") bound = bound " " $22
     if ($24 != "" && $24 != "N/A") ip_bound = ip_bound " " $24
   }

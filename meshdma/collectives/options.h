@@ -110,6 +110,15 @@ struct CollectiveOptions {
   // cannot live in the output), whatever the message size.
   int64_t chunk_bytes = 256 << 10;
   int num_buffers = 2;
+  // The hierarchical all-reduce's step between hosts (its lanes) cuts its
+  // ring pieces to at least this many bytes instead of `chunk_bytes`, and on
+  // two hosts takes one exchange (one-shot) for parts up to it. Between hosts
+  // each piece is an MPI message, and one above MPI's eager size waits a
+  // round trip for its receiver (the rendezvous), so pieces sized for shared
+  // memory pay that round trip eight times per MiB. 1 MiB was measured
+  // against 256 KiB and 2 MiB over TCP (BENCHMARKS.md, "Across hosts:
+  // all-reduce lanes in 1 MiB pieces").
+  int64_t lane_chunk_bytes = 1 << 20;
   // kAuto picks kOneShot for all-reduce inputs up to this many bytes.
   int64_t one_shot_max_bytes = 16 << 10;
   // Before moving data, each device compares the collective, element type,

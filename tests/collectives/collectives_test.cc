@@ -99,13 +99,15 @@ struct ReduceCase {
   bool in_place;
   int64_t chunk_bytes;
   int64_t one_shot_max_bytes = CollectiveOptions().one_shot_max_bytes;
+  int64_t lane_chunk_bytes = 0;  // 0: chunk_bytes.
   std::string Describe(absl::string_view what,
                        const std::vector<std::string>& axes) const {
     return absl::StrCat(what, " ", ReduceOpName(op), " ", DTypeName(dtype), "[",
                         count, "] ", CollectiveAlgorithmName(algorithm),
                         in_place ? " in place" : "", " chunk ", chunk_bytes,
-                        " one_shot_max ", one_shot_max_bytes, " over {",
-                        absl::StrJoin(axes, ","), "}");
+                        " one_shot_max ", one_shot_max_bytes, " lane chunk ",
+                        lane_chunk_bytes > 0 ? lane_chunk_bytes : chunk_bytes,
+                        " over {", absl::StrJoin(axes, ","), "}");
   }
 };
 
@@ -163,6 +165,8 @@ absl::Status PsumCase(const ReduceCase& c,
     CollectiveOptions o;
     o.algorithm = c.algorithm;
     o.chunk_bytes = c.chunk_bytes;
+    o.lane_chunk_bytes =
+        c.lane_chunk_bytes > 0 ? c.lane_chunk_bytes : c.chunk_bytes;
     o.one_shot_max_bytes = c.one_shot_max_bytes;
     const std::string what = absl::StrCat(c.Describe("all_reduce", axes),
                                           " on LOGICAL device ", who.me);
@@ -237,6 +241,29 @@ TEST(Collectives, HierarchicalLaneRing) {
         cases.push_back({CollectiveAlgorithm::kHierarchical, t, count, op,
                          count == 1003, 256, 0});
       }
+    }
+  }
+  RunOnEveryMesh1D([&]() -> absl::Status {
+    for (const ReduceCase& c : cases) {
+      MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+    }
+    return absl::OkStatus();
+  });
+}
+
+// The same with the default pieces: parts past `lane_chunk_bytes` run the
+// lane's ring in pieces of that size (several per segment on two hosts), in
+// place and not.
+TEST(Collectives, HierarchicalLaneRingDefaultPieces) {
+  const CollectiveOptions defaults;
+  const int64_t count = (int64_t{1} << 21) + 7;  // 8 MiB of f32.
+  std::vector<ReduceCase> cases;
+  for (CollectiveAlgorithm a :
+       {CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kAuto}) {
+    for (bool in_place : {false, true}) {
+      cases.push_back({a, DType::kF32, count, ReduceOp::kSum, in_place,
+                       defaults.chunk_bytes, defaults.one_shot_max_bytes,
+                       defaults.lane_chunk_bytes});
     }
   }
   RunOnEveryMesh1D([&]() -> absl::Status {

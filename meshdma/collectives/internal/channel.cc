@@ -29,11 +29,12 @@ thread_local int t_next_call = 0;
 
 // Every field of CollectiveOptions (the assertion asks for this comparison
 // to grow with the struct).
-static_assert(sizeof(CollectiveOptions) == 40,
+static_assert(sizeof(CollectiveOptions) == 48,
               "compare a new CollectiveOptions field in SameOptions");
 bool SameOptions(const CollectiveOptions& a, const CollectiveOptions& b) {
   return a.algorithm == b.algorithm && a.chunk_bytes == b.chunk_bytes &&
          a.num_buffers == b.num_buffers &&
+         a.lane_chunk_bytes == b.lane_chunk_bytes &&
          a.one_shot_max_bytes == b.one_shot_max_bytes &&
          a.check_peers == b.check_peers;
 }

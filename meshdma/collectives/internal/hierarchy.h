@@ -67,6 +67,12 @@ absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
 // Ring directions for a sub-ring of `n` members (as kAuto's flat choice).
 inline int LanesFor(int n) { return n <= 2 ? 1 : 2; }
 
+// The ring piece of the all-reduce's step between hosts: the larger of
+// `lane_chunk_bytes` and `chunk_bytes` (CollectiveOptions).
+inline int64_t LaneChunkBytes(const CollectiveOptions& options) {
+  return std::max(options.chunk_bytes, options.lane_chunk_bytes);
+}
+
 // x[i] /= n for a mean over n devices (in Acc<T>; integers truncate).
 template <typename T>
 void DivideArray(T* x, int64_t len, int n) {
@@ -127,8 +133,8 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
 //           m == 1, `input` into `output`, with no copy between them): every
 //           host now holds the total of part i at its local index i (one-shot
 //           for parts up to `one_shot_max_bytes`, and on two hosts for parts
-//           whose scratch stays within the ring's bound, 4 x num_buffers x
-//           chunk_bytes; else a ring);
+//           up to the lane's piece, LaneChunkBytes; else a ring cutting
+//           pieces of that size);
 //   step 3: kMean: divide part i by n (steps 1 and 2 sum);
 //   step 4: all-gather the parts over my host.
 // The host-ring state (steps 1 and 4) is allocated before step 2's, whose
@@ -158,14 +164,14 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   }
   // Step 2.
   const ArrayRef& lane_input = m > 1 ? mine : input;
-  const int64_t ring_scratch = 4 * options.num_buffers * options.chunk_bytes;
+  const int64_t lane_chunk = LaneChunkBytes(options);
   if (mine.size_bytes() <= options.one_shot_max_bytes ||
-      (lane.size() == 2 && mine.size_bytes() <= ring_scratch)) {
+      (lane.size() == 2 && mine.size_bytes() <= lane_chunk)) {
     MESHDMA_RETURN_IF_ERROR(LaneOneShot<T>(lane, combine, lane_input, mine));
   } else {
-    MESHDMA_RETURN_IF_ERROR(
-        RingAllReduce<T>(lane, combine, lane_input, mine, LanesFor(lane.size()),
-                         options.chunk_bytes, options.num_buffers));
+    MESHDMA_RETURN_IF_ERROR(RingAllReduce<T>(lane, combine, lane_input, mine,
+                                             LanesFor(lane.size()), lane_chunk,
+                                             options.num_buffers));
   }
   // Step 3.
   if (op == ReduceOp::kMean) {
