@@ -263,6 +263,18 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), g.size(), options, name, even_hosts, direct);
+  // The hierarchy's steps inside a host single-copy where they can be.
+  bool host_direct = false;
+  if (algorithm == CollectiveAlgorithm::kHierarchical) {
+    MESHDMA_ASSIGN_OR_RETURN(host_direct,
+                             collectives_internal::HostDirect(g, layout, in));
+    MESHDMA_LOG_ONCE(
+        kInfo, kLogCollectives,
+        absl::StrCat(name, " hierarchical steps ", g.size(), " ", host_direct),
+        name, " on ", g.size(),
+        " devices, hierarchical: ", host_direct ? "single-copy" : "rings",
+        " inside each host, then the lanes");
+  }
   absl::Status status;
   // kAuto's kHierarchical on hosts with several members each keeps its
   // kernel rather than the flat channel that TakesReduction would allow
@@ -328,6 +340,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
+        algorithm == CollectiveAlgorithm::kDirect || host_direct,
         [&](bool one_shot_check) -> absl::Status {
           if (g.size() == 1) {
             if (in.data() != out.data()) {
@@ -346,7 +359,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                   one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalAllReduce<T>(
-                  g, layout, op, in, out, options);
+                  g, layout, op, in, out, options, host_direct);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectAllReduce<T>(g, op, in, out);
             case CollectiveAlgorithm::kBidirectionalRing:

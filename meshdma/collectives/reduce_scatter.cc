@@ -236,6 +236,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
+        algorithm == CollectiveAlgorithm::kDirect,
         [&](bool one_shot_check) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {

@@ -100,6 +100,9 @@ struct ReduceCase {
   int64_t chunk_bytes;
   int64_t one_shot_max_bytes = CollectiveOptions().one_shot_max_bytes;
   int64_t lane_chunk_bytes = 0;  // 0: chunk_bytes.
+  // Out of place, the input in symmetric memory (kDirect's always is), which
+  // the hierarchy's steps inside a host read in place.
+  bool symmetric_input = false;
   std::string Describe(absl::string_view what,
                        const std::vector<std::string>& axes) const {
     return absl::StrCat(what, " ", ReduceOpName(op), " ", DTypeName(dtype), "[",
@@ -157,7 +160,8 @@ absl::Status PsumCase(const ReduceCase& c,
                              AllocateSymmetric(c.dtype, {c.count}));
     HostArray host(c.dtype, {c.count});
     ArrayRef in = c.in_place ? out : host.ref;
-    if (!c.in_place && c.algorithm == CollectiveAlgorithm::kDirect) {
+    if (!c.in_place &&
+        (c.algorithm == CollectiveAlgorithm::kDirect || c.symmetric_input)) {
       // kDirect reads inputs in place, so they must be symmetric.
       MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
     }
@@ -241,6 +245,11 @@ TEST(Collectives, HierarchicalLaneRing) {
         cases.push_back({CollectiveAlgorithm::kHierarchical, t, count, op,
                          count == 1003, 256, 0});
       }
+      // A symmetric input out of place: read in place inside each host.
+      ReduceCase c{
+          CollectiveAlgorithm::kHierarchical, t, 40009, op, false, 256, 0};
+      c.symmetric_input = true;
+      cases.push_back(c);
     }
   }
   RunOnEveryMesh1D([&]() -> absl::Status {
@@ -253,7 +262,7 @@ TEST(Collectives, HierarchicalLaneRing) {
 
 // The same with the default pieces: parts past `lane_chunk_bytes` run the
 // lane's ring in pieces of that size (several per segment on two hosts), in
-// place and not.
+// place and not (symmetric inputs: single-copy inside each host).
 TEST(Collectives, HierarchicalLaneRingDefaultPieces) {
   const CollectiveOptions defaults;
   const int64_t count = (int64_t{1} << 21) + 7;  // 8 MiB of f32.
@@ -263,7 +272,7 @@ TEST(Collectives, HierarchicalLaneRingDefaultPieces) {
     for (bool in_place : {false, true}) {
       cases.push_back({a, DType::kF32, count, ReduceOp::kSum, in_place,
                        defaults.chunk_bytes, defaults.one_shot_max_bytes,
-                       defaults.lane_chunk_bytes});
+                       defaults.lane_chunk_bytes, /*symmetric_input=*/true});
     }
   }
   RunOnEveryMesh1D([&]() -> absl::Status {

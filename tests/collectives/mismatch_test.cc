@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectives_test_util.h"
@@ -278,6 +279,52 @@ TEST(UnevenOutputs, DifferentInputCountsAreAnError) {
         return psum_scatter(in, out, {"x"}, o);
       },
       {"symmetric allocations differ", "allocation #0 is f32["});
+}
+
+// The hierarchical all-reduce reads its host members' inputs in place (its
+// steps inside a host run single-copy), so members whose inputs sit at
+// different offsets of one symmetric allocation get an error naming both
+// calls, never another part of the buffer. Where no peer reads the input
+// (one host: the flat ring; one device per host) the same call is correct.
+TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
+  auto rt = FreshRuntime();
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const Launch& launch = (*rt)->launch();
+  const bool reads_peers =
+      launch.num_hosts() > 1 && launch.num_devices() / launch.num_hosts() >= 2;
+  const absl::Time start = absl::Now();
+  absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    const int64_t count = 1 << 16;  // Above the one-shot size.
+    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({count}));
+    MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<float>({count + 64}));
+    MESHDMA_ASSIGN_OR_RETURN(auto in,
+                             buf.Slice(0, me % 2 == 0 ? 0 : 64, count));
+    for (int64_t i = 0; i < count; ++i) in.data_as<float>()[i] = 1.0f + me;
+    CollectiveOptions o;
+    o.algorithm = CollectiveAlgorithm::kHierarchical;
+    MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}, o));
+    const float want = n * (n + 1) / 2.0f;
+    for (int64_t i = 0; i < count; ++i) {
+      if (out.data_as<float>()[i] != want) {
+        return absl::InternalError(
+            absl::StrCat("device ", me, ": out[", i, "] is ",
+                         out.data_as<float>()[i], ", want ", want));
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!reads_peers) {
+    EXPECT_TRUE(s.ok()) << s;
+    return;
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(kTimeoutSeconds)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
 }
 
 }  // namespace

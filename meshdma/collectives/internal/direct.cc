@@ -40,6 +40,7 @@ absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
+    bool reads_peer_inputs,
     absl::FunctionRef<absl::Status(bool one_shot_check)> body) {
   const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
   const bool at_entry = ComparesAtEntry(g, options.check_peers);
@@ -47,10 +48,9 @@ absl::Status RunReductionKernel(
       KernelFor(name, g, options.check_peers), [&]() -> absl::Status {
         MESHDMA_RETURN_IF_ERROR(EnterKernel(
             name, g, options.check_peers && (at_entry || !one_shot),
-            ReductionSignature(
-                kind, in.dtype(), in.num_elements(), static_cast<int>(op),
-                symmetric_output,
-                algorithm == CollectiveAlgorithm::kDirect ? &in : nullptr)));
+            ReductionSignature(kind, in.dtype(), in.num_elements(),
+                               static_cast<int>(op), symmetric_output,
+                               reads_peer_inputs ? &in : nullptr)));
         return body(options.check_peers && !at_entry);
       });
 }
@@ -107,18 +107,28 @@ void StoreBlocks(std::span<const BlockStore> stores, bool stream) {
 
 absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
                              const ArrayRef& out) {
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  std::vector<int64_t> begins(g.size() + 1);
+  for (int i = 0; i <= g.size(); ++i) begins[i] = i * in.num_elements();
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
-  const int64_t bytes = in.size_bytes();
+  return DirectAllGather(g, in, out, begins, done);
+}
+
+absl::Status DirectAllGather(const Group& g, const ArrayRef& own,
+                             const ArrayRef& out,
+                             std::span<const int64_t> begins, Semaphore done) {
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  const int64_t elem = DTypeSize(out.dtype());
+  const int64_t offset = begins[g.index] * elem;
+  const int64_t bytes = (begins[g.index + 1] - begins[g.index]) * elem;
   std::vector<BlockStore> stores;
   stores.reserve(g.size());
   // Starting with the next member, so that not everyone writes to member 0
-  // first; my own block last (none when the input already is it).
+  // first; my own block last (none when `own` already is it).
   for (int k = 1; k <= g.size(); ++k) {
-    std::byte* block = outs[g.PositionAt(k)].data() + g.index * bytes;
-    if (block != in.data()) stores.push_back({in.data(), block, bytes});
+    std::byte* block = outs[g.PositionAt(k)].data() + offset;
+    if (block != own.data()) stores.push_back({own.data(), block, bytes});
   }
-  StoreBlocks(stores, bytes * g.size() >= kDirectGatherStreamMinBytes);
+  StoreBlocks(stores, out.size_bytes() >= kDirectGatherStreamMinBytes);
   return DirectFinish(g, done);
 }
 

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -74,11 +75,14 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
 // `EnterKernel` (common.h) with the reduction's signature, then
 // `body(one_shot_check)`. The one-shot kernel overlaps its own neighbour
 // check with its first DMAs: `one_shot_check` says whether it must, which
-// is where the entry barrier does not compare the call.
+// is where the entry barrier does not compare the call. `reads_peer_inputs`
+// (kDirect, and kHierarchical with `HostDirect`) puts `in` in the signature,
+// as ReductionSignature's `direct_input`.
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
+    bool reads_peer_inputs,
     absl::FunctionRef<absl::Status(bool one_shot_check)> body);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.
@@ -177,6 +181,14 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
 // (step 1 for the outputs only), step 2 in chunks (above).
 absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
                              const ArrayRef& out);
+// The same with blocks of any length: block i of `out` is the elements
+// [begins[i], begins[i + 1]) (n + 1 offsets), `own` holds block r (or is
+// it: then only the peers' copies are stored), and `done` is step 3's
+// semaphore, allocated by the caller (`AllocateDone`) where the members'
+// heaps still agree.
+absl::Status DirectAllGather(const Group& g, const ArrayRef& own,
+                             const ArrayRef& out,
+                             std::span<const int64_t> begins, Semaphore done);
 
 // All-to-all, n >= 2: member r stores `block(j)` (a view of its input, any
 // memory) into `slot(peer_out_j, r)` of member j's output, itself; `out_of(j)`

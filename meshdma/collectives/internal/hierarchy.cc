@@ -42,6 +42,14 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
   return layout;
 }
 
+absl::StatusOr<bool> HostDirect(const Group& g, const HostLayout& layout,
+                                const ArrayRef& input) {
+  if (!layout.Applies() || layout.per_host < 2 || !input.is_symmetric()) {
+    return false;
+  }
+  return DirectReaches(layout.Host(g));
+}
+
 absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
                                  const CollectiveOptions& options,
                                  HostLayout* layout) {

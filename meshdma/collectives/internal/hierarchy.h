@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
@@ -124,11 +125,22 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
   return absl::OkStatus();
 }
 
+// True when the hierarchical all-reduce of `input` over `g` runs its steps
+// inside a host single-copy (`host_direct` below): hosts of several members
+// each, `input` symmetric, and every member of the caller's host reachable
+// by peer views (direct.h; not in checked mode). Every member of a matching
+// call decides the same, and the kernel's signature then holds the input's
+// heap offset (RunReductionKernel's `reads_peer_inputs`).
+absl::StatusOr<bool> HostDirect(const Group& g, const HostLayout& layout,
+                                const ArrayRef& input);
+
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
 // `output` (which may alias it) over `g`; H hosts of m members each, caller
 // at local index i, part i = [count*i/m, count*(i+1)/m):
 //   step 1: reduce-scatter over my host: part i of `output` holds my host's
-//           reduction of part i (skipped when m == 1);
+//           reduction of part i (skipped when m == 1); with `host_direct`,
+//           single-copy (DirectReduceScatter: part i of every host member's
+//           input read in place, reduced into mine), else a ring;
 //   step 2: all-reduce part i of `output` in place over my lane (when
 //           m == 1, `input` into `output`, with no copy between them): every
 //           host now holds the total of part i at its local index i (one-shot
@@ -136,15 +148,19 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
 //           up to the lane's piece, LaneChunkBytes; else a ring cutting
 //           pieces of that size);
 //   step 3: kMean: divide part i by n (steps 1 and 2 sum);
-//   step 4: all-gather the parts over my host.
-// The host-ring state (steps 1 and 4) is allocated before step 2's, whose
-// sizes follow part i: the heap stays symmetric within each sub-group.
-// 16-bit floats are rounded to T between the steps.
+//   step 4: all-gather the parts over my host (with `host_direct`, stores of
+//           my part into every host member's output, DirectAllGather; else a
+//           ring).
+// The host state of steps 1 and 4 (ring state, or step 4's `done`
+// semaphore) is allocated before step 2's, whose sizes follow part i: the
+// heap stays symmetric within each sub-group. 16-bit floats are rounded to
+// T between the steps.
 template <typename T>
 absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
                                    ReduceOp op, const ArrayRef& input,
                                    const ArrayRef& output,
-                                   const CollectiveOptions& options) {
+                                   const CollectiveOptions& options,
+                                   bool host_direct) {
   const Group host = layout.Host(g);
   const Group lane = layout.Lane(g);
   const int m = host.size();
@@ -156,7 +172,11 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   const ArrayRef mine = Range(output, begin, parts[host.index + 1] - begin);
   // Step 1.
   AllGatherState gather;
-  if (m > 1) {
+  Semaphore gathered;  // Step 4's `done` with host_direct.
+  if (m > 1 && host_direct) {
+    MESHDMA_ASSIGN_OR_RETURN(gathered, AllocateDone());
+    MESHDMA_RETURN_IF_ERROR(DirectReduceScatter<T>(host, combine, input, mine));
+  } else if (m > 1) {
     MESHDMA_ASSIGN_OR_RETURN(gather, AllocateAllGather(host, LanesFor(m)));
     MESHDMA_RETURN_IF_ERROR(
         RingReduceScatter<T>(host, combine, input, &output, mine, LanesFor(m),
@@ -180,6 +200,7 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   }
   // Step 4.
   if (m == 1) return absl::OkStatus();
+  if (host_direct) return DirectAllGather(host, mine, output, parts, gathered);
   return RingAllGather(host, mine, output, parts, gather);
 }
 
