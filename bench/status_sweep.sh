@@ -7,7 +7,7 @@
 # vs_mpi (Open MPI's time / meshdma's, above 1 is faster) and its range, and
 # on one host the median of_bound (busbw / the concurrent-copy bound), and
 # for ops with an in-place form the in-place call's median of_bound too. On
-# the simulated hosts it also runs the flat ring from 1 MiB (`--algo ring`,
+# the simulated hosts it also runs the flat ring from 2 MiB (`--algo ring`,
 # launch hosts_2x2_ring) and gives auto's speed-up over it: the median ring
 # time over the median auto time.
 #
@@ -46,7 +46,7 @@ for ((round = 1; round <= rounds; ++round)); do
   done
   launch hosts_2x2 all_reduce "$round" -np 4 --oversubscribe \
     -x MESHDMA_HOSTS=2
-  sizes=(-b 1M -e 16M -f 8 --algo ring)
+  sizes=(-b 2M -e 16M -f 8 --algo ring)
   launch hosts_2x2_ring all_reduce "$round" -np 4 --oversubscribe \
     -x MESHDMA_HOSTS=2
   sizes=(-b 8 -e 16M -f 8)

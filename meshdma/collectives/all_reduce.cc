@@ -266,14 +266,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   // The hierarchy's steps inside a host single-copy where they can be.
   bool host_direct = false;
   if (algorithm == CollectiveAlgorithm::kHierarchical) {
-    MESHDMA_ASSIGN_OR_RETURN(host_direct,
-                             collectives_internal::HostDirect(g, layout, in));
-    MESHDMA_LOG_ONCE(
-        kInfo, kLogCollectives,
-        absl::StrCat(name, " hierarchical steps ", g.size(), " ", host_direct),
-        name, " on ", g.size(),
-        " devices, hierarchical: ", host_direct ? "single-copy" : "rings",
-        " inside each host, then the lanes");
+    MESHDMA_ASSIGN_OR_RETURN(
+        host_direct, collectives_internal::HostDirect(name, g, layout, in));
   }
   absl::Status status;
   // kAuto's kHierarchical on hosts with several members each keeps its

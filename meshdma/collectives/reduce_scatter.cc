@@ -203,6 +203,12 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           : even_hosts;
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), n, options, name, hierarchy_hosts, direct);
+  // The hierarchy's step inside a host single-copy where it can be.
+  bool host_direct = false;
+  if (algorithm == CollectiveAlgorithm::kHierarchical) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        host_direct, collectives_internal::HostDirect(name, g, layout, in));
+  }
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
@@ -236,7 +242,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
-        algorithm == CollectiveAlgorithm::kDirect,
+        algorithm == CollectiveAlgorithm::kDirect || host_direct,
         [&](bool one_shot_check) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {
@@ -255,7 +261,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                   one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalReduceScatter<T>(
-                  g, layout, op, in, out, options);
+                  g, layout, op, in, out, options, host_direct);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectReduceScatter<T>(g, op, in,
                                                                   out);

@@ -138,6 +138,14 @@ std::vector<ReduceCase> ReduceCases() {
       for (ReduceOp op : ops) {
         for (int64_t count : counts) {
           cases.push_back({a, t, count, op, false, 256 << 10});
+          if (count == 40009 && (a == CollectiveAlgorithm::kHierarchical ||
+                                 a == CollectiveAlgorithm::kAuto)) {
+            // A symmetric input out of place: the hierarchy's steps inside
+            // a host read it in place.
+            ReduceCase c{a, t, count, op, false, 256 << 10};
+            c.symmetric_input = true;
+            cases.push_back(c);
+          }
           if (count == 1003) {
             // Many pieces per segment through two slots: the capacity
             // handshake at work; and in place.
@@ -194,7 +202,7 @@ absl::Status ReduceScatterCase(const ReduceCase& c,
       MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
       out = *in.Slice(0, begin, len);
     } else {
-      if (c.algorithm == CollectiveAlgorithm::kDirect) {
+      if (c.algorithm == CollectiveAlgorithm::kDirect || c.symmetric_input) {
         MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
       }
       // The same allocation on every device (the largest segment), so that

@@ -4,6 +4,8 @@
 #include <array>
 #include <functional>
 
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/logging.h"
 #include "meshdma/dma/internal/device.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 
@@ -42,12 +44,21 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
   return layout;
 }
 
-absl::StatusOr<bool> HostDirect(const Group& g, const HostLayout& layout,
+absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
+                                const HostLayout& layout,
                                 const ArrayRef& input) {
-  if (!layout.Applies() || layout.per_host < 2 || !input.is_symmetric()) {
-    return false;
+  if (!layout.Applies() || layout.per_host < 2) return false;
+  bool direct = false;
+  if (input.is_symmetric()) {
+    MESHDMA_ASSIGN_OR_RETURN(direct, DirectReaches(layout.Host(g)));
   }
-  return DirectReaches(layout.Host(g));
+  MESHDMA_LOG_ONCE(
+      kInfo, kLogCollectives,
+      absl::StrCat(name, " hierarchical steps ", g.size(), " ", direct), name,
+      " on ", g.size(),
+      " devices, hierarchical: ", direct ? "single-copy" : "rings",
+      " inside each host, then the lanes");
+  return direct;
 }
 
 absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,

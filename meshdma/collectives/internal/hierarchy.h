@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/direct.h"
@@ -125,13 +126,16 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
   return absl::OkStatus();
 }
 
-// True when the hierarchical all-reduce of `input` over `g` runs its steps
-// inside a host single-copy (`host_direct` below): hosts of several members
+// True when the hierarchical all-reduce or reduce-scatter of `input` over
+// `g` runs its steps inside a host single-copy (`host_direct` below): hosts
+// of several members
 // each, `input` symmetric, and every member of the caller's host reachable
 // by peer views (direct.h; not in checked mode). Every member of a matching
 // call decides the same, and the kernel's signature then holds the input's
-// heap offset (RunReductionKernel's `reads_peer_inputs`).
-absl::StatusOr<bool> HostDirect(const Group& g, const HostLayout& layout,
+// heap offset (RunReductionKernel's `reads_peer_inputs`). MESHDMA_DEBUG=INFO
+// logs the choice once per collective `name` and group size.
+absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
+                                const HostLayout& layout,
                                 const ArrayRef& input);
 
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
@@ -204,6 +208,26 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   return RingAllGather(host, mine, output, parts, gather);
 }
 
+// Steps 3 and 4 of HierarchicalReduceScatter (below): the lane's ring
+// reduce-scatter of my row of H segments of `seg` elements, then my segment
+// into `output` (for kMean divided by `group_size`, the whole group's).
+template <typename T>
+absl::Status LaneReduceScatter(const Group& lane, ReduceOp op, int group_size,
+                               const ArrayRef& row, int64_t seg,
+                               const ArrayRef& output,
+                               const CollectiveOptions& options) {
+  const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  const ArrayRef total = Range(row, lane.index * seg, seg);
+  MESHDMA_RETURN_IF_ERROR(RingReduceScatter<T>(
+      lane, combine, row, nullptr, total, LanesFor(lane.size()),
+      options.chunk_bytes, options.num_buffers));
+  LocalCopy(Range(total, 0, output.num_elements()), output);
+  if (op == ReduceOp::kMean) {
+    DivideArray(output.data_as<T>(), output.num_elements(), group_size);
+  }
+  return absl::OkStatus();
+}
+
 // Hierarchical reduce-scatter of the 1-D `input` (count elements) over `g`:
 // group position p gets segment p = ScatterSegment(count, n, p) of the
 // reduction in `output`. Segments are padded to S = ceil(count / n) so that
@@ -217,17 +241,43 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
 //   step 3: reduce-scatter blocks (i, *) over my lane: block (i, h), my
 //           segment, holds the total;
 //   step 4: copy my segment to `output` (divided by n for kMean).
+// With `host_direct`, steps 1 and 2 are one single-copy step: block (i, k)
+// of my scratch row is the sum of segment positions[k][i] read in place
+// from every host member's input (`kDirect`'s reads), then a `done` round
+// over the host (direct.h, step 3) before the lane.
 template <typename T>
 absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
                                        ReduceOp op, const ArrayRef& input,
                                        const ArrayRef& output,
-                                       const CollectiveOptions& options) {
+                                       const CollectiveOptions& options,
+                                       bool host_direct) {
   const Group host = layout.Host(g);
   const Group lane = layout.Lane(g);
   const int n = g.size(), m = host.size(), hosts = lane.size();
   const int64_t count = input.num_elements();
   const int64_t seg = (count + n - 1) / n;
   const ReduceOp combine = op == ReduceOp::kMean ? ReduceOp::kSum : op;
+  if (host_direct && m > 1) {
+    // Steps 1-2, single-copy; my row is scratch of H segments.
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef row,
+                             AllocateSymmetric(kDTypeOf<T>, {hosts * seg}));
+    MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+                             MemberViews(host, input));
+    MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+    std::vector<const T*> sources(m);
+    for (int k = 0; k < hosts; ++k) {
+      const int p = layout.positions[k][host.index];
+      const int64_t b = PartBegin(count, n, p);
+      const int64_t len = PartBegin(count, n, p + 1) - b;
+      for (int j = 0; j < m; ++j) sources[j] = ins[j].data_as<const T>() + b;
+      T* block = row.data_as<T>() + k * seg;
+      ReduceMany<T>(combine, sources.data(), m, &block, 1, len,
+                    /*stream=*/false);
+      std::fill(block + len, block + seg, T{});
+    }
+    MESHDMA_RETURN_IF_ERROR(DirectFinish(host, done));
+    return LaneReduceScatter<T>(lane, op, n, row, seg, output, options);
+  }
   // Step 1.
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef packed,
                            AllocateSymmetric(kDTypeOf<T>, {n * seg}));
@@ -253,17 +303,7 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
         RingReduceScatter<T>(host, combine, packed, nullptr, row, LanesFor(m),
                              options.chunk_bytes, options.num_buffers));
   }
-  // Step 3.
-  const ArrayRef total = Range(row, lane.index * seg, seg);
-  MESHDMA_RETURN_IF_ERROR(
-      RingReduceScatter<T>(lane, combine, row, nullptr, total, LanesFor(hosts),
-                           options.chunk_bytes, options.num_buffers));
-  // Step 4.
-  LocalCopy(Range(total, 0, output.num_elements()), output);
-  if (op == ReduceOp::kMean) {
-    DivideArray(output.data_as<T>(), output.num_elements(), n);
-  }
-  return absl::OkStatus();
+  return LaneReduceScatter<T>(lane, op, n, row, seg, output, options);
 }
 
 // Hierarchical all-gather over `g` of `own` (count elements) into the 1-D
