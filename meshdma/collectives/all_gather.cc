@@ -120,6 +120,13 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
     hierarchical = layout.Applies();
   }
+  // Its step inside a host single-copy where it can be.
+  bool host_direct = false;
+  if (hierarchical) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        host_direct, collectives_internal::HostDirect(kName, g, layout,
+                                                      /*read_input=*/nullptr));
+  }
   // MESHDMA_DEBUG=INFO: each choice once per process.
   MESHDMA_LOG_ONCE(
       kInfo, kLogCollectives,
@@ -143,8 +150,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
                 count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output)));
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (hierarchical) {
-          return collectives_internal::HierarchicalAllGather(g, layout, in,
-                                                             out);
+          return collectives_internal::HierarchicalAllGather(g, layout, in, out,
+                                                             host_direct);
         }
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;

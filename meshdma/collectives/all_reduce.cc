@@ -267,7 +267,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   bool host_direct = false;
   if (algorithm == CollectiveAlgorithm::kHierarchical) {
     MESHDMA_ASSIGN_OR_RETURN(
-        host_direct, collectives_internal::HostDirect(name, g, layout, in));
+        host_direct, collectives_internal::HostDirect(name, g, layout, &in));
   }
   absl::Status status;
   // kAuto's kHierarchical on hosts with several members each keeps its

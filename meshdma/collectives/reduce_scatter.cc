@@ -207,7 +207,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   bool host_direct = false;
   if (algorithm == CollectiveAlgorithm::kHierarchical) {
     MESHDMA_ASSIGN_OR_RETURN(
-        host_direct, collectives_internal::HostDirect(name, g, layout, in));
+        host_direct, collectives_internal::HostDirect(name, g, layout, &in));
   }
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *

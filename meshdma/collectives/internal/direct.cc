@@ -132,6 +132,25 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& own,
   return DirectFinish(g, done);
 }
 
+absl::Status DirectShareBlocks(
+    const Group& g, const ArrayRef& out,
+    std::span<const std::pair<int64_t, int64_t>> blocks, Semaphore done) {
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  const int64_t elem = DTypeSize(out.dtype());
+  std::vector<BlockStore> stores;
+  stores.reserve(blocks.size() * (g.size() - 1));
+  // Starting with the next member, as DirectAllGather.
+  for (int k = 1; k < g.size(); ++k) {
+    std::byte* peer = outs[g.PositionAt(k)].data();
+    for (const auto& [begin, length] : blocks) {
+      stores.push_back(
+          {out.data() + begin * elem, peer + begin * elem, length * elem});
+    }
+  }
+  StoreBlocks(stores, out.size_bytes() >= kDirectGatherStreamMinBytes);
+  return DirectFinish(g, done);
+}
+
 absl::Status DirectAllToAll(
     const Group& g, const ArrayRef& in,
     const std::function<ArrayRef(int)>& block,

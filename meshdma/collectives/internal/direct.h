@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -189,6 +190,12 @@ absl::Status DirectAllGather(const Group& g, const ArrayRef& in,
 absl::Status DirectAllGather(const Group& g, const ArrayRef& own,
                              const ArrayRef& out,
                              std::span<const int64_t> begins, Semaphore done);
+// Stores the `blocks` of my 1-D symmetric `out` ({begin, length} in
+// elements) into the same places of every other member's `out`; steps 2-3
+// as above, `done` as for the previous.
+absl::Status DirectShareBlocks(
+    const Group& g, const ArrayRef& out,
+    std::span<const std::pair<int64_t, int64_t>> blocks, Semaphore done);
 
 // All-to-all, n >= 2: member r stores `block(j)` (a view of its input, any
 // memory) into `slot(peer_out_j, r)` of member j's output, itself; `out_of(j)`

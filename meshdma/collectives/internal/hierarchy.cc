@@ -46,10 +46,10 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
 
 absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
                                 const HostLayout& layout,
-                                const ArrayRef& input) {
+                                const ArrayRef* read_input) {
   if (!layout.Applies() || layout.per_host < 2) return false;
   bool direct = false;
-  if (input.is_symmetric()) {
+  if (read_input == nullptr || read_input->is_symmetric()) {
     MESHDMA_ASSIGN_OR_RETURN(direct, DirectReaches(layout.Host(g)));
   }
   MESHDMA_LOG_ONCE(
@@ -91,8 +91,8 @@ Group HostLayout::Lane(const Group& g) const {
 }
 
 absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
-                                   const ArrayRef& own,
-                                   const ArrayRef& output) {
+                                   const ArrayRef& own, const ArrayRef& output,
+                                   bool host_direct) {
   const Group host = layout.Host(g);
   const Group lane = layout.Lane(g);
   const int m = host.size(), hosts = lane.size();
@@ -101,7 +101,10 @@ absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
   MESHDMA_ASSIGN_OR_RETURN(AllGatherState lane_state,
                            AllocateAllGather(lane, 1));
   std::vector<AllGatherState> host_states(hosts);
-  if (m > 1) {
+  Semaphore shared;  // Step 3's `done` with host_direct.
+  if (m > 1 && host_direct) {
+    MESHDMA_ASSIGN_OR_RETURN(shared, AllocateDone());
+  } else if (m > 1) {
     for (AllGatherState& state : host_states) {
       MESHDMA_ASSIGN_OR_RETURN(state, AllocateAllGather(host, 1));
     }
@@ -117,6 +120,11 @@ absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
       std::span<const int64_t>(lens.data(), hosts), lane_state));
   // Step 3.
   if (m == 1) return absl::OkStatus();
+  if (host_direct) {
+    std::vector<std::pair<int64_t, int64_t>> mine(hosts);
+    for (int k = 0; k < hosts; ++k) mine[k] = {begins[k], count};
+    return DirectShareBlocks(host, output, mine, shared);
+  }
   for (int k = 0; k < hosts; ++k) {
     for (int j = 0; j < m; ++j) begins[j] = layout.positions[k][j] * count;
     const ArrayRef block = Range(output, begins[layout.local], count);

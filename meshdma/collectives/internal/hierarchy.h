@@ -126,17 +126,18 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
   return absl::OkStatus();
 }
 
-// True when the hierarchical all-reduce or reduce-scatter of `input` over
-// `g` runs its steps inside a host single-copy (`host_direct` below): hosts
-// of several members
-// each, `input` symmetric, and every member of the caller's host reachable
-// by peer views (direct.h; not in checked mode). Every member of a matching
-// call decides the same, and the kernel's signature then holds the input's
-// heap offset (RunReductionKernel's `reads_peer_inputs`). MESHDMA_DEBUG=INFO
-// logs the choice once per collective `name` and group size.
+// True when a hierarchical collective over `g` runs its steps inside a host
+// single-copy (`host_direct` below): hosts of several members each, every
+// member of the caller's host reachable by peer views (direct.h; not in
+// checked mode), and `read_input`, the input that host members read in place
+// (the reductions'; null for the all-gather, which reads none), symmetric.
+// Every member of a matching call decides the same; a reduction's kernel
+// signature then holds the input's heap offset (RunReductionKernel's
+// `reads_peer_inputs`). MESHDMA_DEBUG=INFO logs the choice once per
+// collective `name` and group size.
 absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
                                 const HostLayout& layout,
-                                const ArrayRef& input);
+                                const ArrayRef* read_input);
 
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
 // `output` (which may alias it) over `g`; H hosts of m members each, caller
@@ -313,10 +314,14 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
 //           lane's ring does, while its first sends travel);
 //   step 2: all-gather over my lane: blocks positions[*][i] arrive;
 //   step 3: for each host k, all-gather over my host the blocks
-//           positions[k][*] (one ring per host, the same on every host).
-// Every ring's state is allocated before the first step.
+//           positions[k][*] (one ring per host, the same on every host);
+//           with `host_direct`, my H blocks stored into every host member's
+//           output (direct.h, `DirectShareBlocks`).
+// Every ring's state (or step 3's `done`) is allocated before the first
+// step.
 absl::Status HierarchicalAllGather(const Group& g, const HostLayout& layout,
-                                   const ArrayRef& own, const ArrayRef& output);
+                                   const ArrayRef& own, const ArrayRef& output,
+                                   bool host_direct);
 
 // Hierarchical all-to-all (all_to_all.h) of `input` into the symmetric,
 // contiguous `output` over `g`: block q of `input` along `split_axis` goes to
