@@ -6,12 +6,17 @@
 //   one-sided: MPI_Put into the target's window, MPI_Win_flush, then
 //              MPI_Accumulate(+1) on the target's counter and flush; the
 //              target polls its counter with MPI_Fetch_and_op(MPI_NO_OP).
-// Prints round-trip/2 latency and bandwidth for each.
+// Prints round-trip/2 latency and bandwidth for each. Then an 8-byte
+// exchange (both ranks send and receive at once, as a small collective
+// does) three ways, each the time of one exchange: MPI_Sendrecv; MPI_Isend
+// with a ring of persistent receives polled by MPI_Test (the pattern of
+// meshdma's transport); MPI_Irecv + MPI_Isend + MPI_Testall.
 //   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe [-e 16M]
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -76,6 +81,56 @@ double OneSided(int rank, int64_t bytes, int iters, MPI_Win data_win,
     }
   }
   return (MPI_Wtime() - t0) / iters / 2;
+}
+
+// The exchange patterns: time of one 8-byte exchange, in seconds.
+enum class Exchange { kSendrecv, kPersistentTest, kIrecvTestall };
+double TimeExchange(Exchange how, int rank, int iters) {
+  const int peer = 1 - rank;
+  constexpr int kBytes = 8, kTag = 3, kRing = 8, kSlot = 64;
+  char send[kBytes] = {}, recv[kSlot];
+  std::vector<char> slots(kRing * kSlot);
+  MPI_Request ring[kRing];
+  if (how == Exchange::kPersistentTest) {
+    for (int k = 0; k < kRing; ++k) {
+      MPI_Recv_init(&slots[k * kSlot], kSlot, MPI_BYTE, peer, kTag,
+                    MPI_COMM_WORLD, &ring[k]);
+      MPI_Start(&ring[k]);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0, head = 0; i < iters; ++i) {
+    if (how == Exchange::kSendrecv) {
+      MPI_Sendrecv(send, kBytes, MPI_BYTE, peer, kTag, recv, kSlot, MPI_BYTE,
+                   peer, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (how == Exchange::kPersistentTest) {
+      MPI_Request s;
+      MPI_Isend(send, kBytes, MPI_BYTE, peer, kTag, MPI_COMM_WORLD, &s);
+      int got = 0;
+      while (!got) MPI_Test(&ring[head], &got, MPI_STATUS_IGNORE);
+      std::memcpy(recv, &slots[head * kSlot], kBytes);
+      MPI_Start(&ring[head]);
+      head = (head + 1) % kRing;
+      MPI_Wait(&s, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Request r[2];
+      MPI_Irecv(recv, kSlot, MPI_BYTE, peer, kTag, MPI_COMM_WORLD, &r[0]);
+      MPI_Isend(send, kBytes, MPI_BYTE, peer, kTag, MPI_COMM_WORLD, &r[1]);
+      int done = 0;
+      while (!done) MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE);
+    }
+  }
+  const double t = (MPI_Wtime() - t0) / iters;
+  if (how == Exchange::kPersistentTest) {
+    MPI_Barrier(MPI_COMM_WORLD);  // Both ranks done sending.
+    for (int k = 0; k < kRing; ++k) {
+      MPI_Cancel(&ring[k]);
+      MPI_Wait(&ring[k], MPI_STATUS_IGNORE);
+      MPI_Request_free(&ring[k]);
+    }
+  }
+  return t;
 }
 
 const meshdma::cli::Program kProgram = {
@@ -160,6 +215,23 @@ int main(int argc, char** argv) {
       std::printf("  %10lld %14.2f %14.3f %14.2f %14.3f\n",
                   static_cast<long long>(bytes), t2 * 1e6, bytes / t2 / 1e9,
                   t1 * 1e6, rma ? bytes / t1 / 1e9 : 0.0);
+    }
+  }
+  // The exchange patterns, twice in turn so that a slow spell of a shared
+  // machine shows in both rounds.
+  const int exchange_iters = absl::GetFlag(FLAGS_iters);
+  for (int round = 0; round < 2; ++round) {
+    double us[3];
+    for (Exchange how : {Exchange::kSendrecv, Exchange::kPersistentTest,
+                         Exchange::kIrecvTestall}) {
+      TimeExchange(how, rank, warmup);
+      us[static_cast<int>(how)] = TimeExchange(how, rank, exchange_iters) * 1e6;
+    }
+    if (rank == 0) {
+      std::printf(
+          "# 8 B exchange, us: MPI_Sendrecv %.2f, persistent receives + "
+          "MPI_Test %.2f, MPI_Irecv + MPI_Isend + MPI_Testall %.2f\n",
+          us[0], us[1], us[2]);
     }
   }
   if (rma) {
