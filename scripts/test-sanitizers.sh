@@ -20,9 +20,15 @@ scripts/setup-debian.sh
 jobs=$(nproc)
 supp=$root/tests/sanitizers
 
+# Every instrumented build: -O1 with line tables (-g1), the sanitizers'
+# recommended level, which compiles in half the time of -O2 -g and still
+# gives reports with file and line.
+opt=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 # Settings common to both sanitizer builds: no MLIR (not part of what is
-# checked here) and a debuggable optimised build.
-common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESHDMA_WITH_MLIR=OFF)
+# checked here).
+common=("${opt[@]}" -DMESHDMA_WITH_MLIR=OFF)
 
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0"
@@ -69,7 +75,7 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
     fuzz)
       fuzz_link="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
       fuzz_flags="$fuzz_link -fsanitize=fuzzer-no-link -fno-omit-frame-pointer"
-      cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      cmake -S . -B build-fuzz "${opt[@]}" \
         -DMESHDMA_WITH_MLIR=ON -DMESHDMA_BUILD_TESTS=OFF \
         -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF \
         -DMESHDMA_BUILD_FUZZERS=ON \
