@@ -18,24 +18,9 @@
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/topology/launch.h"
+#include "tests/instrumented_build.h"
 
 namespace meshdma::testing {
-
-// Whether this build is instrumented by AddressSanitizer or ThreadSanitizer,
-// whose code runs 5 to 20 times slower: there the sweeps keep every
-// algorithm, path and device count but fewer dtypes and sizes (the
-// uninstrumented suite runs them all).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kInstrumentedBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kInstrumentedBuild = true;
-#else
-inline constexpr bool kInstrumentedBuild = false;
-#endif
-#else
-inline constexpr bool kInstrumentedBuild = false;
-#endif
 
 // Device counts swept in one process (threads); under mpirun the launch
 // decides (processes x MESHDMA_DEVICES_PER_PROCESS).

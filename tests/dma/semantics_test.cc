@@ -18,6 +18,7 @@
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "tests/dma/runtime_test_util.h"
+#include "tests/instrumented_build.h"
 
 namespace meshdma {
 namespace {
@@ -485,7 +486,9 @@ TEST_P(SemanticsTest, AlternatingMeshesKeepBarriersApart) {
 TEST_P(SemanticsTest, RemoteCopyMovesWhileItsIssuerComputes) {
   if (n_ < 2) GTEST_SKIP() << "needs two devices";
   constexpr int64_t kInts = int64_t{2} << 20;  // 8 MiB: past any eager limit.
-  constexpr absl::Duration kCompute = absl::Milliseconds(600);
+  // Instrumented copies of 8 MiB take 300 ms and more: compute longer there.
+  const absl::Duration kCompute =
+      absl::Milliseconds(testing::kInstrumentedBuild ? 3000 : 600);
   auto value = [](int device, int64_t i) {
     return static_cast<int32_t>(device * 7919 + i);
   };
