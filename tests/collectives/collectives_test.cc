@@ -274,7 +274,10 @@ TEST(Collectives, HierarchicalLaneRing) {
 // lane's ring in pieces of that size (several per segment on two hosts), in
 // place and not (symmetric inputs: single-copy inside each host).
 TEST(Collectives, HierarchicalLaneRingDefaultPieces) {
-  if (!LaunchedByMpi()) GTEST_SKIP() << "the lanes run between hosts";
+  // Lanes exist only between hosts, which only an mpirun launch has (forced
+  // inter-host, or MESHDMA_HOSTS); devices as threads share one host.
+  if (!LaunchedByMpi())
+    GTEST_SKIP() << "needs mpirun: the lanes run between (simulated) hosts";
   const CollectiveOptions defaults;
   const int64_t count = (int64_t{1} << 21) + 7;  // 8 MiB of f32.
   std::vector<ReduceCase> cases;
