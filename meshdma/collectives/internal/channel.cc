@@ -174,6 +174,10 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
     c->known_consumed_.assign(n, 0);
     for (std::vector<int64_t>& last : c->last_row_) last.assign(n, -1);
   }
+  for (int p = 0; p < kSlotSets; ++p) {
+    c->push_[p].resize(n);
+    c->arrival_[p].resize(n);
+  }
   c->staging_.resize(static_cast<size_t>(n * c->row_bytes_));
   const int64_t staging_shape[] = {static_cast<int64_t>(c->staging_.size())};
   MESHDMA_ASSIGN_OR_RETURN(
@@ -287,31 +291,45 @@ absl::StatusOr<const std::byte*> Channel::MoveRowsByDma(
     const Group& g, int p, std::span<const Outgoing> out,
     std::span<const Incoming> in) {
   const ArrayRef& flat = flat_slots_[p];
+  // `d`'s descriptor, made anew by `make` unless it last moved `bytes`.
+  auto described = [](RowDescriptor& d, int64_t bytes,
+                      auto make) -> AsyncCopyDescriptor& {
+    if (d.bytes != bytes) {
+      d.copy.emplace(make());
+      d.bytes = bytes;
+    }
+    return *d.copy;
+  };
   // Step 2: one DMA per receiver into row `g.index` of its set p.
   int64_t sent_bytes = 0;
   for (const Outgoing& o : out) {
     const int64_t bytes = kDmaHeaderBytes + o.bytes;
-    const ArrayRef src =
-        Range(staging_view_, o.position * row_bytes_ + kDmaRowOffset, bytes);
-    const ArrayRef dst =
-        Range(flat, g.index * row_bytes_ + kDmaRowOffset, bytes);
-    MESHDMA_RETURN_IF_ERROR(RemoteCopy(src, dst, sent_,
-                                       arrived_[p * g.size() + g.index],
-                                       g.members[o.position])
-                                .start());
+    AsyncCopyDescriptor& push = described(push_[p][o.position], bytes, [&] {
+      return RemoteCopy(
+          Range(staging_view_, o.position * row_bytes_ + kDmaRowOffset, bytes),
+          Range(flat, g.index * row_bytes_ + kDmaRowOffset, bytes), sent_,
+          arrived_[p * g.size() + g.index], g.members[o.position]);
+    });
+    MESHDMA_RETURN_IF_ERROR(push.start());
     sent_bytes += bytes;
   }
   // Step 3: every expected row is here, and my rows have been read.
   for (const Incoming& i : in) {
-    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, kDmaHeaderBytes + i.bytes),
-                                    sent_, arrived_[p * g.size() + i.position],
-                                    g.members[i.position])
-                                .wait_recv());
+    const int64_t bytes = kDmaHeaderBytes + i.bytes;
+    AsyncCopyDescriptor& arrival =
+        described(arrival_[p][i.position], bytes, [&] {
+          return WaitFor(Range(flat, 0, bytes), sent_,
+                         arrived_[p * g.size() + i.position],
+                         g.members[i.position]);
+        });
+    MESHDMA_RETURN_IF_ERROR(arrival.wait_recv());
   }
   if (sent_bytes > 0) {
-    MESHDMA_RETURN_IF_ERROR(WaitFor(Range(flat, 0, sent_bytes), sent_,
-                                    arrived_[p * g.size()], g.Peer(1))
-                                .wait_send());
+    AsyncCopyDescriptor& pushes = described(pushes_read_[p], sent_bytes, [&] {
+      return WaitFor(Range(flat, 0, sent_bytes), sent_, arrived_[p * g.size()],
+                     g.Peer(1));
+    });
+    MESHDMA_RETURN_IF_ERROR(pushes.wait_send());
   }
   return flat.data();
 }

@@ -104,6 +104,7 @@
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/array_ref.h"
+#include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/flagged_copy.h"
 #include "meshdma/dma/semaphore.h"
 
@@ -288,7 +289,21 @@ class Channel {
   ArrayRef flat_slots_[kSlotSets];  // Each slot set as 1-D bytes.
   std::vector<std::byte> staging_;  // Outgoing rows, [n, row_bytes_].
   ArrayRef staging_view_;           // `staging_` as 1-D bytes.
-  bool flagged_ = false;            // Protocol (see the header).
+  // A channel of DMA rows keeps the descriptors of its steps 2-3, made when
+  // a slot set and member are first used and again when the call's row
+  // length there changes: a repeated call (a decode loop) starts and waits
+  // on the same descriptors instead of slicing views and making new ones
+  // for every row (BENCHMARKS.md, "Across hosts: a small call's own work").
+  struct RowDescriptor {
+    int64_t bytes = -1;
+    std::optional<AsyncCopyDescriptor> copy;
+  };
+  // Per slot set p and member position: my push of a row to that member,
+  // and the wait for that member's row; per set, the wait for my pushes.
+  std::vector<RowDescriptor> push_[kSlotSets];
+  std::vector<RowDescriptor> arrival_[kSlotSets];
+  RowDescriptor pushes_read_[kSlotSets];
+  bool flagged_ = false;  // Protocol (see the header).
   // Flagged set p is u8[n * kFlaggedRowBytes]; row i is written by member
   // i only. Made once (a call must not slice views): row i of mine, which
   // member i writes, and row `index` of member i's, which I write (empty

@@ -502,27 +502,37 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
                      (off - kCollectiveCellsOffset) / kSemaphoreBytes,
                      "; get it from get_barrier_semaphore()"));
   }
-  auto check_in = [&](const std::vector<SemaphoreRecord>& records)
-      -> std::optional<absl::Status> {
-    for (const SemaphoreRecord& rec : records) {
-      if (off < rec.offset || off >= rec.offset + rec.count * kSemaphoreBytes) {
-        continue;
-      }
-      if (rec.type != sem.type()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(), " names ",
-                         DescribeSemaphore(Semaphore(off, rec.type)),
-                         ", allocated as ", SemaphoreTypeName(rec.type)));
-      }
-      return absl::OkStatus();
+  auto holds = [off](const SemaphoreRecord& rec) {
+    return off >= rec.offset && off < rec.offset + rec.count * kSemaphoreBytes;
+  };
+  auto matched = [&](const SemaphoreRecord& rec) -> absl::Status {
+    if (rec.type != sem.type()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(), " names ",
+                       DescribeSemaphore(Semaphore(off, rec.type)),
+                       ", allocated as ", SemaphoreTypeName(rec.type)));
+    }
+    return absl::OkStatus();
+  };
+  auto check_in = [&](const std::vector<SemaphoreRecord>& records,
+                      size_t* hint) -> std::optional<absl::Status> {
+    if (hint != nullptr && *hint < records.size() && holds(records[*hint])) {
+      return matched(records[*hint]);
+    }
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (!holds(records[i])) continue;
+      if (hint != nullptr) *hint = i;
+      return matched(records[i]);
     }
     return std::nullopt;
   };
   if (off >= persistent_bottom_) {
-    if (auto s = check_in(persistent_semaphores_)) return *s;
+    if (auto s = check_in(persistent_semaphores_, &persistent_hint_)) {
+      return *s;
+    }
   } else {
     for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
-      if (auto s = check_in(scope->semaphores)) return *s;
+      if (auto s = check_in(scope->semaphores, nullptr)) return *s;
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(

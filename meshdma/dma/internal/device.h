@@ -243,6 +243,10 @@ class Device {
   int64_t persistent_bottom_;  // Persistent memory is [this, heap_bytes_).
   std::vector<Scope> scopes_;
   std::vector<SemaphoreRecord> persistent_semaphores_;
+  // The persistent record `CheckSemaphore` matched last, tried first: a
+  // channel checks the same few semaphores on every call. Only a hint; the
+  // record is checked like any other.
+  mutable size_t persistent_hint_ = 0;
   std::vector<std::function<absl::Status()>> run_exit_;
   std::vector<std::function<void()>> run_end_;
   int64_t touched_top_ = kReservedHeapBytes;

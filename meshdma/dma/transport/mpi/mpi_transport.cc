@@ -33,6 +33,8 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // A device that progressed MPI this recently counts as polling: it, not the
 // progress thread, moves the traffic.
 constexpr int64_t kDevicesPollingNs = 50'000;
+// Polls per reading of the clock in `Poll`: a few microseconds of spinning.
+constexpr int kPollsPerNote = 16;
 // The size of MpiTransport::Header, the first bytes of every message.
 constexpr int64_t kWireHeaderBytes = 56;
 
@@ -396,8 +398,16 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
       return;
     }
   }
-  // Small: pack the payload behind the header, one message.
+  // Small: pack the payload behind the header, one message (a packed
+  // source is one memcpy, without a copy plan).
   const DmaOp& src = *op;
+  if (IsPacked(src.src_layout, src.elem_bytes)) {
+    Send(dest, h, layout,
+         {src.event.bytes,
+          [&](std::byte* at) { std::memcpy(at, src.src, src.event.bytes); }},
+         std::move(op), clock);
+    return;
+  }
   const CopyPlan pack(src.src_layout, Packed(src.src_layout, src.elem_bytes),
                       src.elem_bytes);
   Send(dest, h, layout,
@@ -534,7 +544,14 @@ bool MpiTransport::Poll() {
   // Noted before the lock is tried: a device that finds the progress thread
   // inside MPI still tells it that a device polls, so that the thread leaves
   // MPI to the device instead of competing with it for the lock and a core.
-  NoteDevicePolling();
+  // A spinning wait polls every few hundred nanoseconds and the progress
+  // thread looks back kDevicesPollingNs, so one poll in kPollsPerNote reads
+  // the clock (a reading costs tens of nanoseconds on a virtual machine).
+  thread_local int polls_to_note = 0;
+  if (--polls_to_note < 0) {
+    polls_to_note = kPollsPerNote - 1;
+    NoteDevicePolling();
+  }
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // Someone else is progressing.
   return ProgressLocked();
@@ -690,8 +707,12 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
   }
   auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
   if (h.inline_bytes > 0 || h.value == 0) {
-    CopyPlan(Packed(dst_layout, h.elem_bytes), dst_layout, h.elem_bytes)
-        .CopyAll(payload, heap + h.dst_offset);
+    if (h.has_layout == 0) {  // `value` contiguous bytes.
+      if (h.value > 0) std::memcpy(heap + h.dst_offset, payload, h.value);
+    } else {
+      CopyPlan(Packed(dst_layout, h.elem_bytes), dst_layout, h.elem_bytes)
+          .CopyAll(payload, heap + h.dst_offset);
+    }
     if (!clock.empty()) {
       host_->OnCheckClock(h.dst_device, h.src_device, h.sem_offset, clock,
                           h.check_seq, h.dst_offset, &dst_layout, h.elem_bytes);
