@@ -401,17 +401,20 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   // Small: pack the payload behind the header, one message (a packed
   // source is one memcpy, without a copy plan).
   const DmaOp& src = *op;
-  if (IsPacked(src.src_layout, src.elem_bytes)) {
-    Send(dest, h, layout,
-         {src.event.bytes,
-          [&](std::byte* at) { std::memcpy(at, src.src, src.event.bytes); }},
-         std::move(op), clock);
-    return;
+  std::optional<CopyPlan> pack;
+  if (!IsPacked(src.src_layout, src.elem_bytes)) {
+    pack.emplace(src.src_layout, Packed(src.src_layout, src.elem_bytes),
+                 src.elem_bytes);
   }
-  const CopyPlan pack(src.src_layout, Packed(src.src_layout, src.elem_bytes),
-                      src.elem_bytes);
   Send(dest, h, layout,
-       {src.event.bytes, [&](std::byte* at) { pack.CopyAll(src.src, at); }},
+       {src.event.bytes,
+        [&](std::byte* at) {
+          if (pack.has_value()) {
+            pack->CopyAll(src.src, at);
+          } else {
+            std::memcpy(at, src.src, src.event.bytes);
+          }
+        }},
        std::move(op), clock);
 }
 
