@@ -19,7 +19,10 @@
 # depends on timing. One iteration is one call out of place, and one in
 # place where the op has an in-place column. Needs valgrind and Open MPI's
 # mpirun. MPIRUN_ARGS adds arguments to both mpirun commands, for example
-# MPIRUN_ARGS="-x MESHDMA_FORCE_INTERHOST=1" to count the inter-host path.
+# MPIRUN_ARGS="-x MESHDMA_FORCE_INTERHOST=1" to count the inter-host path;
+# NP (default 2) is the number of processes, for example NP=4
+# MPIRUN_ARGS="--oversubscribe -x MESHDMA_HOSTS=2" for 2 simulated hosts
+# of 2 processes.
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
   echo "usage: $0 BENCH OP SIZE [ITERS]" >&2
@@ -47,7 +50,7 @@ counted() {  # instructions in a callgrind profile, the waits left out
 }
 for n in "$iters" $((2 * iters)); do
   # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of words.
-  CALLGRIND_OUT="$out/cg.$n" mpirun -np 2 -x CALLGRIND_OUT ${MPIRUN_ARGS:-} \
+  CALLGRIND_OUT="$out/cg.$n" mpirun -np "${NP:-2}" -x CALLGRIND_OUT ${MPIRUN_ARGS:-} \
     "$out/rank0.sh" "$bench" --collective "$op" -b "$size" -e "$size" \
     -n "$n" --repeats 1 --no-baseline >/dev/null
 done

@@ -181,26 +181,27 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
 //           instead of one to each of its members as a flat one-shot sends;
 //   step 3: kMean: divide by the group size (steps 1 and 2 sum).
 // Every member gets the same bits: each host's total is reduced in host
-// order, then the hosts' totals in lane order.
+// order, then the hosts' totals in lane order. `host` and `lane` are the
+// caller's host and lane with their channels (Channel::For); `in` and `out`
+// are contiguous.
 template <typename T>
 absl::Status ChannelReduceByHosts(
-    absl::string_view name, const Group& g,
-    const collectives_internal::HostLayout& layout, ReduceOp op,
+    absl::string_view name, const collectives_internal::ChannelStage& host,
+    const collectives_internal::ChannelStage& lane, ReduceOp op,
     const ArrayRef& in, const ArrayRef& out, int64_t signature) {
   const ReduceOp phase_op = op == ReduceOp::kMean ? ReduceOp::kSum : op;
-  const Group host = layout.Host(g), lane = layout.Lane(g);
   MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      name, host, phase_op, signature,
+      host.channel, name, host.group, phase_op, signature,
       [&](int) { return std::pair(in.data(), in.size_bytes()); },
       in.data_as<const T>(), out));
   if (RaceCheckingEnabled()) AnnotateRead(out, "channel staging read");
   MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      name, lane, phase_op, signature,
+      lane.channel, name, lane.group, phase_op, signature,
       [&](int) { return std::pair(out.data(), out.size_bytes()); },
       out.data_as<const T>(), out));
   if (op == ReduceOp::kMean) {
     collectives_internal::DivideArray(out.data_as<T>(), out.num_elements(),
-                                      g.size());
+                                      host.group.size() * lane.group.size());
   }
   return absl::OkStatus();
 }
@@ -225,6 +226,12 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
       using T = decltype(zero);
       if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+      if (call->next.has_value()) {
+        status = ChannelReduceByHosts<T>(name, {call->group, call->channel},
+                                         *call->next, op, input, output,
+                                         call->signature);
+        return;
+      }
       status = collectives_internal::ChannelReduce<T>(
           call->channel, name, call->group, op, call->signature,
           [&](int) { return std::pair(input.data(), input.size_bytes()); },
@@ -302,12 +309,30 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (by_hosts) {
+      collectives_internal::ChannelStage host{layout.Host(g)},
+          lane{layout.Lane(g)};
+      absl::StatusOr<collectives_internal::Channel*> for_host =
+          collectives_internal::Channel::For(host.group);
+      absl::StatusOr<collectives_internal::Channel*> for_lane =
+          for_host.ok() ? collectives_internal::Channel::For(lane.group)
+                        : for_host;
+      if (!for_lane.ok()) {
+        status = for_lane.status();
+        return;
+      }
+      host.channel = *for_host;
+      lane.channel = *for_lane;
+      const int64_t signature = collectives_internal::CallSignature(
+          kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
       if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-      status = ChannelReduceByHosts<T>(
-          name, g, layout, op, in, out,
-          collectives_internal::CallSignature(
-              collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
-              in.num_elements(), static_cast<int>(op), &output));
+      status =
+          ChannelReduceByHosts<T>(name, host, lane, op, in, out, signature);
+      if (status.ok()) {
+        // Repeats go straight to both channels (FindChannelCall above).
+        collectives_internal::RememberChannelCall(
+            kind, static_cast<int>(op), input, output, host.group, host.channel,
+            signature, options, {}, {}, lane);
+      }
       return;
     }
     if (channel) {

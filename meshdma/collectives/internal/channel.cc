@@ -547,7 +547,7 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          Channel* channel, int64_t signature,
                          const CollectiveOptions& options,
                          std::span<const std::pair<int, int>> perm,
-                         CallLayout layout) {
+                         CallLayout layout, std::optional<ChannelStage> next) {
   // Channels (and the Run-end hook that forgets calls) exist by now.
   if (t_channels == nullptr) return;
   if (t_calls == nullptr) {
@@ -568,7 +568,8 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
       std::move(layout),
       group,
       channel,
-      signature};
+      signature,
+      std::move(next)};
   if (static_cast<int>(t_calls->size()) < kRememberedCalls) {
     t_calls->push_back(std::move(call));
   } else {
@@ -576,7 +577,10 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
   }
   t_next_call = (t_next_call + 1) % kRememberedCalls;
   // Each group views its own remembered axes, which outlive the caller's.
-  for (ChannelCall& c : *t_calls) c.group.axes = c.axes;
+  for (ChannelCall& c : *t_calls) {
+    c.group.axes = c.axes;
+    if (c.next.has_value()) c.next->group.axes = c.axes;
+  }
 }
 
 }  // namespace meshdma::collectives_internal

@@ -351,6 +351,14 @@ struct CallLayout {
                           int64_t largest_output_bytes);
 };
 
+// The second channel of a call that runs over two (an all-reduce of a group
+// spread over hosts: its host's channel, then its lane's): the group it
+// reaches and that group's channel.
+struct ChannelStage {
+  Group group;
+  Channel* channel = nullptr;
+};
+
 // A small call as the calling device resolved it: its group, that group's
 // channel and the call's signature. Kept per device for the rest of the Run
 // (forgotten with the channels), so that the same call again, the pattern of
@@ -381,6 +389,9 @@ struct ChannelCall {
   Group group;
   Channel* channel;
   int64_t signature;
+  // A call over two channels: `group` and `channel` are the first stage's,
+  // this the second's (its `group.axes` views `axes` too).
+  std::optional<ChannelStage> next;
 };
 
 // The calling device's remembered call matching the key, or null.
@@ -395,7 +406,8 @@ void RememberChannelCall(CollectiveKind kind, int aux, const ArrayRef& input,
                          Channel* channel, int64_t signature,
                          const CollectiveOptions& options,
                          std::span<const std::pair<int, int>> perm = {},
-                         CallLayout layout = {});
+                         CallLayout layout = {},
+                         std::optional<ChannelStage> next = std::nullopt);
 
 }  // namespace meshdma::collectives_internal
 
