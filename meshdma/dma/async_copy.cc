@@ -41,13 +41,33 @@ absl::Status AsyncCopyDescriptor::start_eager() {
 absl::Status AsyncCopyDescriptor::Start(bool eager, const char* caller) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
                            dma_internal::RequireDevice(caller));
+  // Checked before on this device, and nothing the checks (and the peer's
+  // resolution) depend on has changed since.
+  const bool checked = checked_on_ == d && checked_epoch_ == d->dma_epoch();
   std::optional<int> target;
   if (remote_) {
-    MESHDMA_ASSIGN_OR_RETURN(
-        target,
-        d->ResolveTarget(*device_id_, id_type_, "make_async_remote_copy"));
+    if (checked) {
+      target = checked_target_;
+    } else {
+      MESHDMA_ASSIGN_OR_RETURN(
+          target,
+          d->ResolveTarget(*device_id_, id_type_, "make_async_remote_copy"));
+    }
   }
-  return d->StartDma(src_, dst_, send_sem_, recv_sem_, target, eager);
+  const uint64_t epoch = d->dma_epoch();
+  MESHDMA_RETURN_IF_ERROR(d->StartDma(src_, dst_, send_sem_, recv_sem_, target,
+                                      eager, /*validated=*/checked));
+  // Semaphores among the reserved cells are valid only inside a device
+  // barrier: those are checked every time.
+  const bool reserved =
+      recv_sem_.heap_offset() < dma_internal::kReservedHeapBytes ||
+      (remote_ && send_sem_.heap_offset() < dma_internal::kReservedHeapBytes);
+  if (!checked && !reserved) {
+    checked_on_ = d;
+    checked_epoch_ = epoch;
+    checked_target_ = target.value_or(-1);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AsyncCopyDescriptor::wait_send() {

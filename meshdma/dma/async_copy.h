@@ -25,6 +25,10 @@
 // - `src` and `dst` must have the same dtype and shape; semaphores must be
 //   DMA semaphores; `dst` of a remote copy must be in the symmetric heap.
 //   Violations are errors from `start()` naming the operand.
+// - A descriptor started again, on the same device, checks its operands
+//   again only where something they depend on may have changed since (a
+//   scope closed, a Run began or ended): a loop that starts the same
+//   descriptor pays for the checks once.
 #ifndef MESHDMA_DMA_ASYNC_COPY_H_
 #define MESHDMA_DMA_ASYNC_COPY_H_
 
@@ -37,6 +41,9 @@
 #include "meshdma/topology/mesh.h"
 
 namespace meshdma {
+namespace dma_internal {
+class Device;
+}  // namespace dma_internal
 
 class AsyncCopyDescriptor {
  public:
@@ -65,6 +72,11 @@ class AsyncCopyDescriptor {
   bool remote_ = false;
   std::optional<DeviceId> device_id_;
   DeviceIdType id_type_ = DeviceIdType::kMesh;
+  // The device and its `dma_epoch()` at which a start last passed the
+  // checks, and the peer it resolved (remote copies).
+  const dma_internal::Device* checked_on_ = nullptr;
+  uint64_t checked_epoch_ = 0;
+  int checked_target_ = -1;
 };
 
 AsyncCopyDescriptor make_async_copy(ArrayRef src, ArrayRef dst, Semaphore sem);

@@ -478,6 +478,53 @@ TEST_F(ErrorsTest, ForgedHandlesAndBadEnumsAreErrors) {
   for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
 }
 
+// A descriptor started again skips the checks it passed only while nothing
+// they depend on has changed: once the kernel that allocated its semaphore
+// has returned, the same descriptor is an error naming the dead semaphore,
+// not a DMA into freed memory; and a descriptor that failed its checks still
+// fails them when started again.
+TEST_F(ErrorsTest, DescriptorStartedAgainIsCheckedAgainAfterItsScopeCloses) {
+  auto results = RunCollect([&](int me) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<float>({4}));
+    MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<float>({4}));
+    MESHDMA_ASSIGN_OR_RETURN(auto from_peer, AllocateSymmetric<float>({4}));
+    AsyncCopyDescriptor local, remote;
+    MESHDMA_RETURN_IF_ERROR(
+        RunKernel({.name = "scoped"}, [&]() -> absl::Status {
+          MESHDMA_ASSIGN_OR_RETURN(
+              auto sems, AllocateSemaphoreArray(SemaphoreType::kDma, 2, "d"));
+          local = make_async_copy(src, dst, sems[0]);
+          remote = make_async_remote_copy(src, from_peer, sems[0], sems[1],
+                                          (me + 1) % n_);
+          for (int i = 0; i < 3; ++i) {  // Checked once, started 3 times.
+            MESHDMA_RETURN_IF_ERROR(local.start());
+            MESHDMA_RETURN_IF_ERROR(local.wait());
+            MESHDMA_RETURN_IF_ERROR(remote.start());
+            MESHDMA_RETURN_IF_ERROR(remote.wait());
+            // The peer's next copy into `from_peer` after this one landed.
+            MESHDMA_RETURN_IF_ERROR(device_barrier());
+          }
+          return absl::OkStatus();
+        }));
+    for (AsyncCopyDescriptor* copy : {&local, &remote}) {
+      const absl::Status s = copy->start();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_THAT(s.message(), AllOf(HasSubstr("not a live semaphore"),
+                                     HasSubstr(absl::StrCat("device ", me))));
+    }
+    // A REGULAR semaphore where a DMA one belongs fails every start.
+    MESHDMA_ASSIGN_OR_RETURN(auto reg,
+                             AllocateSemaphore(SemaphoreType::kRegular, "r"));
+    AsyncCopyDescriptor wrong = make_async_copy(
+        src, dst, Semaphore(reg.heap_offset(), SemaphoreType::kDma));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_THAT(wrong.start().message(), HasSubstr("REGULAR"));
+    }
+    return absl::OkStatus();
+  });
+  for (int g : local_) EXPECT_TRUE(results[g].ok()) << results[g];
+}
+
 // §5 exit contract: an over-signalled semaphore is reported at kernel exit
 // with the device, the semaphore's name and its count.
 TEST_F(ErrorsTest, OverSignalIsAnExitContractError) {

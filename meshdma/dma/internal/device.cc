@@ -81,6 +81,7 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
     last_sent_sem_[i].store(-1, std::memory_order_relaxed);
     last_sent_ns_[i].store(0, std::memory_order_relaxed);
   }
+  NewDmaEpoch();
 }
 
 void Device::NoteSent(int target, int64_t sem_offset) {
@@ -119,7 +120,13 @@ std::string Device::Name() const {
                       runtime_->launch().rank(), ", local ", local_index_, ")");
 }
 
+void Device::NewDmaEpoch() {
+  static std::atomic<uint64_t> next{1};
+  dma_epoch_ = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Device::EnterRun(const Mesh* mesh, int logical_id) {
+  NewDmaEpoch();
   mesh_ = mesh;
   logical_id_ = logical_id;
   barrier_epoch_ = 0;
@@ -128,6 +135,7 @@ void Device::EnterRun(const Mesh* mesh, int logical_id) {
 }
 
 void Device::ExitRun() {
+  NewDmaEpoch();
   mesh_ = nullptr;
   logical_id_ = -1;
 }
@@ -342,6 +350,7 @@ void Device::AtRunEnd(std::function<void()> fn) {
 }
 
 absl::Status Device::ReleasePersistent(bool run_hooks) {
+  NewDmaEpoch();
   std::vector<std::string> problems;
   for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
        ++it) {
@@ -371,6 +380,7 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
 }
 
 void Device::ZeroPersistent() {
+  NewDmaEpoch();
   for (const SemaphoreRecord& rec : persistent_semaphores_) {
     for (int i = 0; i < rec.count; ++i) {
       CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
@@ -391,6 +401,7 @@ void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
   std::memset(heap_base_, 0, zero_top);
   std::memset(heap_base_ + zero_bottom, 0, heap_bytes_ - zero_bottom);
   // Step 2: allocation state, as at start-up.
+  NewDmaEpoch();
   scopes_.clear();
   persistent_semaphores_.clear();
   run_exit_.clear();
@@ -413,6 +424,7 @@ void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
 }
 
 absl::Status Device::PopScope() {
+  NewDmaEpoch();  // The scope's semaphores die.
   Scope& scope = scopes_.back();
   // Only DMAs started in this scope (or deeper) belong to it: an enclosing
   // kernel may legitimately have copies in flight around a nested one.
@@ -568,10 +580,9 @@ absl::Status Device::CheckHeapView(const ArrayRef& ref, absl::string_view role,
   return absl::OkStatus();
 }
 
-absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
+absl::Status Device::CheckDma(const ArrayRef& src, const ArrayRef& dst,
                               Semaphore send_sem, Semaphore recv_sem,
-                              std::optional<int> target_global, bool eager) {
-  const bool remote = target_global.has_value();
+                              bool remote) const {
   const absl::string_view verb =
       remote ? "make_async_remote_copy" : "make_async_copy";
   auto error = [&](auto&&... parts) {
@@ -613,7 +624,17 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
       MESHDMA_RETURN_IF_ERROR(CheckHeapView(*ref, role, verb));
     }
   }
+  return absl::OkStatus();
+}
 
+absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
+                              Semaphore send_sem, Semaphore recv_sem,
+                              std::optional<int> target_global, bool eager,
+                              bool validated) {
+  const bool remote = target_global.has_value();
+  if (!validated) {
+    MESHDMA_RETURN_IF_ERROR(CheckDma(src, dst, send_sem, recv_sem, remote));
+  }
   auto op = std::make_unique<DmaOp>();
   const int target = remote ? *target_global : global_index_;
   op->event.id = runtime_->NextDmaId();

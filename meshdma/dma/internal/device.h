@@ -113,10 +113,24 @@ class Device {
 
   // --- The verbs.
   // `eager`: copies this process makes are made now, whatever the DMA mode
-  // (AsyncCopyDescriptor::start_eager).
+  // (AsyncCopyDescriptor::start_eager). `validated`: the same operands
+  // passed StartDma's checks on this device at the current `dma_epoch()`
+  // (see there), which are then not made again.
   absl::Status StartDma(const ArrayRef& src, const ArrayRef& dst,
                         Semaphore send_sem, Semaphore recv_sem,
-                        std::optional<int> target_global, bool eager = false);
+                        std::optional<int> target_global, bool eager = false,
+                        bool validated = false);
+  // Changes whenever a DMA's operands that passed StartDma's checks could
+  // stop passing them: when a scope closes (its semaphores die), when a Run
+  // begins or ends (the mesh, the persistent semaphores), and after a
+  // failure. Checks of semaphores among the reserved cells (device-barrier
+  // rounds) depend on more and are never skipped.
+  uint64_t dma_epoch() const { return dma_epoch_; }
+  // StartDma's checks of its operands: shapes and types, live DMA
+  // semaphores of this device, views inside the heap.
+  absl::Status CheckDma(const ArrayRef& src, const ArrayRef& dst,
+                        Semaphore send_sem, Semaphore recv_sem,
+                        bool remote) const;
   absl::Status Signal(Semaphore sem, int64_t inc,
                       std::optional<int> target_global);
   absl::Status Wait(Semaphore sem, int64_t value, WaitKind kind);
@@ -252,6 +266,10 @@ class Device {
   int64_t touched_top_ = kReservedHeapBytes;
   int64_t touched_bottom_;
   const Mesh* mesh_ = nullptr;
+  // See dma_epoch(). Drawn from one counter of the process, so that no two
+  // devices, or Runtimes, ever hold the same value.
+  uint64_t dma_epoch_ = 0;
+  void NewDmaEpoch();
   int logical_id_ = -1;
   int64_t barrier_epoch_ = 0;  // Barriers in this Run (picks the cell set).
   AllocationLog allocations_;
