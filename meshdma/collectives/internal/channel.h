@@ -351,7 +351,7 @@ struct CallLayout {
                           int64_t largest_output_bytes);
 };
 
-// The second channel of a call that runs over two (an all-reduce of a group
+// One stage of a call that runs over two channels (an all-reduce of a group
 // spread over hosts: its host's channel, then its lane's): the group it
 // reaches and that group's channel.
 struct ChannelStage {
