@@ -182,16 +182,17 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
 //   step 3: kMean: divide by the group size (steps 1 and 2 sum).
 // Every member gets the same bits: each host's total is reduced in host
 // order, then the hosts' totals in lane order. `host` and `lane` are the
-// caller's host and lane with their channels (Channel::For); `in` and `out`
-// are contiguous.
+// caller's host and lane, `host_channel` and the lane's channel theirs
+// (Channel::For); `in` and `out` are contiguous.
 template <typename T>
 absl::Status ChannelReduceByHosts(
-    absl::string_view name, const collectives_internal::ChannelStage& host,
+    absl::string_view name, const Group& host,
+    collectives_internal::Channel* host_channel,
     const collectives_internal::ChannelStage& lane, ReduceOp op,
     const ArrayRef& in, const ArrayRef& out, int64_t signature) {
   const ReduceOp phase_op = op == ReduceOp::kMean ? ReduceOp::kSum : op;
   MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      host.channel, name, host.group, phase_op, signature,
+      host_channel, name, host, phase_op, signature,
       [&](int) { return std::pair(in.data(), in.size_bytes()); },
       in.data_as<const T>(), out));
   if (RaceCheckingEnabled()) AnnotateRead(out, "channel staging read");
@@ -201,7 +202,7 @@ absl::Status ChannelReduceByHosts(
       out.data_as<const T>(), out));
   if (op == ReduceOp::kMean) {
     collectives_internal::DivideArray(out.data_as<T>(), out.num_elements(),
-                                      host.group.size() * lane.group.size());
+                                      host.size() * lane.group.size());
   }
   return absl::OkStatus();
 }
@@ -227,7 +228,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       using T = decltype(zero);
       if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
       if (call->next.has_value()) {
-        status = ChannelReduceByHosts<T>(name, {call->group, call->channel},
+        status = ChannelReduceByHosts<T>(name, call->group, call->channel,
                                          *call->next, op, input, output,
                                          call->signature);
         return;
@@ -309,10 +310,10 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   auto run = [&](auto zero) {
     using T = decltype(zero);
     if (by_hosts) {
-      collectives_internal::ChannelStage host{layout.Host(g)},
-          lane{layout.Lane(g)};
+      const Group host = layout.Host(g);
+      collectives_internal::ChannelStage lane{layout.Lane(g)};
       absl::StatusOr<collectives_internal::Channel*> for_host =
-          collectives_internal::Channel::For(host.group);
+          collectives_internal::Channel::For(host);
       absl::StatusOr<collectives_internal::Channel*> for_lane =
           for_host.ok() ? collectives_internal::Channel::For(lane.group)
                         : for_host;
@@ -320,18 +321,17 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
         status = for_lane.status();
         return;
       }
-      host.channel = *for_host;
       lane.channel = *for_lane;
       const int64_t signature = collectives_internal::CallSignature(
           kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
       if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-      status =
-          ChannelReduceByHosts<T>(name, host, lane, op, in, out, signature);
+      status = ChannelReduceByHosts<T>(name, host, *for_host, lane, op, in, out,
+                                       signature);
       if (status.ok()) {
         // Repeats go straight to both channels (FindChannelCall above).
         collectives_internal::RememberChannelCall(
-            kind, static_cast<int>(op), input, output, host.group, host.channel,
-            signature, options, {}, {}, lane);
+            kind, static_cast<int>(op), input, output, host, *for_host,
+            signature, options, {}, {}, std::move(lane));
       }
       return;
     }

@@ -351,9 +351,9 @@ struct CallLayout {
                           int64_t largest_output_bytes);
 };
 
-// One stage of a call that runs over two channels (an all-reduce of a group
-// spread over hosts: its host's channel, then its lane's): the group it
-// reaches and that group's channel.
+// The second stage of a call that runs over two channels (an all-reduce of
+// a group spread over hosts: its host's channel, then its lane's): the group
+// it reaches and that group's channel.
 struct ChannelStage {
   Group group;
   Channel* channel = nullptr;

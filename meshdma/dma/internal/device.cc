@@ -350,7 +350,6 @@ void Device::AtRunEnd(std::function<void()> fn) {
 }
 
 absl::Status Device::ReleasePersistent(bool run_hooks) {
-  NewDmaEpoch();
   std::vector<std::string> problems;
   for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
        ++it) {
@@ -380,7 +379,6 @@ absl::Status Device::ReleasePersistent(bool run_hooks) {
 }
 
 void Device::ZeroPersistent() {
-  NewDmaEpoch();
   for (const SemaphoreRecord& rec : persistent_semaphores_) {
     for (int i = 0; i < rec.count; ++i) {
       CellQuiesce(CellAt(rec.offset + i * kSemaphoreBytes));
@@ -401,7 +399,6 @@ void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
   std::memset(heap_base_, 0, zero_top);
   std::memset(heap_base_ + zero_bottom, 0, heap_bytes_ - zero_bottom);
   // Step 2: allocation state, as at start-up.
-  NewDmaEpoch();
   scopes_.clear();
   persistent_semaphores_.clear();
   run_exit_.clear();

@@ -121,10 +121,12 @@ class Device {
                         std::optional<int> target_global, bool eager = false,
                         bool validated = false);
   // Changes whenever a DMA's operands that passed StartDma's checks could
-  // stop passing them: when a scope closes (its semaphores die), when a Run
-  // begins or ends (the mesh, the persistent semaphores), and after a
-  // failure. Checks of semaphores among the reserved cells (device-barrier
-  // rounds) depend on more and are never skipped.
+  // stop passing them: when a scope closes (its semaphores die) and when a
+  // Run begins or ends (the mesh; the persistent semaphores, which live
+  // until the Run is over, and whatever a failed Run's recovery resets,
+  // both between Runs, where no DMA starts). Checks of semaphores among the
+  // reserved cells (device-barrier rounds) depend on more and are never
+  // skipped.
   uint64_t dma_epoch() const { return dma_epoch_; }
   // StartDma's checks of its operands: shapes and types, live DMA
   // semaphores of this device, views inside the heap.
