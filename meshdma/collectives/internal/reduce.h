@@ -111,13 +111,30 @@ inline void StreamStore(const T* src, T* dst, int64_t n) {
 
 // outs[k] = sources[0] (op) sources[1] (op) ... in that order, for each of
 // the `num_outs` outputs, in blocks that stay in L1; divided by the number of
-// sources for kMean. An output may alias a source: each block is read
-// whole before it is stored.
+// sources for kMean. An output may alias a source (the same elements): each
+// block is read whole before it is stored.
 template <ReduceOp op, typename T>
 inline void ReduceMany(const T* const* sources, int num_sources, T* const* outs,
                        int num_outs, int64_t n, bool stream = false) {
   using A = Acc<T>;
   constexpr int64_t kBlock = 2048;
+  if (num_sources == 2 && !stream) {
+    // Two sources: one pass per block straight into the first output (each
+    // element is read before it is stored, so aliasing is safe), which the
+    // other outputs copy while it is in L1. The accumulator's extra pass
+    // through L1 made a 2 MiB all-reduce of 2 processes 1.2-1.4x slower
+    // (BENCHMARKS.md, "Reductions of two members in one pass").
+    for (int64_t base = 0; base < n; base += kBlock) {
+      const int64_t m = n - base < kBlock ? n - base : kBlock;
+      T* first = outs[0] + base;
+      CombineArrays<op, A>(sources[0] + base, sources[1] + base, first, m,
+                           op == ReduceOp::kMean ? 2 : 1);
+      for (int k = 1; k < num_outs; ++k) {
+        std::memcpy(outs[k] + base, first, m * sizeof(T));
+      }
+    }
+    return;
+  }
   A acc[kBlock];  // Distinct from every source and output: vectorizes.
   for (int64_t base = 0; base < n; base += kBlock) {
     const int64_t m = n - base < kBlock ? n - base : kBlock;
