@@ -122,8 +122,9 @@ inline void ReduceMany(const T* const* sources, int num_sources, T* const* outs,
     // Two sources: one pass per block straight into the first output (each
     // element is read before it is stored, so aliasing is safe), which the
     // other outputs copy while it is in L1. The accumulator's extra pass
-    // through L1 made a 2 MiB all-reduce of 2 processes 1.2-1.4x slower
-    // (BENCHMARKS.md, "Reductions of two members in one pass").
+    // through L1 made out-of-place all-reduces of 1-8 MiB over 2 processes
+    // 1.2-1.6x slower (BENCHMARKS.md, "Reductions of two members in one
+    // pass").
     for (int64_t base = 0; base < n; base += kBlock) {
       const int64_t m = n - base < kBlock ? n - base : kBlock;
       T* first = outs[0] + base;
