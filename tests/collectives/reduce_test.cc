@@ -45,13 +45,15 @@ float AsFloat(T x) {
 }
 
 // Runs ReduceMany for every op, source and output count and length; with
-// `alias`, output 0 is source `alias - 1` (1: the first, 2: the second).
+// `alias`, output 0 is source `alias - 1` (1: the first, 2: the second), or
+// (3) output k is source k where both exist, as in an in-place all-reduce.
 template <typename T>
 void CheckReduceMany(int alias) {
   for (ReduceOp op :
        {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin}) {
     for (int num_sources = 1; num_sources <= 4; ++num_sources) {
-      if (alias > num_sources) continue;
+      const int sources_needed = alias == 3 ? 2 : alias;
+      if (num_sources < sources_needed) continue;
       for (int num_outs = 1; num_outs <= 3; ++num_outs) {
         for (int64_t n : {int64_t{1}, int64_t{2048}, int64_t{5001}}) {
           SCOPED_TRACE(testing::Message()
@@ -67,7 +69,13 @@ void CheckReduceMany(int alias) {
           for (const auto& s : sources) source_ptrs.push_back(s.data());
           std::vector<T*> out_ptrs;
           for (auto& o : outs) out_ptrs.push_back(o.data());
-          if (alias > 0) out_ptrs[0] = sources[alias - 1].data();
+          if (alias == 3) {
+            for (int k = 0; k < num_outs && k < num_sources; ++k) {
+              out_ptrs[k] = sources[k].data();
+            }
+          } else if (alias > 0) {
+            out_ptrs[0] = sources[alias - 1].data();
+          }
           ReduceMany<T>(op, source_ptrs.data(), num_sources, out_ptrs.data(),
                         num_outs, n);
           for (int k = 0; k < num_outs; ++k) {
@@ -93,7 +101,7 @@ TEST(ReduceTest, ManySourcesIntoManyOutputs) {
 }
 
 TEST(ReduceTest, OutputAliasesASource) {
-  for (int alias : {1, 2}) {
+  for (int alias : {1, 2, 3}) {
     CheckReduceMany<float>(alias);
     CheckReduceMany<int32_t>(alias);
     CheckReduceMany<BFloat16>(alias);

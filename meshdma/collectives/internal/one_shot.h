@@ -47,8 +47,9 @@ void ReduceRows(ReduceOp op, const Group& g, const T* mine,
                ? mine
                : reinterpret_cast<const T*>(rows + i * row_bytes + header);
   };
-  // Two members: one pass, straight into `out` (the small calls of a
-  // 2-device group spent more in ReduceMany's blocking than in the sums).
+  // Two members: one pass straight into `out`, as in ReduceMany, without
+  // building its list of sources: 70 instructions fewer of the 1,330 of an
+  // 8-byte all-reduce on one host (bench/instructions_per_call.sh).
   if (g.size() == 2) {
     CombineArrays<Acc<T>>(op, row(0), row(1), out, count, 2);
     return;
