@@ -19,7 +19,9 @@
 // num_buffers and lane_chunk_bytes.
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -253,8 +255,18 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
     std::atomic<int64_t> wrong[2] = {0, 0};
     MESHDMA_RETURN_IF_ERROR(rt.Run(ctx.mesh(), [&]() -> absl::Status {
       MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                               AllocateSymmetric(dtype, {in_count}));
+      // --input private: the input in this device's ordinary memory, as a
+      // caller's own buffer would be.
+      std::vector<std::byte> private_input;
+      ArrayRef in;
+      if (cfg.input == "private") {
+        private_input.resize(std::max<int64_t>(in_count * elem, 1));
+        const int64_t shape[] = {in_count};
+        MESHDMA_ASSIGN_OR_RETURN(
+            in, ArrayRef::FromPointer(private_input.data(), dtype, shape));
+      } else {
+        MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(dtype, {in_count}));
+      }
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                                AllocateSymmetric(dtype, {out_count}));
       // Made once, as a caller that makes many calls would.

@@ -77,6 +77,10 @@ ABSL_FLAG(std::string, csv, "", "also write the results as CSV here");
 ABSL_FLAG(std::string, plot, "",
           "draw busbw and latency against size into this PNG (gnuplot)");
 ABSL_FLAG(bool, no_baseline, false, "skip the MPI baseline");
+ABSL_FLAG(std::string, input, "symmetric",
+          "where the input lives: symmetric (the symmetric heap) or private "
+          "(ordinary memory, as a caller's own buffer); in place, all_reduce "
+          "and all_gather read their symmetric output");
 
 namespace meshdma::bench {
 namespace {
@@ -361,6 +365,10 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
   c.csv = absl::GetFlag(FLAGS_csv);
   c.plot = absl::GetFlag(FLAGS_plot);
   c.baseline = !absl::GetFlag(FLAGS_no_baseline);
+  c.input = absl::GetFlag(FLAGS_input);
+  if (c.input != "symmetric" && c.input != "private") {
+    return FlagError("--input", c.input, "need symmetric or private");
+  }
   if (cli::Given("output_file") && c.json.empty()) {
     return FlagError("-J (--output_file)", "", "need a file name");
   }
@@ -556,9 +564,10 @@ void BenchContext::PrintHeader(const Row& first) {
       c.iters > 0 ? absl::StrCat(c.iters).c_str()
                   : "auto (about 40 ms per repeat; see the iters column)",
       c.repeats, c.check, static_cast<int>(c.average), c.blocking, c.root);
-  std::printf("# algorithm %s  DMA mode %s  path %s\n", c.algorithm.c_str(),
+  std::printf("# algorithm %s  DMA mode %s  path %s  input %s\n",
+              c.algorithm.c_str(),
               runtime_->dma_mode() == DmaMode::kAsync ? "async" : "eager",
-              first.transport.c_str());
+              first.transport.c_str(), c.input.c_str());
   const CollectiveOptions defaults;
   std::printf(
       "# auto: blocks up to %lld B per peer take the channel (ppermute, "

@@ -54,6 +54,7 @@ struct BenchConfig {
   std::string plot;                           // --plot
   bool baseline = true;                       // --no-baseline
   std::string algorithm = "auto";             // --algo
+  std::string input = "symmetric";            // --input: or "private"
   std::vector<std::string> argv;              // The command line, echoed.
 };
 

@@ -266,16 +266,49 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
+  // Peers cannot read a private input (ordinary memory) in place. Where a
+  // single-copy step would read it (kDirect, or kHierarchical's step inside
+  // a host), it is first copied into this device's own output, which is
+  // symmetric, and the call runs in place from there: one local copy instead
+  // of the rings' pipeline (BENCHMARKS.md, "A private input: copied into the
+  // output, then single-copy").
+  const ArrayRef readable = in.is_symmetric() ? in : out;
   MESHDMA_ASSIGN_OR_RETURN(
       const bool direct,
-      collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
+      collectives_internal::DirectApplies(g, in.size_bytes(), options));
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), g.size(), options, name, even_hosts, direct);
   // The hierarchy's steps inside a host single-copy where they can be.
   bool host_direct = false;
   if (algorithm == CollectiveAlgorithm::kHierarchical) {
-    MESHDMA_ASSIGN_OR_RETURN(
-        host_direct, collectives_internal::HostDirect(name, g, layout, &in));
+    MESHDMA_ASSIGN_OR_RETURN(host_direct, collectives_internal::HostDirect(
+                                              name, g, layout, &readable));
+  }
+  // kDirect reads my own segment from `own`, the others' from `in`.
+  const ArrayRef own = in;
+  const bool private_input =
+      !in.is_symmetric() &&
+      (algorithm == CollectiveAlgorithm::kDirect || host_direct);
+  if (private_input) {
+    // Every member's previous call has finished with this output (its
+    // `DirectFinish`, or its kernel's waits), and peers read it only after
+    // the kernel's entry barrier, which orders this copy before them.
+    // kDirect copies only the segments that peers read.
+    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                     absl::StrCat(name, " private input ", g.size()), name,
+                     " on ", g.size(),
+                     " devices: a private input is copied into the output, "
+                     "and the call reads it there");
+    const int64_t elem = DTypeSize(in.dtype());
+    for (int j = 0; j < g.size(); ++j) {
+      if (j == g.index && algorithm == CollectiveAlgorithm::kDirect) continue;
+      const int64_t b = collectives_internal::PartBegin(in.num_elements(),
+                                                        g.size(), j) * elem;
+      const int64_t e = collectives_internal::PartBegin(in.num_elements(),
+                                                        g.size(), j + 1) * elem;
+      std::memmove(out.data() + b, in.data() + b, e - b);
+    }
+    in = out;
   }
   absl::Status status;
   // kAuto's kHierarchical on hosts with several members each keeps its
@@ -360,7 +393,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
         algorithm == CollectiveAlgorithm::kDirect || host_direct,
-        [&](bool one_shot_check) -> absl::Status {
+        private_input, [&](bool one_shot_check) -> absl::Status {
           if (g.size() == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -380,7 +413,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
               return collectives_internal::HierarchicalAllReduce<T>(
                   g, layout, op, in, out, options, host_direct);
             case CollectiveAlgorithm::kDirect:
-              return collectives_internal::DirectAllReduce<T>(g, op, in, out);
+              return collectives_internal::DirectAllReduce<T>(g, op, own, in,
+                                                              out);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingAllReduce<T>(
                   g, op, in, out, 2, options.chunk_bytes, options.num_buffers);

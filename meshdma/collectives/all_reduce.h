@@ -21,9 +21,11 @@
 // device pushes its input to all, reduces locally; for small messages),
 // kHierarchical (groups spanning hosts: reduce-scatter inside each host,
 // all-reduce among the hosts one lane per local device, all-gather inside each
-// host), kDirect (one host, symmetric input: each device reduces its segment
-// of every member's input in place and stores it into every output; one
-// read and one write per byte), and kAuto, which picks by size and hosts.
+// host), kDirect (one host: each device reduces its segment of every
+// member's input in place and stores it into every output, one read and one
+// write per byte; a private input is first copied, the segments the peers
+// read, into the caller's output, where they read them), and kAuto, which
+// picks by size and hosts.
 #ifndef MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 #define MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 
@@ -68,7 +70,7 @@ inline absl::Status pmean(const ArrayRef& input, const ArrayRef& output,
 // the same number of its devices, else 1. kHierarchical is chosen by kAuto
 // above `one_shot_max_bytes` when `even_hosts` > 1; requested with
 // `even_hosts` == 1 it falls back to the flat ring. `direct` says kDirect can
-// run (every member addressable, symmetric input, checked mode off): auto
+// run (every member addressable, checked mode off): auto
 // picks it above `one_shot_max_bytes`; requested without it, the flat ring
 // runs.
 CollectiveAlgorithm ChooseAllReduceAlgorithm(

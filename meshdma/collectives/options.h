@@ -43,8 +43,8 @@ inline constexpr int64_t kChannelSetBytesAcrossHosts = 4 << 20;
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {
   // `psum`, `psum_scatter`: kOneShot up to `one_shot_max_bytes`; above it,
-  // kDirect when every member can address every other's heap and the input
-  // is symmetric, else kHierarchical when the group spans several hosts that
+  // kDirect when every member can address every other's heap (see kDirect
+  // for a private input), else kHierarchical when the group spans several hosts that
   // each hold the same number of its devices, else kRing on two devices and
   // kBidirectionalRing on more (across hosts, the channel within the
   // limits told at kChannelMaxBlockBytesAcrossHosts; a `psum` of a group
@@ -93,9 +93,13 @@ enum class CollectiveAlgorithm {
   // output; all-to-all: r stores block j of its input into member j's
   // output). One read and one write per byte, no scratch; a kernel entry
   // barrier, then one signal to each peer when done. Needs every member
-  // addressable by loads and stores and checked mode off, and for the
-  // reductions a symmetric input; otherwise the flat kRing /
-  // kBidirectionalRing runs instead (all-to-all: one DMA push per peer).
+  // addressable by loads and stores and checked mode off; otherwise the flat
+  // kRing / kBidirectionalRing runs instead (all-to-all: one DMA push per
+  // peer). A reduction's private input (not in the symmetric heap) is first
+  // copied for the peers: a psum copies the segments its peers read into its
+  // own output and they read them there; a psum_scatter stores each peer's
+  // segment into that peer's scratch, up to kDirectPrivateScatterMaxBytes
+  // (collectives/internal/direct.h; rings above).
   kDirect,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);

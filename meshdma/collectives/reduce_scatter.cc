@@ -190,8 +190,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
   MESHDMA_ASSIGN_OR_RETURN(
-      const bool direct,
-      collectives_internal::DirectApplies(g, in, in.size_bytes(), options));
+      bool direct,
+      collectives_internal::DirectApplies(g, in.size_bytes(), options));
+  direct = direct &&
+           (in.is_symmetric() ||
+            in.size_bytes() <= collectives_internal::kDirectPrivateScatterMaxBytes);
   // kAuto with one member per host: the flat ring. kHierarchical would pack
   // the whole input into scratch for the same ring between hosts, and zero
   // that scratch at its exit; between hosts over TCP the ring took 0.61x
@@ -243,6 +246,8 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
         algorithm == CollectiveAlgorithm::kDirect || host_direct,
+        /*private_input=*/algorithm == CollectiveAlgorithm::kDirect &&
+            !in.is_symmetric(),
         [&](bool one_shot_check) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {

@@ -101,8 +101,8 @@ struct ReduceCase {
   int64_t chunk_bytes;
   int64_t one_shot_max_bytes = CollectiveOptions().one_shot_max_bytes;
   int64_t lane_chunk_bytes = 0;  // 0: chunk_bytes.
-  // Out of place, the input in symmetric memory (kDirect's always is), which
-  // the hierarchy's steps inside a host read in place.
+  // Out of place, the input in symmetric memory, which kDirect and the
+  // hierarchy's steps inside a host read in place; else in private memory.
   bool symmetric_input = false;
   std::string Describe(absl::string_view what,
                        const std::vector<std::string>& axes) const {
@@ -141,9 +141,12 @@ std::vector<ReduceCase> ReduceCases() {
           cases.push_back({a, t, count, op, false, 256 << 10});
           if ((count == 40009 && a == CollectiveAlgorithm::kAuto) ||
               ((count == 13 || count == 40009) &&
-               a == CollectiveAlgorithm::kHierarchical)) {
-            // A symmetric input out of place: the hierarchy's steps inside
-            // a host read it in place (13: some members' parts are empty).
+               (a == CollectiveAlgorithm::kHierarchical ||
+                a == CollectiveAlgorithm::kDirect))) {
+            // A symmetric input out of place: kDirect and the hierarchy's
+            // steps inside a host read it in place (13: some members' parts
+            // are empty); the other cases' private inputs kDirect copies for
+            // the peers.
             ReduceCase c{a, t, count, op, false, 256 << 10};
             c.symmetric_input = true;
             cases.push_back(c);
@@ -170,9 +173,7 @@ absl::Status PsumCase(const ReduceCase& c,
                              AllocateSymmetric(c.dtype, {c.count}));
     HostArray host(c.dtype, {c.count});
     ArrayRef in = c.in_place ? out : host.ref;
-    if (!c.in_place &&
-        (c.algorithm == CollectiveAlgorithm::kDirect || c.symmetric_input)) {
-      // kDirect reads inputs in place, so they must be symmetric.
+    if (!c.in_place && c.symmetric_input) {
       MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
     }
     Fill(in, who.me);
@@ -204,7 +205,7 @@ absl::Status ReduceScatterCase(const ReduceCase& c,
       MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
       out = *in.Slice(0, begin, len);
     } else {
-      if (c.algorithm == CollectiveAlgorithm::kDirect || c.symmetric_input) {
+      if (c.symmetric_input) {
         MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.count}));
       }
       // The same allocation on every device (the largest segment), so that
@@ -307,8 +308,6 @@ TEST(Collectives, AllReduce) {
   });
 }
 
-// kDirect runs (rather than falling back to the ring) exactly when every
-// member is addressable: one host, checked mode off, a symmetric input.
 // Small calls made again are served from what the device remembered of
 // them (channel.h, ChannelCall): more distinct calls than it keeps, in
 // place and out of place, over and over in one Run, each checked against
@@ -498,6 +497,9 @@ TEST(Collectives, RememberedSmallPpermutes) {
   });
 }
 
+// kDirect runs (rather than falling back to the ring) exactly when every
+// member is addressable: one host, checked mode off; whatever the input's
+// memory (a private input is copied for the peers), above the one-shot size.
 TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";
@@ -516,23 +518,16 @@ TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
         one_host &= launch.SameHost(
             my_rank, launch.devices()[mesh->devices()[logical]].rank);
       }
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef in,
-                               AllocateSymmetric(DType::kF32, {1 << 16}));
-      HostArray host(DType::kF32, {1 << 16});
       const CollectiveOptions o;
       MESHDMA_ASSIGN_OR_RETURN(
-          bool symmetric,
-          collectives_internal::DirectApplies(g, in, 1 << 18, o));
-      MESHDMA_ASSIGN_OR_RETURN(
-          bool ordinary,
-          collectives_internal::DirectApplies(g, host.ref, 1 << 18, o));
+          bool large, collectives_internal::DirectApplies(g, 1 << 18, o));
       MESHDMA_ASSIGN_OR_RETURN(bool small, collectives_internal::DirectApplies(
-                                               g, in, o.one_shot_max_bytes, o));
+                                               g, o.one_shot_max_bytes, o));
       const bool want = g.size() > 1 && one_host && !checked;
-      if (symmetric != want || ordinary || small) {
-        return absl::InternalError(absl::StrCat(
-            "DirectApplies: symmetric ", symmetric, " (want ", want,
-            "), ordinary input ", ordinary, ", one-shot size ", small));
+      if (large != want || small) {
+        return absl::InternalError(
+            absl::StrCat("DirectApplies: above the one-shot size ", large,
+                         " (want ", want, "), at it ", small));
       }
       return absl::OkStatus();
     });
@@ -670,12 +665,16 @@ TEST(Collectives, DirectStreamingStores) {
       return absl::OkStatus();
     const int64_t count = (int64_t{9} << 20) / 4 + 3;
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
-      const ReduceCase c{CollectiveAlgorithm::kDirect,
-                         DType::kF32,
-                         count,
-                         op,
-                         false,
-                         256 << 10};
+      ReduceCase c{CollectiveAlgorithm::kDirect,
+                   DType::kF32,
+                   count,
+                   op,
+                   false,
+                   256 << 10};
+      // A private input (copied for the peers) and a symmetric one.
+      MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
+      MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
+      c.symmetric_input = true;
       MESHDMA_RETURN_IF_ERROR(PsumCase(c, {"x"}));
       MESHDMA_RETURN_IF_ERROR(ReduceScatterCase(c, {"x"}));
     }

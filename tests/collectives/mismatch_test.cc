@@ -3,6 +3,7 @@
 // never the wait timeout; collectives whose members' outputs differ in size
 // by design work without padding.
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -307,6 +308,59 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
     CollectiveOptions o;
     o.algorithm = CollectiveAlgorithm::kHierarchical;
     MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}, o));
+    const float want = n * (n + 1) / 2.0f;
+    for (int64_t i = 0; i < count; ++i) {
+      if (out.data_as<float>()[i] != want) {
+        return absl::InternalError(
+            absl::StrCat("device ", me, ": out[", i, "] is ",
+                         out.data_as<float>()[i], ", want ", want));
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!reads_peers) {
+    EXPECT_TRUE(s.ok()) << s;
+    return;
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(kTimeoutSeconds)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
+}
+
+// A psum whose members' inputs are of different kinds, symmetric on some
+// and private on others: where peers read inputs in place (kDirect on one
+// host, the hierarchy's steps inside a host), members holding private inputs
+// share them through their outputs, so the members would read different
+// buffers; the call is an error naming psum on every device, at once. Where
+// no peer reads an input (checked mode, one device per host), the same call
+// is correct.
+TEST(DirectMismatch, PrivateAndSymmetricInputs) {
+  auto rt = FreshRuntime();
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const Launch& launch = (*rt)->launch();
+  const char* check = std::getenv("MESHDMA_CHECK");
+  const bool checked = check != nullptr && std::string(check) == "races";
+  const bool reads_peers =
+      !checked && (launch.num_hosts() == 1 ||
+                   launch.num_devices() / launch.num_hosts() >= 2);
+  const absl::Time start = absl::Now();
+  absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    const int64_t count = 1 << 16;  // Above the one-shot size.
+    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({count}));
+    MESHDMA_ASSIGN_OR_RETURN(auto symmetric, AllocateSymmetric<float>({count}));
+    std::vector<float> storage(count);
+    const int64_t shape[] = {count};
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef private_input,
+        ArrayRef::FromPointer(storage.data(), DType::kF32, shape));
+    const ArrayRef in = me == 0 ? private_input : symmetric;
+    for (int64_t i = 0; i < count; ++i) in.data_as<float>()[i] = 1.0f + me;
+    MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}));
     const float want = n * (n + 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i) {
       if (out.data_as<float>()[i] != want) {

@@ -204,16 +204,21 @@ struct Signature {
         "?",    "ppermute",   "all_gather", "psum_scatter",
         "psum", "all_to_all", "?",          "?"};
     // The reductions' aux is the ReduceOp, plus 8 when the call runs
-    // kDirect (collectives/internal/direct.h).
+    // kDirect, plus 16 when its private input is copied for the peers
+    // (collectives/internal/direct.h).
     static constexpr const char* kOps[] = {"sum", "max", "min", "mean"};
-    const std::string option =
-        (kind == 3 || kind == 4) && (aux & 7) < 4
-            ? absl::StrCat(
-                  kOps[aux & 7],
-                  aux & 8 ? ", direct: symmetric input read in place" : "")
-            : absl::StrCat("option ", aux);
+    const char* direct = (aux & 8) == 0 ? ""
+                         : (aux & 16) != 0
+                             ? ", direct: private input copied for the peers"
+                             : ", direct: symmetric input read in place";
+    const std::string option = (kind == 3 || kind == 4) && (aux & 7) < 4
+                                   ? absl::StrCat(kOps[aux & 7], direct)
+                                   : absl::StrCat("option ", aux);
     const std::string where =
         offset < 0 ? ""
+        : (aux & 24) == 24
+            ? absl::StrCat(" with its output at heap offset ~", offset,
+                           " (mixed)")
         : (aux & 8) != 0
             ? absl::StrCat(
                   " with symmetric input and output at heap "

@@ -16,13 +16,12 @@ absl::StatusOr<bool> DirectReaches(const Group& g) {
   return true;
 }
 
-absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
-                                   int64_t bytes,
+absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
                                    const CollectiveOptions& options) {
   const bool asked = options.algorithm == CollectiveAlgorithm::kDirect ||
                      (options.algorithm == CollectiveAlgorithm::kAuto &&
                       bytes > options.one_shot_max_bytes);
-  if (!asked || g.size() < 2 || !input.is_symmetric()) return false;
+  if (!asked || g.size() < 2) return false;
   return DirectReaches(g);
 }
 
@@ -40,7 +39,7 @@ absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
-    bool reads_peer_inputs,
+    bool reads_peer_inputs, bool private_input,
     absl::FunctionRef<absl::Status(bool one_shot_check)> body) {
   const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
   const bool at_entry = ComparesAtEntry(g, options.check_peers);
@@ -48,9 +47,10 @@ absl::Status RunReductionKernel(
       KernelFor(name, g, options.check_peers), [&]() -> absl::Status {
         MESHDMA_RETURN_IF_ERROR(EnterKernel(
             name, g, options.check_peers && (at_entry || !one_shot),
-            ReductionSignature(kind, in.dtype(), in.num_elements(),
-                               static_cast<int>(op), symmetric_output,
-                               reads_peer_inputs ? &in : nullptr)));
+            ReductionSignature(
+                kind, in.dtype(), in.num_elements(),
+                static_cast<int>(op) | (private_input ? kPrivateInputAux : 0),
+                symmetric_output, reads_peer_inputs ? &in : nullptr)));
         return body(options.check_peers && !at_entry);
       });
 }
@@ -186,6 +186,38 @@ absl::Status DirectAllToAll(
   }
   StoreBlocks(stores, in.size_bytes() >= kDirectAllToAllStreamMinBytes);
   return DirectFinish(g, done);
+}
+
+int64_t SegmentRowBytes(const ArrayRef& in, int n) {
+  const int64_t largest = (in.num_elements() + n - 1) / n;
+  return (largest * DTypeSize(in.dtype()) + 63) / 64 * 64;
+}
+
+absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in) {
+  const int n = g.size();
+  const int64_t row_bytes = SegmentRowBytes(in, n);
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef rows, AllocateSymmetric(DType::kU8, {(n - 1) * row_bytes}));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore ready,
+      AllocateSemaphore(SemaphoreType::kRegular, "direct segments ready"));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> peer_rows,
+                           MemberViews(g, rows));
+  const int64_t elem = DTypeSize(in.dtype());
+  std::vector<BlockStore> stores;
+  stores.reserve(n - 1);
+  // Starting with the next member, as DirectAllGather.
+  for (int k = 1; k < n; ++k) {
+    const int j = g.PositionAt(k);
+    const int64_t b = PartBegin(in.num_elements(), n, j);
+    const int64_t e = PartBegin(in.num_elements(), n, j + 1);
+    stores.push_back({in.data() + b * elem,
+                      peer_rows[j].data() + SegmentRow(g.index, j) * row_bytes,
+                      (e - b) * elem});
+  }
+  StoreBlocks(stores, /*stream=*/false);
+  MESHDMA_RETURN_IF_ERROR(DirectFinish(g, ready));
+  return rows;
 }
 
 absl::StatusOr<Semaphore> AllocateDone() {

@@ -48,19 +48,22 @@
 
 namespace meshdma::collectives_internal {
 
-// The bit of a signature's `aux` (common.h) that says the call runs kDirect.
+// The bit of a signature's `aux` (common.h) that says the call runs kDirect,
+// and the one that says its private input is copied for the peers (through
+// the output, all_reduce.cc; into their scratch, DirectReduceScatter):
+// members must agree on both.
 inline constexpr int kDirectAux = 8;
+inline constexpr int kPrivateInputAux = 16;
 
 // True when every member of `g` can be reached by peer views (which is
 // false in checked mode).
 absl::StatusOr<bool> DirectReaches(const Group& g);
 
 // True when a reduction of `bytes` per device over `g` may run kDirect: the
-// group has peers, `input` is symmetric, every member is reachable, and the
-// options ask for kDirect or for kAuto above `one_shot_max_bytes` (the group
-// is only queried then).
-absl::StatusOr<bool> DirectApplies(const Group& g, const ArrayRef& input,
-                                   int64_t bytes,
+// group has peers, every member is reachable, and the options ask for
+// kDirect or for kAuto above `one_shot_max_bytes` (the group is only queried
+// then). Any input: a private one is copied for the peers (below).
+absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
                                    const CollectiveOptions& options);
 
 // The call signature (common.h, `CallSignature`) of a reduction's kernel.
@@ -78,12 +81,13 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
 // check with its first DMAs: `one_shot_check` says whether it must, which
 // is where the entry barrier does not compare the call. `reads_peer_inputs`
 // (kDirect, and kHierarchical with `HostDirect`) puts `in` in the signature,
-// as ReductionSignature's `direct_input`.
+// as ReductionSignature's `direct_input`; `private_input` says that the
+// call copies a private input for the peers (kPrivateInputAux).
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
-    bool reads_peer_inputs,
+    bool reads_peer_inputs, bool private_input,
     absl::FunctionRef<absl::Status(bool one_shot_check)> body);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.
@@ -138,17 +142,22 @@ inline constexpr int64_t kDirectChunkMinStoredBytes = 1 << 20;
 // us at 16 MiB, 1843-1963 against 1618-1632 us at 32 MiB.
 inline constexpr int64_t kDirectGatherStreamMinBytes = 32 << 20;
 
-// All-reduce of the 1-D symmetric `in` into the 1-D symmetric `out` (may
-// alias), n >= 2.
+// All-reduce into the 1-D symmetric `out`, n >= 2: member r reads segment
+// r of its own input from `own` (any memory), and of each peer's from that
+// peer's `shared` (1-D symmetric, at my offset of it). For a symmetric input
+// both are the input; a private input (all_reduce.cc) is `own`, with the
+// peers' segments of it copied into `out` before the kernel, so that
+// `shared` is `out`. Either may alias `out`.
 template <typename T>
-absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& in,
-                             const ArrayRef& out) {
+absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
+                             const ArrayRef& shared, const ArrayRef& out) {
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, shared));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
-  const int64_t b = PartBegin(in.num_elements(), n, g.index);
-  const int64_t e = PartBegin(in.num_elements(), n, g.index + 1);
+  ins[g.index] = own;
+  const int64_t b = PartBegin(own.num_elements(), n, g.index);
+  const int64_t e = PartBegin(own.num_elements(), n, g.index + 1);
   std::vector<const T*> sources(n);
   std::vector<T*> destinations(n);
   for (int i = 0; i < n; ++i) {
@@ -156,22 +165,58 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& in,
     destinations[i] = outs[i].data_as<T>() + b;
   }
   ReduceMany<T>(op, sources.data(), n, destinations.data(), n, e - b,
-                StreamOutputs(in, out));
+                StreamOutputs(own, out));
   return DirectFinish(g, done);
 }
 
-// Reduce-scatter of the 1-D symmetric `in` (n segments) into `mine` (segment
-// r, any memory), n >= 2.
+// Reduce-scatter of the 1-D `in` (n segments) into `mine` (segment r, any
+// memory), n >= 2. A symmetric `in` is read in place (steps 1-3 above). A
+// private one (any memory) is shared by stores instead:
+//   step 1': store segment j of my input into my row of member j's scratch
+//            ([n - 1, SegmentRowBytes], symmetric, allocated here: a row per
+//            peer, `SegmentRow`) through a peer view, signal member j's
+//            REGULAR `ready`, and wait for the n - 1 signals of the peers: my
+//            rows hold their segments r (`ShareSegments`);
+//   step 2': reduce my own segment (from `in`) and the rows, in group
+//            order, into `mine`.
+// After step 1' no member touches another's memory, so no step 3.
+// A private input of more bytes than this takes the rings instead: the
+// scratch, zeroed again at the kernel's exit, then cost more than the rings'
+// reuse of small slots. Three alternating rounds of `mpirun -np 2
+// meshdma-bench --collective reduce_scatter --input private`, rings against
+// step 1' (median us): 782 against 394 at 4 MiB, 2065 against 1838 at
+// 8 MiB, 4020 against 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
+inline constexpr int64_t kDirectPrivateScatterMaxBytes = 8 << 20;
+int64_t SegmentRowBytes(const ArrayRef& in, int n);
+// The row of member `receiver`'s scratch that member `sender` writes.
+inline int SegmentRow(int sender, int receiver) {
+  return sender < receiver ? sender : sender - 1;
+}
+absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in);
 template <typename T>
 absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                                  const ArrayRef& in, const ArrayRef& mine) {
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
-  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t b = PartBegin(in.num_elements(), n, g.index);
   std::vector<const T*> sources(n);
-  for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
   T* const destination = mine.data_as<T>();
+  if (!in.is_symmetric()) {
+    MESHDMA_ASSIGN_OR_RETURN(const ArrayRef rows, ShareSegments(g, in));
+    const int64_t row_bytes = SegmentRowBytes(in, n);
+    for (int i = 0; i < n; ++i) {
+      sources[i] =
+          i == g.index
+              ? in.data_as<const T>() + b
+              : reinterpret_cast<const T*>(
+                    rows.data() + SegmentRow(i, g.index) * row_bytes);
+    }
+    ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),
+                  StreamOutputs(in, mine));
+    return absl::OkStatus();
+  }
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
   ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),
                 StreamOutputs(in, mine));
   return DirectFinish(g, done);

@@ -130,7 +130,8 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
 // single-copy (`host_direct` below): hosts of several members each, every
 // member of the caller's host reachable by peer views (direct.h; not in
 // checked mode), and `read_input`, the input that host members read in place
-// (the reductions'; null for the all-gather, which reads none), symmetric.
+// (the reductions'; a psum's private input is read from its output,
+// all_reduce.cc; null for the all-gather, which reads none), symmetric.
 // Every member of a matching call decides the same; a reduction's kernel
 // signature then holds the input's heap offset (RunReductionKernel's
 // `reads_peer_inputs`). MESHDMA_DEBUG=INFO logs the choice once per
