@@ -267,12 +267,16 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
   // Peers cannot read a private input (ordinary memory) in place. Where a
-  // single-copy step would read it (kDirect, or kHierarchical's step inside
-  // a host), it is first copied into this device's own output, which is
-  // symmetric, and the call runs in place from there: one local copy instead
-  // of the rings' pipeline (BENCHMARKS.md, "A private input: copied into the
-  // output, then single-copy").
-  const ArrayRef readable = in.is_symmetric() ? in : out;
+  // single-copy step would read it (kDirect; kHierarchical's step inside a
+  // host, up to kHostDirectPrivateMaxBytes), it is first copied into this
+  // device's own output, which is symmetric, and peers read it there: one
+  // local copy instead of the rings' pipeline (BENCHMARKS.md, "Reductions
+  // of a private input, single-copy").
+  const ArrayRef readable =
+      in.is_symmetric() ||
+              in.size_bytes() > collectives_internal::kHostDirectPrivateMaxBytes
+          ? in
+          : out;
   MESHDMA_ASSIGN_OR_RETURN(
       const bool direct,
       collectives_internal::DirectApplies(g, in.size_bytes(), options));

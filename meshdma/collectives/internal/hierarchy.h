@@ -126,6 +126,14 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
   return absl::OkStatus();
 }
 
+// A psum's private input of more bytes than this takes the rings inside a
+// host rather than being copied whole into its output first. Four
+// alternating rounds of `mpirun -np 4 --oversubscribe -x MESHDMA_HOSTS=2
+// meshdma-bench --collective all_reduce --input private`, rings against the
+// copy (median us): 902 against 663 at 1 MiB, 3880 against 3782 at 4 MiB,
+// 16735 against 18598 at 16 MiB.
+inline constexpr int64_t kHostDirectPrivateMaxBytes = 4 << 20;
+
 // True when a hierarchical collective over `g` runs its steps inside a host
 // single-copy (`host_direct` below): hosts of several members each, every
 // member of the caller's host reachable by peer views (direct.h; not in
