@@ -182,11 +182,12 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
 // After step 1' no member touches another's memory, so no step 3.
 // A private input of more bytes than this takes the rings instead: the
 // scratch, zeroed again at the kernel's exit, then cost more than the rings'
-// reuse of small slots. Three alternating rounds of `mpirun -np 2
-// meshdma-bench --collective reduce_scatter --input private`, rings against
-// step 1' (median us): 782 against 394 at 4 MiB, 2065 against 1838 at
-// 8 MiB, 4020 against 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
-inline constexpr int64_t kDirectPrivateScatterMaxBytes = 8 << 20;
+// reuse of small slots. Alternating rounds of `mpirun -np 2 meshdma-bench
+// --collective reduce_scatter --input private`, rings against step 1'
+// (median us of 3 rounds): 782 against 394 at 4 MiB; at 8 MiB 2065 against
+// 1838 one day and 1169 against 1673 in the next three rounds; 4020 against
+// 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
+inline constexpr int64_t kDirectPrivateScatterMaxBytes = 4 << 20;
 int64_t SegmentRowBytes(const ArrayRef& in, int n);
 // The row of member `receiver`'s scratch that member `sender` writes.
 inline int SegmentRow(int sender, int receiver) {
