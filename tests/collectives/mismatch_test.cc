@@ -282,32 +282,31 @@ TEST(UnevenOutputs, DifferentInputCountsAreAnError) {
       {"symmetric allocations differ", "allocation #0 is f32["});
 }
 
-// The hierarchical all-reduce reads its host members' inputs in place (its
-// steps inside a host run single-copy), so members whose inputs sit at
-// different offsets of one symmetric allocation get an error naming both
-// calls, never another part of the buffer. Where no peer reads the input
-// (one host: the flat ring; one device per host) the same call is correct.
-TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
+// On a fresh runtime, a psum of 2^16 f32 (above the one-shot size) from
+// `input(me, storage)`, filled with 1 + me, into a symmetric output, with
+// `options`: where `reads_peers(launch)`, the call fails at once on every
+// device, naming psum; elsewhere it gives the sum. `input` makes the same
+// symmetric allocations on every device; `storage` is the device's ordinary
+// memory, for a private input.
+void ExpectPsumFailsWhereReadsPeers(
+    const std::function<bool(const Launch&)>& reads_peers,
+    const CollectiveOptions& options,
+    const std::function<absl::StatusOr<ArrayRef>(
+        int me, int64_t count, std::vector<float>& storage)>& input) {
   auto rt = FreshRuntime();
   ASSERT_TRUE(rt.ok()) << rt.status();
   auto mesh = (*rt)->MakeMesh1D("x");
   ASSERT_TRUE(mesh.ok()) << mesh.status();
-  const Launch& launch = (*rt)->launch();
-  const bool reads_peers =
-      launch.num_hosts() > 1 && launch.num_devices() / launch.num_hosts() >= 2;
   const absl::Time start = absl::Now();
-  absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
+  absl::Status s = (*rt)->Run(*mesh, [&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
     MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-    const int64_t count = 1 << 16;  // Above the one-shot size.
+    const int64_t count = 1 << 16;
     MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({count}));
-    MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<float>({count + 64}));
-    MESHDMA_ASSIGN_OR_RETURN(auto in,
-                             buf.Slice(0, me % 2 == 0 ? 0 : 64, count));
+    std::vector<float> storage;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, input(me, count, storage));
     for (int64_t i = 0; i < count; ++i) in.data_as<float>()[i] = 1.0f + me;
-    CollectiveOptions o;
-    o.algorithm = CollectiveAlgorithm::kHierarchical;
-    MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}, o));
+    MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}, options));
     const float want = n * (n + 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i) {
       if (out.data_as<float>()[i] != want) {
@@ -318,7 +317,7 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
     }
     return absl::OkStatus();
   });
-  if (!reads_peers) {
+  if (!reads_peers((*rt)->launch())) {
     EXPECT_TRUE(s.ok()) << s;
     return;
   }
@@ -328,57 +327,53 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
   EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
 }
 
-// A psum whose members' inputs are of different kinds, symmetric on some
-// and private on others: where peers read inputs in place (kDirect on one
-// host, the hierarchy's steps inside a host), members holding private inputs
-// share them through their outputs, so the members would read different
+// The hierarchical all-reduce reads its host members' inputs in place (its
+// steps inside a host run single-copy), so members whose inputs sit at
+// different offsets of one symmetric allocation get an error naming both
+// calls, never another part of the buffer. Where no peer reads the input
+// (one host: the flat ring; one device per host) the same call is correct.
+TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
+  CollectiveOptions o;
+  o.algorithm = CollectiveAlgorithm::kHierarchical;
+  ExpectPsumFailsWhereReadsPeers(
+      [](const Launch& launch) {
+        return launch.num_hosts() > 1 &&
+               launch.num_devices() / launch.num_hosts() >= 2;
+      },
+      o,
+      [](int me, int64_t count,
+         std::vector<float>&) -> absl::StatusOr<ArrayRef> {
+        MESHDMA_ASSIGN_OR_RETURN(auto buf,
+                                 AllocateSymmetric<float>({count + 64}));
+        return buf.Slice(0, me % 2 == 0 ? 0 : 64, count);
+      });
+}
+
+// A psum whose members' inputs are of different kinds, private on device 0
+// and symmetric elsewhere: where peers read inputs (kDirect on one host, the
+// hierarchy's steps inside a host), members with a private input copy it
+// for the peers into their outputs, so the members would read different
 // buffers; the call is an error naming psum on every device, at once. Where
 // no peer reads an input (checked mode, one device per host), the same call
 // is correct.
 TEST(DirectMismatch, PrivateAndSymmetricInputs) {
-  auto rt = FreshRuntime();
-  ASSERT_TRUE(rt.ok()) << rt.status();
-  auto mesh = (*rt)->MakeMesh1D("x");
-  ASSERT_TRUE(mesh.ok()) << mesh.status();
-  const Launch& launch = (*rt)->launch();
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";
-  const bool reads_peers =
-      !checked && (launch.num_hosts() == 1 ||
-                   launch.num_devices() / launch.num_hosts() >= 2);
-  const absl::Time start = absl::Now();
-  absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-    const int64_t count = 1 << 16;  // Above the one-shot size.
-    MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({count}));
-    MESHDMA_ASSIGN_OR_RETURN(auto symmetric, AllocateSymmetric<float>({count}));
-    std::vector<float> storage(count);
-    const int64_t shape[] = {count};
-    MESHDMA_ASSIGN_OR_RETURN(
-        ArrayRef private_input,
-        ArrayRef::FromPointer(storage.data(), DType::kF32, shape));
-    const ArrayRef in = me == 0 ? private_input : symmetric;
-    for (int64_t i = 0; i < count; ++i) in.data_as<float>()[i] = 1.0f + me;
-    MESHDMA_RETURN_IF_ERROR(psum(in, out, {"x"}));
-    const float want = n * (n + 1) / 2.0f;
-    for (int64_t i = 0; i < count; ++i) {
-      if (out.data_as<float>()[i] != want) {
-        return absl::InternalError(
-            absl::StrCat("device ", me, ": out[", i, "] is ",
-                         out.data_as<float>()[i], ", want ", want));
-      }
-    }
-    return absl::OkStatus();
-  });
-  if (!reads_peers) {
-    EXPECT_TRUE(s.ok()) << s;
-    return;
-  }
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(kTimeoutSeconds)) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
+  ExpectPsumFailsWhereReadsPeers(
+      [checked](const Launch& launch) {
+        return !checked && (launch.num_hosts() == 1 ||
+                            launch.num_devices() / launch.num_hosts() >= 2);
+      },
+      CollectiveOptions(),
+      [](int me, int64_t count,
+         std::vector<float>& storage) -> absl::StatusOr<ArrayRef> {
+        MESHDMA_ASSIGN_OR_RETURN(auto symmetric,
+                                 AllocateSymmetric<float>({count}));
+        if (me != 0) return symmetric;
+        storage.resize(count);
+        const int64_t shape[] = {count};
+        return ArrayRef::FromPointer(storage.data(), DType::kF32, shape);
+      });
 }
 
 }  // namespace
