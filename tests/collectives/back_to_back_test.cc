@@ -2,9 +2,11 @@
 // of every collective at random sizes (1 B to 4 MiB, most of them small so
 // that they take the channel path with no entry barrier, some large so that
 // the kernel paths interleave with it), every algorithm, and devices delayed
-// by random sleeps before calls. Every result is checked against a closed
-// form. All devices draw the same sequence of calls from one seed; each
-// device draws its own delays.
+// by random sleeps before calls; a quarter of the calls take their input from
+// the device's ordinary memory rather than the symmetric heap (the
+// reductions then copy it for their peers). Every result is checked against
+// a closed form. All devices draw the same sequence of calls from one seed;
+// each device draws its own delays.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +33,7 @@ struct Call {
   int64_t count;  // Elements per device (a multiple of the group size).
   CollectiveAlgorithm algorithm;
   bool delay;
+  bool private_input;
 };
 
 // The value device `d` contributes at element `i` of call `c`: small
@@ -68,6 +71,7 @@ std::vector<Call> DrawCalls(int num_calls, int n, uint64_t seed) {
       call.algorithm = CollectiveAlgorithm::kAuto;
     }
     call.delay = rng() % 8 == 0;
+    call.private_input = rng() % 4 == 0;
     calls.push_back(call);
   }
   return calls;
@@ -97,8 +101,17 @@ absl::Status RunCall(int c, const Call& call, int me, int n,
   const std::string what =
       absl::StrCat("call ", c, " (op ", static_cast<int>(call.op), ", ", count,
                    " f32) on device ", me);
+  std::vector<float> storage;
   return run_scoped([&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, AllocateSymmetric<float>({count}));
+    ArrayRef in;
+    if (call.private_input) {
+      storage.resize(count);
+      const int64_t shape[] = {count};
+      MESHDMA_ASSIGN_OR_RETURN(
+          in, ArrayRef::FromPointer(storage.data(), DType::kF32, shape));
+    } else {
+      MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric<float>({count}));
+    }
     for (int64_t i = 0; i < count; ++i)
       in.data_as<float>()[i] = Value(c, me, i);
     switch (call.op) {
