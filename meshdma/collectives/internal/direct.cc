@@ -216,6 +216,8 @@ absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in) {
                       (e - b) * elem});
   }
   StoreBlocks(stores, /*stream=*/false);
+  // The handshake of step 3, on `ready`: my stores into the peers' rows are
+  // published, and every peer's into mine are done.
   MESHDMA_RETURN_IF_ERROR(DirectFinish(g, ready));
   return rows;
 }
