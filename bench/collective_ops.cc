@@ -21,8 +21,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <limits>

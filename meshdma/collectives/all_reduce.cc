@@ -303,14 +303,12 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                      " on ", g.size(),
                      " devices: a private input is copied into the output, "
                      "and the call reads it there");
-    const int64_t elem = DTypeSize(in.dtype());
+    const int64_t count = in.num_elements(), elem = DTypeSize(in.dtype());
     for (int j = 0; j < g.size(); ++j) {
       if (j == g.index && algorithm == CollectiveAlgorithm::kDirect) continue;
-      const int64_t b = collectives_internal::PartBegin(in.num_elements(),
-                                                        g.size(), j) * elem;
-      const int64_t e = collectives_internal::PartBegin(in.num_elements(),
-                                                        g.size(), j + 1) * elem;
-      std::memmove(out.data() + b, in.data() + b, e - b);
+      const int64_t b = collectives_internal::PartBegin(count, g.size(), j);
+      const int64_t e = collectives_internal::PartBegin(count, g.size(), j + 1);
+      std::memmove(out.data() + b * elem, in.data() + b * elem, (e - b) * elem);
     }
     in = out;
   }
@@ -396,8 +394,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
-        algorithm == CollectiveAlgorithm::kDirect || host_direct,
-        private_input, [&](bool one_shot_check) -> absl::Status {
+        algorithm == CollectiveAlgorithm::kDirect || host_direct, private_input,
+        [&](bool one_shot_check) -> absl::Status {
           if (g.size() == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());

@@ -44,10 +44,10 @@ inline constexpr int64_t kChannelSetBytesAcrossHosts = 4 << 20;
 enum class CollectiveAlgorithm {
   // `psum`, `psum_scatter`: kOneShot up to `one_shot_max_bytes`; above it,
   // kDirect when every member can address every other's heap (see kDirect
-  // for a private input), else kHierarchical when the group spans several hosts that
-  // each hold the same number of its devices, else kRing on two devices and
-  // kBidirectionalRing on more (across hosts, the channel within the
-  // limits told at kChannelMaxBlockBytesAcrossHosts; a `psum` of a group
+  // for a private input), else kHierarchical when the group spans several
+  // hosts that each hold the same number of its devices, else kRing on two
+  // devices and kBidirectionalRing on more (across hosts, the channel within
+  // the limits told at kChannelMaxBlockBytesAcrossHosts; a `psum` of a group
   // with several devices on each host takes it only up to
   // `one_shot_max_bytes`, kHierarchical's kernel above). A `psum` through the
   // channel, of at most kChannelMaxBlockBytes, of a group spread evenly over

@@ -189,12 +189,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  MESHDMA_ASSIGN_OR_RETURN(
-      bool direct,
-      collectives_internal::DirectApplies(g, in.size_bytes(), options));
-  direct = direct &&
-           (in.is_symmetric() ||
-            in.size_bytes() <= collectives_internal::kDirectPrivateScatterMaxBytes);
+  MESHDMA_ASSIGN_OR_RETURN(bool direct, collectives_internal::DirectApplies(
+                                            g, in.size_bytes(), options));
+  direct = direct && (in.is_symmetric() ||
+                      in.size_bytes() <=
+                          collectives_internal::kDirectPrivateScatterMaxBytes);
   // kAuto with one member per host: the flat ring. kHierarchical would pack
   // the whole input into scratch for the same ring between hosts, and zero
   // that scratch at its exit; between hosts over TCP the ring took 0.61x

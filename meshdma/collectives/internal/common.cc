@@ -215,10 +215,9 @@ struct Signature {
                                    ? absl::StrCat(kOps[aux & 7], direct)
                                    : absl::StrCat("option ", aux);
     const std::string where =
-        offset < 0 ? ""
-        : (aux & 24) == 24
-            ? absl::StrCat(" with its output at heap offset ~", offset,
-                           " (mixed)")
+        offset < 0         ? ""
+        : (aux & 24) == 24 ? absl::StrCat(" with its output at heap offset ~",
+                                          offset, " (mixed)")
         : (aux & 8) != 0
             ? absl::StrCat(
                   " with symmetric input and output at heap "

@@ -176,6 +176,22 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
   return DirectFinish(g, done);
 }
 
+// A psum_scatter's private input of more bytes than this takes the rings: the
+// scratch, zeroed again at the kernel's exit, then cost more than the rings'
+// reuse of small slots. Alternating rounds of `mpirun -np 2 meshdma-bench
+// --collective reduce_scatter --input private`, rings against step 1'
+// (median us of 3 rounds): 782 against 394 at 4 MiB; at 8 MiB 2065 against
+// 1838 one day and 1169 against 1673 in the next three rounds; 4020 against
+// 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
+inline constexpr int64_t kDirectPrivateScatterMaxBytes = 4 << 20;
+// Step 1' below: the bytes of one scratch row (the largest segment, whole
+// cache lines), and the row that member `sender` writes on `receiver`.
+int64_t SegmentRowBytes(const ArrayRef& in, int n);
+inline int SegmentRow(int sender, int receiver) {
+  return sender < receiver ? sender : sender - 1;
+}
+absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in);
+
 // Reduce-scatter of the 1-D `in` (n segments) into `mine` (segment r, any
 // memory), n >= 2. A symmetric `in` is read in place (steps 1-3 above). A
 // private one (any memory) is shared by stores instead:
@@ -187,20 +203,6 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
 //   step 2': reduce my own segment (from `in`) and the rows, in group
 //            order, into `mine`.
 // After step 1' no member touches another's memory, so no step 3.
-// A private input of more bytes than this takes the rings instead: the
-// scratch, zeroed again at the kernel's exit, then cost more than the rings'
-// reuse of small slots. Alternating rounds of `mpirun -np 2 meshdma-bench
-// --collective reduce_scatter --input private`, rings against step 1'
-// (median us of 3 rounds): 782 against 394 at 4 MiB; at 8 MiB 2065 against
-// 1838 one day and 1169 against 1673 in the next three rounds; 4020 against
-// 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
-inline constexpr int64_t kDirectPrivateScatterMaxBytes = 4 << 20;
-int64_t SegmentRowBytes(const ArrayRef& in, int n);
-// The row of member `receiver`'s scratch that member `sender` writes.
-inline int SegmentRow(int sender, int receiver) {
-  return sender < receiver ? sender : sender - 1;
-}
-absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in);
 template <typename T>
 absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                                  const ArrayRef& in, const ArrayRef& mine) {
@@ -212,11 +214,10 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
     MESHDMA_ASSIGN_OR_RETURN(const ArrayRef rows, ShareSegments(g, in));
     const int64_t row_bytes = SegmentRowBytes(in, n);
     for (int i = 0; i < n; ++i) {
-      sources[i] =
-          i == g.index
-              ? in.data_as<const T>() + b
-              : reinterpret_cast<const T*>(
-                    rows.data() + SegmentRow(i, g.index) * row_bytes);
+      sources[i] = i == g.index
+                       ? in.data_as<const T>() + b
+                       : reinterpret_cast<const T*>(
+                             rows.data() + SegmentRow(i, g.index) * row_bytes);
     }
     ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),
                   StreamOutputs(in, mine));
