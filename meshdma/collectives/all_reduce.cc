@@ -288,11 +288,18 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     MESHDMA_ASSIGN_OR_RETURN(host_direct, collectives_internal::HostDirect(
                                               name, g, layout, &readable));
   }
-  // kDirect reads my own segment from `own`, the others' from `in`.
+  // kDirect reads my own segment from `own`, the others' from `in`, or,
+  // on threads of one process, every input where it is (through boards,
+  // collectives/internal/direct.h): a private input needs no copy there.
   const ArrayRef own = in;
+  bool boards = false;
+  if (algorithm == CollectiveAlgorithm::kDirect) {
+    MESHDMA_ASSIGN_OR_RETURN(boards,
+                             collectives_internal::SharesAddressSpace(g));
+  }
   const bool private_input =
       !in.is_symmetric() &&
-      (algorithm == CollectiveAlgorithm::kDirect || host_direct);
+      ((algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct);
   if (private_input) {
     // Every member's previous call has finished with this output (its
     // `DirectFinish`, or its kernel's waits), and peers read it only after
@@ -394,8 +401,9 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
-        algorithm == CollectiveAlgorithm::kDirect || host_direct, private_input,
-        [&](bool one_shot_check) -> absl::Status {
+        (algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct,
+        private_input, boards,
+        [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
           if (g.size() == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -416,7 +424,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                   g, layout, op, in, out, options, host_direct);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectAllReduce<T>(g, op, own, in,
-                                                              out);
+                                                              out, board);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingAllReduce<T>(
                   g, op, in, out, 2, options.chunk_bytes, options.num_buffers);

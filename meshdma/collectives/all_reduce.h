@@ -23,9 +23,9 @@
 // all-reduce among the hosts one lane per local device, all-gather inside each
 // host), kDirect (one host: each device reduces its segment of every
 // member's input in place and stores it into every output, one read and one
-// write per byte; a private input is first copied, the segments the peers
-// read, into the caller's output, where they read them), and kAuto, which
-// picks by size and hosts.
+// write per byte; between processes a private input is first copied, the
+// segments the peers read, into the caller's output, where they read them),
+// and kAuto, which picks by size and hosts.
 #ifndef MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 #define MESHDMA_COLLECTIVES_ALL_REDUCE_H_
 

@@ -95,11 +95,13 @@ enum class CollectiveAlgorithm {
   // barrier, then one signal to each peer when done. Needs every member
   // addressable by loads and stores and checked mode off; otherwise the flat
   // kRing / kBidirectionalRing runs instead (all-to-all: one DMA push per
-  // peer). A reduction's private input (not in the symmetric heap) is first
-  // copied for the peers: a psum copies the segments its peers read into its
-  // own output and they read them there; a psum_scatter stores each peer's
-  // segment into that peer's scratch, up to kDirectPrivateScatterMaxBytes
-  // (collectives/internal/direct.h; rings above).
+  // peer). On threads of one process peers read a reduction's input where it
+  // is, whatever memory holds it. Between processes, a private input (not in
+  // the symmetric heap) is first copied for the peers: a psum copies the
+  // segments its peers read into its own output and they read them there; a
+  // psum_scatter stores each peer's segment into that peer's scratch, up to
+  // kDirectPrivateScatterMaxBytes (collectives/internal/direct.h; rings
+  // above).
   kDirect,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);

@@ -191,7 +191,15 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
   MESHDMA_ASSIGN_OR_RETURN(bool direct, collectives_internal::DirectApplies(
                                             g, in.size_bytes(), options));
-  direct = direct && (in.is_symmetric() ||
+  // kDirect reads the inputs where they are on threads of one process
+  // (through boards, collectives/internal/direct.h); elsewhere a private
+  // input is copied for the peers, up to kDirectPrivateScatterMaxBytes.
+  bool boards = false;
+  if (direct) {
+    MESHDMA_ASSIGN_OR_RETURN(boards,
+                             collectives_internal::SharesAddressSpace(g));
+  }
+  direct = direct && (in.is_symmetric() || boards ||
                       in.size_bytes() <=
                           collectives_internal::kDirectPrivateScatterMaxBytes);
   // kAuto with one member per host: the flat ring. kHierarchical would pack
@@ -244,10 +252,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
-        algorithm == CollectiveAlgorithm::kDirect || host_direct,
+        (algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct,
         /*private_input=*/algorithm == CollectiveAlgorithm::kDirect &&
-            !in.is_symmetric(),
-        [&](bool one_shot_check) -> absl::Status {
+            !boards && !in.is_symmetric(),
+        /*publish_input=*/algorithm == CollectiveAlgorithm::kDirect && boards,
+        [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {
               std::memmove(out.data(), in.data(), in.size_bytes());
@@ -268,7 +277,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                   g, layout, op, in, out, options, host_direct);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectReduceScatter<T>(g, op, in,
-                                                                  out);
+                                                                  out, board);
             case CollectiveAlgorithm::kBidirectionalRing:
               return collectives_internal::RingReduceScatter<T>(
                   g, op, in, nullptr, out, 2, options.chunk_bytes,

@@ -15,6 +15,16 @@ absl::StatusOr<bool> peer_view_reaches(const DeviceId& peer,
   return target == d->global_index() || d->FlaggedReaches(target);
 }
 
+absl::StatusOr<bool> peer_shares_address_space(const DeviceId& peer,
+                                               DeviceIdType type) {
+  MESHDMA_ASSIGN_OR_RETURN(
+      dma_internal::Device * d,
+      dma_internal::RequireDevice("peer_shares_address_space"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      int target, d->ResolveTarget(peer, type, "peer_shares_address_space"));
+  return target == d->global_index() || d->SharesAddressSpace(target);
+}
+
 absl::StatusOr<ArrayRef> peer_view(const ArrayRef& symmetric,
                                    const DeviceId& peer, DeviceIdType type) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,

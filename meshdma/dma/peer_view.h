@@ -29,6 +29,14 @@
 //      `counter_wait`. A store into a line nobody reads stays in the
 //      writer's cache, so a counter read only now and then costs almost
 //      nothing (the small-message channel's flow control).
+//   6. A device of the caller's own process (devices as threads) shares its
+//      whole address space: any memory the caller can address, not only its
+//      symmetric heap, is at the same address for that peer
+//      (`peer_shares_address_space`). A pointer stored into symmetric memory
+//      then lets the peer read ordinary memory in place (the single-copy
+//      reductions read a private input so). Contracts 2-4 apply to such
+//      accesses too: order them with semaphores, and keep the memory alive
+//      until the peer has said it is done.
 #ifndef MESHDMA_DMA_PEER_VIEW_H_
 #define MESHDMA_DMA_PEER_VIEW_H_
 
@@ -45,6 +53,11 @@ namespace meshdma {
 // (contract 1 and 3). The calling device itself is always reachable.
 absl::StatusOr<bool> peer_view_reaches(const DeviceId& peer,
                                        DeviceIdType type = DeviceIdType::kMesh);
+
+// True when `peer` is the calling device or a device of its process, checked
+// mode off (contract 6 and 3).
+absl::StatusOr<bool> peer_shares_address_space(
+    const DeviceId& peer, DeviceIdType type = DeviceIdType::kMesh);
 
 // `symmetric` (a view of the calling device's symmetric heap) as `peer` holds
 // it: the same heap offset, dtype, shape and strides, at `peer`'s address in

@@ -349,20 +349,47 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
       });
 }
 
+// kDirect reads its peers' inputs in place: across processes through peer
+// views at the caller's own offset, so members whose symmetric inputs sit at
+// different offsets of one allocation get an error naming both calls, never
+// another part of the buffer. Threads of one process read each input where
+// it is (through boards), and the same call is correct there, as where no
+// peer reads an input (checked mode, several hosts: the ring).
+TEST(DirectMismatch, InputsAtDifferentOffsets) {
+  const char* check = std::getenv("MESHDMA_CHECK");
+  const bool checked = check != nullptr && std::string(check) == "races";
+  CollectiveOptions o;
+  o.algorithm = CollectiveAlgorithm::kDirect;
+  ExpectPsumFailsWhereReadsPeers(
+      [checked](const Launch& launch) {
+        return !checked && launch.num_processes() > 1 &&
+               launch.num_hosts() == 1;
+      },
+      o,
+      [](int me, int64_t count,
+         std::vector<float>&) -> absl::StatusOr<ArrayRef> {
+        MESHDMA_ASSIGN_OR_RETURN(auto buf,
+                                 AllocateSymmetric<float>({count + 64}));
+        return buf.Slice(0, me % 2 == 0 ? 0 : 64, count);
+      });
+}
+
 // A psum whose members' inputs are of different kinds, private on device 0
-// and symmetric elsewhere: where peers read inputs (kDirect on one host, the
-// hierarchy's steps inside a host), members with a private input copy it
-// for the peers into their outputs, so the members would read different
-// buffers; the call is an error naming psum on every device, at once. Where
-// no peer reads an input (checked mode, one device per host), the same call
-// is correct.
+// and symmetric elsewhere: where peers in other processes read inputs
+// (kDirect on one host, the hierarchy's steps inside a host), members with a
+// private input copy it for the peers into their outputs, so the members
+// would read different buffers; the call is an error naming psum on every
+// device, at once. Where no peer reads an input (checked mode, one device
+// per host), or where every device is a thread of one process (kDirect
+// reads each input where it is), the same call is correct.
 TEST(DirectMismatch, PrivateAndSymmetricInputs) {
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";
   ExpectPsumFailsWhereReadsPeers(
       [checked](const Launch& launch) {
-        return !checked && (launch.num_hosts() == 1 ||
-                            launch.num_devices() / launch.num_hosts() >= 2);
+        return !checked && launch.num_processes() > 1 &&
+               (launch.num_hosts() == 1 ||
+                launch.num_devices() / launch.num_hosts() >= 2);
       },
       CollectiveOptions(),
       [](int me, int64_t count,

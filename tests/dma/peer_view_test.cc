@@ -1,7 +1,8 @@
 // Peer views (dma/peer_view.h): each device stores into its right
 // neighbour's symmetric buffer through a peer view and signals; the
 // neighbour checks every element against a closed form. Reachability follows
-// the launch (same process or host: yes; another host or checked mode: no);
+// the launch (same process or host: yes; another host or checked mode: no),
+// and so does sharing all memory (same process only);
 // a view that is not this device's symmetric memory is InvalidArgument.
 #include "meshdma/dma/peer_view.h"
 
@@ -93,6 +94,11 @@ TEST_F(PeerViewTest, ReachesFollowsTheLaunch) {
       absl::StatusOr<ArrayRef> view = peer_view(buf, DeviceId(peer));
       if (view.ok() != want) ++wrong[me];
       if (!want && !absl::IsFailedPrecondition(view.status())) ++wrong[me];
+      // Contract 6: all memory is shared with the threads of one process.
+      MESHDMA_ASSIGN_OR_RETURN(bool shares,
+                               peer_shares_address_space(DeviceId(peer)));
+      if (shares != (peer == me || (SameProcess(me, peer) && !Checked())))
+        ++wrong[me];
     }
     return absl::OkStatus();
   });
@@ -244,6 +250,9 @@ TEST(PeerViewCheckedTest, CheckedModeRefusesPeerViews) {
   testing::RunCheckedOnRing([](int peer) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(bool reaches, peer_view_reaches(DeviceId(peer)));
     if (reaches) return absl::InternalError("reachable in checked mode");
+    MESHDMA_ASSIGN_OR_RETURN(bool shares,
+                             peer_shares_address_space(DeviceId(peer)));
+    if (shares) return absl::InternalError("shared memory in checked mode");
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, AllocateSymmetric(DType::kF32, {8}));
     absl::Status st = peer_view(buf, DeviceId(peer)).status();
     if (!absl::IsFailedPrecondition(st)) {

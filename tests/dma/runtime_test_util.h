@@ -78,6 +78,11 @@ class OneAxisTest : public ::testing::Test {
     const Launch& l = rt_->launch();
     return l.SameHost(l.devices()[a].rank, l.devices()[b].rank);
   }
+  // True when devices `a` and `b` (global) are threads of one process.
+  bool SameProcess(int a, int b) const {
+    const Launch& l = rt_->launch();
+    return l.devices()[a].rank == l.devices()[b].rank;
+  }
   std::unique_ptr<Runtime> rt_;
   std::unique_ptr<Mesh> mesh_;
 };

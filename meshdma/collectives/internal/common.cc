@@ -204,13 +204,15 @@ struct Signature {
         "?",    "ppermute",   "all_gather", "psum_scatter",
         "psum", "all_to_all", "?",          "?"};
     // The reductions' aux is the ReduceOp, plus 8 when the call runs
-    // kDirect, plus 16 when its private input is copied for the peers
+    // kDirect, plus 16 when its private input is copied for the peers, plus
+    // 32 when the inputs are read through boards, on threads of one process
     // (collectives/internal/direct.h).
     static constexpr const char* kOps[] = {"sum", "max", "min", "mean"};
-    const char* direct = (aux & 8) == 0 ? ""
-                         : (aux & 16) != 0
-                             ? ", direct: private input copied for the peers"
-                             : ", direct: symmetric input read in place";
+    const char* direct =
+        (aux & 8) == 0    ? ""
+        : (aux & 32) != 0 ? ", direct: inputs read where they are"
+        : (aux & 16) != 0 ? ", direct: private input copied for the peers"
+                          : ", direct: symmetric input read in place";
     const std::string option = (kind == 3 || kind == 4) && (aux & 7) < 4
                                    ? absl::StrCat(kOps[aux & 7], direct)
                                    : absl::StrCat("option ", aux);
@@ -218,7 +220,7 @@ struct Signature {
         offset < 0         ? ""
         : (aux & 24) == 24 ? absl::StrCat(" with its output at heap offset ~",
                                           offset, " (mixed)")
-        : (aux & 8) != 0
+        : (aux & 40) == 8
             ? absl::StrCat(
                   " with symmetric input and output at heap "
                   "offsets mixed to ~",

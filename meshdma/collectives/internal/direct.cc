@@ -1,7 +1,9 @@
 #include "meshdma/collectives/internal/direct.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 
 namespace meshdma::collectives_internal {
@@ -35,24 +37,54 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
                        direct_input);
 }
 
+absl::StatusOr<bool> SharesAddressSpace(const Group& g) {
+  for (int j = 1; j < g.size(); ++j) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        bool shares,
+        peer_shares_address_space(DeviceId(g.Peer(j)), DeviceIdType::kLogical));
+    if (!shares) return false;
+  }
+  return true;
+}
+
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
-    bool reads_peer_inputs, bool private_input,
-    absl::FunctionRef<absl::Status(bool one_shot_check)> body) {
+    bool reads_peer_inputs, bool private_input, bool publish_input,
+    absl::FunctionRef<absl::Status(bool one_shot_check, const ArrayRef* board)>
+        body) {
   const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
   const bool at_entry = ComparesAtEntry(g, options.check_peers);
-  return RunKernel(
-      KernelFor(name, g, options.check_peers), [&]() -> absl::Status {
-        MESHDMA_RETURN_IF_ERROR(EnterKernel(
-            name, g, options.check_peers && (at_entry || !one_shot),
-            ReductionSignature(
-                kind, in.dtype(), in.num_elements(),
-                static_cast<int>(op) | (private_input ? kPrivateInputAux : 0),
-                symmetric_output, reads_peer_inputs ? &in : nullptr)));
-        return body(options.check_peers && !at_entry);
-      });
+  const int aux = static_cast<int>(op) |
+                  (private_input ? kPrivateInputAux : 0) |
+                  (publish_input ? kBoardInputsAux | kDirectAux : 0);
+  KernelOptions kernel = KernelFor(name, g, options.check_peers);
+  // The address goes on the board before the entry barrier, which then
+  // runs inside the body.
+  const bool barrier_in_body = publish_input && kernel.entry_barrier;
+  if (publish_input) kernel.entry_barrier = false;
+  return RunKernel(kernel, [&]() -> absl::Status {
+    // The board: one line, so that no other data shares it. Every
+    // member allocates it at the same point, before the barrier that
+    // publishes the address stored into it. No peer reads this line
+    // before that barrier (a previous call's readers have signalled
+    // that they are done).
+    std::optional<ArrayRef> board;
+    if (publish_input) {
+      MESHDMA_ASSIGN_OR_RETURN(board, AllocateSymmetric<int64_t>({8}));
+      const std::byte* address = in.data();
+      std::memcpy(board->data(), &address, sizeof(address));
+    }
+    if (barrier_in_body) MESHDMA_RETURN_IF_ERROR(device_barrier());
+    MESHDMA_RETURN_IF_ERROR(
+        EnterKernel(name, g, options.check_peers && (at_entry || !one_shot),
+                    ReductionSignature(kind, in.dtype(), in.num_elements(), aux,
+                                       symmetric_output,
+                                       reads_peer_inputs ? &in : nullptr)));
+    return body(options.check_peers && !at_entry,
+                board.has_value() ? &*board : nullptr);
+  });
 }
 
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
@@ -67,6 +99,30 @@ absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
         views[i], peer_view(a, DeviceId(g.members[i]), DeviceIdType::kLogical));
   }
   return views;
+}
+
+absl::StatusOr<std::vector<ArrayRef>> MemberInputs(const Group& g,
+                                                   const ArrayRef& own,
+                                                   const ArrayRef& shared,
+                                                   const ArrayRef* board) {
+  if (board == nullptr) {
+    MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> views,
+                             MemberViews(g, shared));
+    views[g.index] = own;
+    return views;
+  }
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> boards,
+                           MemberViews(g, *board));
+  std::vector<ArrayRef> inputs(g.size(), own);
+  for (int i = 0; i < g.size(); ++i) {
+    if (i == g.index) continue;
+    // Stored before the entry barrier, which this device has passed.
+    std::byte* address = nullptr;
+    std::memcpy(&address, boards[i].data(), sizeof(address));
+    MESHDMA_ASSIGN_OR_RETURN(
+        inputs[i], ArrayRef::FromPointer(address, own.dtype(), own.shape()));
+  }
+  return inputs;
 }
 
 namespace {

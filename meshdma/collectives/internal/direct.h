@@ -26,6 +26,13 @@
 // The caller has compared the signatures of both the input and the output
 // with the peers' (same call, same symmetric offsets): members read each
 // other's inputs at their own offset.
+//
+// Devices that are threads of one process read each other's inputs where
+// they are, whatever memory holds them (dma/peer_view.h, contract 6): each
+// member stores its input's address into a board (one symmetric line) before
+// the entry barrier, which publishes it, and step 1 reads the peers' boards.
+// A private input then needs no copy for the peers, and the inputs no common
+// offset; step 3 keeps every input alive until all peers are done with it.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
@@ -54,10 +61,16 @@ namespace meshdma::collectives_internal {
 // members must agree on both.
 inline constexpr int kDirectAux = 8;
 inline constexpr int kPrivateInputAux = 16;
+// The bit that says a kDirect call reads the inputs where they are, through
+// boards (threads of one process, above).
+inline constexpr int kBoardInputsAux = 32;
 
 // True when every member of `g` can be reached by peer views (which is
 // false in checked mode).
 absl::StatusOr<bool> DirectReaches(const Group& g);
+// True when every member of `g` is a device of this process, checked mode
+// off: a kDirect reduction then reads the inputs through boards (above).
+absl::StatusOr<bool> SharesAddressSpace(const Group& g);
 
 // True when a reduction of `bytes` per device over `g` may run kDirect: the
 // group has peers, every member is reachable, and the options ask for
@@ -77,22 +90,34 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
 
 // The kernel of a reduction (all-reduce, reduce-scatter): `KernelFor` and
 // `EnterKernel` (common.h) with the reduction's signature, then
-// `body(one_shot_check)`. The one-shot kernel overlaps its own neighbour
-// check with its first DMAs: `one_shot_check` says whether it must, which
-// is where the entry barrier does not compare the call. `reads_peer_inputs`
-// (kDirect, and kHierarchical with `HostDirect`) puts `in` in the signature,
-// as ReductionSignature's `direct_input`; `private_input` says that the
-// call copies a private input for the peers (kPrivateInputAux).
+// `body(one_shot_check, board)`. The one-shot kernel overlaps its own
+// neighbour check with its first DMAs: `one_shot_check` says whether it
+// must, which is where the entry barrier does not compare the call.
+// `reads_peer_inputs` (kDirect, and kHierarchical with `HostDirect`) puts
+// `in` in the signature, as ReductionSignature's `direct_input`;
+// `private_input` says that the call copies a private input for the peers
+// (kPrivateInputAux). With `publish_input` (kDirect on threads of one
+// process, kBoardInputsAux), `in`'s address goes on a board before the entry
+// barrier and `board` is that board (`MemberInputs`); else it is null.
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
-    bool reads_peer_inputs, bool private_input,
-    absl::FunctionRef<absl::Status(bool one_shot_check)> body);
+    bool reads_peer_inputs, bool private_input, bool publish_input,
+    absl::FunctionRef<absl::Status(bool one_shot_check, const ArrayRef* board)>
+        body);
 
 // Step 1: `a` (symmetric) as each member holds it, in group order.
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
                                                   const ArrayRef& a);
+// Step 1 for the inputs of a reduction, in group order: member i's `own`
+// input on this device; with a `board` (RunReductionKernel), each member's
+// input where it is, as this device's `own` is shaped; else each peer's
+// `shared` (symmetric) through peer views.
+absl::StatusOr<std::vector<ArrayRef>> MemberInputs(const Group& g,
+                                                   const ArrayRef& own,
+                                                   const ArrayRef& shared,
+                                                   const ArrayRef* board);
 
 // The `done` semaphore of step 3, allocated before step 2 (every member
 // allocates it at the same point of the kernel).
@@ -143,19 +168,21 @@ inline constexpr int64_t kDirectChunkMinStoredBytes = 1 << 20;
 inline constexpr int64_t kDirectGatherStreamMinBytes = 32 << 20;
 
 // All-reduce into the 1-D symmetric `out`, n >= 2: member r reads segment
-// r of its own input from `own` (any memory), and of each peer's from that
-// peer's `shared` (1-D symmetric, at my offset of it). For a symmetric input
-// both are the input; a private input (all_reduce.cc) is `own`, with the
-// peers' segments of it copied into `out` before the kernel, so that
-// `shared` is `out`. Either may alias `out`.
+// r of its own input from `own` (any memory), and of each peer's as
+// `MemberInputs(g, own, shared, board)` finds it: through the board, or from
+// that peer's `shared` (1-D symmetric, at my offset of it). For a symmetric
+// input (or a board) `shared` is the input; a private input without a board
+// (all_reduce.cc) is `own`, with the peers' segments of it copied into `out`
+// before the kernel, so that `shared` is `out`. Either may alias `out`.
 template <typename T>
 absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
-                             const ArrayRef& shared, const ArrayRef& out) {
+                             const ArrayRef& shared, const ArrayRef& out,
+                             const ArrayRef* board) {
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, shared));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+                           MemberInputs(g, own, shared, board));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
-  ins[g.index] = own;
   const int64_t b = PartBegin(own.num_elements(), n, g.index);
   const int64_t e = PartBegin(own.num_elements(), n, g.index + 1);
   std::vector<const T*> sources(n);
@@ -176,7 +203,8 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
   return DirectFinish(g, done);
 }
 
-// A psum_scatter's private input of more bytes than this takes the rings: the
+// Between processes, a psum_scatter's private input of more bytes than this
+// takes the rings (threads of one process read it through boards): the
 // scratch, zeroed again at the kernel's exit, then cost more than the rings'
 // reuse of small slots. Alternating rounds of `mpirun -np 2 meshdma-bench
 // --collective reduce_scatter --input private`, rings against step 1'
@@ -193,8 +221,9 @@ inline int SegmentRow(int sender, int receiver) {
 absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in);
 
 // Reduce-scatter of the 1-D `in` (n segments) into `mine` (segment r, any
-// memory), n >= 2. A symmetric `in` is read in place (steps 1-3 above). A
-// private one (any memory) is shared by stores instead:
+// memory), n >= 2. A symmetric `in`, or any `in` with a `board`
+// (RunReductionKernel), is read in place (steps 1-3 above). A private one
+// without a board is shared by stores instead:
 //   step 1': store segment j of my input into my row of member j's scratch
 //            ([n - 1, SegmentRowBytes], symmetric, allocated here: a row per
 //            peer, `SegmentRow`) through a peer view, signal member j's
@@ -205,12 +234,13 @@ absl::StatusOr<ArrayRef> ShareSegments(const Group& g, const ArrayRef& in);
 // After step 1' no member touches another's memory, so no step 3.
 template <typename T>
 absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
-                                 const ArrayRef& in, const ArrayRef& mine) {
+                                 const ArrayRef& in, const ArrayRef& mine,
+                                 const ArrayRef* board) {
   const int n = g.size();
   const int64_t b = PartBegin(in.num_elements(), n, g.index);
   std::vector<const T*> sources(n);
   T* const destination = mine.data_as<T>();
-  if (!in.is_symmetric()) {
+  if (!in.is_symmetric() && board == nullptr) {
     MESHDMA_ASSIGN_OR_RETURN(const ArrayRef rows, ShareSegments(g, in));
     const int64_t row_bytes = SegmentRowBytes(in, n);
     for (int i = 0; i < n; ++i) {
@@ -223,7 +253,8 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                   StreamOutputs(in, mine));
     return absl::OkStatus();
   }
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins, MemberViews(g, in));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+                           MemberInputs(g, in, in, board));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
   ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),

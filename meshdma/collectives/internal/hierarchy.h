@@ -189,7 +189,8 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   Semaphore gathered;  // Step 4's `done` with host_direct.
   if (m > 1 && host_direct) {
     MESHDMA_ASSIGN_OR_RETURN(gathered, AllocateDone());
-    MESHDMA_RETURN_IF_ERROR(DirectReduceScatter<T>(host, combine, input, mine));
+    MESHDMA_RETURN_IF_ERROR(DirectReduceScatter<T>(host, combine, input, mine,
+                                                   /*board=*/nullptr));
   } else if (m > 1) {
     MESHDMA_ASSIGN_OR_RETURN(gather, AllocateAllGather(host, LanesFor(m)));
     MESHDMA_RETURN_IF_ERROR(

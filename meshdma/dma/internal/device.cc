@@ -954,6 +954,11 @@ bool Device::FlaggedReaches(int target_global) const {
          runtime_->HeapBase(target_global) != nullptr;
 }
 
+bool Device::SharesAddressSpace(int target_global) const {
+  return runtime_->race_checker() == nullptr &&
+         runtime_->IsLocalDevice(target_global);
+}
+
 absl::StatusOr<std::byte*> Device::PeerAddress(const ArrayRef& view,
                                                int target_global,
                                                absl::string_view verb) const {

@@ -161,6 +161,9 @@ class Device {
   // True when this device may store into `target_global`'s heap: it is
   // addressable from this process and checked mode is off.
   bool FlaggedReaches(int target_global) const;
+  // True when `target_global` is a device of this process and checked mode
+  // is off: any memory of this device is at the same address there.
+  bool SharesAddressSpace(int target_global) const;
   // The address of `words` (a view of this device's heap) on
   // `target_global` (this device when unset), after checking the view holds
   // `count` aligned words of the user heap, `flag` is nonzero and the target
