@@ -266,14 +266,15 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  // Peers cannot read a private input (ordinary memory) in place. Where a
-  // single-copy step would read it (kDirect; kHierarchical's step inside a
-  // host, up to kHostDirectPrivateMaxBytes), it is first copied into this
-  // device's own output, which is symmetric, and peers read it there: one
-  // local copy instead of the rings' pipeline (BENCHMARKS.md, "Reductions
-  // of a private input, single-copy").
+  // Peers in other processes cannot read a private input (ordinary memory)
+  // in place. Where a single-copy step would read it (kDirect;
+  // kHierarchical's step inside a host, up to kHostDirectPrivateMaxBytes),
+  // it is first copied into this device's own output, which is symmetric,
+  // and peers read it there: one local copy instead of the rings' pipeline
+  // (BENCHMARKS.md, "Reductions of a private input, single-copy"). Threads
+  // of one process read it where it is, through boards (below).
   const ArrayRef readable =
-      in.is_symmetric() ||
+      in.is_symmetric() || layout.hosts_are_processes ||
               in.size_bytes() > collectives_internal::kHostDirectPrivateMaxBytes
           ? in
           : out;
@@ -290,16 +291,17 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   }
   // kDirect reads my own segment from `own`, the others' from `in`, or,
   // on threads of one process, every input where it is (through boards,
-  // collectives/internal/direct.h): a private input needs no copy there.
+  // collectives/internal/direct.h): a private input needs no copy there;
+  // so does the hierarchy's step inside a host that is one process.
   const ArrayRef own = in;
-  bool boards = false;
+  bool boards = collectives_internal::HostBoards(layout, host_direct);
   if (algorithm == CollectiveAlgorithm::kDirect) {
     MESHDMA_ASSIGN_OR_RETURN(boards,
                              collectives_internal::SharesAddressSpace(g));
   }
   const bool private_input =
-      !in.is_symmetric() &&
-      ((algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct);
+      !in.is_symmetric() && !boards &&
+      (algorithm == CollectiveAlgorithm::kDirect || host_direct);
   if (private_input) {
     // Every member's previous call has finished with this output (its
     // `DirectFinish`, or its kernel's waits), and peers read it only after
@@ -401,7 +403,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
-        (algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct,
+        (algorithm == CollectiveAlgorithm::kDirect || host_direct) && !boards,
         private_input, boards,
         [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
           if (g.size() == 1) {
@@ -421,7 +423,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                   one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalAllReduce<T>(
-                  g, layout, op, in, out, options, host_direct);
+                  g, layout, op, in, out, options, host_direct, board);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectAllReduce<T>(g, op, own, in,
                                                               out, board);

@@ -213,12 +213,17 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
           : even_hosts;
   const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
       in.size_bytes(), n, options, name, hierarchy_hosts, direct);
-  // The hierarchy's step inside a host single-copy where it can be.
+  // The hierarchy's step inside a host single-copy where it can be (through
+  // boards where each host is one process).
   bool host_direct = false;
   if (algorithm == CollectiveAlgorithm::kHierarchical) {
     MESHDMA_ASSIGN_OR_RETURN(
         host_direct, collectives_internal::HostDirect(name, g, layout, &in));
   }
+  const bool direct_boards =
+      algorithm == CollectiveAlgorithm::kDirect
+          ? boards
+          : collectives_internal::HostBoards(layout, host_direct);
   absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
@@ -252,10 +257,11 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
     status = collectives_internal::RunReductionKernel(
         name, g, options, algorithm,
         collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
-        (algorithm == CollectiveAlgorithm::kDirect && !boards) || host_direct,
+        (algorithm == CollectiveAlgorithm::kDirect || host_direct) &&
+            !direct_boards,
         /*private_input=*/algorithm == CollectiveAlgorithm::kDirect &&
-            !boards && !in.is_symmetric(),
-        /*publish_input=*/algorithm == CollectiveAlgorithm::kDirect && boards,
+            !direct_boards && !in.is_symmetric(),
+        /*publish_input=*/direct_boards,
         [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
           if (n == 1) {
             if (in.data() != out.data()) {
@@ -274,7 +280,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                   one_shot_check);
             case CollectiveAlgorithm::kHierarchical:
               return collectives_internal::HierarchicalReduceScatter<T>(
-                  g, layout, op, in, out, options, host_direct);
+                  g, layout, op, in, out, options, host_direct, board);
             case CollectiveAlgorithm::kDirect:
               return collectives_internal::DirectReduceScatter<T>(g, op, in,
                                                                   out, board);

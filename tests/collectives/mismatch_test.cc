@@ -327,18 +327,29 @@ void ExpectPsumFailsWhereReadsPeers(
   EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
 }
 
+// Whether the single-copy steps of a psum on `launch` read inputs of
+// devices in other processes (kDirect on one host of several processes, the
+// hierarchy's steps inside hosts that hold several devices in several
+// processes), at the reader's own offsets; threads of one process read each
+// other's inputs where they are (through boards).
+bool ReadsInputsAcrossProcesses(const Launch& launch) {
+  if (launch.num_hosts() == 1) return launch.num_processes() > 1;
+  return launch.num_devices() / launch.num_hosts() >= 2 &&
+         launch.num_processes() > launch.num_hosts();
+}
+
 // The hierarchical all-reduce reads its host members' inputs in place (its
 // steps inside a host run single-copy), so members whose inputs sit at
 // different offsets of one symmetric allocation get an error naming both
 // calls, never another part of the buffer. Where no peer reads the input
-// (one host: the flat ring; one device per host) the same call is correct.
+// (one host: the flat ring; one device per host), or where each host is one
+// process (boards), the same call is correct.
 TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
   CollectiveOptions o;
   o.algorithm = CollectiveAlgorithm::kHierarchical;
   ExpectPsumFailsWhereReadsPeers(
       [](const Launch& launch) {
-        return launch.num_hosts() > 1 &&
-               launch.num_devices() / launch.num_hosts() >= 2;
+        return launch.num_hosts() > 1 && ReadsInputsAcrossProcesses(launch);
       },
       o,
       [](int me, int64_t count,
@@ -362,8 +373,8 @@ TEST(DirectMismatch, InputsAtDifferentOffsets) {
   o.algorithm = CollectiveAlgorithm::kDirect;
   ExpectPsumFailsWhereReadsPeers(
       [checked](const Launch& launch) {
-        return !checked && launch.num_processes() > 1 &&
-               launch.num_hosts() == 1;
+        return !checked && launch.num_hosts() == 1 &&
+               ReadsInputsAcrossProcesses(launch);
       },
       o,
       [](int me, int64_t count,
@@ -380,16 +391,14 @@ TEST(DirectMismatch, InputsAtDifferentOffsets) {
 // private input copy it for the peers into their outputs, so the members
 // would read different buffers; the call is an error naming psum on every
 // device, at once. Where no peer reads an input (checked mode, one device
-// per host), or where every device is a thread of one process (kDirect
-// reads each input where it is), the same call is correct.
+// per host), or where the readers are threads of one process (boards), the
+// same call is correct.
 TEST(DirectMismatch, PrivateAndSymmetricInputs) {
   const char* check = std::getenv("MESHDMA_CHECK");
   const bool checked = check != nullptr && std::string(check) == "races";
   ExpectPsumFailsWhereReadsPeers(
       [checked](const Launch& launch) {
-        return !checked && launch.num_processes() > 1 &&
-               (launch.num_hosts() == 1 ||
-                launch.num_devices() / launch.num_hosts() >= 2);
+        return !checked && ReadsInputsAcrossProcesses(launch);
       },
       CollectiveOptions(),
       [](int me, int64_t count,

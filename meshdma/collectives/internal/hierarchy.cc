@@ -36,9 +36,18 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
   // 2. Even when every host holds as many members as the first.
   layout.num_hosts = static_cast<int>(host_ids.size());
   layout.per_host = static_cast<int>(layout.positions[0].size());
+  layout.hosts_are_processes = true;
   for (const std::vector<int>& members : layout.positions) {
     if (static_cast<int>(members.size()) != layout.per_host) {
       layout.per_host = 0;
+    }
+    // 3. Whether each host's members are devices of one process.
+    MESHDMA_ASSIGN_OR_RETURN(int first,
+                             g.mesh->GlobalDevice(g.members[members[0]]));
+    for (int p : members) {
+      MESHDMA_ASSIGN_OR_RETURN(int global, g.mesh->GlobalDevice(g.members[p]));
+      layout.hosts_are_processes &=
+          launch.devices()[global].rank == launch.devices()[first].rank;
     }
   }
   return layout;
@@ -49,7 +58,8 @@ absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
                                 const ArrayRef* read_input) {
   if (!layout.Applies() || layout.per_host < 2) return false;
   bool direct = false;
-  if (read_input == nullptr || read_input->is_symmetric()) {
+  if (read_input == nullptr || read_input->is_symmetric() ||
+      layout.hosts_are_processes) {
     MESHDMA_ASSIGN_OR_RETURN(direct, DirectReaches(layout.Host(g)));
   }
   MESHDMA_LOG_ONCE(

@@ -45,6 +45,10 @@ struct HostLayout {
   std::vector<std::vector<int>> positions;
   int host = 0;   // The caller's host, an index into `positions`.
   int local = 0;  // The caller's local index on it.
+  // Every host's members are threads of one process, so that a single-copy
+  // step inside a host may read the inputs where they are, through boards
+  // (direct.h). The same on every member.
+  bool hosts_are_processes = false;
 
   // Whether kHierarchical applies: several hosts, the same count on each.
   bool Applies() const { return num_hosts > 1 && per_host > 0; }
@@ -139,14 +143,22 @@ inline constexpr int64_t kHostDirectPrivateMaxBytes = 4 << 20;
 // member of the caller's host reachable by peer views (direct.h; not in
 // checked mode), and `read_input`, the input that host members read in place
 // (the reductions'; a psum's private input is read from its output,
-// all_reduce.cc; null for the all-gather, which reads none), symmetric.
+// all_reduce.cc; null for the all-gather, which reads none), symmetric, or
+// any memory where each host is one process (`HostBoards`).
 // Every member of a matching call decides the same; a reduction's kernel
 // signature then holds the input's heap offset (RunReductionKernel's
-// `reads_peer_inputs`). MESHDMA_DEBUG=INFO logs the choice once per
-// collective `name` and group size.
+// `reads_peer_inputs`) unless the inputs are read through boards.
+// MESHDMA_DEBUG=INFO logs the choice once per collective `name` and group
+// size.
 absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
                                 const HostLayout& layout,
                                 const ArrayRef* read_input);
+// True when the single-copy steps inside each host read the inputs through
+// boards (direct.h; RunReductionKernel's `publish_input`): `host_direct`,
+// and every host is one process.
+inline bool HostBoards(const HostLayout& layout, bool host_direct) {
+  return host_direct && layout.hosts_are_processes;
+}
 
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
 // `output` (which may alias it) over `g`; H hosts of m members each, caller
@@ -154,7 +166,8 @@ absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
 //   step 1: reduce-scatter over my host: part i of `output` holds my host's
 //           reduction of part i (skipped when m == 1); with `host_direct`,
 //           single-copy (DirectReduceScatter: part i of every host member's
-//           input read in place, reduced into mine), else a ring;
+//           input read in place, through `board` where not null, reduced
+//           into mine), else a ring;
 //   step 2: all-reduce part i of `output` in place over my lane (when
 //           m == 1, `input` into `output`, with no copy between them): every
 //           host now holds the total of part i at its local index i (one-shot
@@ -174,7 +187,7 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
                                    ReduceOp op, const ArrayRef& input,
                                    const ArrayRef& output,
                                    const CollectiveOptions& options,
-                                   bool host_direct) {
+                                   bool host_direct, const ArrayRef* board) {
   const Group host = layout.Host(g);
   const Group lane = layout.Lane(g);
   const int m = host.size();
@@ -189,8 +202,8 @@ absl::Status HierarchicalAllReduce(const Group& g, const HostLayout& layout,
   Semaphore gathered;  // Step 4's `done` with host_direct.
   if (m > 1 && host_direct) {
     MESHDMA_ASSIGN_OR_RETURN(gathered, AllocateDone());
-    MESHDMA_RETURN_IF_ERROR(DirectReduceScatter<T>(host, combine, input, mine,
-                                                   /*board=*/nullptr));
+    MESHDMA_RETURN_IF_ERROR(
+        DirectReduceScatter<T>(host, combine, input, mine, board));
   } else if (m > 1) {
     MESHDMA_ASSIGN_OR_RETURN(gather, AllocateAllGather(host, LanesFor(m)));
     MESHDMA_RETURN_IF_ERROR(
@@ -254,14 +267,16 @@ absl::Status LaneReduceScatter(const Group& lane, ReduceOp op, int group_size,
 //   step 4: copy my segment to `output` (divided by n for kMean).
 // With `host_direct`, steps 1 and 2 are one single-copy step: block (i, k)
 // of my scratch row is the sum of segment positions[k][i] read in place
-// from every host member's input (`kDirect`'s reads), then a `done` round
-// over the host (direct.h, step 3) before the lane.
+// from every host member's input (`kDirect`'s reads; through `board` where
+// not null), then a `done` round over the host (direct.h, step 3) before the
+// lane.
 template <typename T>
 absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
                                        ReduceOp op, const ArrayRef& input,
                                        const ArrayRef& output,
                                        const CollectiveOptions& options,
-                                       bool host_direct) {
+                                       bool host_direct,
+                                       const ArrayRef* board) {
   const Group host = layout.Host(g);
   const Group lane = layout.Lane(g);
   const int n = g.size(), m = host.size(), hosts = lane.size();
@@ -273,7 +288,7 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef row,
                              AllocateSymmetric(kDTypeOf<T>, {hosts * seg}));
     MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
-                             MemberViews(host, input));
+                             MemberInputs(host, input, input, board));
     MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
     std::vector<const T*> sources(m);
     for (int k = 0; k < hosts; ++k) {
