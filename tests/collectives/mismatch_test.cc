@@ -327,6 +327,20 @@ void ExpectPsumFailsWhereReadsPeers(
   EXPECT_TRUE(absl::StrContains(s.message(), "psum")) << s;
 }
 
+// The `races` ctest variants turn checked mode on through the environment.
+bool CheckedMode() {
+  const char* check = std::getenv("MESHDMA_CHECK");
+  return check != nullptr && std::string(check) == "races";
+}
+
+// An input of `count` f32 at offset 0 (even devices) or 64 elements (odd) of
+// one symmetric allocation, the same on every device.
+absl::StatusOr<ArrayRef> SymmetricInputsAtTwoOffsets(int me, int64_t count,
+                                                     std::vector<float>&) {
+  MESHDMA_ASSIGN_OR_RETURN(auto buf, AllocateSymmetric<float>({count + 64}));
+  return buf.Slice(0, me % 2 == 0 ? 0 : 64, count);
+}
+
 // Whether the single-copy steps of a psum on `launch` read inputs of
 // devices in other processes (kDirect on one host of several processes, the
 // hierarchy's steps inside hosts that hold several devices in several
@@ -351,13 +365,7 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
       [](const Launch& launch) {
         return launch.num_hosts() > 1 && ReadsInputsAcrossProcesses(launch);
       },
-      o,
-      [](int me, int64_t count,
-         std::vector<float>&) -> absl::StatusOr<ArrayRef> {
-        MESHDMA_ASSIGN_OR_RETURN(auto buf,
-                                 AllocateSymmetric<float>({count + 64}));
-        return buf.Slice(0, me % 2 == 0 ? 0 : 64, count);
-      });
+      o, SymmetricInputsAtTwoOffsets);
 }
 
 // kDirect reads its peers' inputs in place: across processes through peer
@@ -367,8 +375,7 @@ TEST(HostDirectMismatch, InputsAtDifferentOffsets) {
 // it is (through boards), and the same call is correct there, as where no
 // peer reads an input (checked mode, several hosts: the ring).
 TEST(DirectMismatch, InputsAtDifferentOffsets) {
-  const char* check = std::getenv("MESHDMA_CHECK");
-  const bool checked = check != nullptr && std::string(check) == "races";
+  const bool checked = CheckedMode();
   CollectiveOptions o;
   o.algorithm = CollectiveAlgorithm::kDirect;
   ExpectPsumFailsWhereReadsPeers(
@@ -376,13 +383,7 @@ TEST(DirectMismatch, InputsAtDifferentOffsets) {
         return !checked && launch.num_hosts() == 1 &&
                ReadsInputsAcrossProcesses(launch);
       },
-      o,
-      [](int me, int64_t count,
-         std::vector<float>&) -> absl::StatusOr<ArrayRef> {
-        MESHDMA_ASSIGN_OR_RETURN(auto buf,
-                                 AllocateSymmetric<float>({count + 64}));
-        return buf.Slice(0, me % 2 == 0 ? 0 : 64, count);
-      });
+      o, SymmetricInputsAtTwoOffsets);
 }
 
 // A psum whose members' inputs are of different kinds, private on device 0
@@ -394,8 +395,7 @@ TEST(DirectMismatch, InputsAtDifferentOffsets) {
 // per host), or where the readers are threads of one process (boards), the
 // same call is correct.
 TEST(DirectMismatch, PrivateAndSymmetricInputs) {
-  const char* check = std::getenv("MESHDMA_CHECK");
-  const bool checked = check != nullptr && std::string(check) == "races";
+  const bool checked = CheckedMode();
   ExpectPsumFailsWhereReadsPeers(
       [checked](const Launch& launch) {
         return !checked && ReadsInputsAcrossProcesses(launch);

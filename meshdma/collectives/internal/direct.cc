@@ -8,14 +8,29 @@
 
 namespace meshdma::collectives_internal {
 
-absl::StatusOr<bool> DirectReaches(const Group& g) {
+namespace {
+
+// True when `holds(peer, DeviceIdType::kLogical)` is true for every peer of
+// `g`.
+absl::StatusOr<bool> EveryPeer(const Group& g,
+                               absl::StatusOr<bool> (*holds)(const DeviceId&,
+                                                             DeviceIdType)) {
   for (int j = 1; j < g.size(); ++j) {
     MESHDMA_ASSIGN_OR_RETURN(
-        bool reaches,
-        peer_view_reaches(DeviceId(g.Peer(j)), DeviceIdType::kLogical));
-    if (!reaches) return false;
+        bool yes, holds(DeviceId(g.Peer(j)), DeviceIdType::kLogical));
+    if (!yes) return false;
   }
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> DirectReaches(const Group& g) {
+  return EveryPeer(g, &peer_view_reaches);
+}
+
+absl::StatusOr<bool> SharesAddressSpace(const Group& g) {
+  return EveryPeer(g, &peer_shares_address_space);
 }
 
 absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
@@ -35,16 +50,6 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
   }
   return CallSignature(kind, dtype, count, aux | kDirectAux, symmetric_output,
                        direct_input);
-}
-
-absl::StatusOr<bool> SharesAddressSpace(const Group& g) {
-  for (int j = 1; j < g.size(); ++j) {
-    MESHDMA_ASSIGN_OR_RETURN(
-        bool shares,
-        peer_shares_address_space(DeviceId(g.Peer(j)), DeviceIdType::kLogical));
-    if (!shares) return false;
-  }
-  return true;
 }
 
 absl::Status RunReductionKernel(
