@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where meshdma stands against the MPI it runs on, at every size, in the
-# launches the performance targets name: 2 processes of one host, 2
+# launches the performance targets name: 2 processes of one host (and there
+# the reductions of a private input too, launch one_host_private), 2
 # processes as 2 hosts over TCP, and 2 simulated hosts x 2 processes. Each
 # launch runs ROUNDS times (alternating ops, so a slow spell of a shared
 # machine spreads over all of them); the table gives, per size, the median
@@ -44,6 +45,12 @@ for ((round = 1; round <= rounds; ++round)); do
     launch tcp_2_hosts "$op" "$round" -np 2 --mca btl self,tcp \
       -x MESHDMA_FORCE_INTERHOST=1
   done
+  # The reductions of a caller's own buffer (MPI's baseline takes one too).
+  sizes=(-b 8 -e 16M -f 8 --input private)
+  for op in all_reduce reduce_scatter; do
+    launch one_host_private "$op" "$round" -np 2
+  done
+  sizes=(-b 8 -e 16M -f 8)
   launch hosts_2x2 all_reduce "$round" -np 4 --oversubscribe \
     -x MESHDMA_HOSTS=2
   sizes=(-b 2M -e 16M -f 8 --algo ring)
@@ -74,8 +81,8 @@ sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
     lo = v[1]; hi = v[1]
     for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
     line = sprintf("%s: %.2f [%s-%s]", key, median(vs), lo, hi)
-    if (launch == "one_host" && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
-    if (launch == "one_host" && ip_bound != "") line = line sprintf(", in place %.2f", median(ip_bound))
+    if (launch ~ /^one_host/ && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
+    if (launch ~ /^one_host/ && ip_bound != "") line = line sprintf(", in place %.2f", median(ip_bound))
     time[key] = median(times)
     if (launch == "hosts_2x2_ring" && time["hosts_2x2 " op " " size] > 0) {
       line = line sprintf("; auto over ring %.2f", time[key] / time["hosts_2x2 " op " " size])
