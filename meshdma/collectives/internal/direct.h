@@ -96,9 +96,10 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
 // `reads_peer_inputs` (kDirect, and kHierarchical with `HostDirect`) puts
 // `in` in the signature, as ReductionSignature's `direct_input`;
 // `private_input` says that the call copies a private input for the peers
-// (kPrivateInputAux). With `publish_input` (kDirect on threads of one
-// process, kBoardInputsAux), `in`'s address goes on a board before the entry
-// barrier and `board` is that board (`MemberInputs`); else it is null.
+// (kPrivateInputAux). With `publish_input` (kBoardInputsAux: kDirect on
+// threads of one process, or the hierarchy's steps inside hosts that are one
+// process each), `in`'s address goes on a board before the entry barrier and
+// `board` is that board (`MemberInputs`); else it is null.
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
