@@ -4,7 +4,8 @@
 // the kernel paths interleave with it), every algorithm, and devices delayed
 // by random sleeps before calls; a quarter of the calls take their input from
 // the device's ordinary memory rather than the symmetric heap (the
-// reductions then copy it for their peers). Every result is checked against
+// reductions copy it for peers in other processes, and threads of one
+// process read it in place). Every result is checked against
 // a closed form. All devices draw the same sequence of calls from one seed;
 // each device draws its own delays.
 #include <algorithm>

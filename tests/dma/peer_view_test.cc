@@ -130,9 +130,18 @@ TEST_F(PeerViewTest, OrdinaryOrForgedViewsAreErrors) {
     }
     st = peer_view(buf, DeviceId(1 << 20)).status();
     if (st.ok()) return absl::InternalError("a device off the mesh was taken");
+    st = peer_shares_address_space(DeviceId(1 << 20)).status();
+    if (st.ok() ||
+        !absl::StrContains(st.message(), "peer_shares_address_space"))
+      return absl::InternalError(absl::StrCat("off the mesh: ", st.ToString()));
     return absl::OkStatus();
   });
   EXPECT_TRUE(s.ok()) << s;
+  // Outside a Run there is no calling device.
+  absl::Status outside = peer_shares_address_space(DeviceId(0)).status();
+  EXPECT_FALSE(outside.ok());
+  EXPECT_TRUE(absl::StrContains(outside.message(), "peer_shares_address_space"))
+      << outside;
 }
 
 // Counters (contract 5): for kRounds rounds each device stores a block into
