@@ -75,11 +75,12 @@ function(meshdma_add_gtest name)
             TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;hosts;${ARG_LABELS}"
             ENV MESHDMA_HOSTS=2 ARGS ${ARG_ARGS})
         endif()
-        if(MESHDMA_MPI_IS_OPENMPI)
-          meshdma_add_mpi_test(${name}.np${np}.interhost_tcp ${name} ${np}
-            TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
-            ENV MESHDMA_FORCE_INTERHOST=1 OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
-        endif()
+        # The other remote transport: MPI's messages (restricted to TCP
+        # under Open MPI) instead of meshdma's own TCP connections.
+        meshdma_add_mpi_test(${name}.np${np}.interhost_mpi ${name} ${np}
+          TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
+          ENV MESHDMA_FORCE_INTERHOST=1 MESHDMA_REMOTE_TRANSPORT=mpi
+          OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
       endif()
     endforeach()
   endif()

@@ -23,6 +23,9 @@ const HostTopology& Runtime::topology() const { return impl_->topology(); }
 int Runtime::num_local_devices() const { return impl_->num_local_devices(); }
 int Runtime::num_devices() const { return impl_->launch().num_devices(); }
 DmaMode Runtime::dma_mode() const { return impl_->dma_mode(); }
+std::string Runtime::remote_transport() const {
+  return impl_->remote_transport_name();
+}
 int64_t Runtime::heap_bytes() const { return impl_->heap_bytes(); }
 absl::Duration Runtime::wait_timeout() const { return impl_->wait_timeout(); }
 int64_t Runtime::mpi_pieced_bytes(int rank) const {

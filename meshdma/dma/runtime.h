@@ -79,6 +79,23 @@ inline constexpr int64_t kDefaultMpiPiecedBytes = (256 + 4) << 10;
 // above it MPI's single copy beats many eager messages.
 inline constexpr int64_t kDefaultMpiSharedMemoryPiecedBytes = 16 << 10;
 
+// The path to devices on other hosts (`RuntimeOptions::remote_transport`).
+enum class RemoteTransport {
+  // meshdma's own TCP connections (dma/transport/socket/), unless this host
+  // has an RDMA device (a non-empty /sys/class/infiniband): then kMpi, since
+  // MPI's path between hosts there is not TCP.
+  kAuto,
+  // meshdma's own TCP connections, one per pair of processes: the header and
+  // the source's bytes in one write, the payload read straight into the
+  // destination heap.
+  kTcp,
+  // MPI two-sided messages (dma/transport/mpi/), through whatever network
+  // MPI is configured for.
+  kMpi,
+};
+// Overrides remote_transport: "tcp", "mpi" or "auto".
+inline constexpr char kRemoteTransportEnv[] = "MESHDMA_REMOTE_TRANSPORT";
+
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
 enum class CheckMode { kOff, kRaces };
@@ -128,6 +145,11 @@ struct RuntimeOptions {
   // hosts through MPI's shared memory: pieces of its eager size"). At most
   // 1 GiB.
   std::optional<int64_t> mpi_pieced_bytes;
+  // The path to devices on other hosts. Unset: MESHDMA_REMOTE_TRANSPORT,
+  // else kAuto. The launch's control messages (aborts) use it too; a launch
+  // on one host, or whose processes are one, uses no remote transport's data
+  // path. Every process must choose the same.
+  std::optional<RemoteTransport> remote_transport;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
   // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values
@@ -165,6 +187,9 @@ class Runtime {
   int num_local_devices() const;
   int num_devices() const;  // In the whole launch.
   DmaMode dma_mode() const;
+  // The transport to devices on other hosts: "tcp" or "mpi"; "" when every
+  // device of the launch is reached through memory (one host).
+  std::string remote_transport() const;
   int64_t heap_bytes() const;
   absl::Duration wait_timeout() const;
   // The effective `RuntimeOptions::mpi_pieced_bytes` for puts to process

@@ -47,6 +47,11 @@ class ProcessGroup {
   virtual absl::StatusOr<std::vector<int64_t>> BarrierExchange(
       absl::string_view what, absl::Duration timeout,
       std::span<const int64_t> mine) = 0;
+  // Not collective: a peer is dead or stuck (`reason` says which), so this
+  // group can no longer finish together. Under MPI the process then exits
+  // with status 1 at exit instead of finalising MPI, which would wait for
+  // that peer. A no-op where nothing waits for peers at exit.
+  virtual void MarkPeersLost(const std::string& reason) {}
 };
 
 // The group of this process alone: exchanges return its own bytes.

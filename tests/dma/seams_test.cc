@@ -272,8 +272,10 @@ TEST(MpiPathTest, PiecesFollowTheMpiPath) {
   // MESHDMA_MPI_PIECED_BYTES, when the launcher sets it, overrides the
   // default towards every other process.
   const char* told_env = std::getenv(kMpiPiecedBytesEnv);
+  RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
+  options.remote_transport = RemoteTransport::kMpi;  // Its pieces.
   {
-    auto rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+    auto rt = Runtime::Create(options);
     ASSERT_TRUE(rt.ok()) << rt.status();
     const Launch& launch = (*rt)->launch();
     const std::string& mine = launch.processes()[launch.rank()].hostname;
@@ -308,7 +310,7 @@ TEST(MpiPathTest, PiecesFollowTheMpiPath) {
       EXPECT_EQ((*rt)->mpi_pieced_bytes(r), expected);
     }
   }
-  RuntimeOptions told = testing::TierOptions(DmaMode::kAsync);
+  RuntimeOptions told = options;
   told.mpi_pieced_bytes = 123456;
   auto rt = Runtime::Create(told);
   ASSERT_TRUE(rt.ok()) << rt.status();
@@ -317,6 +319,30 @@ TEST(MpiPathTest, PiecesFollowTheMpiPath) {
     if (r != launch.rank()) {
       EXPECT_EQ((*rt)->mpi_pieced_bytes(r), 123456);
     }
+  }
+}
+
+// The transport to other hosts is the one chosen: "tcp" or "mpi" where some
+// device is on another host, "" where every device is reached through memory.
+// (Every test binary that runs between hosts moves its data through both:
+// its `.interhost` variants through TCP, its `.interhost_mpi` through MPI.)
+TEST(RemoteTransportTest, IsTheOneChosen) {
+  for (const RemoteTransport choice :
+       {RemoteTransport::kTcp, RemoteTransport::kMpi}) {
+    RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
+    options.remote_transport = choice;
+    auto rt = Runtime::Create(options);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    const Launch& launch = (*rt)->launch();
+    const std::string& my_host = launch.processes()[launch.rank()].host_key;
+    bool other_hosts = false;
+    for (const ProcessInfo& p : launch.processes()) {
+      other_hosts |= p.host_key != my_host;
+    }
+    const std::string expected = !other_hosts                      ? ""
+                                 : choice == RemoteTransport::kTcp ? "tcp"
+                                                                   : "mpi";
+    EXPECT_EQ((*rt)->remote_transport(), expected);
   }
 }
 

@@ -26,6 +26,7 @@
 #include "meshdma/dma/transport/direct/direct_transport.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/shm/shm_segment.h"
+#include "meshdma/dma/transport/socket/socket_transport.h"
 
 namespace meshdma::dma_internal {
 namespace {
@@ -126,6 +127,21 @@ absl::Status RuntimeImpl::ReadOptions() {
     mode_from_env = *mode_env == "eager" ? DmaMode::kEager : DmaMode::kAsync;
   }
   dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::optional<std::string> remote_env,
+      EnvChoice(kRemoteTransportEnv, {"auto", "tcp", "mpi"}));
+  std::optional<RemoteTransport> remote_from_env;
+  if (remote_env.has_value()) {
+    remote_from_env = *remote_env == "tcp"   ? RemoteTransport::kTcp
+                      : *remote_env == "mpi" ? RemoteTransport::kMpi
+                                             : RemoteTransport::kAuto;
+  }
+  remote_choice_ = Resolve(options_.remote_transport, remote_from_env,
+                           RemoteTransport::kAuto);
+  if (remote_choice_ == RemoteTransport::kAuto) {
+    remote_choice_ =
+        HostHasRdmaDevice() ? RemoteTransport::kMpi : RemoteTransport::kTcp;
+  }
 
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.
@@ -403,7 +419,26 @@ absl::Status RuntimeImpl::InitHeaps() {
   if (own_segment_ != nullptr) own_segment_->Unlink();
   MESHDMA_RETURN_IF_ERROR(mapped);
 
-  if (launch_->num_processes() > 1) {
+  // Devices no transport above reaches are on other hosts.
+  bool other_hosts = false;
+  for (int g = 0; g < launch_->num_devices(); ++g) {
+    other_hosts |= transport_of_device_[g] == nullptr;
+  }
+  if (other_hosts && remote_choice_ == RemoteTransport::kTcp) {
+    // One transport carries every message between processes, so that a
+    // put and a later signal to the same process stay in order.
+    const std::string& my_machine =
+        launch_->processes()[launch_->rank()].hostname;
+    bool one_machine = true;
+    for (const ProcessInfo& p : launch_->processes()) {
+      one_machine &= p.hostname == my_machine;
+    }
+    MESHDMA_ASSIGN_OR_RETURN(
+        std::unique_ptr<Transport> tcp,
+        MakeSocketTransport(this, *processes_, one_machine, wait_timeout_));
+    transports_.push_back(std::move(tcp));
+    remote_transport_ = transports_.back().get();
+  } else if (launch_->num_processes() > 1) {
     // Puts in pieces unless told otherwise. Towards a process of this
     // machine that MPI reaches through shared memory, a long message moves
     // in one copy, but one past MPI's eager size waits for the receiver to

@@ -39,6 +39,10 @@ class RuntimeImpl : public TransportHost {
   const Launch& launch() const { return *launch_; }
   const HostTopology& topology() const { return *topology_; }
   DmaMode dma_mode() const { return dma_mode_; }
+  // "tcp" or "mpi" where devices of other hosts are reached; else "".
+  std::string remote_transport_name() const {
+    return RemotePeers() ? std::string(remote_transport_->name()) : "";
+  }
   absl::Duration wait_timeout() const override { return wait_timeout_; }
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
@@ -182,6 +186,8 @@ class RuntimeImpl : public TransportHost {
 
   RuntimeOptions options_;
   DmaMode dma_mode_ = DmaMode::kAsync;
+  // kTcp or kMpi once the options are read.
+  RemoteTransport remote_choice_ = RemoteTransport::kAuto;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
   // Per process, what the MPI transport was given (mpi_path.h).

@@ -83,6 +83,9 @@ class MpiProcessGroup : public ProcessGroup {
   absl::StatusOr<std::vector<int64_t>> BarrierExchange(
       absl::string_view what, absl::Duration timeout,
       std::span<const int64_t> mine) override;
+  void MarkPeersLost(const std::string& reason) override {
+    MarkMpiPeersLost(reason);
+  }
 
  private:
   // Gather to `root`, or to everyone without one.

@@ -16,12 +16,10 @@
 #include "meshdma/base/deadline.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
+#include "meshdma/dma/transport/wire.h"
 
 namespace meshdma::dma_internal {
 namespace {
-
-using base_internal::ByteExtent;
-using base_internal::CheckedByteExtent;
 
 constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
@@ -35,63 +33,8 @@ constexpr int64_t kMaxPiece = int64_t{1} << 30;
 constexpr int64_t kDevicesPollingNs = 50'000;
 // Polls per reading of the clock in `Poll`: a few microseconds of spinning.
 constexpr int kPollsPerNote = 16;
-// The size of MpiTransport::Header, the first bytes of every message.
-constexpr int64_t kWireHeaderBytes = 56;
-
-enum class Kind : int32_t { kPut = 1, kSignal = 2, kAbort = 3, kFlush = 4 };
 
 void WriteNothing(std::byte*) {}
-
-bool IsPacked(const ViewLayout& v, int64_t elem_bytes) {
-  int64_t stride = elem_bytes;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    if (v.shape[d] != 1 && v.byte_strides[d] != stride) return false;
-    stride *= v.shape[d];
-  }
-  return true;
-}
-
-ViewLayout Packed(const ViewLayout& v, int64_t elem_bytes) {
-  ViewLayout p = v;
-  int64_t stride = elem_bytes;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    p.byte_strides[d] = stride;
-    stride *= v.shape[d];
-  }
-  return p;
-}
-
-// `src` and `dst` (same shape) with dimensions of size 1 dropped and
-// neighbours that both views pack at one stride merged, so that a copy of
-// them is cut where their memory really breaks (the keys and values of every
-// head of a KV page are one dimension, say).
-void MergeDimensions(ViewLayout& src, ViewLayout& dst) {
-  int rank = 0;
-  for (int d = 0; d < src.rank; ++d) {
-    if (src.shape[d] == 1) continue;
-    const bool merges =
-        rank > 0 &&
-        src.byte_strides[rank - 1] == src.shape[d] * src.byte_strides[d] &&
-        dst.byte_strides[rank - 1] == src.shape[d] * dst.byte_strides[d];
-    if (merges) {
-      src.shape[rank - 1] *= src.shape[d];
-      src.byte_strides[rank - 1] = src.byte_strides[d];
-      dst.byte_strides[rank - 1] = dst.byte_strides[d];
-    } else {
-      src.shape[rank] = src.shape[d];
-      src.byte_strides[rank] = src.byte_strides[d];
-      dst.byte_strides[rank] = dst.byte_strides[d];
-      ++rank;
-    }
-  }
-  if (rank == 0) {  // A single element.
-    src.shape[0] = 1;
-    src.byte_strides[0] = dst.byte_strides[0] = 1;
-    rank = 1;
-  }
-  src.rank = dst.rank = rank;
-  dst.shape = src.shape;
-}
 
 // An MPI datatype, built of MPI_BYTEs, that reads or writes the bytes of a
 // strided view `v` in place, so that MPI moves them without a packed copy on
@@ -176,27 +119,8 @@ class ByteBuffer {
 
 }  // namespace
 
-// The fixed part of every message (56 bytes). What follows it, in order:
-// the destination's layout when `has_layout` (a put whose destination is
-// not contiguous, or any put in checked mode; otherwise the destination is
-// `value` contiguous bytes), the sender's vector clock in checked mode
-// (`check_words` words), then `inline_bytes` of payload.
-struct MpiTransport::Header {
-  Kind kind;
-  int32_t dst_device;
-  int64_t dst_offset;  // kPut: heap offset of dst; kSignal: semaphore offset.
-  int64_t sem_offset;  // kPut: receiver's recv semaphore.
-  int64_t value;       // kPut: bytes; kSignal: increment; kFlush: epoch.
-  int32_t elem_bytes;
-  int32_t inline_bytes;  // Payload bytes at the end of the message.
-  int32_t has_layout;    // 1: a ViewLayout follows the header.
-  int32_t check_words;
-  int32_t src_device;
-  uint32_t check_seq;  // Checked mode: numbers a put among its issuer's DMAs.
-};
-
 struct MpiTransport::PendingSend {
-  ByteBuffer message;         // Header and inline payload.
+  ByteBuffer message;         // WireHeader and inline payload.
   ByteBuffer packed;          // A strided source, gathered.
   std::unique_ptr<DmaOp> op;  // Non-inline puts: completes with the send.
   std::vector<MPI_Request> requests;
@@ -209,7 +133,7 @@ struct MpiTransport::PendingSend {
 struct MpiTransport::PendingRecv {
   std::vector<MPI_Request> requests;
   ByteBuffer staging;  // Non-contiguous destinations only.
-  Header header;       // Checked mode: reported on arrival.
+  WireHeader header;   // Checked mode: reported on arrival.
   std::vector<uint32_t> check_clock;
   std::byte* dst = nullptr;
   ViewLayout dst_layout;
@@ -221,7 +145,6 @@ struct MpiTransport::PendingRecv {
 MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
                            std::vector<MpiPeerLimits> limits)
     : host_(host), comm_(comm), limits_(std::move(limits)) {
-  static_assert(sizeof(Header) == kWireHeaderBytes);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   flushed_from_.assign(size_, 0);
@@ -229,7 +152,7 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
   // matches the earliest one still pending, so they complete in posting
   // order and are handled (and re-posted) in that order.
   for (int i = 0; i < kPostedReceives; ++i) {
-    posted_[i].buffer.resize(sizeof(Header) + sizeof(ViewLayout) +
+    posted_[i].buffer.resize(sizeof(WireHeader) + sizeof(ViewLayout) +
                              kInlineBytes);
     MPI_Recv_init(posted_[i].buffer.data(),
                   static_cast<int>(posted_[i].buffer.size()), MPI_BYTE,
@@ -244,7 +167,7 @@ MpiTransport::~MpiTransport() {
   if (!MpiPeersLost()) MPI_Comm_free(&comm_);
 }
 
-void MpiTransport::Send(int dest_rank, const Header& header,
+void MpiTransport::Send(int dest_rank, const WireHeader& header,
                         const ViewLayout* layout,
                         const InlinePayload& inline_payload,
                         std::unique_ptr<DmaOp> op,
@@ -271,9 +194,9 @@ void MpiTransport::Send(int dest_rank, const Header& header,
   if (send == nullptr) send = std::make_unique<PendingSend>();
   send->requests.clear();
   send->dest = dest_rank;
-  send->message.Resize(sizeof(Header) + layout_bytes + clock_bytes +
+  send->message.Resize(sizeof(WireHeader) + layout_bytes + clock_bytes +
                        inline_payload.bytes);
-  Header h = header;
+  WireHeader h = header;
   h.has_layout = layout != nullptr ? 1 : 0;
   h.check_words = static_cast<int32_t>(check_clock.size());
   h.inline_bytes = static_cast<int32_t>(inline_payload.bytes);
@@ -282,7 +205,7 @@ void MpiTransport::Send(int dest_rank, const Header& header,
     if (n > 0) std::memcpy(at, bytes, n);
     at += n;
   };
-  append(&h, sizeof(Header));
+  append(&h, sizeof(WireHeader));
   append(layout, layout_bytes);
   append(check_clock.data(), clock_bytes);
   if (inline_payload.bytes > 0) inline_payload.write(at);
@@ -368,8 +291,8 @@ bool MpiTransport::DevicesPolling() const {
 }
 
 void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
-  Header h{};
-  h.kind = Kind::kPut;
+  WireHeader h{};
+  h.kind = WireKind::kPut;
   h.dst_device = op->event.dst_device;
   h.dst_offset = op->dst_heap_offset;
   h.sem_offset = op->event.recv_sem;
@@ -418,7 +341,7 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
        std::move(op), clock);
 }
 
-void MpiTransport::PutInPieces(int dest_rank, const Header& header,
+void MpiTransport::PutInPieces(int dest_rank, const WireHeader& header,
                                std::unique_ptr<DmaOp> op, int64_t piece_bytes) {
   ViewLayout src = op->src_layout, dst = op->dst_layout;
   MergeDimensions(src, dst);
@@ -455,7 +378,7 @@ void MpiTransport::PutInPieces(int dest_rank, const Header& header,
       for (int d = 0; d < cut; ++d) piece_src.shape[d] = piece_dst.shape[d] = 1;
       piece_src.shape[cut] = piece_dst.shape[cut] = len;
       const std::byte* from = op->src + src_at + j * src.byte_strides[cut];
-      Header h = header;
+      WireHeader h = header;
       h.dst_offset = header.dst_offset + dst_at + j * dst.byte_strides[cut];
       h.value = len * inner;
       const CopyPlan pack(piece_src, Packed(piece_src, elem_bytes), elem_bytes);
@@ -469,8 +392,8 @@ void MpiTransport::PutInPieces(int dest_rank, const Header& header,
 
 void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
                           std::span<const uint32_t> check_clock) {
-  Header h{};
-  h.kind = Kind::kSignal;
+  WireHeader h{};
+  h.kind = WireKind::kSignal;
   h.dst_device = target_device;
   h.dst_offset = sem_offset;
   h.value = inc;
@@ -479,8 +402,8 @@ void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
 }
 
 void MpiTransport::BroadcastAbort(const std::string& reason) {
-  Header h{};
-  h.kind = Kind::kAbort;
+  WireHeader h{};
+  h.kind = WireKind::kAbort;
   const auto write_reason = [&](std::byte* at) {
     std::memcpy(at, reason.data(), reason.size());
   };
@@ -498,8 +421,8 @@ absl::Status MpiTransport::Quiesce(absl::Duration timeout) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     epoch = ++flush_epoch_;
   }
-  Header h{};
-  h.kind = Kind::kFlush;
+  WireHeader h{};
+  h.kind = WireKind::kFlush;
   h.value = epoch;
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) Send(r, h, nullptr, {0, WriteNothing}, nullptr);
@@ -589,22 +512,20 @@ bool MpiTransport::ProgressLocked() {
 
 void MpiTransport::HandleMessage(std::span<const std::byte> message,
                                  int source) {
-  if (message.size() < sizeof(Header)) {
+  if (message.size() < sizeof(WireHeader)) {
     host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
                               " a message of ", message.size(),
                               " bytes, shorter than a header"),
                  /*notify_peers=*/true);
     return;
   }
-  Header h;
-  std::memcpy(&h, message.data(), sizeof(Header));
+  WireHeader h;
+  std::memcpy(&h, message.data(), sizeof(WireHeader));
   // The parts after the header, each checked against what arrived.
-  const int64_t layout_bytes = h.has_layout == 1 ? sizeof(ViewLayout) : 0;
-  const int64_t clock_bytes = int64_t{h.check_words} * sizeof(uint32_t);
-  const int64_t tail = static_cast<int64_t>(message.size() - sizeof(Header));
-  if (h.has_layout < 0 || h.has_layout > 1 || h.check_words < 0 ||
-      h.inline_bytes < 0 ||
-      layout_bytes + clock_bytes + h.inline_bytes != tail) {
+  const int64_t extras = WireExtrasBytes(h);
+  const int64_t tail =
+      static_cast<int64_t>(message.size() - sizeof(WireHeader));
+  if (extras < 0 || extras + h.inline_bytes != tail) {
     host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
                               " a malformed message (", message.size(),
                               " bytes, ", h.check_words, " clock words, ",
@@ -612,123 +533,64 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
                  /*notify_peers=*/true);
     return;
   }
-  const std::byte* after_header = message.data() + sizeof(Header);
+  const int64_t layout_bytes = h.has_layout == 1 ? sizeof(ViewLayout) : 0;
+  const std::byte* after_header = message.data() + sizeof(WireHeader);
   const std::span<const uint32_t> clock(
       reinterpret_cast<const uint32_t*>(after_header + layout_bytes),
       static_cast<size_t>(h.check_words));
-  const std::byte* payload = after_header + layout_bytes + clock_bytes;
-  if (h.kind == Kind::kAbort) {
+  const std::byte* payload = after_header + extras;
+  if (h.kind == WireKind::kAbort) {
     host_->Abort(
         std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
         /*notify_peers=*/false);
     return;
   }
-  if (h.kind == Kind::kFlush) {
+  if (h.kind == WireKind::kFlush) {
     if (source >= 0 && source < size_) {
       flushed_from_[source] = std::max(flushed_from_[source], h.value);
     }
     return;
   }
-  std::byte* heap = host_->HeapBase(h.dst_device);
-  if (heap == nullptr || !host_->IsLocalDevice(h.dst_device)) {
-    host_->Abort(absl::StrCat("rank ", rank_, " received a message for device ",
-                              h.dst_device, ", which it does not hold"),
+  ViewLayout sent_layout;
+  if (h.has_layout == 1) {
+    std::memcpy(&sent_layout, after_header, sizeof(ViewLayout));
+  }
+  absl::StatusOr<WireTarget> target =
+      ResolveWireTarget(*host_, rank_, source, h, &sent_layout);
+  if (!target.ok()) {
+    host_->Abort(std::string(target.status().message()),
                  /*notify_peers=*/true);
     return;
   }
-  // Nothing from the wire is trusted: every offset and length must lie in
-  // the destination heap.
-  const int64_t heap_bytes = host_->heap_bytes();
-  auto fits = [&](int64_t offset, int64_t lo, int64_t hi) {
-    return offset >= 0 && offset <= heap_bytes && offset + lo >= 0 &&
-           hi <= heap_bytes - offset;
-  };
-  auto reject = [&](const std::string& what) {
-    host_->Abort(
-        absl::StrCat("rank ", rank_, " received from rank ", source,
-                     " a message for device ", h.dst_device, " ", what,
-                     ", outside its ", heap_bytes, "-byte heap; dropped"),
-        /*notify_peers=*/true);
-  };
-  const int64_t cell = static_cast<int64_t>(sizeof(SemaphoreCell));
-  if (h.kind == Kind::kSignal) {
-    if (!fits(h.dst_offset, 0, cell)) {
-      reject(absl::StrCat("signalling a semaphore at offset ", h.dst_offset));
-      return;
-    }
+  if (h.kind == WireKind::kSignal) {
     if (!clock.empty()) {
       host_->OnCheckClock(h.dst_device, -1, h.dst_offset, clock, 0, 0, nullptr,
                           0);
     }
-    CellAdd(reinterpret_cast<SemaphoreCell*>(heap + h.dst_offset), h.value);
+    CellAdd(target->cell, h.value);
     return;
   }
-  if (h.kind != Kind::kPut) {
-    reject(absl::StrCat("of unknown kind ", static_cast<int>(h.kind)));
-    return;
-  }
-  // The destination: as sent, or `value` contiguous bytes.
-  ViewLayout dst_layout;
-  if (h.has_layout == 1) {
-    std::memcpy(&dst_layout, after_header, sizeof(ViewLayout));
-  } else if (h.elem_bytes > 0 && h.value >= 0) {
-    dst_layout.rank = 1;
-    dst_layout.shape[0] = h.value / h.elem_bytes;
-    dst_layout.byte_strides[0] = h.elem_bytes;
-  }
-  {
-    std::optional<ByteExtent> extent;
-    if (dst_layout.rank >= 0 && dst_layout.rank <= kMaxRank &&
-        h.elem_bytes > 0 && h.elem_bytes <= 16) {
-      const std::span<const int64_t> shape(dst_layout.shape.data(),
-                                           dst_layout.rank);
-      extent = CheckedByteExtent(
-          shape,
-          std::span<const int64_t>(dst_layout.byte_strides.data(),
-                                   dst_layout.rank),
-          1);
-      const std::optional<int64_t> elements =
-          base_internal::CheckedProduct(shape);
-      if (!elements.has_value() ||
-          base_internal::CheckedMul(*elements, h.elem_bytes) != h.value) {
-        extent.reset();  // The layout does not hold the bytes sent.
-      }
-    }
-    if (!fits(h.sem_offset, 0, cell) || !extent.has_value() || h.value < 0 ||
-        (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
-      reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",
-                          h.inline_bytes, " inline, semaphore at ",
-                          h.sem_offset, ")"));
-      return;
-    }
-    if (h.value > 0 &&
-        !fits(h.dst_offset, extent->lo, extent->hi + h.elem_bytes - 1)) {
-      reject(
-          absl::StrCat("writing ", h.value, " bytes at offset ", h.dst_offset));
-      return;
-    }
-  }
-  auto* recv_cell = reinterpret_cast<SemaphoreCell*>(heap + h.sem_offset);
+  const ViewLayout& dst_layout = target->dst_layout;
   if (h.inline_bytes > 0 || h.value == 0) {
     if (h.has_layout == 0) {  // `value` contiguous bytes.
-      if (h.value > 0) std::memcpy(heap + h.dst_offset, payload, h.value);
+      if (h.value > 0) std::memcpy(target->dst, payload, h.value);
     } else {
       CopyPlan(Packed(dst_layout, h.elem_bytes), dst_layout, h.elem_bytes)
-          .CopyAll(payload, heap + h.dst_offset);
+          .CopyAll(payload, target->dst);
     }
     if (!clock.empty()) {
       host_->OnCheckClock(h.dst_device, h.src_device, h.sem_offset, clock,
                           h.check_seq, h.dst_offset, &dst_layout, h.elem_bytes);
     }
-    CellAdd(recv_cell, h.value);  // The data is in place.
+    CellAdd(target->cell, h.value);  // The data is in place.
     return;
   }
   auto recv = std::make_unique<PendingRecv>();
-  recv->dst = heap + h.dst_offset;
+  recv->dst = target->dst;
   recv->dst_layout = dst_layout;
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
-  recv->recv_cell = recv_cell;
+  recv->recv_cell = target->cell;
   recv->header = h;
   recv->check_clock.assign(clock.begin(), clock.end());
   MPI_Datatype strided =

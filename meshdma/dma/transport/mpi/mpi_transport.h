@@ -21,7 +21,7 @@
 //
 // Wire protocol, per (source, destination) pair in MPI's non-overtaking
 // order (received through a ring of pre-posted persistent receives): one
-// message with tag kMessageTag holding a `Header`, followed by the
+// message with tag kMessageTag holding a `WireHeader`, followed by the
 // payload itself when it is at most kInlineBytes (one message per small DMA;
 // the sender's source is free as soon as it is packed), else by the payload
 // as separate messages (tag kPayloadTag, <= 1 GiB pieces) that the receiver
@@ -50,6 +50,7 @@
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/transport.h"
+#include "meshdma/dma/transport/wire.h"
 
 namespace meshdma::dma_internal {
 
@@ -95,7 +96,6 @@ class MpiTransport : public Transport {
   absl::Status Shutdown() override;
 
  private:
-  struct Header;
   struct PendingSend;
   struct PendingRecv;
 
@@ -107,12 +107,12 @@ class MpiTransport : public Transport {
   // Sends `header` (with `layout` when not null, the clock, and
   // `inline_payload`; then the op's payload when it is not inline) to
   // `dest_rank`. Called by the issuing device.
-  void Send(int dest_rank, const Header& header, const ViewLayout* layout,
+  void Send(int dest_rank, const WireHeader& header, const ViewLayout* layout,
             const InlinePayload& inline_payload, std::unique_ptr<DmaOp> op,
             std::span<const uint32_t> check_clock = {});
   // A put as inline puts of blocks of its view of at most `piece_bytes`
   // each; the op completes with the last one.
-  void PutInPieces(int dest_rank, const Header& header,
+  void PutInPieces(int dest_rank, const WireHeader& header,
                    std::unique_ptr<DmaOp> op, int64_t piece_bytes);
   // One round of progress; the caller holds `mu_`.
   bool ProgressLocked();
