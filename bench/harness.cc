@@ -418,7 +418,7 @@ std::string BenchContext::Transport() const {
   const GlobalDevice& a = l.devices()[mesh_.devices()[0]];
   const GlobalDevice& b = l.devices()[mesh_.devices()[1]];
   if (a.rank == b.rank) return "direct";
-  return l.SameHost(a.rank, b.rank) ? "shm" : "mpi";
+  return l.SameHost(a.rank, b.rank) ? "shm" : runtime_->remote_transport();
 }
 
 std::string BenchContext::NoBaselineReason() const {

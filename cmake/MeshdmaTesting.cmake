@@ -115,8 +115,16 @@ endfunction()
 
 # meshdma_add_mpi_test(TEST_NAME TARGET NP [ENV k=v...] [ARGS ...] ...)
 # The one place an mpirun command line is built, from FindMPI's MPIEXEC_*.
+# Processes forced to be hosts of their own (MESHDMA_FORCE_INTERHOST=1)
+# reach each other through meshdma's TCP transport, the path between real
+# hosts without RDMA, unless ENV names MESHDMA_REMOTE_TRANSPORT: on one
+# machine the automatic choice would be MPI's shared memory.
 function(meshdma_add_mpi_test test_name target np)
   cmake_parse_arguments(ARG "" "TIMEOUT" "ENV;ARGS;LABELS" ${ARGN})
+  if("MESHDMA_FORCE_INTERHOST=1" IN_LIST ARG_ENV AND
+     NOT ARG_ENV MATCHES "MESHDMA_REMOTE_TRANSPORT=")
+    list(APPEND ARG_ENV MESHDMA_REMOTE_TRANSPORT=tcp)
+  endif()
   add_test(NAME ${test_name}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
             ${MESHDMA_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}

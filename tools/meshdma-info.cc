@@ -136,13 +136,15 @@ std::string MpiLibrary() {
   return mpi.substr(0, mpi.find(','));
 }
 
-// The path from device `a` to device `b`, as the runtime chooses it: a copy
-// within the process, shared memory within a host, MPI between hosts.
-const char* Path(const Launch& launch, int a, int b) {
+// The path from device `a` to device `b`, as the runtime chose it: a copy
+// within the process, shared memory within a host, and between hosts
+// `remote` ("tcp": meshdma's own connections, or "mpi").
+std::string Path(const Launch& launch, const std::string& remote, int a,
+                 int b) {
   const GlobalDevice& x = launch.devices()[a];
   const GlobalDevice& y = launch.devices()[b];
   if (x.rank == y.rank) return "direct";
-  return launch.SameHost(x.rank, y.rank) ? "shm" : "mpi";
+  return launch.SameHost(x.rank, y.rank) ? "shm" : remote;
 }
 
 struct Report {
@@ -150,6 +152,7 @@ struct Report {
   std::string topology_text;
   const HostTopology* topology;
   const Launch* launch;
+  std::string remote_transport;  // Runtime::remote_transport().
   std::vector<Cache> caches;
   int64_t memory_bytes;
   std::vector<Setting> settings;
@@ -200,6 +203,9 @@ std::vector<std::string> Warnings(const Runtime& rt) {
 // The pieces' limit towards the other processes of this machine and of
 // other machines, as this process uses it.
 std::string PiecedBytes(const Runtime& rt) {
+  if (rt.remote_transport() == "tcp") {
+    return "unused (puts between hosts take the TCP transport)";
+  }
   const Launch& launch = rt.launch();
   const std::string& mine = launch.processes()[launch.rank()].hostname;
   std::set<std::string> same, other;
@@ -261,6 +267,10 @@ std::vector<Setting> Settings(const Runtime& rt) {
                   ? absl::StrCat(std::max(1, rt.num_local_devices() / 2))
                   : "0 (eager mode)",
               "", nullptr));
+  const std::string remote = rt.remote_transport();
+  s.push_back(Resolve("remote_transport",
+                      remote.empty() ? "none (one host)" : remote, "",
+                      kRemoteTransportEnv));
   s.push_back(
       Resolve("mpi_pieced_bytes", PiecedBytes(rt), "", kMpiPiecedBytesEnv));
   const char* trace = Env(kTraceEnv);
@@ -297,17 +307,19 @@ std::string Text(const Report& r) {
   const int n = launch.num_devices();
   absl::StrAppend(&out,
                   "\npaths (row: from device, column: to device; "
-                  "D direct copy in the process, S shared memory, M MPI):\n");
+                  "D direct copy in the process, S shared memory, T TCP, "
+                  "M MPI):\n");
   absl::StrAppend(&out, "      ");
   for (int b = 0; b < n; ++b) absl::StrAppend(&out, absl::StrFormat("%4d", b));
   absl::StrAppend(&out, "\n");
   for (int a = 0; a < n; ++a) {
     absl::StrAppend(&out, absl::StrFormat("  %4d", a));
     for (int b = 0; b < n; ++b) {
-      const std::string p = Path(launch, a, b);
+      const std::string p = Path(launch, r.remote_transport, a, b);
       absl::StrAppend(&out, absl::StrFormat("%4s", a == b          ? "-"
                                                    : p == "direct" ? "D"
                                                    : p == "shm"    ? "S"
+                                                   : p == "tcp"    ? "T"
                                                                    : "M"));
     }
     absl::StrAppend(&out, "\n");
@@ -364,7 +376,8 @@ std::string Json(const Report& r) {
   for (int a = 0; a < launch.num_devices(); ++a) {
     std::vector<std::string> row;
     for (int b = 0; b < launch.num_devices(); ++b) {
-      row.push_back(JsonString(a == b ? "self" : Path(launch, a, b)));
+      row.push_back(
+          JsonString(a == b ? "self" : Path(launch, r.remote_transport, a, b)));
     }
     rows.push_back(absl::StrCat("[", absl::StrJoin(row, ","), "]"));
   }
@@ -411,6 +424,7 @@ int Main(int argc, char** argv) {
     r.topology = &(*rt)->topology();
     r.topology_text = r.topology->Describe();
     r.launch = &launch;
+    r.remote_transport = (*rt)->remote_transport();
     r.caches = Caches();
     r.memory_bytes = PhysicalMemoryBytes();
     r.settings = Settings(**rt);

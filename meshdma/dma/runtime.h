@@ -81,9 +81,10 @@ inline constexpr int64_t kDefaultMpiSharedMemoryPiecedBytes = 16 << 10;
 
 // The path to devices on other hosts (`RuntimeOptions::remote_transport`).
 enum class RemoteTransport {
-  // meshdma's own TCP connections (dma/transport/socket/), unless this host
-  // has an RDMA device (a non-empty /sys/class/infiniband): then kMpi, since
-  // MPI's path between hosts there is not TCP.
+  // kMpi where MPI's own path is not TCP: some host has an RDMA device (a
+  // non-empty /sys/class/infiniband), or every process runs on this machine
+  // and MPI joins them through shared memory (simulated or forced hosts).
+  // kTcp otherwise.
   kAuto,
   // meshdma's own TCP connections, one per pair of processes: the header and
   // the source's bytes in one write, the payload read straight into the
@@ -146,9 +147,10 @@ struct RuntimeOptions {
   // 1 GiB.
   std::optional<int64_t> mpi_pieced_bytes;
   // The path to devices on other hosts. Unset: MESHDMA_REMOTE_TRANSPORT,
-  // else kAuto. The launch's control messages (aborts) use it too; a launch
-  // on one host, or whose processes are one, uses no remote transport's data
-  // path. Every process must choose the same.
+  // else kAuto. The processes agree at start-up: choices set by hand must be
+  // the same on every process (an error otherwise), and automatic ones take
+  // MPI where any process prefers it. A launch on one host uses MPI's
+  // messages for its control traffic only (aborts).
   std::optional<RemoteTransport> remote_transport;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else

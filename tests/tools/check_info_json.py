@@ -45,7 +45,7 @@ def main():
         if not cond:
             failures.append(what)
 
-    def check_paths(d, forced):
+    def check_paths(d, forced, remote="mpi"):
         devs = d["launch"]["devices"]
         paths = d["paths"]
         expect(len(paths) == len(devs), "one row of paths per device")
@@ -57,9 +57,9 @@ def main():
                 elif a["rank"] == b["rank"]:
                     want = "direct"
                 elif forced:
-                    want = "mpi"
+                    want = remote
                 else:
-                    want = "shm" if a["host"] == b["host"] else "mpi"
+                    want = "shm" if a["host"] == b["host"] else remote
                 expect(got == want,
                        f"path {a['device']}->{b['device']}: {got}, want {want}")
 
@@ -80,12 +80,22 @@ def main():
     expect(any(c["level"] >= 2 for c in d["host"]["caches"]) or
            not d["host"]["caches"], "cache levels")
 
+    # Forced hosts on one machine whose MPI shares memory between them: the
+    # automatic remote transport is MPI's; told, meshdma's own TCP.
     d = info(cmd, [], {"MESHDMA_FORCE_INTERHOST": "1"})
     expect(d["launch"]["hosts"] == 2, "forced: 2 hosts")
-    check_paths(d, forced=True)
+    check_paths(d, forced=True, remote="mpi")
     s = d["settings"]["force_interhost"]
     expect(s["value"] == "true" and s["source"] == "environment",
            f"forced: force_interhost {s}")
+    expect(d["settings"]["remote_transport"]["value"] == "mpi",
+           f"forced: remote_transport {d['settings']['remote_transport']}")
+    d = info(cmd, [], {"MESHDMA_FORCE_INTERHOST": "1",
+                       "MESHDMA_REMOTE_TRANSPORT": "tcp"})
+    check_paths(d, forced=True, remote="tcp")
+    s = d["settings"]["remote_transport"]
+    expect(s["value"] == "tcp" and s["source"] == "environment",
+           f"told: remote_transport {s}")
 
     heap = (mem_total_bytes() + (1 << 20) - 1) >> 20 << 20
     d = info(cmd, ["--devices-per-process", "2", "--heap-bytes",

@@ -11,7 +11,9 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -138,10 +140,6 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   remote_choice_ = Resolve(options_.remote_transport, remote_from_env,
                            RemoteTransport::kAuto);
-  if (remote_choice_ == RemoteTransport::kAuto) {
-    remote_choice_ =
-        HostHasRdmaDevice() ? RemoteTransport::kMpi : RemoteTransport::kTcp;
-  }
 
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.
@@ -323,6 +321,46 @@ absl::Status RuntimeImpl::AgreeOnHeaps() {
 
 // Step 5: heaps and transports. Local devices' heaps are one region:
 // private memory, or a shared-memory segment that same-host peers map.
+absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
+    bool one_machine) {
+  // Automatic: MPI where its path is not TCP: an RDMA device on this host,
+  // or processes that share this machine through MPI's shared memory
+  // (simulated hosts). meshdma's own TCP connections otherwise.
+  RemoteTransport mine = remote_choice_;
+  const bool told = mine != RemoteTransport::kAuto;
+  if (!told) {
+    mine = HostHasRdmaDevice() ||
+                   (one_machine && MpiUsesSharedMemoryWithinMachine())
+               ? RemoteTransport::kMpi
+               : RemoteTransport::kTcp;
+  }
+  const char* name = mine == RemoteTransport::kTcp ? "tcp" : "mpi";
+  // One transport for all: a host that prefers MPI decides for every host;
+  // choices set by hand must agree.
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      processes_->AllGather(absl::StrCat(told ? "told:" : "auto:", name)));
+  bool any_mpi = false;
+  std::set<std::string> told_names;
+  for (const std::string& choice : all) {
+    any_mpi |= absl::EndsWith(choice, ":mpi");
+    if (absl::StartsWith(choice, "told:")) told_names.insert(choice.substr(5));
+  }
+  if (told_names.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the processes chose different remote transports (",
+        absl::StrJoin(all, ", "),
+        " by rank; RuntimeOptions::remote_transport "
+        "or ",
+        kRemoteTransportEnv, "): every process must choose the same"));
+  }
+  if (told_names.size() == 1) {
+    return *told_names.begin() == "tcp" ? RemoteTransport::kTcp
+                                        : RemoteTransport::kMpi;
+  }
+  return any_mpi ? RemoteTransport::kMpi : RemoteTransport::kTcp;
+}
+
 absl::Status RuntimeImpl::InitHeaps() {
   const int rank = launch_->rank();
   const std::vector<int> mine = launch_->DevicesOfRank(rank);
@@ -424,15 +462,19 @@ absl::Status RuntimeImpl::InitHeaps() {
   for (int g = 0; g < launch_->num_devices(); ++g) {
     other_hosts |= transport_of_device_[g] == nullptr;
   }
+  const std::string& my_machine =
+      launch_->processes()[launch_->rank()].hostname;
+  bool one_machine = true;
+  for (const ProcessInfo& p : launch_->processes()) {
+    one_machine &= p.hostname == my_machine;
+  }
+  if (other_hosts) {
+    MESHDMA_ASSIGN_OR_RETURN(remote_choice_,
+                             AgreeOnRemoteTransport(one_machine));
+  }
   if (other_hosts && remote_choice_ == RemoteTransport::kTcp) {
     // One transport carries every message between processes, so that a
     // put and a later signal to the same process stay in order.
-    const std::string& my_machine =
-        launch_->processes()[launch_->rank()].hostname;
-    bool one_machine = true;
-    for (const ProcessInfo& p : launch_->processes()) {
-      one_machine &= p.hostname == my_machine;
-    }
     MESHDMA_ASSIGN_OR_RETURN(
         std::unique_ptr<Transport> tcp,
         MakeSocketTransport(this, *processes_, one_machine, wait_timeout_));

@@ -167,6 +167,9 @@ class RuntimeImpl : public TransportHost {
   void LogLaunch() const;
   absl::Status AgreeOnHeaps();
   absl::Status InitHeaps();
+  // The transport to other hosts, agreed by every process (collective):
+  // the one told, else MPI where some process prefers it, else TCP.
+  absl::StatusOr<RemoteTransport> AgreeOnRemoteTransport(bool one_machine);
   void StartCopyEngine();
   void StartDeviceThreads();
   void DeviceThreadMain(int local_index);
@@ -186,7 +189,7 @@ class RuntimeImpl : public TransportHost {
 
   RuntimeOptions options_;
   DmaMode dma_mode_ = DmaMode::kAsync;
-  // kTcp or kMpi once the options are read.
+  // As told (kAuto when not); kTcp or kMpi once the processes agreed.
   RemoteTransport remote_choice_ = RemoteTransport::kAuto;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;

@@ -21,15 +21,15 @@
 //
 // Wire protocol, per (source, destination) pair in MPI's non-overtaking
 // order (received through a ring of pre-posted persistent receives): one
-// message with tag kMessageTag holding a `WireHeader`, followed by the
-// payload itself when it is at most kInlineBytes (one message per small DMA;
-// the sender's source is free as soon as it is packed), else by the payload
-// as separate messages (tag kPayloadTag, <= 1 GiB pieces) that the receiver
-// posts straight into the destination heap (a strided view of at most 1 GiB
-// through an MPI datatype of it, on either side; beyond, packed on the
-// sender and staged on the receiver). An abort
-// carries its reason as the payload. A flush marker (`Quiesce`) carries its
-// number in `value`: behind everything its sender sent before it.
+// message with tag kMessageTag holding a wire message (wire.h: the header,
+// its extras), followed by the payload itself when it is at most kInlineBytes
+// (one message per small DMA; the sender's source is free as soon as it is
+// packed), else by the payload as separate messages (tag kPayloadTag, <= 1 GiB
+// pieces) that the receiver posts straight into the destination heap (a strided
+// view of at most 1 GiB through an MPI datatype of it, on either side; beyond,
+// packed on the sender and staged on the receiver). An abort carries its reason
+// as the payload. A flush marker (`Quiesce`) carries its number in `value`:
+// behind everything its sender sent before it.
 #ifndef MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_MPI_MPI_TRANSPORT_H_
 
