@@ -346,5 +346,33 @@ TEST(RemoteTransportTest, IsTheOneChosen) {
   }
 }
 
+// Processes told different remote transports cannot talk: every process's
+// Runtime::Create fails, naming the choices, where some device is on another
+// host (and succeeds where none is: no remote transport is made).
+TEST(RemoteTransportTest, DifferentChoicesAreAnError) {
+  auto probe = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const Launch& launch = (*probe)->launch();
+  const bool other_hosts = !(*probe)->remote_transport().empty();
+  const int rank = launch.rank();
+  const int processes = launch.num_processes();
+  ASSERT_TRUE((*probe)->Shutdown().ok());
+  probe->reset();
+  if (processes < 2) GTEST_SKIP() << "one process";
+  RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
+  options.remote_transport =
+      rank == 0 ? RemoteTransport::kTcp : RemoteTransport::kMpi;
+  auto rt = Runtime::Create(options);
+  if (!other_hosts) {
+    EXPECT_TRUE(rt.ok()) << rt.status();
+    return;
+  }
+  ASSERT_FALSE(rt.ok());
+  EXPECT_THAT(rt.status().message(),
+              ::testing::HasSubstr("chose different remote transports"));
+  EXPECT_THAT(rt.status().message(), ::testing::HasSubstr("told:tcp"));
+  EXPECT_THAT(rt.status().message(), ::testing::HasSubstr("told:mpi"));
+}
+
 }  // namespace
 }  // namespace meshdma
