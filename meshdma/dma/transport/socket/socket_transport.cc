@@ -291,6 +291,16 @@ void SocketTransport::Wake() {
 
 void SocketTransport::Lose(Peer& peer, const std::string& what) {
   if (peer.lost.exchange(true)) return;
+  {
+    // Nothing more reaches the peer: its queue is dropped, and the ops in it
+    // stay alive (their issuers' in-flight lists name them; the launch is
+    // over).
+    std::lock_guard<std::mutex> lock(peer.send_mu);
+    for (auto& out : peer.queue) out->op.release();
+    queued_.fetch_sub(static_cast<int>(peer.queue.size()),
+                      std::memory_order_relaxed);
+    peer.queue.clear();
+  }
   const std::string reason =
       absl::StrCat("rank ", rank_, ": the connection to rank ", peer.rank, " ",
                    what, " (the process exited or died)");
@@ -309,7 +319,11 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
     std::lock_guard<std::mutex> lock(peer.send_mu);
     size_t written = 0;
     const size_t total_head = head.size();
-    if (peer.queue.empty() && !peer.lost.load(std::memory_order_relaxed)) {
+    if (peer.lost.load(std::memory_order_relaxed)) {
+      op.release();  // As in Lose: nothing reaches the peer any more.
+      payload = IoCursor{};
+      written = total_head;
+    } else if (peer.queue.empty()) {
       // The common case: the socket takes it all in one call.
       iovec iov[1 + 16];
       int n = 0;
@@ -321,6 +335,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
       if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         failed = true;
         err = errno;
+        op.release();  // As in Lose: the launch is over.
       } else if (w > 0) {
         written = static_cast<size_t>(w);
       }
@@ -624,6 +639,13 @@ bool SocketTransport::ParseMessage(Peer& peer) {
 }
 
 bool SocketTransport::ReceiveFrom(Peer& peer) {
+  if (peer.lost.load(std::memory_order_relaxed)) {
+    if (peer.in_payload) {  // It never completes.
+      peer.in_payload = false;
+      receiving_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return false;
+  }
   bool did = false;
   for (;;) {
     if (peer.in_payload) {
