@@ -9,6 +9,19 @@
 
 namespace meshdma::dma_internal {
 
+WireHeader PutHeader(const DmaOp& op) {
+  WireHeader h{};
+  h.kind = WireKind::kPut;
+  h.dst_device = op.event.dst_device;
+  h.dst_offset = op.dst_heap_offset;
+  h.sem_offset = op.event.recv_sem;
+  h.value = op.event.bytes;
+  h.elem_bytes = static_cast<int32_t>(op.elem_bytes);
+  h.src_device = op.event.src_device;
+  h.check_seq = op.check_seq;
+  return h;
+}
+
 int64_t WireExtrasBytes(const WireHeader& h) {
   // A clock holds a word per device: far below this.
   constexpr int32_t kMaxCheckWords = 1 << 20;

@@ -45,6 +45,10 @@ struct WireHeader {
 inline constexpr int64_t kWireHeaderBytes = 56;
 static_assert(sizeof(WireHeader) == kWireHeaderBytes);
 
+// The header of a put of `op`: devices, destination and semaphore offsets,
+// bytes, element size and checked mode's DMA number (no extras yet).
+WireHeader PutHeader(const DmaOp& op);
+
 // The bytes between the header and the payload: the layout and the clock.
 // -1 when the header's counts are malformed (out of range).
 int64_t WireExtrasBytes(const WireHeader& h);

@@ -418,15 +418,7 @@ bool SocketTransport::FlushQueues() {
 }
 
 void SocketTransport::Put(std::unique_ptr<DmaOp> op) {
-  WireHeader h{};
-  h.kind = WireKind::kPut;
-  h.dst_device = op->event.dst_device;
-  h.dst_offset = op->dst_heap_offset;
-  h.sem_offset = op->event.recv_sem;
-  h.value = op->event.bytes;
-  h.elem_bytes = static_cast<int32_t>(op->elem_bytes);
-  h.src_device = op->event.src_device;
-  h.check_seq = op->check_seq;
+  WireHeader h = PutHeader(*op);
   const std::vector<uint32_t>& clock = op->check_clock;
   // A contiguous destination needs no layout: it is `value` bytes from
   // `dst_offset`. Checked mode reports the view as the issuer wrote it.
