@@ -115,11 +115,8 @@ TEST(WireTest, EveryBadFieldIsRefusedByName) {
   h.kind = static_cast<WireKind>(99);
   EXPECT_THAT(ResolveWireTarget(host, 1, 0, h, nullptr).status().message(),
               HasSubstr("of unknown kind 99"));
-  WireHeader s{};
-  s.kind = WireKind::kSignal;
-  s.dst_device = 1;
-  s.dst_offset = kHeapBytes - 4;  // Half a cell inside.
-  s.value = 1;
+  // Half a cell inside the heap.
+  WireHeader s = SignalHeader(/*target_device=*/1, kHeapBytes - 4, 1);
   EXPECT_THAT(ResolveWireTarget(host, 1, 0, s, nullptr).status().message(),
               HasSubstr("signalling a semaphore at offset 65532"));
   s.dst_offset = 128;

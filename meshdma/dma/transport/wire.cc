@@ -22,6 +22,15 @@ WireHeader PutHeader(const DmaOp& op) {
   return h;
 }
 
+WireHeader SignalHeader(int target_device, int64_t sem_offset, int64_t inc) {
+  WireHeader h{};
+  h.kind = WireKind::kSignal;
+  h.dst_device = target_device;
+  h.dst_offset = sem_offset;
+  h.value = inc;
+  return h;
+}
+
 int64_t WireExtrasBytes(const WireHeader& h) {
   // A clock holds a word per device: far below this.
   constexpr int32_t kMaxCheckWords = 1 << 20;

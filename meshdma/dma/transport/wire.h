@@ -48,6 +48,9 @@ static_assert(sizeof(WireHeader) == kWireHeaderBytes);
 // The header of a put of `op`: devices, destination and semaphore offsets,
 // bytes, element size and checked mode's DMA number (no extras yet).
 WireHeader PutHeader(const DmaOp& op);
+// The header of a signal adding `inc` to the semaphore at `sem_offset` of
+// `target_device`.
+WireHeader SignalHeader(int target_device, int64_t sem_offset, int64_t inc);
 
 // The bytes between the header and the payload: the layout and the clock.
 // -1 when the header's counts are malformed (out of range).

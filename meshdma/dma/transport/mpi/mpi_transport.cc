@@ -384,11 +384,7 @@ void MpiTransport::PutInPieces(int dest_rank, const WireHeader& header,
 
 void MpiTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
                           std::span<const uint32_t> check_clock) {
-  WireHeader h{};
-  h.kind = WireKind::kSignal;
-  h.dst_device = target_device;
-  h.dst_offset = sem_offset;
-  h.value = inc;
+  WireHeader h = SignalHeader(target_device, sem_offset, inc);
   Send(host_->RankOf(target_device), h, nullptr, {0, WriteNothing}, nullptr,
        check_clock);
 }

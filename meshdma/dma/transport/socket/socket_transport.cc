@@ -466,11 +466,7 @@ void SocketTransport::Put(std::unique_ptr<DmaOp> op) {
 
 void SocketTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
                              std::span<const uint32_t> check_clock) {
-  WireHeader h{};
-  h.kind = WireKind::kSignal;
-  h.dst_device = target_device;
-  h.dst_offset = sem_offset;
-  h.value = inc;
+  WireHeader h = SignalHeader(target_device, sem_offset, inc);
   h.check_words = static_cast<int32_t>(check_clock.size());
   std::vector<std::byte> head(kWireHeaderBytes +
                               check_clock.size() * sizeof(uint32_t));
