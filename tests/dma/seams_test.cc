@@ -374,5 +374,33 @@ TEST(RemoteTransportTest, DifferentChoicesAreAnError) {
   EXPECT_THAT(rt.status().message(), ::testing::HasSubstr("told:mpi"));
 }
 
+// The interface the TCP transport listens on, when named: one that exists
+// serves (the loopback here), one that does not fails every process alike.
+TEST(RemoteTransportTest, NamedInterface) {
+  auto probe = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const bool other_hosts = !(*probe)->remote_transport().empty();
+  ASSERT_TRUE((*probe)->Shutdown().ok());
+  probe->reset();
+  if (!other_hosts) GTEST_SKIP() << "no other hosts";
+  RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
+  options.remote_transport = RemoteTransport::kTcp;
+  setenv("MESHDMA_SOCKET_IFNAME", "meshdma-none", 1);
+  {
+    auto rt = Runtime::Create(options);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_THAT(rt.status().message(),
+                ::testing::HasSubstr("MESHDMA_SOCKET_IFNAME=meshdma-none names "
+                                     "no interface that is up"));
+  }
+  setenv("MESHDMA_SOCKET_IFNAME", "lo", 1);
+  {
+    auto rt = Runtime::Create(options);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    EXPECT_EQ((*rt)->remote_transport(), "tcp");
+  }
+  unsetenv("MESHDMA_SOCKET_IFNAME");
+}
+
 }  // namespace
 }  // namespace meshdma

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -902,8 +903,14 @@ absl::StatusOr<in_addr> ListenAddress(bool one_machine) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
     if (!(i->ifa_flags & IFF_UP)) continue;
     const bool named = wanted != nullptr && *wanted != '\0';
-    if (named ? std::strcmp(i->ifa_name, wanted) != 0
-              : (i->ifa_flags & IFF_LOOPBACK) != 0) {
+    // Unnamed: not a loopback, nor a bridge or tunnel that containers and
+    // virtual machines add (they do not reach other hosts).
+    const absl::string_view name = i->ifa_name;
+    const bool virtual_bridge = absl::StartsWith(name, "docker") ||
+                                absl::StartsWith(name, "virbr") ||
+                                absl::StartsWith(name, "veth");
+    if (named ? name != wanted
+              : (i->ifa_flags & IFF_LOOPBACK) != 0 || virtual_bridge) {
       continue;
     }
     found = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
@@ -1040,7 +1047,9 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
         close(listener);
         return absl::DeadlineExceededError(absl::StrCat(
             "TCP transport on rank ", rank, ": cannot connect to rank ", r,
-            " at ", (*all)[r], ": ", ErrnoText(err)));
+            " at ", (*all)[r], ": ", ErrnoText(err), " (", kSocketInterfaceEnv,
+            " names the interface to listen on; MESHDMA_REMOTE_TRANSPORT=mpi "
+            "takes MPI's path instead)"));
       }
       usleep(10'000);
     }

@@ -44,7 +44,8 @@ namespace meshdma::dma_internal {
 // Names the network interface whose IPv4 address the transport listens on
 // (as `ip link` names it: "eth0", "ib0"). Unset: the loopback address when
 // every process runs on this machine, else the first interface that is up
-// and not a loopback.
+// and neither a loopback nor a container or VM bridge ("docker*", "virbr*",
+// "veth*").
 inline constexpr char kSocketInterfaceEnv[] = "MESHDMA_SOCKET_IFNAME";
 
 // True when this host has an RDMA device (a non-empty /sys/class/infiniband):
