@@ -77,10 +77,13 @@ function(meshdma_add_gtest name)
         endif()
         # The other remote transport: MPI's messages (restricted to TCP
         # under Open MPI) instead of meshdma's own TCP connections.
+        set(_mpi_env MESHDMA_FORCE_INTERHOST=1 MESHDMA_REMOTE_TRANSPORT=mpi)
+        if(MESHDMA_MPI_IS_OPENMPI)
+          list(APPEND _mpi_env OMPI_MCA_btl=self,tcp)
+        endif()
         meshdma_add_mpi_test(${name}.np${np}.interhost_mpi ${name} ${np}
           TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;tcp;${ARG_LABELS}"
-          ENV MESHDMA_FORCE_INTERHOST=1 MESHDMA_REMOTE_TRANSPORT=mpi
-          OMPI_MCA_btl=self,tcp ARGS ${ARG_ARGS})
+          ENV ${_mpi_env} ARGS ${ARG_ARGS})
       endif()
     endforeach()
   endif()

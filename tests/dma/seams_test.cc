@@ -250,8 +250,12 @@ bool EnvironmentForbidsMpiSharedMemory() {
   if (const char* nolocal = std::getenv("MPIR_CVAR_NOLOCAL")) {
     return std::string(nolocal) != "0";
   }
+  // Open MPI's setting means nothing to another MPI.
   const char* btl = std::getenv("OMPI_MCA_btl");
-  if (btl == nullptr || *btl == '\0') return false;
+  if (btl == nullptr || *btl == '\0' ||
+      std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    return false;
+  }
   std::string list = btl;
   const bool exclude = list[0] == '^';
   if (exclude) list.erase(0, 1);
