@@ -54,8 +54,10 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
       # Left to scripts/test.sh: tests labelled `timing` (wall-clock overlap,
       # which instrumented copies and loops do not show reliably), `layout`
       # and `install` (compilers and linkers at work, not meshdma's code),
-      # and `tcp` (the forced inter-host launches again with Open MPI's TCP
-      # transport only: the same meshdma code as their `interhost` twins).
+      # and `tcp` (the forced inter-host launches again through MPI's
+      # transport restricted to TCP: under ASan the MPI transport runs in the
+      # simulated-hosts and `pieced` launches, meshdma's TCP transport in
+      # the `interhost` ones).
       ctest --test-dir build-asan --output-on-failure --timeout 900 \
         -LE '^(mpi|timing|layout|install)$'
       ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
