@@ -72,6 +72,12 @@ constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+// What `Lose` says of a connection that closed (`error` empty) or failed.
+std::string Broken(const std::string& error) {
+  return absl::StrCat(error.empty() ? "closed" : "failed: ", error,
+                      " (the process exited or died)");
+}
+
 // The contiguous runs of view `v` at `base`, in element order, appended to
 // `out`; false (and `out` unchanged) when they are too many or too short.
 bool AppendRuns(std::byte* base, const ViewLayout& v, int64_t elem_bytes,
@@ -302,9 +308,8 @@ void SocketTransport::Lose(Peer& peer, const std::string& what) {
                       std::memory_order_relaxed);
     peer.queue.clear();
   }
-  const std::string reason =
-      absl::StrCat("rank ", rank_, ": the connection to rank ", peer.rank, " ",
-                   what, " (the process exited or died)");
+  const std::string reason = absl::StrCat(
+      "rank ", rank_, ": the connection to rank ", peer.rank, " ", what);
   processes_->MarkPeersLost(reason);
   host_->Abort(reason, /*notify_peers=*/true);
 }
@@ -371,7 +376,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   NoteDevicePolling();
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
   for (auto& d : done) host_->CompleteDma(std::move(d));
-  if (failed) Lose(peer, absl::StrCat("failed: ", ErrnoText(err)));
+  if (failed) Lose(peer, Broken(ErrnoText(err)));
 }
 
 bool SocketTransport::FlushQueueLocked(
@@ -413,7 +418,7 @@ bool SocketTransport::FlushQueues() {
       any |= p->queue.size() != before;
     }
     for (auto& d : done) host_->CompleteDma(std::move(d));
-    if (!ok) Lose(*p, absl::StrCat("failed: ", ErrnoText(err)));
+    if (!ok) Lose(*p, Broken(ErrnoText(err)));
   }
   return any;
 }
@@ -469,14 +474,20 @@ void SocketTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
                              std::span<const uint32_t> check_clock) {
   WireHeader h = SignalHeader(target_device, sem_offset, inc);
   h.check_words = static_cast<int32_t>(check_clock.size());
+  Peer& peer = *peers_[host_->RankOf(target_device)];
+  if (check_clock.empty()) {  // The header alone, from the stack.
+    Send(peer,
+         std::span<const std::byte>(reinterpret_cast<const std::byte*>(&h),
+                                    kWireHeaderBytes),
+         IoCursor{}, {}, nullptr);
+    return;
+  }
   std::vector<std::byte> head(kWireHeaderBytes +
                               check_clock.size() * sizeof(uint32_t));
   std::memcpy(head.data(), &h, kWireHeaderBytes);
-  if (!check_clock.empty()) {
-    std::memcpy(head.data() + kWireHeaderBytes, check_clock.data(),
-                check_clock.size() * sizeof(uint32_t));
-  }
-  Send(*peers_[host_->RankOf(target_device)], head, IoCursor{}, {}, nullptr);
+  std::memcpy(head.data() + kWireHeaderBytes, check_clock.data(),
+              check_clock.size() * sizeof(uint32_t));
+  Send(peer, head, IoCursor{}, {}, nullptr);
 }
 
 void SocketTransport::SendToAll(WireKind kind, int64_t value) {
@@ -523,12 +534,12 @@ bool SocketTransport::Fill(Peer& peer) {
     return true;
   }
   if (n == 0) {
-    if (!peer.goodbye) Lose(peer, "closed");
+    if (!peer.goodbye) Lose(peer, Broken(""));
     // After its goodbye nothing more comes: stop reading it.
     return false;
   }
   if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    Lose(peer, absl::StrCat("failed: ", ErrnoText(errno)));
+    Lose(peer, Broken(ErrnoText(errno)));
   }
   return false;
 }
@@ -560,7 +571,7 @@ bool SocketTransport::ParseMessage(Peer& peer) {
   if (extras < 0 || trailer > kMaxReasonBytes ||
       (h.kind != WireKind::kAbort && h.inline_bytes != 0)) {
     Lose(peer,
-         absl::StrCat("sent a malformed message (", h.check_words,
+         absl::StrCat("carried a malformed message (", h.check_words,
                       " clock words, ", h.inline_bytes, " payload bytes)"));
     return false;
   }
@@ -664,10 +675,10 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
             peer.payload_left -= n;
           } else {
             if (n == 0) {
-              Lose(peer, "closed");
+              Lose(peer, Broken(""));
             } else if (errno != EAGAIN && errno != EWOULDBLOCK &&
                        errno != EINTR) {
-              Lose(peer, absl::StrCat("failed: ", ErrnoText(errno)));
+              Lose(peer, Broken(ErrnoText(errno)));
             }
             return did;
           }
