@@ -271,6 +271,9 @@ std::vector<Setting> Settings(const Runtime& rt) {
   s.push_back(Resolve("remote_transport",
                       remote.empty() ? "none (one host)" : remote, "",
                       kRemoteTransportEnv));
+  s.push_back(Resolve("cross_memory_attach",
+                      rt.cross_memory_attach() ? "true" : "false", "",
+                      kCrossMemoryEnv));
   s.push_back(
       Resolve("mpi_pieced_bytes", PiecedBytes(rt), "", kMpiPiecedBytesEnv));
   const char* trace = Env(kTraceEnv);

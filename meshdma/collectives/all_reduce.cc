@@ -266,8 +266,9 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  // Peers in other processes cannot read a private input (ordinary memory)
-  // in place. Where a single-copy step would read it (kDirect;
+  // Peers in other processes cannot load a private input (ordinary memory)
+  // in place. Where a single-copy step would read it (kDirect without
+  // cross-memory attach, below;
   // kHierarchical's step inside a host, up to kHostDirectPrivateMaxBytes),
   // it is first copied into this device's own output, which is symmetric,
   // and peers read it there: one local copy instead of the rings' pipeline
@@ -292,12 +293,18 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   // kDirect reads my own segment from `own`, the others' from `in`, or,
   // on threads of one process, every input where it is (through boards,
   // collectives/internal/direct.h): a private input needs no copy there;
-  // so does the hierarchy's step inside a host that is one process.
+  // so does the hierarchy's step inside a host that is one process. A
+  // private input of processes of one host is read through boards too,
+  // by cross-memory attach, where the launch uses it.
   const ArrayRef own = in;
   bool boards = collectives_internal::HostBoards(layout, host_direct);
   if (algorithm == CollectiveAlgorithm::kDirect) {
     MESHDMA_ASSIGN_OR_RETURN(boards,
                              collectives_internal::SharesAddressSpace(g));
+    if (!boards && !in.is_symmetric()) {
+      MESHDMA_ASSIGN_OR_RETURN(boards,
+                               collectives_internal::ReadsPeerMemory(g));
+    }
   }
   const bool private_input =
       !in.is_symmetric() && !boards &&

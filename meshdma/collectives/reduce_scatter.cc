@@ -191,13 +191,19 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
   MESHDMA_ASSIGN_OR_RETURN(bool direct, collectives_internal::DirectApplies(
                                             g, in.size_bytes(), options));
-  // kDirect reads the inputs where they are on threads of one process
-  // (through boards, collectives/internal/direct.h); elsewhere a private
-  // input is copied for the peers, up to kDirectPrivateScatterMaxBytes.
+  // kDirect reads the inputs where they are on threads of one process, and
+  // a private input of processes of one host where the launch uses
+  // cross-memory attach (through boards, collectives/internal/direct.h);
+  // elsewhere a private input is copied for the peers, up to
+  // kDirectPrivateScatterMaxBytes.
   bool boards = false;
   if (direct) {
     MESHDMA_ASSIGN_OR_RETURN(boards,
                              collectives_internal::SharesAddressSpace(g));
+    if (!boards && !in.is_symmetric()) {
+      MESHDMA_ASSIGN_OR_RETURN(boards,
+                               collectives_internal::ReadsPeerMemory(g));
+    }
   }
   direct = direct && (in.is_symmetric() || boards ||
                       in.size_bytes() <=

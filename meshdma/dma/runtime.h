@@ -96,6 +96,8 @@ enum class RemoteTransport {
 };
 // Overrides remote_transport: "tcp", "mpi" or "auto".
 inline constexpr char kRemoteTransportEnv[] = "MESHDMA_REMOTE_TRANSPORT";
+// Overrides cross_memory_attach: 1/true/yes or 0/false/no.
+inline constexpr char kCrossMemoryEnv[] = "MESHDMA_CROSS_MEMORY";
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
@@ -152,6 +154,17 @@ struct RuntimeOptions {
   // MPI where any process prefers it. A launch on one host uses MPI's
   // messages for its control traffic only (aborts).
   std::optional<RemoteTransport> remote_transport;
+  // Let devices read any memory of the other processes of their host
+  // (cross-memory attach, `process_vm_readv`; dma/peer_view.h, contract 7),
+  // so that the single-copy reductions read a private input where it is
+  // instead of copying it for the peers. Unset: MESHDMA_CROSS_MEMORY, else
+  // false: on the machine measured for BENCHMARKS.md the kernel's copy ran
+  // at about half of memcpy's speed, and the copy for the peers was faster
+  // ("Cross-memory attach for a private input"). It is used only where every
+  // process of the launch asks for it and can read each process of its host
+  // (a seccomp filter or Yama's ptrace_scope may refuse): one answer for the
+  // launch, agreed at start-up.
+  std::optional<bool> cross_memory_attach;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
   // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values
@@ -192,6 +205,10 @@ class Runtime {
   // The transport to devices on other hosts: "tcp" or "mpi"; "" when every
   // device of the launch is reached through memory (one host).
   std::string remote_transport() const;
+  // Whether devices read the memory of other processes of their host by
+  // cross-memory attach (`RuntimeOptions::cross_memory_attach`, agreed by
+  // the launch); false with one process.
+  bool cross_memory_attach() const;
   int64_t heap_bytes() const;
   absl::Duration wait_timeout() const;
   // The effective `RuntimeOptions::mpi_pieced_bytes` for puts to process

@@ -33,6 +33,16 @@ absl::StatusOr<bool> SharesAddressSpace(const Group& g) {
   return EveryPeer(g, &peer_shares_address_space);
 }
 
+absl::StatusOr<bool> ReadsPeerMemory(const Group& g) {
+  return EveryPeer(g, &peer_memory_readable);
+}
+
+std::byte* CrossMemoryBuffer(int64_t bytes) {
+  thread_local std::vector<std::byte> buffer;
+  if (static_cast<int64_t>(buffer.size()) < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
 absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
                                    const CollectiveOptions& options) {
   const bool asked = options.algorithm == CollectiveAlgorithm::kDirect ||
@@ -106,26 +116,31 @@ absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
   return views;
 }
 
-absl::StatusOr<std::vector<ArrayRef>> MemberInputs(const Group& g,
-                                                   const ArrayRef& own,
-                                                   const ArrayRef& shared,
-                                                   const ArrayRef* board) {
+absl::StatusOr<std::vector<MemberInput>> MemberInputs(const Group& g,
+                                                      const ArrayRef& own,
+                                                      const ArrayRef& shared,
+                                                      const ArrayRef* board) {
+  std::vector<MemberInput> inputs(g.size());
+  inputs[g.index] = {own.data(), g.members[g.index], false};
   if (board == nullptr) {
     MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> views,
                              MemberViews(g, shared));
-    views[g.index] = own;
-    return views;
+    for (int i = 0; i < g.size(); ++i) {
+      if (i != g.index) inputs[i] = {views[i].data(), g.members[i], false};
+    }
+    return inputs;
   }
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> boards,
                            MemberViews(g, *board));
-  std::vector<ArrayRef> inputs(g.size(), own);
   for (int i = 0; i < g.size(); ++i) {
     if (i == g.index) continue;
     // Stored before the entry barrier, which this device has passed.
     std::byte* address = nullptr;
     std::memcpy(&address, boards[i].data(), sizeof(address));
-    MESHDMA_ASSIGN_OR_RETURN(
-        inputs[i], ArrayRef::FromPointer(address, own.dtype(), own.shape()));
+    MESHDMA_ASSIGN_OR_RETURN(const bool here,
+                             peer_shares_address_space(DeviceId(g.members[i]),
+                                                       DeviceIdType::kLogical));
+    inputs[i] = {address, g.members[i], !here};
   }
   return inputs;
 }

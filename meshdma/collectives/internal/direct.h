@@ -33,9 +33,17 @@
 // the entry barrier, which publishes it, and step 1 reads the peers' boards.
 // A private input then needs no copy for the peers, and the inputs no common
 // offset; step 3 keeps every input alive until all peers are done with it.
+// Devices of other processes of one host read a private input the same way
+// where the launch uses cross-memory attach (dma/peer_view.h, contract 7):
+// the board holds an address of the owner's process, and step 2 reads the
+// peers' bytes from there in chunks of kCrossMemoryChunkBytes into a buffer
+// of its own, reducing each chunk while it is in the caches. The input is
+// then read once, where a copy for the peers would write it and read it
+// again.
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -71,6 +79,11 @@ absl::StatusOr<bool> DirectReaches(const Group& g);
 // True when every member of `g` is a device of this process, checked mode
 // off: a kDirect reduction then reads the inputs through boards (above).
 absl::StatusOr<bool> SharesAddressSpace(const Group& g);
+// True when the calling device can read any memory of every member of `g`
+// (dma/peer_view.h, `peer_memory_readable`): a kDirect reduction then reads
+// a private input through boards, by cross-memory attach where a member is
+// another process (above).
+absl::StatusOr<bool> ReadsPeerMemory(const Group& g);
 
 // True when a reduction of `bytes` per device over `g` may run kDirect: the
 // group has peers, every member is reachable, and the options ask for
@@ -111,14 +124,75 @@ absl::Status RunReductionKernel(
 // Step 1: `a` (symmetric) as each member holds it, in group order.
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
                                                   const ArrayRef& a);
+// Member i's input as this device reads it: at `data` in this process, or,
+// where `foreign`, at `data` in the process of device `device` (logical
+// id), read by cross-memory attach.
+struct MemberInput {
+  const std::byte* data = nullptr;
+  int device = -1;
+  bool foreign = false;
+};
 // Step 1 for the inputs of a reduction, in group order: member i's `own`
 // input on this device; with a `board` (RunReductionKernel), each member's
-// input where it is, as this device's `own` is shaped; else each peer's
-// `shared` (symmetric) through peer views.
-absl::StatusOr<std::vector<ArrayRef>> MemberInputs(const Group& g,
-                                                   const ArrayRef& own,
-                                                   const ArrayRef& shared,
-                                                   const ArrayRef* board);
+// input where it is, as its board says; else each peer's `shared`
+// (symmetric) through peer views.
+absl::StatusOr<std::vector<MemberInput>> MemberInputs(const Group& g,
+                                                      const ArrayRef& own,
+                                                      const ArrayRef& shared,
+                                                      const ArrayRef* board);
+
+// Cross-memory reads of a reduction's step 2 move chunks of this many bytes
+// per member: each chunk is reduced while it is in the L2 cache beside the
+// others.
+inline constexpr int64_t kCrossMemoryChunkBytes = 256 << 10;
+// A buffer of at least `bytes` for the calling thread's cross-memory chunks,
+// kept for its next call.
+std::byte* CrossMemoryBuffer(int64_t bytes);
+
+// Step 2: elements [begin, begin + count) of every member's input, reduced
+// in group order into the `num_outs` outputs `outs` (each already at
+// `begin`'s place) as ReduceMany does. Foreign inputs are read in chunks
+// of kCrossMemoryChunkBytes, each reduced before the next is read.
+template <typename T>
+absl::Status ReduceMembers(ReduceOp op, std::span<const MemberInput> inputs,
+                           int64_t begin, int64_t count, T* const* outs,
+                           int num_outs, bool stream) {
+  const int n = static_cast<int>(inputs.size());
+  std::vector<const T*> sources(n);
+  int foreign = 0;
+  for (int i = 0; i < n; ++i) {
+    sources[i] = reinterpret_cast<const T*>(inputs[i].data) + begin;
+    foreign += inputs[i].foreign ? 1 : 0;
+  }
+  if (foreign == 0) {
+    ReduceMany<T>(op, sources.data(), n, outs, num_outs, count, stream);
+    return absl::OkStatus();
+  }
+  const int64_t chunk =
+      std::max<int64_t>(1, kCrossMemoryChunkBytes / int64_t{sizeof(T)});
+  T* const buffers = reinterpret_cast<T*>(
+      CrossMemoryBuffer(foreign * chunk * int64_t{sizeof(T)}));
+  std::vector<T*> destinations(num_outs);
+  for (int64_t at = 0; at < count; at += chunk) {
+    const int64_t m = std::min(chunk, count - at);
+    for (int i = 0, k = 0; i < n; ++i) {
+      const T* from = reinterpret_cast<const T*>(inputs[i].data) + begin + at;
+      if (!inputs[i].foreign) {
+        sources[i] = from;
+        continue;
+      }
+      T* into = buffers + int64_t{k++} * chunk;
+      MESHDMA_RETURN_IF_ERROR(peer_memory_read(DeviceId(inputs[i].device), from,
+                                               m * int64_t{sizeof(T)}, into,
+                                               DeviceIdType::kLogical));
+      sources[i] = into;
+    }
+    for (int o = 0; o < num_outs; ++o) destinations[o] = outs[o] + at;
+    ReduceMany<T>(op, sources.data(), n, destinations.data(), num_outs, m,
+                  stream);
+  }
+  return absl::OkStatus();
+}
 
 // The `done` semaphore of step 3, allocated before step 2 (every member
 // allocates it at the same point of the kernel).
@@ -180,18 +254,14 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
                              const ArrayRef& shared, const ArrayRef& out,
                              const ArrayRef* board) {
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<MemberInput> ins,
                            MemberInputs(g, own, shared, board));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
   const int64_t b = PartBegin(own.num_elements(), n, g.index);
   const int64_t e = PartBegin(own.num_elements(), n, g.index + 1);
-  std::vector<const T*> sources(n);
   std::vector<T*> destinations(n);
-  for (int i = 0; i < n; ++i) {
-    sources[i] = ins[i].data_as<const T>() + b;
-    destinations[i] = outs[i].data_as<T>() + b;
-  }
+  for (int i = 0; i < n; ++i) destinations[i] = outs[i].data_as<T>() + b;
   // A private input's segments were just copied into the outputs that
   // peers read them from, so those lines are wanted in the caches: no
   // streaming stores then. Three alternating rounds of `mpirun -np 2
@@ -200,7 +270,8 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
   // us): 1563 against 1180 at 8 MiB, 3313 against 2656 at 16 MiB, 6391
   // against 6113 at 32 MiB, 13283 against 12484 at 64 MiB.
   const bool stream = own.data() == shared.data() && StreamOutputs(own, out);
-  ReduceMany<T>(op, sources.data(), n, destinations.data(), n, e - b, stream);
+  MESHDMA_RETURN_IF_ERROR(
+      ReduceMembers<T>(op, ins, b, e - b, destinations.data(), n, stream));
   return DirectFinish(g, done);
 }
 
@@ -239,9 +310,9 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                                  const ArrayRef* board) {
   const int n = g.size();
   const int64_t b = PartBegin(in.num_elements(), n, g.index);
-  std::vector<const T*> sources(n);
   T* const destination = mine.data_as<T>();
   if (!in.is_symmetric() && board == nullptr) {
+    std::vector<const T*> sources(n);
     MESHDMA_ASSIGN_OR_RETURN(const ArrayRef rows, ShareSegments(g, in));
     const int64_t row_bytes = SegmentRowBytes(in, n);
     for (int i = 0; i < n; ++i) {
@@ -254,12 +325,12 @@ absl::Status DirectReduceScatter(const Group& g, ReduceOp op,
                   StreamOutputs(in, mine));
     return absl::OkStatus();
   }
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<MemberInput> ins,
                            MemberInputs(g, in, in, board));
   MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
-  for (int i = 0; i < n; ++i) sources[i] = ins[i].data_as<const T>() + b;
-  ReduceMany<T>(op, sources.data(), n, &destination, 1, mine.num_elements(),
-                StreamOutputs(in, mine));
+  MESHDMA_RETURN_IF_ERROR(ReduceMembers<T>(op, ins, b, mine.num_elements(),
+                                           &destination, 1,
+                                           StreamOutputs(in, mine)));
   return DirectFinish(g, done);
 }
 

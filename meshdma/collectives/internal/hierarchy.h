@@ -287,18 +287,16 @@ absl::Status HierarchicalReduceScatter(const Group& g, const HostLayout& layout,
     // Steps 1-2, single-copy; my row is scratch of H segments.
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef row,
                              AllocateSymmetric(kDTypeOf<T>, {hosts * seg}));
-    MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> ins,
+    MESHDMA_ASSIGN_OR_RETURN(std::vector<MemberInput> ins,
                              MemberInputs(host, input, input, board));
     MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
-    std::vector<const T*> sources(m);
     for (int k = 0; k < hosts; ++k) {
       const int p = layout.positions[k][host.index];
       const int64_t b = PartBegin(count, n, p);
       const int64_t len = PartBegin(count, n, p + 1) - b;
-      for (int j = 0; j < m; ++j) sources[j] = ins[j].data_as<const T>() + b;
       T* block = row.data_as<T>() + k * seg;
-      ReduceMany<T>(combine, sources.data(), m, &block, 1, len,
-                    /*stream=*/false);
+      MESHDMA_RETURN_IF_ERROR(ReduceMembers<T>(combine, ins, b, len, &block, 1,
+                                               /*stream=*/false));
       std::fill(block + len, block + seg, T{});
     }
     MESHDMA_RETURN_IF_ERROR(DirectFinish(host, done));

@@ -4,6 +4,8 @@
 #ifndef MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
 #define MESHDMA_DMA_INTERNAL_RUNTIME_IMPL_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -81,6 +83,17 @@ class RuntimeImpl : public TransportHost {
     return heap_base_of_device_[global_device];
   }
   int64_t heap_bytes() const override { return heap_bytes_; }
+  bool cross_memory_attach() const { return cross_memory_; }
+  // True when `global_device` is a device of another process of this host
+  // whose memory this process reads by cross-memory attach.
+  bool ReadsByCrossMemory(int global_device) const {
+    return cross_memory_ && !IsLocalDevice(global_device) &&
+           heap_base_of_device_[global_device] != nullptr;
+  }
+  // The pid of the process that holds `global_device` (ReadsByCrossMemory).
+  pid_t PidOf(int global_device) const {
+    return pid_of_rank_[RankOf(global_device)];
+  }
   int RankOf(int global_device) const override;
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
@@ -170,6 +183,12 @@ class RuntimeImpl : public TransportHost {
   // The transport to other hosts, agreed by every process (collective):
   // the one told, else MPI where some process prefers it, else TCP.
   absl::StatusOr<RemoteTransport> AgreeOnRemoteTransport(bool one_machine);
+  // Whether this process's devices read the memory of the `host_peers`
+  // (ranks of this host) by cross-memory attach, agreed by every process
+  // (collective): each publishes its pid and the address of a probe word,
+  // reads the word of every process of its host, and the launch uses the
+  // mechanism only where every process asked for it and read every word.
+  absl::Status AgreeOnCrossMemoryAttach(const std::vector<int>& host_peers);
   void StartCopyEngine();
   void StartDeviceThreads();
   void DeviceThreadMain(int local_index);
@@ -191,6 +210,10 @@ class RuntimeImpl : public TransportHost {
   DmaMode dma_mode_ = DmaMode::kAsync;
   // As told (kAuto when not); kTcp or kMpi once the processes agreed.
   RemoteTransport remote_choice_ = RemoteTransport::kAuto;
+  // Cross-memory attach, as agreed (AgreeOnCrossMemoryAttach), and each
+  // process's pid (empty without it).
+  bool cross_memory_ = false;
+  std::vector<pid_t> pid_of_rank_;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
   // Per process, what the MPI transport was given (mpi_path.h).
