@@ -849,7 +849,14 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   // progress thread polls for it.
   // Deadlines use the monotonic clock; an infinite wait timeout never expires.
   const int64_t start = base_internal::MonotonicNanos();
-  const bool yield = runtime_->oversubscribed();
+  // Oversubscribed, each turn yields the core: here, or inside the poll of
+  // the transport to other processes where that yields when idle (MPI under
+  // Open MPI's mpi_yield_when_idle). Yielding in both doubled the context
+  // switches per turn: on 2 x 2 simulated hosts on 2 cores an 8-byte
+  // ppermute between hosts took 8.4-9.3 us against 4.2-6.2 us
+  // (BENCHMARKS.md, "Oversubscribed waits yield once per turn").
+  const bool yield =
+      runtime_->oversubscribed() && !runtime_->RemotePollYields();
   const int64_t spin_ns = runtime_->semaphore_spin_ns();
   for (int i = 0;; ++i) {
     if (yield) {

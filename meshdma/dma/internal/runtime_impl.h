@@ -121,6 +121,12 @@ class RuntimeImpl : public TransportHost {
   bool PollRemote() const {
     return remote_transport_ != nullptr && remote_transport_->Poll();
   }
+  // True when a poll of the transport to other hosts that finds nothing to
+  // do yields the core itself (Transport::PollYieldsWhenIdle).
+  bool RemotePollYields() const {
+    return remote_transport_ != nullptr &&
+           remote_transport_->PollYieldsWhenIdle();
+  }
   // The calling device stops polling the transport to other hosts to sleep.
   void RemoteDeviceSleeping() const {
     if (remote_transport_ != nullptr) remote_transport_->DeviceSleeping();

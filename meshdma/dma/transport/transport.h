@@ -127,6 +127,11 @@ class Transport {
   // thread (a device spinning in a wait); true when anything moved. Paths
   // whose copies complete on their own have nothing to do.
   virtual bool Poll() { return false; }
+  // True when a `Poll` that finds nothing to do yields the calling thread's
+  // core itself (MPI's progress under Open MPI's `mpi_yield_when_idle`): a
+  // device that polls on every turn of an oversubscribed wait then need not
+  // yield again.
+  virtual bool PollYieldsWhenIdle() const { return false; }
   // A device that polled in a wait stops to sleep: a progress thread that
   // backs off while devices poll must now cover for it.
   virtual void DeviceSleeping() {}

@@ -36,6 +36,12 @@ bool MpiUsesSharedMemoryWithinMachine();
 // After `ConnectMpiProcesses`.
 int64_t MpiSharedMemoryEagerBytes();
 
+// Whether this MPI yields the core when its progress finds nothing to do:
+// Open MPI's `mpi_yield_when_idle`, which mpirun turns on where it places
+// more processes than a node has slots (`--oversubscribe`). False where
+// unknown (MPICH). After `ConnectMpiProcesses`.
+bool MpiYieldsWhenIdle();
+
 // The payload of one message that, with meshdma's header, a view layout and
 // room for MPI's own header, stays within `message_bytes` (at least 1 KiB,
 // at most 60 KiB).

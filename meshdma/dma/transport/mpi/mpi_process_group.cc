@@ -59,7 +59,8 @@ void FinalizeMpiAtExit() {
 bool IsIntegerCvarType(MPI_Datatype type) {
   return type == MPI_INT || type == MPI_UNSIGNED || type == MPI_LONG ||
          type == MPI_UNSIGNED_LONG || type == MPI_LONG_LONG ||
-         type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT;
+         type == MPI_UNSIGNED_LONG_LONG || type == MPI_COUNT ||
+         type == MPI_C_BOOL;
 }
 
 // The value of the control variable `name` as text (a string, or an integer
@@ -100,7 +101,9 @@ std::optional<std::string> ReadCvar(absl::string_view name) {
           MPI_T_cvar_read(handle, buffer) == MPI_SUCCESS) {
         const bool is_signed =
             type == MPI_INT || type == MPI_LONG || type == MPI_LONG_LONG;
-        if (type_bytes == 4) {
+        if (type_bytes == 1) {  // MPI_C_BOOL: 0 or 1.
+          value = absl::StrCat(static_cast<int>(buffer[0]));
+        } else if (type_bytes == 4) {
           int32_t v32;
           std::memcpy(&v32, buffer, 4);
           value = is_signed ? absl::StrCat(v32)
@@ -167,6 +170,15 @@ bool MpiUsesSharedMemoryWithinMachine() {
     return true;
   }();
   return shared;
+}
+
+bool MpiYieldsWhenIdle() {
+  static const bool yields = [] {
+    if (!MpiToolInterface()) return false;
+    const std::optional<std::string> v = ReadCvar("mpi_yield_when_idle");
+    return v.has_value() && *v == "1";
+  }();
+  return yields;
 }
 
 int64_t MpiSharedMemoryEagerBytes() {

@@ -467,7 +467,12 @@ bool MpiTransport::Poll() {
     NoteDevicePolling();
   }
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // Someone else is progressing.
+  if (!lock.owns_lock()) {
+    // Someone else is progressing; an idle poll of MPI would have yielded
+    // (PollYieldsWhenIdle), so this one does too.
+    if (yields_when_idle_) sched_yield();
+    return false;
+  }
   return ProgressLocked();
 }
 

@@ -80,6 +80,9 @@ class MpiTransport : public Transport {
   void Signal(int target_device, int64_t sem_offset, int64_t inc,
               std::span<const uint32_t> check_clock) override;
   bool Poll() override;
+  // MPI's own idle poll yields (MpiYieldsWhenIdle); so does a Poll that
+  // finds another thread progressing MPI.
+  bool PollYieldsWhenIdle() const override { return yields_when_idle_; }
   void DeviceSleeping() override;
   bool HasPending() const override {
     return pending_.load(std::memory_order_relaxed) > 0;
@@ -144,8 +147,9 @@ class MpiTransport : public Transport {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
-  int next_posted_ = 0;                // The earliest posted, next to complete.
-  bool handling_ = false;              // Inside PollIncoming (under mu_).
+  int next_posted_ = 0;    // The earliest posted, next to complete.
+  bool handling_ = false;  // Inside PollIncoming (under mu_).
+  const bool yields_when_idle_ = MpiYieldsWhenIdle();
   int64_t flush_epoch_ = 0;            // Markers this process has sent.
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
   // Awaited sends (non-inline puts) and recvs_: traffic somebody waits for.
