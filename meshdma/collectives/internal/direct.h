@@ -39,7 +39,9 @@
 // peers' bytes from there in chunks of kCrossMemoryChunkBytes into a buffer
 // of its own, reducing each chunk while it is in the caches. The input is
 // then read once, where a copy for the peers would write it and read it
-// again.
+// again. Launches ask for it (`RuntimeOptions::cross_memory_attach`): on
+// the machine measured for BENCHMARKS.md the kernel's copy made it slower
+// than the copy for the peers ("Cross-memory attach for a private input").
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
