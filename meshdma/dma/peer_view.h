@@ -46,9 +46,9 @@
 //      pass by the kernel (`process_vm_readv`, the single copy of MPI
 //      libraries on one host). For a device of the caller's own process it
 //      is a `memcpy` (the address must be valid, as for a load). It is a
-//      read only, and contracts 2-4 apply: the peer
-//      publishes the address and keeps the bytes unchanged and alive until
-//      the caller signals that it is done.
+//      read only, and contracts 2-4 apply: the peer publishes the address
+//      and keeps the bytes unchanged and alive until the caller signals
+//      that it is done.
 #ifndef MESHDMA_DMA_PEER_VIEW_H_
 #define MESHDMA_DMA_PEER_VIEW_H_
 

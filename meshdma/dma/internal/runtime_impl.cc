@@ -327,6 +327,46 @@ absl::Status RuntimeImpl::AgreeOnHeaps() {
 
 // Step 5: heaps and transports. Local devices' heaps are one region:
 // private memory, or a shared-memory segment that same-host peers map.
+absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
+    bool one_machine) {
+  // Automatic: MPI where its path is not TCP: an RDMA device on this host,
+  // or processes that share this machine through MPI's shared memory
+  // (simulated hosts). meshdma's own TCP connections otherwise.
+  RemoteTransport mine = remote_choice_;
+  const bool told = mine != RemoteTransport::kAuto;
+  if (!told) {
+    mine = HostHasRdmaDevice() ||
+                   (one_machine && MpiUsesSharedMemoryWithinMachine())
+               ? RemoteTransport::kMpi
+               : RemoteTransport::kTcp;
+  }
+  const char* name = mine == RemoteTransport::kTcp ? "tcp" : "mpi";
+  // One transport for all: a host that prefers MPI decides for every host;
+  // choices set by hand must agree.
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<std::string> all,
+      processes_->AllGather(absl::StrCat(told ? "told:" : "auto:", name)));
+  bool any_mpi = false;
+  std::set<std::string> told_names;
+  for (const std::string& choice : all) {
+    any_mpi |= absl::EndsWith(choice, ":mpi");
+    if (absl::StartsWith(choice, "told:")) told_names.insert(choice.substr(5));
+  }
+  if (told_names.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the processes chose different remote transports (",
+        absl::StrJoin(all, ", "),
+        " by rank; RuntimeOptions::remote_transport "
+        "or ",
+        kRemoteTransportEnv, "): every process must choose the same"));
+  }
+  if (told_names.size() == 1) {
+    return *told_names.begin() == "tcp" ? RemoteTransport::kTcp
+                                        : RemoteTransport::kMpi;
+  }
+  return any_mpi ? RemoteTransport::kMpi : RemoteTransport::kTcp;
+}
+
 absl::Status RuntimeImpl::AgreeOnCrossMemoryAttach(
     const std::vector<int>& host_peers) {
   // What every process reads of every other process of its host: a word of
@@ -378,46 +418,6 @@ absl::Status RuntimeImpl::AgreeOnCrossMemoryAttach(
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
-    bool one_machine) {
-  // Automatic: MPI where its path is not TCP: an RDMA device on this host,
-  // or processes that share this machine through MPI's shared memory
-  // (simulated hosts). meshdma's own TCP connections otherwise.
-  RemoteTransport mine = remote_choice_;
-  const bool told = mine != RemoteTransport::kAuto;
-  if (!told) {
-    mine = HostHasRdmaDevice() ||
-                   (one_machine && MpiUsesSharedMemoryWithinMachine())
-               ? RemoteTransport::kMpi
-               : RemoteTransport::kTcp;
-  }
-  const char* name = mine == RemoteTransport::kTcp ? "tcp" : "mpi";
-  // One transport for all: a host that prefers MPI decides for every host;
-  // choices set by hand must agree.
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<std::string> all,
-      processes_->AllGather(absl::StrCat(told ? "told:" : "auto:", name)));
-  bool any_mpi = false;
-  std::set<std::string> told_names;
-  for (const std::string& choice : all) {
-    any_mpi |= absl::EndsWith(choice, ":mpi");
-    if (absl::StartsWith(choice, "told:")) told_names.insert(choice.substr(5));
-  }
-  if (told_names.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the processes chose different remote transports (",
-        absl::StrJoin(all, ", "),
-        " by rank; RuntimeOptions::remote_transport "
-        "or ",
-        kRemoteTransportEnv, "): every process must choose the same"));
-  }
-  if (told_names.size() == 1) {
-    return *told_names.begin() == "tcp" ? RemoteTransport::kTcp
-                                        : RemoteTransport::kMpi;
-  }
-  return any_mpi ? RemoteTransport::kMpi : RemoteTransport::kTcp;
 }
 
 absl::Status RuntimeImpl::InitHeaps() {

@@ -55,7 +55,8 @@ void FinalizeMpiAtExit() {
   if (!finalized) MPI_Finalize();
 }
 
-// Whether `type` is one of the integer types an MPI gives control variables.
+// Whether `type` is one of the integer types (or the C bool) an MPI gives
+// control variables.
 bool IsIntegerCvarType(MPI_Datatype type) {
   return type == MPI_INT || type == MPI_UNSIGNED || type == MPI_LONG ||
          type == MPI_UNSIGNED_LONG || type == MPI_LONG_LONG ||
