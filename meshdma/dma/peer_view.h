@@ -44,11 +44,11 @@
 //      bytes at an address of that process (one the peer published, for
 //      example through symmetric memory) into the caller's memory, in one
 //      pass by the kernel (`process_vm_readv`, the single copy of MPI
-//      libraries on one host). For a device of the caller's own process it
-//      is a `memcpy` (the address must be valid, as for a load). It is a
-//      read only, and contracts 2-4 apply: the peer publishes the address
-//      and keeps the bytes unchanged and alive until the caller signals
-//      that it is done.
+//      libraries on one host); for a device of the caller's own process,
+//      the same call on the caller's process, so that an address that is
+//      not mapped is an error there too. It is a read only, and contracts 2-4
+//      apply: the peer publishes the address and keeps the bytes unchanged and
+//      alive until the caller signals that it is done.
 #ifndef MESHDMA_DMA_PEER_VIEW_H_
 #define MESHDMA_DMA_PEER_VIEW_H_
 
