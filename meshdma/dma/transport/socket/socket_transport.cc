@@ -288,6 +288,7 @@ class SocketTransport : public Transport {
   std::mutex recv_mu_;
   std::atomic<int> queued_{0};     // Messages waiting in send queues.
   std::atomic<int> bulk_queued_{0};  // Long payloads among them.
+  std::atomic<int> bulk_receiving_{0};  // Long payloads being read.
   std::atomic<int> receiving_{0};  // Payloads being read.
   std::atomic<int64_t> last_device_poll_ns_{0};
   std::atomic<int> devices_active_{0};  // Devices inside Send or Poll.
@@ -722,7 +723,10 @@ bool SocketTransport::ParseMessage(Peer& peer) {
     }
   }
   peer.payload_left = h.value;
-  peer.payload_on_bulk.store(bulk && h.value > 0, std::memory_order_relaxed);
+  if (bulk && h.value > 0) {
+    peer.payload_on_bulk.store(true, std::memory_order_relaxed);
+    bulk_receiving_.fetch_add(1, std::memory_order_relaxed);
+  }
   peer.in_payload = true;
   receiving_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -732,6 +736,9 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
   if (peer.lost.load(std::memory_order_relaxed)) {
     if (peer.in_payload) {  // It never completes.
       peer.in_payload = false;
+      if (peer.payload_on_bulk.exchange(false, std::memory_order_relaxed)) {
+        bulk_receiving_.fetch_sub(1, std::memory_order_relaxed);
+      }
       receiving_.fetch_sub(1, std::memory_order_relaxed);
     }
     return false;
@@ -782,7 +789,9 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
         if (peer.payload_left > 0) continue;
       }
       peer.in_payload = false;
-      peer.payload_on_bulk.store(false, std::memory_order_relaxed);
+      if (peer.payload_on_bulk.exchange(false, std::memory_order_relaxed)) {
+        bulk_receiving_.fetch_sub(1, std::memory_order_relaxed);
+      }
       receiving_.fetch_sub(1, std::memory_order_relaxed);
       FinishPayload(peer);
       did = true;
@@ -836,10 +845,14 @@ bool SocketTransport::Poll() {
   devices_active_.fetch_add(1, std::memory_order_relaxed);
   const bool did = Progress(Queues::kMessages);
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
-  // While the progress thread writes long payloads, a device that found
-  // nothing to do leaves it the core they may share: spinning on, it held
-  // the writes back by a time slice.
-  if (!did && bulk_queued_.load(std::memory_order_relaxed) > 0) sched_yield();
+  // While long payloads move, a device that found nothing to do leaves the
+  // core it may share to the progress threads that write them, this
+  // process's or a peer's on this machine: spinning on, it held the writes
+  // back by a time slice.
+  if (!did && (bulk_queued_.load(std::memory_order_relaxed) > 0 ||
+               bulk_receiving_.load(std::memory_order_relaxed) > 0)) {
+    sched_yield();
+  }
   return did;
 }
 
