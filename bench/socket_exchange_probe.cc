@@ -11,7 +11,8 @@
 //   2 sockets, writer:   one connection each way and a writer thread (the
 //                        transport's long puts now).
 // and MPI_Sendrecv of the same bytes on the same ranks. Prints the median
-// and the fastest time of one exchange for each.
+// and the fastest time of one exchange for each; every exchange's bytes are
+// checked (a wrong one aborts).
 //   mpirun -np 2 --mca btl self,tcp build/bench/socket-exchange-probe
 // Across machines, --address names rank 1's IPv4 address.
 #include <arpa/inet.h>
@@ -253,6 +254,16 @@ int main(int argc, char** argv) {
             }
           }
           times[s].push_back(Micros() - t0);
+          // Every byte came from the peer, whose bytes are its rank + 1.
+          const char expect = static_cast<char>(2 - rank);
+          if (std::count(dst.begin(), dst.end(), expect) !=
+              static_cast<std::ptrdiff_t>(bytes)) {
+            std::fprintf(stderr, "rank %d: wrong bytes after %zu-byte %s\n",
+                         rank, bytes,
+                         s == 4 ? "MPI_Sendrecv" : structures[s].name);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+          }
+          std::fill(dst.begin(), dst.end(), 0);
         }
       }
     }
