@@ -226,9 +226,9 @@ int main(int argc, char** argv) {
                 iters, rounds);
     std::printf("# %10s  %-24s %s\n", "bytes", "structure", "time");
   }
-  for (const size_t bytes : {size_t{64} << 10, size_t{256} << 10,
-                             size_t{1} << 20, size_t{2} << 20,
-                             size_t{8} << 20}) {
+  for (const size_t bytes :
+       {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20, size_t{2} << 20,
+        size_t{8} << 20}) {
     std::vector<char> src(bytes, static_cast<char>(rank + 1)), dst(bytes);
     std::vector<std::vector<double>> times(5);
     for (int round = 0; round < rounds; ++round) {

@@ -286,10 +286,10 @@ class SocketTransport : public Transport {
   std::vector<Peer*> live_;                   // The other ranks.
 
   std::mutex recv_mu_;
-  std::atomic<int> queued_{0};     // Messages waiting in send queues.
-  std::atomic<int> bulk_queued_{0};  // Long payloads among them.
+  std::atomic<int> queued_{0};          // Messages waiting in send queues.
+  std::atomic<int> bulk_queued_{0};     // Long payloads among them.
   std::atomic<int> bulk_receiving_{0};  // Long payloads being read.
-  std::atomic<int> receiving_{0};  // Payloads being read.
+  std::atomic<int> receiving_{0};       // Payloads being read.
   std::atomic<int64_t> last_device_poll_ns_{0};
   std::atomic<int> devices_active_{0};  // Devices inside Send or Poll.
   int64_t flush_epoch_ = 0;
@@ -766,10 +766,9 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
           }
         } else if (on_bulk || peer.payload_left >= kDirectReadBytes) {
           // The rest goes straight into the destination.
-          const ssize_t n =
-              readv(on_bulk ? peer.bulk_in : peer.fd,
-                    peer.payload.iov.data() + peer.payload.index,
-                    peer.payload.count());
+          const ssize_t n = readv(on_bulk ? peer.bulk_in : peer.fd,
+                                  peer.payload.iov.data() + peer.payload.index,
+                                  peer.payload.count());
           if (n > 0) {
             peer.payload.Advance(static_cast<size_t>(n));
             peer.payload_left -= n;
@@ -892,7 +891,8 @@ void SocketTransport::ProgressMain() {
       if (bulk_queued) fds.push_back({p->bulk_out, POLLOUT, 0});
       bulk |= bulk_queued;
       if (devices_polling || p->goodbye) continue;
-      fds.push_back({p->fd, static_cast<short>(queued ? POLLIN | POLLOUT : POLLIN), 0});
+      fds.push_back(
+          {p->fd, static_cast<short>(queued ? POLLIN | POLLOUT : POLLIN), 0});
       if (p->payload_on_bulk.load(std::memory_order_relaxed)) {
         fds.push_back({p->bulk_in, POLLIN, 0});
       }
@@ -1141,9 +1141,9 @@ absl::StatusOr<int> ConnectTo(const std::string& address, const Hello& hello,
   Hello said = hello;
   if (!ExactIo(fd, &said, sizeof(said), true, deadline)) {
     close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("TCP transport on rank ", rank, ": rank ", r, " at ",
-                     address, " did not take the connection"));
+    return absl::UnavailableError(absl::StrCat("TCP transport on rank ", rank,
+                                               ": rank ", r, " at ", address,
+                                               " did not take the connection"));
   }
   return fd;
 }
@@ -1207,9 +1207,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     if (r == rank) continue;
     for (const bool bulk : {false, true}) {
       if (!bulk && r > rank) continue;
-      absl::StatusOr<int> fd =
-          ConnectTo((*all)[r], Hello{kHelloMagic, rank, bulk ? 1 : 0}, rank, r,
-                    deadline);
+      absl::StatusOr<int> fd = ConnectTo(
+          (*all)[r], Hello{kHelloMagic, rank, bulk ? 1 : 0}, rank, r, deadline);
       if (!fd.ok()) {
         close(listener);
         return fd.status();
@@ -1227,7 +1226,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
       if (deadline.Expired()) {
         std::vector<int> missing;
         for (int r = 0; r < size; ++r) {
-          if (r != rank && (fds[r].bulk_in < 0 || (r > rank && fds[r].both < 0))) {
+          if (r != rank &&
+              (fds[r].bulk_in < 0 || (r > rank && fds[r].both < 0))) {
             missing.push_back(r);
           }
         }
