@@ -363,6 +363,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   devices_active_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::unique_ptr<DmaOp>> done;
   bool failed = false;
+  bool woken = false;
   int err = 0;
   {
     std::lock_guard<std::mutex> lock(peer.send_mu);
@@ -379,6 +380,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
         // The first bytes now, while the progress thread wakes (about
         // 15 us here): the receiver starts reading that much sooner.
         Wake();
+        woken = true;
         iovec iov[16];
         int n = 0;
         size_t room = kBulkFirstBytes;
@@ -448,7 +450,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   // waits, and until then the progress thread stays off the core.
   NoteDevicePolling();
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
-  if (bulk) Wake();  // Also when a long payload was queued behind another.
+  if (bulk && !woken) Wake();  // Queued behind another long payload.
   for (auto& d : done) host_->CompleteDma(std::move(d));
   if (failed) Lose(peer, Broken(ErrnoText(err)));
 }
