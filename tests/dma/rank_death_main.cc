@@ -7,6 +7,11 @@
 // Usage: rank_death_main MODE, MODE one of
 //   exit   rank 1 calls _exit(7) inside a kernel
 //   kill   rank 1 sends itself SIGKILL inside a kernel
+//   kill_sending
+//          every device starts a 16 MiB put to its right neighbour, then
+//          rank 1 sends itself SIGKILL 1 ms later, while they move (between
+//          hosts over TCP: in the middle of the payloads on the bulk
+//          connections)
 //   stop   rank 1 sends itself SIGSTOP inside a kernel (stuck forever)
 //   early  rank 1 returns from main (status 0) before calling Run
 //   again  as stop; then rank 0 calls Run twice more: the first is refused
@@ -22,6 +27,7 @@
 #include <string>
 
 #include "meshdma/base/status_macros.h"
+#include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
@@ -43,10 +49,34 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "rank 1 leaves before Run\n");
     } else {
       s = (*rt)->Run(*(*rt)->MakeMesh1D(), [&]() -> absl::Status {
+        const bool sending = mode == "kill_sending";
+        const int64_t ints = sending ? int64_t{4} << 20 : 1;  // 16 MiB.
+        MESHDMA_ASSIGN_OR_RETURN(auto src,
+                                 meshdma::AllocateSymmetric<int32_t>({ints}));
+        MESHDMA_ASSIGN_OR_RETURN(auto dst,
+                                 meshdma::AllocateSymmetric<int32_t>({ints}));
         return meshdma::RunKernel({.name = "victim"}, [&]() -> absl::Status {
           MESHDMA_ASSIGN_OR_RETURN(
               auto sem, meshdma::AllocateSemaphore(
                             meshdma::SemaphoreType::kRegular, "never"));
+          if (sending) {
+            MESHDMA_ASSIGN_OR_RETURN(
+                auto sent, meshdma::AllocateSemaphore(
+                               meshdma::SemaphoreType::kDma, "sent"));
+            MESHDMA_ASSIGN_OR_RETURN(
+                auto arrived, meshdma::AllocateSemaphore(
+                                  meshdma::SemaphoreType::kDma, "arrived"));
+            MESHDMA_ASSIGN_OR_RETURN(int me, meshdma::axis_index("x"));
+            const int n = (*rt)->num_devices();
+            MESHDMA_RETURN_IF_ERROR(
+                meshdma::make_async_remote_copy(src, dst, sent, arrived,
+                                                (me + 1) % n)
+                    .start());
+            if (rank == 1) {
+              usleep(1000);
+              raise(SIGKILL);
+            }
+          }
           if (rank == 1) {
             if (mode == "exit") _exit(7);  // Dies without a word.
             if (mode == "kill") raise(SIGKILL);
