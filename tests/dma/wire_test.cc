@@ -31,6 +31,7 @@ class FakeHost : public TransportHost {
     return global_device == 1;
   }
   void CompleteDma(std::unique_ptr<DmaOp>) override {}
+  void AbandonDma(std::unique_ptr<DmaOp>) override {}
   void Abort(const std::string&, bool) override {}
   bool DevicesWaiting() const override { return false; }
   bool RemotePeers() const override { return true; }

@@ -715,6 +715,15 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
   if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
 }
 
+void Device::AbandonDma(std::unique_ptr<DmaOp> op) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  auto it = std::find(inflight_.begin(), inflight_.end(), op.get());
+  if (it != inflight_.end()) {
+    *it = inflight_.back();
+    inflight_.pop_back();
+  }
+}
+
 size_t Device::num_inflight(int min_depth) {
   std::lock_guard<std::mutex> lock(inflight_mu_);
   return std::count_if(

@@ -199,6 +199,9 @@ class Device {
   // Called by transports when `op`'s source has been read (and, on direct
   // paths, its destination written and `op->recv_cell` is to be signalled).
   void CompleteDma(std::unique_ptr<DmaOp> op);
+  // `op` never completes (TransportHost::AbandonDma): it leaves the
+  // in-flight list and no semaphore moves.
+  void AbandonDma(std::unique_ptr<DmaOp> op);
   // Hands a started DMA to the copy engine or its transport (the DMA
   // execution mode's policy; `eager` keeps it from the copy engine).
   void Dispatch(std::unique_ptr<DmaOp> op, bool eager);

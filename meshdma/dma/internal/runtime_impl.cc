@@ -672,6 +672,11 @@ void RuntimeImpl::CompleteDma(std::unique_ptr<DmaOp> op) {
   issuer->CompleteDma(std::move(op));
 }
 
+void RuntimeImpl::AbandonDma(std::unique_ptr<DmaOp> op) {
+  Device* issuer = op->issuer;
+  issuer->AbandonDma(std::move(op));
+}
+
 bool RuntimeImpl::DevicesWaiting() const {
   return waiting_devices_.load(std::memory_order_relaxed) > 0;
 }

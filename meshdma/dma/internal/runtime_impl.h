@@ -97,6 +97,7 @@ class RuntimeImpl : public TransportHost {
   int RankOf(int global_device) const override;
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
+  void AbandonDma(std::unique_ptr<DmaOp> op) override;
   bool DevicesWaiting() const override;
   bool RemotePeers() const override {
     return remote_peers_.load(std::memory_order_relaxed);

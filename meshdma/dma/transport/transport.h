@@ -49,6 +49,11 @@ class TransportHost {
   // `op`'s source has been read (and, on addressable paths, its destination
   // written): hands it back to its issuer, which counts the send semaphore.
   virtual void CompleteDma(std::unique_ptr<DmaOp> op) = 0;
+  // `op` never completes: the process it goes to is lost, and nothing reads
+  // its source any more. Hands it back to its issuer, which stops listing
+  // it in flight (a closing scope does not wait for it) and moves no
+  // semaphore.
+  virtual void AbandonDma(std::unique_ptr<DmaOp> op) = 0;
   // Fails every wait of this launch with `reason`; with `notify_peers`, the
   // other processes are told too.
   virtual void Abort(const std::string& reason, bool notify_peers) = 0;

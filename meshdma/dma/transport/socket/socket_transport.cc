@@ -336,13 +336,16 @@ void SocketTransport::Wake() {
 
 void SocketTransport::Lose(Peer& peer, const std::string& what) {
   if (peer.lost.exchange(true)) return;
+  std::vector<std::unique_ptr<DmaOp>> abandoned;
   {
-    // Nothing more reaches the peer: its queue is dropped, and the ops in it
-    // stay alive (their issuers' in-flight lists name them; the launch is
-    // over).
+    // Nothing more reaches the peer: its queues are dropped, and their ops
+    // go back to their issuers as abandoned, so that a closing scope does
+    // not wait for them. Under `send_mu`, no write is reading them.
     std::lock_guard<std::mutex> lock(peer.send_mu);
     for (auto* queue : {&peer.queue, &peer.bulk_queue}) {
-      for (auto& out : *queue) out->op.release();
+      for (auto& out : *queue) {
+        if (out->op != nullptr) abandoned.push_back(std::move(out->op));
+      }
       queued_.fetch_sub(static_cast<int>(queue->size()),
                         std::memory_order_relaxed);
     }
@@ -355,6 +358,7 @@ void SocketTransport::Lose(Peer& peer, const std::string& what) {
       "rank ", rank_, ": the connection to rank ", peer.rank, " ", what);
   processes_->MarkPeersLost(reason);
   host_->Abort(reason, /*notify_peers=*/true);
+  for (auto& op : abandoned) host_->AbandonDma(std::move(op));
 }
 
 void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
@@ -362,6 +366,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
                            std::unique_ptr<DmaOp> op, bool bulk) {
   devices_active_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::unique_ptr<DmaOp>> done;
+  std::unique_ptr<DmaOp> abandoned;  // The peer is lost: it never completes.
   bool failed = false;
   bool woken = false;
   int err = 0;
@@ -401,7 +406,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
       payload = IoCursor{};
     }
     if (peer.lost.load(std::memory_order_relaxed)) {
-      op.release();  // As in Lose: nothing reaches the peer any more.
+      abandoned = std::move(op);  // As in Lose.
       payload = IoCursor{};
       written = total_head;
     } else if (peer.queue.empty()) {
@@ -416,7 +421,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
       if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         failed = true;
         err = errno;
-        op.release();  // As in Lose: the launch is over.
+        abandoned = std::move(op);  // As in Lose.
       } else if (w > 0) {
         written = static_cast<size_t>(w);
       }
@@ -453,6 +458,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   if (bulk && !woken) Wake();  // Queued behind another long payload.
   for (auto& d : done) host_->CompleteDma(std::move(d));
   if (failed) Lose(peer, Broken(ErrnoText(err)));
+  if (abandoned != nullptr) host_->AbandonDma(std::move(abandoned));
 }
 
 bool SocketTransport::FlushQueueLocked(
