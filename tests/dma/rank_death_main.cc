@@ -60,18 +60,17 @@ int main(int argc, char** argv) {
               auto sem, meshdma::AllocateSemaphore(
                             meshdma::SemaphoreType::kRegular, "never"));
           if (sending) {
-            MESHDMA_ASSIGN_OR_RETURN(
-                auto sent, meshdma::AllocateSemaphore(
-                               meshdma::SemaphoreType::kDma, "sent"));
+            MESHDMA_ASSIGN_OR_RETURN(auto sent,
+                                     meshdma::AllocateSemaphore(
+                                         meshdma::SemaphoreType::kDma, "sent"));
             MESHDMA_ASSIGN_OR_RETURN(
                 auto arrived, meshdma::AllocateSemaphore(
                                   meshdma::SemaphoreType::kDma, "arrived"));
             MESHDMA_ASSIGN_OR_RETURN(int me, meshdma::axis_index("x"));
             const int n = (*rt)->num_devices();
-            MESHDMA_RETURN_IF_ERROR(
-                meshdma::make_async_remote_copy(src, dst, sent, arrived,
-                                                (me + 1) % n)
-                    .start());
+            MESHDMA_RETURN_IF_ERROR(meshdma::make_async_remote_copy(
+                                        src, dst, sent, arrived, (me + 1) % n)
+                                        .start());
             if (rank == 1) {
               usleep(1000);
               raise(SIGKILL);

@@ -696,17 +696,19 @@ void Device::Dispatch(std::unique_ptr<DmaOp> op, bool eager) {
   transport->Put(std::move(op));
 }
 
-void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
-  {
-    // Leave the in-flight list before the semaphores move, so that a device
-    // that has waited for this DMA never sees it in flight.
-    std::lock_guard<std::mutex> lock(inflight_mu_);
-    auto it = std::find(inflight_.begin(), inflight_.end(), op.get());
-    if (it != inflight_.end()) {
-      *it = inflight_.back();
-      inflight_.pop_back();
-    }
+void Device::LeaveInflight(const DmaOp* op) {
+  std::lock_guard<std::mutex> lock(inflight_mu_);
+  auto it = std::find(inflight_.begin(), inflight_.end(), op);
+  if (it != inflight_.end()) {
+    *it = inflight_.back();
+    inflight_.pop_back();
   }
+}
+
+void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
+  // Leave the in-flight list before the semaphores move, so that a device
+  // that has waited for this DMA never sees it in flight.
+  LeaveInflight(op.get());
   // The observer hears of the completion before any waiter can see it: a
   // wait that returns has been preceded by its DMA's completion event.
   if (Observer* obs = runtime_->observer()) obs->OnDmaComplete(op->event);
@@ -715,14 +717,7 @@ void Device::CompleteDma(std::unique_ptr<DmaOp> op) {
   if (op->send_cell != nullptr) CellAdd(op->send_cell, op->event.bytes);
 }
 
-void Device::AbandonDma(std::unique_ptr<DmaOp> op) {
-  std::lock_guard<std::mutex> lock(inflight_mu_);
-  auto it = std::find(inflight_.begin(), inflight_.end(), op.get());
-  if (it != inflight_.end()) {
-    *it = inflight_.back();
-    inflight_.pop_back();
-  }
-}
+void Device::AbandonDma(std::unique_ptr<DmaOp> op) { LeaveInflight(op.get()); }
 
 size_t Device::num_inflight(int min_depth) {
   std::lock_guard<std::mutex> lock(inflight_mu_);

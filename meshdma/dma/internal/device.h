@@ -293,6 +293,8 @@ class Device {
   // True while `Barrier` runs: only then are device-barrier cells accepted.
   bool in_device_barrier_ = false;
 
+  // Removes `op` from `inflight_` (if listed).
+  void LeaveInflight(const DmaOp* op);
   std::mutex inflight_mu_;
   std::vector<DmaOp*> inflight_;
 
