@@ -87,7 +87,7 @@ enum class RemoteTransport {
   // kTcp otherwise.
   kAuto,
   // meshdma's own TCP connections, one per pair of processes plus one each
-  // way for the payloads of puts from 512 KiB: the header and the source's
+  // way for the payloads of puts from 1 MiB: the header and the source's
   // bytes in one write, the payload read straight into the destination
   // heap.
   kTcp,

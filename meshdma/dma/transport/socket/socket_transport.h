@@ -23,7 +23,7 @@
 // pair's connection, each a `WireHeader`, its extras (layout, clock), then
 // the payload: `value` bytes for a put (`inline_bytes` is 0),
 // `inline_bytes` for an abort's reason, none for the others. A put of
-// 512 KiB or more is a `kPutBulk`: its header takes its place in that order
+// 1 MiB or more is a `kPutBulk`: its header takes its place in that order
 // and its payload follows on the sender's bulk connection to the receiver,
 // a second stream that carries only such payloads, in their headers' order;
 // the receiver reads nothing behind the header until the payload is in.
