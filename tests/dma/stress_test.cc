@@ -151,11 +151,11 @@ TEST_P(StressTest, RandomDmasAndSignalsArriveExactly) {
   RandomDmasAndSignals(96 << 10, 2400, 50);
 }
 
-// DMAs up to 1.5 MiB: between hosts over TCP those from 512 KiB are written
+// DMAs up to 2 MiB: between hosts over TCP those from 1 MiB are written
 // by the progress thread while the devices read, and the signals and DMAs
 // behind them must queue behind them.
 TEST_P(StressTest, RandomLongDmasAndSignalsArriveExactly) {
-  RandomDmasAndSignals(3 << 19, 120, 12);
+  RandomDmasAndSignals(2 << 20, 120, 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, StressTest,
