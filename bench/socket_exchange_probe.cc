@@ -1,19 +1,22 @@
-// socket-exchange-probe: the measurement behind the TCP transport's bulk
-// connections (dma/transport/socket/socket_transport.h). Two ranks exchange
-// `bytes` both ways at once, as a ppermute or an all-gather of two does,
-// over TCP sockets of their own, in four structures:
+// socket-exchange-probe: the measurement behind the TCP transport's shape
+// (dma/transport/socket/socket_transport.h): one connection per pair of
+// processes, written by the devices, under the congestion control it sets.
+// Two ranks exchange `bytes` both ways at once, as a ppermute or an
+// all-gather of two does, over TCP sockets of their own, in four
+// structures:
 //   1 socket,  1 thread: both directions share one connection, and one
 //                        thread writes (non-blocking, the whole message)
-//                        and reads by turns (the transport before);
+//                        and reads by turns (the transport's shape);
 //   2 sockets, 1 thread: one connection each way, one thread;
 //   1 socket,  writer:   one connection, a second thread (woken through an
 //                        eventfd) writes while the first reads;
-//   2 sockets, writer:   one connection each way and a writer thread (the
-//                        transport's long puts now).
-// and MPI_Sendrecv of the same bytes on the same ranks. Prints the median
-// and the fastest time of one exchange for each; every exchange's bytes are
-// checked (a wrong one aborts).
-//   mpirun -np 2 --mca btl self,tcp build/bench/socket-exchange-probe
+//   2 sockets, writer:   one connection each way and a writer thread.
+// and MPI_Sendrecv of the same bytes on the same ranks (MPI's connections
+// keep the kernel's congestion control). Prints the median and the fastest
+// time of one exchange for each; every exchange's bytes are checked (a
+// wrong one aborts).
+//   mpirun -np 2 --mca btl self,tcp build/bench/socket-exchange-probe \
+//     [--congestion cubic]
 // Across machines, --address names rank 1's IPv4 address.
 #include <arpa/inet.h>
 #include <mpi.h>
@@ -39,6 +42,9 @@
 ABSL_FLAG(std::string, address, "127.0.0.1", "rank 1's IPv4 address");
 ABSL_FLAG(int, iters, 40, "exchanges per size and structure");
 ABSL_FLAG(int, rounds, 2, "times every structure is run, by turns");
+ABSL_FLAG(std::string, congestion, "",
+          "TCP congestion control of the probe's sockets (cubic, reno, bbr, "
+          "...); empty: the kernel's default");
 
 namespace {
 
@@ -48,8 +54,10 @@ double Micros() {
       .count();
 }
 
-// A connected TCP socket from rank 0 to rank 1 (rank 1 listens).
-int Connect(int rank, const std::string& address) {
+// A connected TCP socket from rank 0 to rank 1 (rank 1 listens), with
+// congestion control `congestion` (empty: the kernel's default).
+int Connect(int rank, const std::string& address,
+            const std::string& congestion) {
   int port = 0;
   int fd = -1;
   if (rank == 1) {
@@ -78,7 +86,22 @@ int Connect(int rank, const std::string& address) {
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (!congestion.empty() &&
+      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                 congestion.size()) != 0) {
+    std::fprintf(stderr, "--congestion %s: ", congestion.c_str());
+    std::perror("the kernel refused it");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   return fd;
+}
+
+// The congestion control `fd` runs.
+std::string CongestionOf(int fd) {
+  char name[32] = {};
+  socklen_t len = sizeof(name) - 1;
+  getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len);
+  return name;
 }
 
 // Writes `n` bytes of `p` to `fd`, sleeping in poll(2) while it is full.
@@ -212,8 +235,9 @@ int main(int argc, char** argv) {
   const std::string address = absl::GetFlag(FLAGS_address);
   // Rank 0's connection first, then rank 1's: with two sockets each rank
   // writes to its own and reads from the other.
-  const int first = Connect(rank, address);
-  const int second = Connect(rank, address);
+  const std::string congestion = absl::GetFlag(FLAGS_congestion);
+  const int first = Connect(rank, address, congestion);
+  const int second = Connect(rank, address, congestion);
   const Structure structures[] = {{"1 socket,  1 thread", false, false},
                                   {"2 sockets, 1 thread", true, false},
                                   {"1 socket,  writer  ", false, true},
@@ -222,8 +246,10 @@ int main(int argc, char** argv) {
   const int iters = absl::GetFlag(FLAGS_iters);
   const int rounds = absl::GetFlag(FLAGS_rounds);
   if (rank == 0) {
-    std::printf("# %d exchanges per row, %d rounds; median (fastest) us\n",
-                iters, rounds);
+    std::printf(
+        "# %d exchanges per row, %d rounds; median (fastest) us; the "
+        "sockets' congestion control: %s\n",
+        iters, rounds, CongestionOf(first).c_str());
     std::printf("# %10s  %-24s %s\n", "bytes", "structure", "time");
   }
   for (const size_t bytes :

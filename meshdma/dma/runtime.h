@@ -86,10 +86,10 @@ enum class RemoteTransport {
   // and MPI joins them through shared memory (simulated or forced hosts).
   // kTcp otherwise.
   kAuto,
-  // meshdma's own TCP connections, one per pair of processes plus one each
-  // way for the payloads of puts from 1 MiB: the header and the source's
-  // bytes in one write, the payload read straight into the destination
-  // heap.
+  // meshdma's own TCP connections, one per pair of processes, under CUBIC
+  // unless MESHDMA_TCP_CONGESTION says otherwise: the header and the
+  // source's bytes in one write, the payload read straight into the
+  // destination heap.
   kTcp,
   // MPI two-sided messages (dma/transport/mpi/), through whatever network
   // MPI is configured for.

@@ -10,8 +10,8 @@
 //   kill_sending
 //          every device starts a 16 MiB put to its right neighbour, then
 //          rank 1 sends itself SIGKILL 1 ms later, while they move (between
-//          hosts over TCP: in the middle of the payloads on the bulk
-//          connections)
+//          hosts over TCP: in the middle of the payloads, with the rest of
+//          each still queued at its sender)
 //   stop   rank 1 sends itself SIGSTOP inside a kernel (stuck forever)
 //   early  rank 1 returns from main (status 0) before calling Run
 //   again  as stop; then rank 0 calls Run twice more: the first is refused

@@ -406,5 +406,35 @@ TEST(RemoteTransportTest, NamedInterface) {
   unsetenv("MESHDMA_SOCKET_IFNAME");
 }
 
+// The TCP connections' congestion control, when named: one the kernel
+// takes serves, and so does "system" (the kernel's default); a name it
+// refuses fails every process alike, naming the variable.
+TEST(RemoteTransportTest, NamedCongestionControl) {
+  auto probe = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  const bool other_hosts = !(*probe)->remote_transport().empty();
+  ASSERT_TRUE((*probe)->Shutdown().ok());
+  probe->reset();
+  if (!other_hosts) GTEST_SKIP() << "no other hosts";
+  RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
+  options.remote_transport = RemoteTransport::kTcp;
+  setenv("MESHDMA_TCP_CONGESTION", "meshdma-none", 1);
+  {
+    auto rt = Runtime::Create(options);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(rt.status().message(),
+                ::testing::HasSubstr("MESHDMA_TCP_CONGESTION=meshdma-none: "
+                                     "the kernel refused it"));
+  }
+  for (const char* name : {"reno", "system"}) {
+    setenv("MESHDMA_TCP_CONGESTION", name, 1);
+    auto rt = Runtime::Create(options);
+    ASSERT_TRUE(rt.ok()) << name << ": " << rt.status();
+    EXPECT_EQ((*rt)->remote_transport(), "tcp");
+  }
+  unsetenv("MESHDMA_TCP_CONGESTION");
+}
+
 }  // namespace
 }  // namespace meshdma

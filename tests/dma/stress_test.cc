@@ -151,9 +151,9 @@ TEST_P(StressTest, RandomDmasAndSignalsArriveExactly) {
   RandomDmasAndSignals(96 << 10, 2400, 50);
 }
 
-// DMAs up to 2 MiB: between hosts over TCP those from 1 MiB are written
-// by the progress thread while the devices read, and the signals and DMAs
-// behind them must queue behind them.
+// DMAs up to 2 MiB: between hosts over TCP the socket takes a long one in
+// parts, written as the devices poll, and the signals and DMAs behind it
+// must queue behind it.
 TEST_P(StressTest, RandomLongDmasAndSignalsArriveExactly) {
   RandomDmasAndSignals(2 << 20, 120, 12);
 }

@@ -27,8 +27,6 @@ enum class WireKind : int32_t {
   kAbort = 3,    // Payload: the reason.
   kFlush = 4,    // `value`: the sender's flush epoch (Transport::Quiesce).
   kGoodbye = 5,  // The sender shuts down: nothing follows (socket/).
-  kPutBulk = 6,  // A kPut whose payload follows on the sender's bulk
-                 // connection, not after the header (socket/).
 };
 
 struct WireHeader {

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -47,13 +48,6 @@ constexpr uint32_t kHelloMagic = 0x6d646d61;  // "mdma"
 struct Hello {
   uint32_t magic;
   int32_t rank;
-  int32_t bulk;  // 1: the connecting rank's bulk connection (Peer::bulk_in).
-};
-// The sockets to one peer (-1 for none).
-struct Connections {
-  int both = -1;      // Messages both ways; made by the higher rank.
-  int bulk_out = -1;  // Long payloads to the peer; made by this rank.
-  int bulk_in = -1;   // Long payloads from the peer; made by the peer.
 };
 // A device that wrote or polled this recently counts as polling: it, not
 // the progress thread, moves the traffic.
@@ -66,20 +60,6 @@ constexpr size_t kReceiveBufferBytes = 64 << 10;
 // A payload with at least this much still to come is read straight into its
 // destination, not through the buffer.
 constexpr int64_t kDirectReadBytes = 32 << 10;
-// A put of at least this many bytes is a long put: its header goes on the
-// pair's connection in order, its payload on the sender's bulk connection,
-// written by the progress thread while the devices read. Long payloads on a
-// connection that carries the other direction too, and long writes on the
-// thread that also reads, each held exchanges of 1-2 MiB over loopback to
-// half the rate (BENCHMARKS.md, "Across hosts: long puts on a connection of
-// their own"). Puts of 512 KiB, both ways at once, were faster on the
-// pair's connection: an all-gather of 1 MiB over two processes ran at 0.81x
-// Open MPI's speed with them on bulk connections and at 1.09x without (the
-// same section, "From 1 MiB").
-constexpr int64_t kBulkBytes = 1 << 20;
-// What the device writes of a long payload itself, when none is queued
-// ahead of it.
-constexpr size_t kBulkFirstBytes = 64 << 10;
 // A strided view is moved as an I/O vector of its contiguous runs when runs
 // are at least this long and there are at most kMaxRuns of them; otherwise
 // it is packed (sender) or staged (receiver) in one more copy.
@@ -171,11 +151,11 @@ void SetNonBlocking(int fd) {
 
 class SocketTransport : public Transport {
  public:
-  // `fds[r]`: the connected sockets to rank r (-1 for this rank).
+  // `fds[r]`: the connected socket to rank r (-1 for this rank).
   // `processes` (the group the connections were made over) is told when a
   // peer is lost, and must outlive the transport.
   SocketTransport(TransportHost* host, ProcessGroup* processes, int rank,
-                  std::vector<Connections> fds);
+                  std::vector<int> fds);
   ~SocketTransport() override;
 
   absl::string_view name() const override { return "tcp"; }
@@ -203,14 +183,10 @@ class SocketTransport : public Transport {
   };
   struct Peer {
     int rank = -1;
-    int fd = -1;        // Both ways: every message, short puts' payloads.
-    int bulk_out = -1;  // This process's long payloads to the peer.
-    int bulk_in = -1;   // The peer's long payloads, in its headers' order.
-    // Sending, under `send_mu`: messages behind a partly written one, and
-    // long payloads not yet written (by the progress thread).
+    int fd = -1;
+    // Sending, under `send_mu`: messages behind a partly written one.
     std::mutex send_mu;
     std::deque<std::unique_ptr<OutMessage>> queue;
-    std::deque<std::unique_ptr<OutMessage>> bulk_queue;
     // Receiving, under the transport's `recv_mu_`.
     std::vector<std::byte> buffer;  // kReceiveBufferBytes (or a longer head).
     size_t begin = 0, end = 0;      // Unparsed bytes in `buffer`.
@@ -220,9 +196,6 @@ class SocketTransport : public Transport {
     WireTarget target;
     IoCursor payload;  // Where the rest of the payload goes.
     int64_t payload_left = 0;
-    // The payload comes on `bulk_in`; the progress thread reads the flag
-    // without the lock, to poll that connection.
-    std::atomic<bool> payload_on_bulk{false};
     std::vector<std::byte> staging;    // A fragmented destination's payload.
     int64_t flushed = 0;               // Latest flush epoch handled.
     std::atomic<bool> goodbye{false};  // The peer sent its last message.
@@ -232,21 +205,14 @@ class SocketTransport : public Transport {
   // Writes `head` and then `payload` to `peer`, or queues what the socket
   // does not take behind its earlier messages. `op` completes once
   // `payload` (which it owns) is written; `head` is copied when queued.
-  // `bulk`: `head` goes as above and `payload` is queued for the progress
-  // thread to write on `peer.bulk_out`.
   void Send(Peer& peer, std::span<const std::byte> head, IoCursor payload,
-            std::vector<std::byte> packed, std::unique_ptr<DmaOp> op,
-            bool bulk = false);
-  // Writes what `queue` holds to `fd`; the caller holds `peer.send_mu`.
-  // Moves ops whose sources are written to `done`. False when the
-  // connection failed (the caller aborts, after unlocking).
-  bool FlushQueueLocked(std::deque<std::unique_ptr<OutMessage>>& queue, int fd,
-                        std::vector<std::unique_ptr<DmaOp>>& done);
+            std::vector<std::byte> packed, std::unique_ptr<DmaOp> op);
+  // Writes what `peer`'s queue holds; the caller holds `peer.send_mu`. Moves
+  // ops whose sources are written to `done`. False when the connection
+  // failed (the caller aborts, after unlocking).
+  bool FlushQueueLocked(Peer& peer, std::vector<std::unique_ptr<DmaOp>>& done);
   // Writes queued bytes to every peer whose lock is free; true if any moved.
-  // The devices write the pairs' connections; long payloads are the
-  // progress thread's (and anyone's once it has stopped).
-  enum class Queues { kMessages, kBulk, kAll };
-  bool FlushQueues(Queues which);
+  bool FlushQueues();
   // Reads and handles what has arrived; the caller holds `recv_mu_`.
   bool ReceiveLocked();
   bool ReceiveFrom(Peer& peer);
@@ -257,7 +223,7 @@ class SocketTransport : public Transport {
   bool ParseMessage(Peer& peer);
   void FinishPayload(Peer& peer);
   // One round of progress from the calling thread.
-  bool Progress(Queues which);
+  bool Progress();
   // `peer`'s connection failed or closed before its goodbye: the launch
   // fails, naming the peer.
   void Lose(Peer& peer, const std::string& what);
@@ -289,10 +255,8 @@ class SocketTransport : public Transport {
   std::vector<Peer*> live_;                   // The other ranks.
 
   std::mutex recv_mu_;
-  std::atomic<int> queued_{0};          // Messages waiting in send queues.
-  std::atomic<int> bulk_queued_{0};     // Long payloads among them.
-  std::atomic<int> bulk_receiving_{0};  // Long payloads being read.
-  std::atomic<int> receiving_{0};       // Payloads being read.
+  std::atomic<int> queued_{0};     // Messages waiting in send queues.
+  std::atomic<int> receiving_{0};  // Payloads being read.
   std::atomic<int64_t> last_device_poll_ns_{0};
   std::atomic<int> devices_active_{0};  // Devices inside Send or Poll.
   int64_t flush_epoch_ = 0;
@@ -304,7 +268,7 @@ class SocketTransport : public Transport {
 };
 
 SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
-                                 int rank, std::vector<Connections> fds)
+                                 int rank, std::vector<int> fds)
     : host_(host), processes_(processes), rank_(rank) {
   for (int r = 0; r < static_cast<int>(fds.size()); ++r) {
     if (r == rank) {
@@ -313,9 +277,7 @@ SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
     }
     auto peer = std::make_unique<Peer>();
     peer->rank = r;
-    peer->fd = fds[r].both;
-    peer->bulk_out = fds[r].bulk_out;
-    peer->bulk_in = fds[r].bulk_in;
+    peer->fd = fds[r];
     peer->buffer.resize(kReceiveBufferBytes);
     live_.push_back(peer.get());
     peers_.push_back(std::move(peer));
@@ -326,9 +288,7 @@ SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
 
 SocketTransport::~SocketTransport() {
   Shutdown().IgnoreError();
-  for (Peer* p : live_) {
-    for (int fd : {p->fd, p->bulk_out, p->bulk_in}) close(fd);
-  }
+  for (Peer* p : live_) close(p->fd);
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -341,21 +301,16 @@ void SocketTransport::Lose(Peer& peer, const std::string& what) {
   if (peer.lost.exchange(true)) return;
   std::vector<std::unique_ptr<DmaOp>> abandoned;
   {
-    // Nothing more reaches the peer: its queues are dropped, and their ops
-    // go back to their issuers as abandoned, so that a closing scope does
-    // not wait for them. Under `send_mu`, no write is reading them.
+    // Nothing more reaches the peer: its queue is dropped, and its ops go
+    // back to their issuers as abandoned, so that a closing scope does not
+    // wait for them. Under `send_mu`, no write is reading them.
     std::lock_guard<std::mutex> lock(peer.send_mu);
-    for (auto* queue : {&peer.queue, &peer.bulk_queue}) {
-      for (auto& out : *queue) {
-        if (out->op != nullptr) abandoned.push_back(std::move(out->op));
-      }
-      queued_.fetch_sub(static_cast<int>(queue->size()),
-                        std::memory_order_relaxed);
+    for (auto& out : peer.queue) {
+      if (out->op != nullptr) abandoned.push_back(std::move(out->op));
     }
-    bulk_queued_.fetch_sub(static_cast<int>(peer.bulk_queue.size()),
-                           std::memory_order_relaxed);
+    queued_.fetch_sub(static_cast<int>(peer.queue.size()),
+                      std::memory_order_relaxed);
     peer.queue.clear();
-    peer.bulk_queue.clear();
   }
   const std::string reason = absl::StrCat(
       "rank ", rank_, ": the connection to rank ", peer.rank, " ", what);
@@ -366,48 +321,16 @@ void SocketTransport::Lose(Peer& peer, const std::string& what) {
 
 void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
                            IoCursor payload, std::vector<std::byte> packed,
-                           std::unique_ptr<DmaOp> op, bool bulk) {
+                           std::unique_ptr<DmaOp> op) {
   devices_active_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::unique_ptr<DmaOp>> done;
   std::unique_ptr<DmaOp> abandoned;  // The peer is lost: it never completes.
   bool failed = false;
-  bool woken = false;
   int err = 0;
   {
     std::lock_guard<std::mutex> lock(peer.send_mu);
     size_t written = 0;
     const size_t total_head = head.size();
-    if (bulk && !peer.lost.load(std::memory_order_relaxed)) {
-      // The payload in the bulk connection's order, which is the order of
-      // the headers on the pair's connection: both under `send_mu`.
-      auto out = std::make_unique<OutMessage>();
-      out->packed = std::move(packed);
-      out->cursor = std::move(payload);
-      out->op = std::move(op);
-      if (peer.bulk_queue.empty()) {
-        // The first bytes now, while the progress thread wakes (about
-        // 15 us here): the receiver starts reading that much sooner.
-        Wake();
-        woken = true;
-        iovec iov[16];
-        int n = 0;
-        size_t room = kBulkFirstBytes;
-        IoCursor& c = out->cursor;
-        for (size_t i = c.index; i < c.iov.size() && n < 16 && room > 0; ++i) {
-          const size_t take = std::min(room, c.iov[i].iov_len);
-          iov[n++] = {c.iov[i].iov_base, take};
-          room -= take;
-        }
-        // A failed write fails again at the progress thread's, which
-        // reports it.
-        const ssize_t w = WriteSome(peer.bulk_out, iov, n);
-        if (w > 0) c.Advance(static_cast<size_t>(w));
-      }
-      peer.bulk_queue.push_back(std::move(out));
-      queued_.fetch_add(1, std::memory_order_relaxed);
-      bulk_queued_.fetch_add(1, std::memory_order_relaxed);
-      payload = IoCursor{};
-    }
     if (peer.lost.load(std::memory_order_relaxed)) {
       abandoned = std::move(op);  // As in Lose.
       payload = IoCursor{};
@@ -458,20 +381,19 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   // waits, and until then the progress thread stays off the core.
   NoteDevicePolling();
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
-  if (bulk && !woken) Wake();  // Queued behind another long payload.
   for (auto& d : done) host_->CompleteDma(std::move(d));
   if (failed) Lose(peer, Broken(ErrnoText(err)));
   if (abandoned != nullptr) host_->AbandonDma(std::move(abandoned));
 }
 
 bool SocketTransport::FlushQueueLocked(
-    std::deque<std::unique_ptr<OutMessage>>& queue, int fd,
-    std::vector<std::unique_ptr<DmaOp>>& done) {
-  while (!queue.empty()) {
-    OutMessage& out = *queue.front();
+    Peer& peer, std::vector<std::unique_ptr<DmaOp>>& done) {
+  while (!peer.queue.empty()) {
+    OutMessage& out = *peer.queue.front();
     while (!out.cursor.done()) {
-      const ssize_t w = WriteSome(fd, out.cursor.iov.data() + out.cursor.index,
-                                  out.cursor.count());
+      const ssize_t w =
+          WriteSome(peer.fd, out.cursor.iov.data() + out.cursor.index,
+                    out.cursor.count());
       if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
           return true;
@@ -481,13 +403,13 @@ bool SocketTransport::FlushQueueLocked(
       out.cursor.Advance(static_cast<size_t>(w));
     }
     if (out.op != nullptr) done.push_back(std::move(out.op));
-    queue.pop_front();
+    peer.queue.pop_front();
     queued_.fetch_sub(1, std::memory_order_relaxed);
   }
   return true;
 }
 
-bool SocketTransport::FlushQueues(Queues which) {
+bool SocketTransport::FlushQueues() {
   if (queued_.load(std::memory_order_relaxed) == 0) return false;
   bool any = false;
   for (Peer* p : live_) {
@@ -496,22 +418,11 @@ bool SocketTransport::FlushQueues(Queues which) {
     int err = 0;
     {
       std::unique_lock<std::mutex> lock(p->send_mu, std::try_to_lock);
-      if (!lock.owns_lock()) continue;
-      if (which != Queues::kBulk && !p->queue.empty()) {
-        const size_t before = p->queue.size();
-        ok = FlushQueueLocked(p->queue, p->fd, done);
-        err = errno;
-        any |= p->queue.size() != before;
-      }
-      if (ok && which != Queues::kMessages && !p->bulk_queue.empty()) {
-        const size_t before = p->bulk_queue.size();
-        ok = FlushQueueLocked(p->bulk_queue, p->bulk_out, done);
-        err = errno;
-        const size_t written = before - p->bulk_queue.size();
-        bulk_queued_.fetch_sub(static_cast<int>(written),
-                               std::memory_order_relaxed);
-        any |= written > 0;
-      }
+      if (!lock.owns_lock() || p->queue.empty()) continue;
+      const size_t before = p->queue.size();
+      ok = FlushQueueLocked(*p, done);
+      err = errno;
+      any |= p->queue.size() != before;
     }
     for (auto& d : done) host_->CompleteDma(std::move(d));
     if (!ok) Lose(*p, Broken(ErrnoText(err)));
@@ -521,8 +432,6 @@ bool SocketTransport::FlushQueues(Queues which) {
 
 void SocketTransport::Put(std::unique_ptr<DmaOp> op) {
   WireHeader h = PutHeader(*op);
-  const bool bulk = op->event.bytes >= kBulkBytes;
-  if (bulk) h.kind = WireKind::kPutBulk;
   const std::vector<uint32_t>& clock = op->check_clock;
   // A contiguous destination needs no layout: it is `value` bytes from
   // `dst_offset`. Checked mode reports the view as the issuer wrote it.
@@ -565,7 +474,7 @@ void SocketTransport::Put(std::unique_ptr<DmaOp> op) {
   }
   Peer* peer = peers_[host_->RankOf(h.dst_device)].get();
   Send(*peer, std::span<const std::byte>(head, head_bytes), std::move(payload),
-       std::move(packed), std::move(op), bulk);
+       std::move(packed), std::move(op));
 }
 
 void SocketTransport::Signal(int target_device, int64_t sem_offset, int64_t inc,
@@ -694,9 +603,6 @@ bool SocketTransport::ParseMessage(Peer& peer) {
     default:
       break;
   }
-  // A long put: checked as a put, its payload read from the bulk connection.
-  const bool bulk = h.kind == WireKind::kPutBulk;
-  if (bulk) h.kind = WireKind::kPut;
   ViewLayout sent_layout;
   if (h.has_layout == 1) std::memcpy(&sent_layout, after, sizeof(ViewLayout));
   absl::StatusOr<WireTarget> target =
@@ -734,10 +640,6 @@ bool SocketTransport::ParseMessage(Peer& peer) {
     }
   }
   peer.payload_left = h.value;
-  if (bulk && h.value > 0) {
-    peer.payload_on_bulk.store(true, std::memory_order_relaxed);
-    bulk_receiving_.fetch_add(1, std::memory_order_relaxed);
-  }
   peer.in_payload = true;
   receiving_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -747,9 +649,6 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
   if (peer.lost.load(std::memory_order_relaxed)) {
     if (peer.in_payload) {  // It never completes.
       peer.in_payload = false;
-      if (peer.payload_on_bulk.exchange(false, std::memory_order_relaxed)) {
-        bulk_receiving_.fetch_sub(1, std::memory_order_relaxed);
-      }
       receiving_.fetch_sub(1, std::memory_order_relaxed);
     }
     return false;
@@ -759,9 +658,7 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
     if (peer.in_payload) {
       if (peer.payload_left > 0) {
         const size_t buffered = peer.end - peer.begin;
-        const bool on_bulk =
-            peer.payload_on_bulk.load(std::memory_order_relaxed);
-        if (buffered > 0 && !on_bulk) {
+        if (buffered > 0) {
           // What came with the header: copied out of the buffer.
           size_t take = std::min<size_t>(buffered, peer.payload_left);
           peer.payload_left -= take;
@@ -775,11 +672,11 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
             take -= n;
             peer.payload.Advance(n);
           }
-        } else if (on_bulk || peer.payload_left >= kDirectReadBytes) {
+        } else if (peer.payload_left >= kDirectReadBytes) {
           // The rest goes straight into the destination.
-          const ssize_t n = readv(on_bulk ? peer.bulk_in : peer.fd,
-                                  peer.payload.iov.data() + peer.payload.index,
-                                  peer.payload.count());
+          const ssize_t n =
+              readv(peer.fd, peer.payload.iov.data() + peer.payload.index,
+                    peer.payload.count());
           if (n > 0) {
             peer.payload.Advance(static_cast<size_t>(n));
             peer.payload_left -= n;
@@ -799,9 +696,6 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
         if (peer.payload_left > 0) continue;
       }
       peer.in_payload = false;
-      if (peer.payload_on_bulk.exchange(false, std::memory_order_relaxed)) {
-        bulk_receiving_.fetch_sub(1, std::memory_order_relaxed);
-      }
       receiving_.fetch_sub(1, std::memory_order_relaxed);
       FinishPayload(peer);
       did = true;
@@ -827,10 +721,7 @@ bool SocketTransport::ReceiveLocked() {
   // each. Buffered bytes and payloads in progress are looked at regardless.
   std::vector<pollfd> fds;
   fds.reserve(live_.size());
-  for (Peer* p : live_) {
-    const bool bulk = p->payload_on_bulk.load(std::memory_order_relaxed);
-    fds.push_back({bulk ? p->bulk_in : p->fd, POLLIN, 0});
-  }
+  for (Peer* p : live_) fds.push_back({p->fd, POLLIN, 0});
   poll(fds.data(), fds.size(), 0);
   for (size_t i = 0; i < live_.size(); ++i) {
     Peer& p = *live_[i];
@@ -839,8 +730,8 @@ bool SocketTransport::ReceiveLocked() {
   return did;
 }
 
-bool SocketTransport::Progress(Queues which) {
-  bool did = FlushQueues(which);
+bool SocketTransport::Progress() {
+  bool did = FlushQueues();
   std::unique_lock<std::mutex> lock(recv_mu_, std::try_to_lock);
   if (lock.owns_lock()) did |= ReceiveLocked();
   return did;
@@ -853,16 +744,8 @@ bool SocketTransport::Poll() {
     NoteDevicePolling();
   }
   devices_active_.fetch_add(1, std::memory_order_relaxed);
-  const bool did = Progress(Queues::kMessages);
+  const bool did = Progress();
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
-  // While long payloads move, a device that found nothing to do leaves the
-  // core it may share to the progress threads that write them, this
-  // process's or a peer's on this machine: spinning on, it held the writes
-  // back by a time slice.
-  if (!did && (bulk_queued_.load(std::memory_order_relaxed) > 0 ||
-               bulk_receiving_.load(std::memory_order_relaxed) > 0)) {
-    sched_yield();
-  }
   return did;
 }
 
@@ -873,13 +756,11 @@ void SocketTransport::DeviceSleeping() {
 }
 
 void SocketTransport::ProgressMain() {
-  // Long payloads are this thread's to write: it sleeps in poll(2) for room
-  // on their connections and writes what fits. Everything else the devices
-  // move while they poll: then this thread only sleeps on its eventfd,
-  // looking again every kDevicesPollingUs (kPendingPollUs with traffic
-  // outstanding). Otherwise it sleeps in poll(2) on the sockets (for bytes
-  // to read, and for room where a queue waits), so that it costs a core
-  // only while traffic moves.
+  // While devices poll they move everything: this thread only sleeps on its
+  // eventfd, looking again every kDevicesPollingUs (kPendingPollUs with
+  // traffic outstanding). Otherwise it sleeps in
+  // poll(2) on the sockets (for bytes to read, and for room where a queue
+  // waits), so that it costs a core only while traffic moves.
   constexpr int64_t kDevicesPollingUs = 1'000;
   // With traffic outstanding: how late the thread takes over from devices
   // that stopped polling (a device that sent, then computes).
@@ -890,27 +771,20 @@ void SocketTransport::ProgressMain() {
     const bool devices_polling = DevicesPolling();
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
-    bool bulk = false;
-    for (Peer* p : live_) {
-      if (p->lost.load(std::memory_order_relaxed)) continue;
-      bool queued, bulk_queued;
-      {
-        std::lock_guard<std::mutex> lock(p->send_mu);
-        queued = !p->queue.empty();
-        bulk_queued = !p->bulk_queue.empty();
-      }
-      if (bulk_queued) fds.push_back({p->bulk_out, POLLOUT, 0});
-      bulk |= bulk_queued;
-      if (devices_polling || p->goodbye) continue;
-      fds.push_back(
-          {p->fd, static_cast<short>(queued ? POLLIN | POLLOUT : POLLIN), 0});
-      if (p->payload_on_bulk.load(std::memory_order_relaxed)) {
-        fds.push_back({p->bulk_in, POLLIN, 0});
+    if (!devices_polling) {
+      for (Peer* p : live_) {
+        if (p->lost.load(std::memory_order_relaxed) || p->goodbye) continue;
+        short events = POLLIN;
+        {
+          std::lock_guard<std::mutex> lock(p->send_mu);
+          if (!p->queue.empty()) events |= POLLOUT;
+        }
+        fds.push_back({p->fd, events, 0});
       }
     }
-    const int64_t us = !devices_polling || bulk ? kIdleUs
-                       : HasPending()           ? kPendingPollUs
-                                                : kDevicesPollingUs;
+    const int64_t us = !devices_polling ? kIdleUs
+                       : HasPending()   ? kPendingPollUs
+                                        : kDevicesPollingUs;
     const timespec timeout{us / 1'000'000, (us % 1'000'000) * 1'000};
     ppoll(fds.data(), fds.size(), &timeout, nullptr);
     if (fds[0].revents != 0) {
@@ -918,9 +792,9 @@ void SocketTransport::ProgressMain() {
       [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
     }
     if (stopping_.load(std::memory_order_acquire)) break;
-    bool moved = bulk && FlushQueues(Queues::kBulk);
     if (DevicesPolling()) continue;
-    while (Progress(Queues::kAll) && !DevicesPolling()) moved = true;
+    bool moved = false;
+    while (Progress() && !DevicesPolling()) moved = true;
     // Bytes are there but another thread holds the lock (a device that
     // just started polling): let it have the core.
     if (!moved && fds.size() > 1) sched_yield();
@@ -939,7 +813,7 @@ std::string SocketTransport::PeersWhere(
 bool SocketTransport::ProgressUntil(const Deadline& deadline,
                                     const std::function<bool()>& done) {
   for (;;) {
-    FlushQueues(Queues::kAll);
+    FlushQueues();
     {
       std::lock_guard<std::mutex> lock(recv_mu_);
       ReceiveLocked();
@@ -949,9 +823,7 @@ bool SocketTransport::ProgressUntil(const Deadline& deadline,
     // Sleep until a socket has something, briefly.
     std::vector<pollfd> fds;
     for (Peer* p : live_) {
-      if (p->lost.load()) continue;
-      if (!p->goodbye) fds.push_back({p->fd, POLLIN, 0});
-      if (p->payload_on_bulk.load()) fds.push_back({p->bulk_in, POLLIN, 0});
+      if (!p->lost.load() && !p->goodbye) fds.push_back({p->fd, POLLIN, 0});
     }
     poll(fds.data(), fds.size(), 1);
   }
@@ -1007,9 +879,7 @@ absl::Status SocketTransport::Shutdown() {
     return true;
   };
   const bool done = ProgressUntil(Deadline::After(timeout), all_said);
-  for (Peer* p : live_) {
-    for (int fd : {p->fd, p->bulk_out, p->bulk_in}) shutdown(fd, SHUT_RDWR);
-  }
+  for (Peer* p : live_) shutdown(p->fd, SHUT_RDWR);
   if (done) return absl::OkStatus();
   const std::string reason = absl::StrCat(
       "TCP transport shutdown on rank ", rank_, ": rank(s) ",
@@ -1076,6 +946,51 @@ absl::StatusOr<in_addr> ListenAddress(bool one_machine) {
                    kSocketInterfaceEnv));
 }
 
+// What /proc/sys/net/ipv4/`name` holds, without its line break.
+std::string ProcNetIpv4(const char* name) {
+  std::string text;
+  if (FILE* f =
+          std::fopen(absl::StrCat("/proc/sys/net/ipv4/", name).c_str(), "r")) {
+    char line[512];
+    if (std::fgets(line, sizeof(line), f) != nullptr) text = line;
+    std::fclose(f);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  return text;
+}
+
+// The congestion control to set on every connection (kTcpCongestionEnv),
+// or empty to keep the kernel's default. CUBIC by default: the kernel's
+// default here was BBR, whose pacing held exchanges of 1-16 MiB over one
+// connection each way to about half the rate at random times, Open MPI's
+// connections too (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's
+// connections").
+absl::StatusOr<std::string> CongestionControl() {
+  constexpr char kDefault[] = "cubic";
+  const std::optional<std::string> wanted =
+      base_internal::EnvString(kTcpCongestionEnv);
+  if (wanted == "system") return std::string();
+  const std::string name = wanted.value_or(kDefault);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool set = fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION,
+                                         name.data(), name.size()) == 0;
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  if (set) return name;
+  if (!wanted.has_value()) {
+    MESHDMA_LOG(kInfo, kLogTransport, "TCP transport: the kernel refused ",
+                kDefault, " (", ErrnoText(err), "); its default ",
+                ProcNetIpv4("tcp_congestion_control"), " stays");
+    return std::string();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      kTcpCongestionEnv, "=", name, ": the kernel refused it (", ErrnoText(err),
+      "); this process may set ", ProcNetIpv4("tcp_allowed_congestion_control"),
+      ", or \"system\" keeps the kernel's default"));
+}
+
 // Reads or writes exactly `n` bytes of a blocking socket before `deadline`.
 bool ExactIo(int fd, void* data, size_t n, bool write_it,
              const Deadline& deadline) {
@@ -1102,11 +1017,10 @@ bool ExactIo(int fd, void* data, size_t n, bool write_it,
 
 class FdCloser {
  public:
-  explicit FdCloser(std::vector<Connections>& fds) : fds_(fds) {}
+  explicit FdCloser(std::vector<int>& fds) : fds_(fds) {}
   ~FdCloser() {
-    if (released_) return;
-    for (const Connections& c : fds_) {
-      for (int fd : {c.both, c.bulk_out, c.bulk_in}) {
+    if (!released_) {
+      for (int fd : fds_) {
         if (fd >= 0) close(fd);
       }
     }
@@ -1114,50 +1028,9 @@ class FdCloser {
   void Release() { released_ = true; }
 
  private:
-  std::vector<Connections>& fds_;
+  std::vector<int>& fds_;
   bool released_ = false;
 };
-
-// Connects to the listener at `address` ("ip:port") of rank `r` and says
-// `hello`; the connected, non-blocking socket, or why not before `deadline`.
-absl::StatusOr<int> ConnectTo(const std::string& address, const Hello& hello,
-                              int rank, int r, const Deadline& deadline) {
-  std::pair<std::string, std::string> hp =
-      absl::StrSplit(address, absl::MaxSplits(':', 1));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  int port = 0;
-  if (inet_pton(AF_INET, hp.first.c_str(), &sa.sin_addr) != 1 ||
-      !absl::SimpleAtoi(hp.second, &port)) {
-    return absl::InternalError(
-        absl::StrCat("TCP transport: rank ", r, " sent address ", address));
-  }
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  int fd = -1;
-  for (;;) {
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) break;
-    const int err = errno;
-    close(fd);
-    if (deadline.Expired()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "TCP transport on rank ", rank, ": cannot connect to rank ", r,
-          " at ", address, ": ", ErrnoText(err), " (", kSocketInterfaceEnv,
-          " names the interface to listen on; MESHDMA_REMOTE_TRANSPORT=mpi "
-          "takes MPI's path instead)"));
-    }
-    usleep(10'000);
-  }
-  SetNonBlocking(fd);
-  Hello said = hello;
-  if (!ExactIo(fd, &said, sizeof(said), true, deadline)) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("TCP transport on rank ", rank,
-                                               ": rank ", r, " at ", address,
-                                               " did not take the connection"));
-  }
-  return fd;
-}
 
 }  // namespace
 
@@ -1167,6 +1040,8 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
   const int rank = processes.rank();
   const int size = processes.size();
   absl::StatusOr<in_addr> addr = ListenAddress(one_machine);
+  absl::StatusOr<std::string> congestion = CongestionControl();
+  if (addr.ok() && !congestion.ok()) addr = congestion.status();
   // Every process takes part in the exchange, so that one's failure to find
   // an address fails all of them alike instead of leaving them waiting.
   int listener = -1;
@@ -1180,7 +1055,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     socklen_t len = sizeof(sa);
     if (listener >= 0 &&
         bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
-        listen(listener, 2 * size) == 0 &&
+        listen(listener, size) == 0 &&
         getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
       char text[INET_ADDRSTRLEN];
       inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
@@ -1205,42 +1080,63 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     close(listener);
     return absl::UnavailableError(
         absl::StrCat("TCP transport: rank(s) ", absl::StrJoin(failed, ", "),
-                     " found no address to listen on"));
+                     " could not listen (each of them says why)"));
   }
   const Deadline deadline = Deadline::After(timeout);
-  std::vector<Connections> fds(size);
+  std::vector<int> fds(size, -1);
   FdCloser closer(fds);
-  // Every connection is made before any is accepted: the listener's backlog
-  // takes a connection before its rank accepts it, so nobody waits in a
-  // cycle. The pair's connection goes to every lower rank, a bulk
-  // connection to every other rank.
-  for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    for (const bool bulk : {false, true}) {
-      if (!bulk && r > rank) continue;
-      absl::StatusOr<int> fd = ConnectTo(
-          (*all)[r], Hello{kHelloMagic, rank, bulk ? 1 : 0}, rank, r, deadline);
-      if (!fd.ok()) {
-        close(listener);
-        return fd.status();
+  // Connect to every lower rank: the listener's backlog takes the
+  // connection before that rank accepts it, so nobody waits in a cycle.
+  for (int r = 0; r < rank; ++r) {
+    std::pair<std::string, std::string> hp =
+        absl::StrSplit((*all)[r], absl::MaxSplits(':', 1));
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    int port = 0;
+    if (inet_pton(AF_INET, hp.first.c_str(), &sa.sin_addr) != 1 ||
+        !absl::SimpleAtoi(hp.second, &port)) {
+      close(listener);
+      return absl::InternalError(
+          absl::StrCat("TCP transport: rank ", r, " sent address ", (*all)[r]));
+    }
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    for (;;) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+        fds[r] = fd;
+        break;
       }
-      (bulk ? fds[r].bulk_out : fds[r].both) = *fd;
+      const int err = errno;
+      close(fd);
+      if (deadline.Expired()) {
+        close(listener);
+        return absl::DeadlineExceededError(absl::StrCat(
+            "TCP transport on rank ", rank, ": cannot connect to rank ", r,
+            " at ", (*all)[r], ": ", ErrnoText(err), " (", kSocketInterfaceEnv,
+            " names the interface to listen on; MESHDMA_REMOTE_TRANSPORT=mpi "
+            "takes MPI's path instead)"));
+      }
+      usleep(10'000);
+    }
+    SetNonBlocking(fds[r]);
+    Hello hello{kHelloMagic, rank};
+    if (!ExactIo(fds[r], &hello, sizeof(hello), true, deadline)) {
+      close(listener);
+      return absl::UnavailableError(
+          absl::StrCat("TCP transport on rank ", rank, ": rank ", r, " at ",
+                       (*all)[r], " did not take the connection"));
     }
   }
   SetNonBlocking(listener);
-  const int expected = (size - 1 - rank) + (size - 1);
-  for (int accepted = 0; accepted < expected;) {
+  for (int accepted = 0; accepted < size - 1 - rank;) {
     pollfd p{listener, POLLIN, 0};
     poll(&p, 1, 100);
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
       if (deadline.Expired()) {
         std::vector<int> missing;
-        for (int r = 0; r < size; ++r) {
-          if (r != rank &&
-              (fds[r].bulk_in < 0 || (r > rank && fds[r].both < 0))) {
-            missing.push_back(r);
-          }
+        for (int r = rank + 1; r < size; ++r) {
+          if (fds[r] < 0) missing.push_back(r);
         }
         close(listener);
         return absl::DeadlineExceededError(absl::StrCat(
@@ -1252,36 +1148,35 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     }
     SetNonBlocking(fd);
     Hello hello{};
-    int* slot = nullptr;
-    if (ExactIo(fd, &hello, sizeof(hello), false, deadline) &&
-        hello.magic == kHelloMagic && hello.rank >= 0 && hello.rank < size &&
-        hello.rank != rank) {
-      if (hello.bulk == 1) {
-        slot = &fds[hello.rank].bulk_in;
-      } else if (hello.bulk == 0 && hello.rank > rank) {
-        slot = &fds[hello.rank].both;
-      }
-    }
-    if (slot == nullptr || *slot >= 0) {
+    if (!ExactIo(fd, &hello, sizeof(hello), false, deadline) ||
+        hello.magic != kHelloMagic || hello.rank <= rank ||
+        hello.rank >= size || fds[hello.rank] >= 0) {
       close(fd);  // Not one of ours, or a duplicate: ignored.
       continue;
     }
-    *slot = fd;
+    fds[hello.rank] = fd;
     ++accepted;
   }
   close(listener);
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     const int one = 1;
-    for (int fd : {fds[r].both, fds[r].bulk_out}) {
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fds[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // Refused only if the kernel changed its mind since CongestionControl:
+    // the connection keeps the default.
+    if (!congestion->empty()) {
+      setsockopt(fds[r], IPPROTO_TCP, TCP_CONGESTION, congestion->data(),
+                 congestion->size());
     }
     // Buffer sizes stay the kernel's (autotuned): fixed 1 and 4 MiB
     // buffers were no faster for puts of 256 KiB and 2 MiB.
   }
   closer.Release();
-  MESHDMA_LOG(kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
-              " connected to ", size - 1, " peers");
+  MESHDMA_LOG(
+      kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
+      " connected to ", size - 1, " peers (congestion control ",
+      congestion->empty() ? ProcNetIpv4("tcp_congestion_control") : *congestion,
+      ")");
   return std::make_unique<SocketTransport>(host, &processes, rank,
                                            std::move(fds));
 }

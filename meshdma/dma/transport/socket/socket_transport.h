@@ -1,5 +1,5 @@
-// Peers on other hosts over TCP streams of meshdma's own, issued and
-// progressed by the device threads themselves.
+// Peers on other hosts over TCP streams of meshdma's own, one per pair of
+// processes, issued and progressed by the device threads themselves.
 //
 // Why not MPI's own path: over TCP a message through MPI costs MPI's
 // matching, its progress engine and, for meshdma's messages, a copy into
@@ -16,28 +16,25 @@
 // spinning in a wait (`Poll`) writes queued bytes and reads incoming ones.
 // One progress thread per process covers the time when nobody polls: it
 // sleeps in poll(2) on the sockets while no device polls, so an idle launch
-// costs no core, and leaves the sockets to the devices while one does. It
-// also writes long payloads (below), all the time.
+// costs no core, and leaves the sockets to the devices while one does.
 //
-// Stream protocol, per ordered pair of processes: messages in order on the
-// pair's connection, each a `WireHeader`, its extras (layout, clock), then
-// the payload: `value` bytes for a put (`inline_bytes` is 0),
-// `inline_bytes` for an abort's reason, none for the others. A put of
-// 1 MiB or more is a `kPutBulk`: its header takes its place in that order
-// and its payload follows on the sender's bulk connection to the receiver,
-// a second stream that carries only such payloads, in their headers' order;
-// the receiver reads nothing behind the header until the payload is in.
-// So the two directions' long payloads never share a socket, and the
-// progress thread writes them while the devices read.
+// Congestion control: CUBIC on every connection unless kTcpCongestionEnv
+// says otherwise. Under BBR (the kernel's default on the machine where this
+// was measured) one connection carrying exchanges of 1 MiB or more both
+// ways ran at about half the rate at random times; under CUBIC the single
+// connection was as fast as one each way, or faster (BENCHMARKS.md, "Across
+// hosts: CUBIC on meshdma's connections").
 //
-// Connections are made once, at start-up: each process listens on an
-// ephemeral port of the chosen address, the addresses are exchanged
-// through the process group, and each process connects the pair's
-// connection to every lower rank and a bulk connection to every other rank,
-// then accepts the rest. At shutdown each process sends a goodbye behind
-// its last message and closes only once every peer's goodbye has arrived; a
-// connection that closes or fails before its goodbye aborts the launch,
-// naming the peer (a process that died).
+// Stream protocol, per ordered pair of processes: messages in order, each a
+// `WireHeader`, its extras (layout, clock), then the payload: `value` bytes
+// for a put (at any size; `inline_bytes` is 0), `inline_bytes` for an abort's
+// reason, none for the others. Connections are made once, at start-up: each
+// process listens on an ephemeral port of the chosen address, the addresses
+// are exchanged through the process group, and each process connects to
+// every lower rank and accepts every higher one. At shutdown each process
+// sends a goodbye behind its last message and closes only once every peer's
+// goodbye has arrived; a connection that closes or fails before its goodbye
+// aborts the launch, naming the peer (a process that died).
 #ifndef MESHDMA_DMA_TRANSPORT_SOCKET_SOCKET_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_SOCKET_SOCKET_TRANSPORT_H_
 
@@ -57,6 +54,13 @@ namespace meshdma::dma_internal {
 // and neither a loopback nor a container or VM bridge ("docker*", "virbr*",
 // "veth*").
 inline constexpr char kSocketInterfaceEnv[] = "MESHDMA_SOCKET_IFNAME";
+
+// Names the TCP congestion control of meshdma's connections ("cubic",
+// "reno", "bbr", ... as /proc/sys/net/ipv4/tcp_available_congestion_control
+// lists them), or "system" for the kernel's default. Unset: CUBIC where the
+// kernel allows it, else the kernel's default. A name the kernel refuses is
+// an error.
+inline constexpr char kTcpCongestionEnv[] = "MESHDMA_TCP_CONGESTION";
 
 // True when this host has an RDMA device (a non-empty /sys/class/infiniband):
 // there MPI's path between hosts is not TCP, and the default remote
