@@ -378,15 +378,23 @@ TEST(RemoteTransportTest, DifferentChoicesAreAnError) {
   EXPECT_THAT(rt.status().message(), ::testing::HasSubstr("told:mpi"));
 }
 
+// Whether this launch's processes sit on more than one host (a runtime
+// made and shut down to find out).
+absl::StatusOr<bool> LaunchHasOtherHosts() {
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Runtime> probe,
+      Runtime::Create(testing::TierOptions(DmaMode::kAsync)));
+  const bool other_hosts = !probe->remote_transport().empty();
+  MESHDMA_RETURN_IF_ERROR(probe->Shutdown());
+  return other_hosts;
+}
+
 // The interface the TCP transport listens on, when named: one that exists
 // serves (the loopback here), one that does not fails every process alike.
 TEST(RemoteTransportTest, NamedInterface) {
-  auto probe = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
-  ASSERT_TRUE(probe.ok()) << probe.status();
-  const bool other_hosts = !(*probe)->remote_transport().empty();
-  ASSERT_TRUE((*probe)->Shutdown().ok());
-  probe->reset();
-  if (!other_hosts) GTEST_SKIP() << "no other hosts";
+  const absl::StatusOr<bool> other_hosts = LaunchHasOtherHosts();
+  ASSERT_TRUE(other_hosts.ok()) << other_hosts.status();
+  if (!*other_hosts) GTEST_SKIP() << "no other hosts";
   RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
   options.remote_transport = RemoteTransport::kTcp;
   setenv("MESHDMA_SOCKET_IFNAME", "meshdma-none", 1);
@@ -410,12 +418,9 @@ TEST(RemoteTransportTest, NamedInterface) {
 // takes serves, and so does "system" (the kernel's default); a name it
 // refuses fails every process alike, naming the variable.
 TEST(RemoteTransportTest, NamedCongestionControl) {
-  auto probe = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
-  ASSERT_TRUE(probe.ok()) << probe.status();
-  const bool other_hosts = !(*probe)->remote_transport().empty();
-  ASSERT_TRUE((*probe)->Shutdown().ok());
-  probe->reset();
-  if (!other_hosts) GTEST_SKIP() << "no other hosts";
+  const absl::StatusOr<bool> other_hosts = LaunchHasOtherHosts();
+  ASSERT_TRUE(other_hosts.ok()) << other_hosts.status();
+  if (!*other_hosts) GTEST_SKIP() << "no other hosts";
   RuntimeOptions options = testing::TierOptions(DmaMode::kAsync);
   options.remote_transport = RemoteTransport::kTcp;
   setenv("MESHDMA_TCP_CONGESTION", "meshdma-none", 1);
