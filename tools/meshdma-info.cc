@@ -271,6 +271,11 @@ std::vector<Setting> Settings(const Runtime& rt) {
   s.push_back(Resolve("remote_transport",
                       remote.empty() ? "none (one host)" : remote, "",
                       kRemoteTransportEnv));
+  const std::string congestion = rt.tcp_congestion();
+  s.push_back(
+      Resolve("tcp_congestion",
+              congestion.empty() ? "unused (no TCP transport)" : congestion, "",
+              kTcpCongestionEnv));
   s.push_back(Resolve("cross_memory_attach",
                       rt.cross_memory_attach() ? "true" : "false", "",
                       kCrossMemoryEnv));

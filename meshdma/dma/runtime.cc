@@ -26,6 +26,7 @@ DmaMode Runtime::dma_mode() const { return impl_->dma_mode(); }
 std::string Runtime::remote_transport() const {
   return impl_->remote_transport_name();
 }
+std::string Runtime::tcp_congestion() const { return impl_->tcp_congestion(); }
 bool Runtime::cross_memory_attach() const {
   return impl_->cross_memory_attach();
 }

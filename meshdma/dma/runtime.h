@@ -87,7 +87,7 @@ enum class RemoteTransport {
   // kTcp otherwise.
   kAuto,
   // meshdma's own TCP connections, one per pair of processes, under CUBIC
-  // unless MESHDMA_TCP_CONGESTION says otherwise: the header and the
+  // unless `tcp_congestion` says otherwise: the header and the
   // source's bytes in one write, the payload read straight into the
   // destination heap.
   kTcp,
@@ -97,6 +97,8 @@ enum class RemoteTransport {
 };
 // Overrides remote_transport: "tcp", "mpi" or "auto".
 inline constexpr char kRemoteTransportEnv[] = "MESHDMA_REMOTE_TRANSPORT";
+// Overrides tcp_congestion: a congestion control's name, or "system".
+inline constexpr char kTcpCongestionEnv[] = "MESHDMA_TCP_CONGESTION";
 // Overrides cross_memory_attach: 1/true/yes or 0/false/no.
 inline constexpr char kCrossMemoryEnv[] = "MESHDMA_CROSS_MEMORY";
 
@@ -155,6 +157,15 @@ struct RuntimeOptions {
   // MPI where any process prefers it. A launch on one host uses MPI's
   // messages for its control traffic only (aborts).
   std::optional<RemoteTransport> remote_transport;
+  // The TCP congestion control of the TCP transport's connections: a name
+  // the kernel offers ("cubic", "reno", "bbr", ...), or "system" for the
+  // kernel's default. Unset: MESHDMA_TCP_CONGESTION, else CUBIC where the
+  // kernel allows it (else its default stays): under BBR one connection
+  // carrying exchanges of 1 MiB or more both ways ran at about half the
+  // rate at random times (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's
+  // connections"). A name the kernel refuses fails `Create` on every
+  // process.
+  std::optional<std::string> tcp_congestion;
   // Let devices read any memory of the other processes of their host
   // (cross-memory attach, `process_vm_readv`; dma/peer_view.h, contract 7),
   // so that the single-copy reductions read a private input where it is
@@ -206,6 +217,9 @@ class Runtime {
   // The transport to devices on other hosts: "tcp" or "mpi"; "" when every
   // device of the launch is reached through memory (one host).
   std::string remote_transport() const;
+  // The congestion control the TCP transport's connections run ("cubic");
+  // "" without that transport.
+  std::string tcp_congestion() const;
   // Whether devices read the memory of other processes of their host by
   // cross-memory attach (`RuntimeOptions::cross_memory_attach`, agreed by
   // the launch); false with one process.

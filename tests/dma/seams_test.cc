@@ -437,6 +437,17 @@ TEST(RemoteTransportTest, NamedCongestionControl) {
     auto rt = Runtime::Create(options);
     ASSERT_TRUE(rt.ok()) << name << ": " << rt.status();
     EXPECT_EQ((*rt)->remote_transport(), "tcp");
+    if (std::string(name) == "reno") EXPECT_EQ((*rt)->tcp_congestion(), "reno");
+    EXPECT_FALSE((*rt)->tcp_congestion().empty());
+  }
+  // The option wins over the variable, and a refused one names the option.
+  options.tcp_congestion = "meshdma-none";
+  {
+    auto rt = Runtime::Create(options);
+    ASSERT_FALSE(rt.ok());
+    EXPECT_THAT(rt.status().message(),
+                ::testing::HasSubstr("RuntimeOptions::tcp_congestion="
+                                     "meshdma-none: the kernel refused it"));
   }
   unsetenv("MESHDMA_TCP_CONGESTION");
 }

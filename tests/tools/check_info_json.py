@@ -97,12 +97,27 @@ def main():
            f"forced: force_interhost {s}")
     expect(d["settings"]["remote_transport"]["value"] == "mpi",
            f"forced: remote_transport {d['settings']['remote_transport']}")
+    expect(d["settings"]["tcp_congestion"]["value"].startswith("unused"),
+           f"forced, MPI: tcp_congestion {d['settings']['tcp_congestion']}")
     d = info(cmd, [], {"MESHDMA_FORCE_INTERHOST": "1",
                        "MESHDMA_REMOTE_TRANSPORT": "tcp"})
     check_paths(d, forced=True, remote="tcp")
     s = d["settings"]["remote_transport"]
     expect(s["value"] == "tcp" and s["source"] == "environment",
            f"told: remote_transport {s}")
+    # meshdma's TCP connections run CUBIC unless told otherwise (or the
+    # kernel's default, where it refuses CUBIC); told, what was asked.
+    s = d["settings"]["tcp_congestion"]
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        offered = f.read().split()
+    expect(s["value"] in offered and s["source"] == "default",
+           f"told tcp: tcp_congestion {s} (offered: {offered})")
+    d = info(cmd, [], {"MESHDMA_FORCE_INTERHOST": "1",
+                       "MESHDMA_REMOTE_TRANSPORT": "tcp",
+                       "MESHDMA_TCP_CONGESTION": "reno"})
+    s = d["settings"]["tcp_congestion"]
+    expect(s["value"] == "reno" and s["source"] == "environment",
+           f"told reno: tcp_congestion {s}")
 
     heap = (mem_total_bytes() + (1 << 20) - 1) >> 20 << 20
     d = info(cmd, ["--devices-per-process", "2", "--heap-bytes",

@@ -111,6 +111,7 @@ absl::Status RuntimeImpl::ReadOptions() {
   using base_internal::EnvChoice;
   using base_internal::EnvInt;
   using base_internal::EnvSeconds;
+  using base_internal::EnvString;
   using base_internal::Resolve;
   constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
@@ -141,6 +142,13 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   remote_choice_ = Resolve(options_.remote_transport, remote_from_env,
                            RemoteTransport::kAuto);
+  if (options_.tcp_congestion.has_value()) {
+    tcp_congestion_asked_ = *options_.tcp_congestion;
+    tcp_congestion_source_ = "RuntimeOptions::tcp_congestion";
+  } else if (std::optional<std::string> env = EnvString(kTcpCongestionEnv)) {
+    tcp_congestion_asked_ = *env;
+    tcp_congestion_source_ = kTcpCongestionEnv;
+  }
 
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.
@@ -539,7 +547,9 @@ absl::Status RuntimeImpl::InitHeaps() {
     // put and a later signal to the same process stay in order.
     MESHDMA_ASSIGN_OR_RETURN(
         std::unique_ptr<Transport> tcp,
-        MakeSocketTransport(this, *processes_, one_machine, wait_timeout_));
+        MakeSocketTransport(
+            this, *processes_, one_machine, wait_timeout_,
+            TcpCongestion{tcp_congestion_asked_, tcp_congestion_source_}));
     transports_.push_back(std::move(tcp));
     remote_transport_ = transports_.back().get();
   } else if (launch_->num_processes() > 1) {

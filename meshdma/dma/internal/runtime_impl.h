@@ -45,6 +45,9 @@ class RuntimeImpl : public TransportHost {
   std::string remote_transport_name() const {
     return RemotePeers() ? std::string(remote_transport_->name()) : "";
   }
+  std::string tcp_congestion() const {
+    return RemotePeers() ? remote_transport_->congestion_control() : "";
+  }
   absl::Duration wait_timeout() const override { return wait_timeout_; }
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
@@ -217,6 +220,9 @@ class RuntimeImpl : public TransportHost {
   DmaMode dma_mode_ = DmaMode::kAsync;
   // As told (kAuto when not); kTcp or kMpi once the processes agreed.
   RemoteTransport remote_choice_ = RemoteTransport::kAuto;
+  // The TCP congestion control asked for ("": the transport's default) and
+  // who asked; the TCP transport applies it.
+  std::string tcp_congestion_asked_, tcp_congestion_source_;
   // Cross-memory attach, as agreed (AgreeOnCrossMemoryAttach), and each
   // process's pid (empty without it).
   bool cross_memory_ = false;

@@ -114,6 +114,9 @@ class Transport {
   virtual ~Transport() = default;
   // "local", "shm" or "mpi": shown in diagnostics and benchmarks.
   virtual absl::string_view name() const = 0;
+  // A TCP transport's congestion control, as its connections run it; ""
+  // for other transports.
+  virtual std::string congestion_control() const { return ""; }
   // When this process can address `op`'s destination, sets `op->dst` (if
   // unset) and `op->recv_cell` and returns true: any thread of this process
   // may then copy the bytes, and the device may hand them to its copy

@@ -154,11 +154,13 @@ class SocketTransport : public Transport {
   // `fds[r]`: the connected socket to rank r (-1 for this rank).
   // `processes` (the group the connections were made over) is told when a
   // peer is lost, and must outlive the transport.
+  // `congestion`: what the connections run (for `congestion_control`).
   SocketTransport(TransportHost* host, ProcessGroup* processes, int rank,
-                  std::vector<int> fds);
+                  std::vector<int> fds, std::string congestion);
   ~SocketTransport() override;
 
   absl::string_view name() const override { return "tcp"; }
+  std::string congestion_control() const override { return congestion_; }
   bool MapDestination(DmaOp&) override { return false; }
   void Put(std::unique_ptr<DmaOp> op) override;
   void Signal(int target_device, int64_t sem_offset, int64_t inc,
@@ -251,6 +253,7 @@ class SocketTransport : public Transport {
   TransportHost* const host_;
   ProcessGroup* const processes_;
   const int rank_;
+  const std::string congestion_;              // What the connections run.
   std::vector<std::unique_ptr<Peer>> peers_;  // Indexed by rank; null: self.
   std::vector<Peer*> live_;                   // The other ranks.
 
@@ -268,8 +271,12 @@ class SocketTransport : public Transport {
 };
 
 SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
-                                 int rank, std::vector<int> fds)
-    : host_(host), processes_(processes), rank_(rank) {
+                                 int rank, std::vector<int> fds,
+                                 std::string congestion)
+    : host_(host),
+      processes_(processes),
+      rank_(rank),
+      congestion_(std::move(congestion)) {
   for (int r = 0; r < static_cast<int>(fds.size()); ++r) {
     if (r == rank) {
       peers_.push_back(nullptr);
@@ -961,32 +968,29 @@ std::string ProcNetIpv4(const char* name) {
   return text;
 }
 
-// The congestion control to set on every connection (kTcpCongestionEnv),
-// or empty to keep the kernel's default. CUBIC by default: the kernel's
-// default here was BBR, whose pacing held exchanges of 1-16 MiB over one
-// connection each way to about half the rate at random times, Open MPI's
-// connections too (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's
-// connections").
-absl::StatusOr<std::string> CongestionControl() {
+// The congestion control to set on every connection, or empty to keep the
+// kernel's default. CUBIC unless asked otherwise: the kernel's default here
+// was BBR, whose pacing held exchanges of 1-16 MiB over one connection each
+// way to about half the rate at random times, Open MPI's connections too
+// (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's connections").
+absl::StatusOr<std::string> CongestionControl(const TcpCongestion& asked) {
   constexpr char kDefault[] = "cubic";
-  const std::optional<std::string> wanted =
-      base_internal::EnvString(kTcpCongestionEnv);
-  if (wanted == "system") return std::string();
-  const std::string name = wanted.value_or(kDefault);
+  if (asked.name == "system") return std::string();
+  const std::string name = asked.name.empty() ? kDefault : asked.name;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const bool set = fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION,
                                          name.data(), name.size()) == 0;
   const int err = errno;
   if (fd >= 0) close(fd);
   if (set) return name;
-  if (!wanted.has_value()) {
+  if (asked.name.empty()) {
     MESHDMA_LOG(kInfo, kLogTransport, "TCP transport: the kernel refused ",
                 kDefault, " (", ErrnoText(err), "); its default ",
                 ProcNetIpv4("tcp_congestion_control"), " stays");
     return std::string();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      kTcpCongestionEnv, "=", name, ": the kernel refused it (", ErrnoText(err),
+      asked.source, "=", name, ": the kernel refused it (", ErrnoText(err),
       "); this process may set ", ProcNetIpv4("tcp_allowed_congestion_control"),
       ", or \"system\" keeps the kernel's default"));
 }
@@ -1036,11 +1040,11 @@ class FdCloser {
 
 absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     TransportHost* host, ProcessGroup& processes, bool one_machine,
-    absl::Duration timeout) {
+    absl::Duration timeout, const TcpCongestion& asked) {
   const int rank = processes.rank();
   const int size = processes.size();
   absl::StatusOr<in_addr> addr = ListenAddress(one_machine);
-  absl::StatusOr<std::string> congestion = CongestionControl();
+  absl::StatusOr<std::string> congestion = CongestionControl(asked);
   if (addr.ok() && !congestion.ok()) addr = congestion.status();
   // Every process takes part in the exchange, so that one's failure to find
   // an address fails all of them alike instead of leaving them waiting.
@@ -1172,13 +1176,22 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     // buffers were no faster for puts of 256 KiB and 2 MiB.
   }
   closer.Release();
-  MESHDMA_LOG(
-      kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
-      " connected to ", size - 1, " peers (congestion control ",
-      congestion->empty() ? ProcNetIpv4("tcp_congestion_control") : *congestion,
-      ")");
+  // What the connections run, as the kernel reports it.
+  std::string running = ProcNetIpv4("tcp_congestion_control");
+  for (int fd : fds) {
+    char name[32] = {};
+    socklen_t len = sizeof(name) - 1;
+    if (fd >= 0 &&
+        getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) {
+      running = name;
+      break;
+    }
+  }
+  MESHDMA_LOG(kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
+              " connected to ", size - 1, " peers (congestion control ",
+              running, ")");
   return std::make_unique<SocketTransport>(host, &processes, rank,
-                                           std::move(fds));
+                                           std::move(fds), std::move(running));
 }
 
 }  // namespace meshdma::dma_internal

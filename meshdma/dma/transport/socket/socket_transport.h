@@ -18,12 +18,12 @@
 // sleeps in poll(2) on the sockets while no device polls, so an idle launch
 // costs no core, and leaves the sockets to the devices while one does.
 //
-// Congestion control: CUBIC on every connection unless kTcpCongestionEnv
-// says otherwise. Under BBR (the kernel's default on the machine where this
-// was measured) one connection carrying exchanges of 1 MiB or more both
-// ways ran at about half the rate at random times; under CUBIC the single
-// connection was as fast as one each way, or faster (BENCHMARKS.md, "Across
-// hosts: CUBIC on meshdma's connections").
+// Congestion control: CUBIC on every connection unless
+// `RuntimeOptions::tcp_congestion` says otherwise. Under BBR (the kernel's
+// default on the machine where this was measured) one connection carrying
+// exchanges of 1 MiB or more both ways ran at about half the rate at random
+// times; under CUBIC the single connection was as fast as one each way, or
+// faster (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's connections").
 //
 // Stream protocol, per ordered pair of processes: messages in order, each a
 // `WireHeader`, its extras (layout, clock), then the payload: `value` bytes
@@ -55,12 +55,16 @@ namespace meshdma::dma_internal {
 // "veth*").
 inline constexpr char kSocketInterfaceEnv[] = "MESHDMA_SOCKET_IFNAME";
 
-// Names the TCP congestion control of meshdma's connections ("cubic",
+// The congestion control asked of the connections
+// (`RuntimeOptions::tcp_congestion`): a name the kernel offers ("cubic",
 // "reno", "bbr", ... as /proc/sys/net/ipv4/tcp_available_congestion_control
-// lists them), or "system" for the kernel's default. Unset: CUBIC where the
-// kernel allows it, else the kernel's default. A name the kernel refuses is
-// an error.
-inline constexpr char kTcpCongestionEnv[] = "MESHDMA_TCP_CONGESTION";
+// lists them) or "system" for the kernel's default; empty `name`: CUBIC
+// where the kernel allows it, else its default. A name the kernel refuses
+// is an error naming `source` (the option or the variable that asked).
+struct TcpCongestion {
+  std::string name;
+  std::string source;
+};
 
 // True when this host has an RDMA device (a non-empty /sys/class/infiniband):
 // there MPI's path between hosts is not TCP, and the default remote
@@ -73,7 +77,7 @@ bool HostHasRdmaDevice();
 // loopback address serves unless kSocketInterfaceEnv names another.
 absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     TransportHost* host, ProcessGroup& processes, bool one_machine,
-    absl::Duration timeout);
+    absl::Duration timeout, const TcpCongestion& congestion);
 
 }  // namespace meshdma::dma_internal
 
