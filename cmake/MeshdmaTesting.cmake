@@ -60,8 +60,9 @@ function(meshdma_add_gtest name)
   target_link_libraries(${name} PRIVATE meshdma_gtest_main ${ARG_DEPS})
   target_compile_options(${name} PRIVATE -Wall -Wno-unused-parameter)
   add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
+  meshdma_test_tmpdir(${name} _tmp)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT}
-    LABELS "threads;${ARG_LABELS}")
+    LABELS "threads;${ARG_LABELS}" ENVIRONMENT "${_tmp}")
   if(ARG_MPI)
     foreach(np ${ARG_NP})
       meshdma_add_mpi_test(${name}.np${np} ${name} ${np}
@@ -103,8 +104,10 @@ function(meshdma_add_races_tests name)
     list(APPEND _args --gtest_filter=${ARG_FILTER})
   endif()
   add_test(NAME ${name}.races COMMAND ${name} ${_args})
+  meshdma_test_tmpdir(${name}.races _tmp)
   set_tests_properties(${name}.races PROPERTIES TIMEOUT ${ARG_TIMEOUT}
-    LABELS "threads;races;${ARG_LABELS}" ENVIRONMENT "MESHDMA_CHECK=races")
+    LABELS "threads;races;${ARG_LABELS}"
+    ENVIRONMENT "MESHDMA_CHECK=races;${_tmp}")
   if(ARG_MPI)
     meshdma_add_mpi_test(${name}.races.np2 ${name} 2 TIMEOUT ${ARG_TIMEOUT}
       LABELS "mpi;races;${ARG_LABELS}" ENV MESHDMA_CHECK=races ARGS ${_args})
@@ -114,6 +117,15 @@ function(meshdma_add_races_tests name)
       TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;interhost;races;${ARG_LABELS}"
       ENV MESHDMA_FORCE_INTERHOST=1 MESHDMA_CHECK=races ARGS ${_args})
   endif()
+endfunction()
+
+# TEST_TMPDIR=<a directory of the test's own>, for gtest's TempDir(): the
+# variants of one binary that ctest runs at once (threads, checked mode,
+# processes) would otherwise share its files.
+function(meshdma_test_tmpdir test_name out_var)
+  set(_dir ${CMAKE_BINARY_DIR}/test_tmp/${test_name})
+  file(MAKE_DIRECTORY ${_dir})
+  set(${out_var} "TEST_TMPDIR=${_dir}" PARENT_SCOPE)
 endfunction()
 
 # meshdma_add_mpi_test(TEST_NAME TARGET NP [ENV k=v...] [ARGS ...] ...)
@@ -128,6 +140,8 @@ function(meshdma_add_mpi_test test_name target np)
      NOT ARG_ENV MATCHES "MESHDMA_REMOTE_TRANSPORT=")
     list(APPEND ARG_ENV MESHDMA_REMOTE_TRANSPORT=tcp)
   endif()
+  meshdma_test_tmpdir(${test_name} _tmp)
+  list(APPEND ARG_ENV ${_tmp})
   add_test(NAME ${test_name}
     COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np}
             ${MESHDMA_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS}
@@ -139,7 +153,5 @@ function(meshdma_add_mpi_test test_name target np)
   if(ARG_TIMEOUT)
     set_tests_properties(${test_name} PROPERTIES TIMEOUT ${ARG_TIMEOUT})
   endif()
-  if(ARG_ENV)
-    set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${ARG_ENV}")
-  endif()
+  set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${ARG_ENV}")
 endfunction()

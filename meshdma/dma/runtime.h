@@ -133,7 +133,11 @@ struct RuntimeOptions {
   // waiter progresses MPI on every turn. MPI moves a message only while a
   // process polls (a rendezvous needs both sides), and a sleeping waiter is
   // woken only when the MPI progress thread gets to the message, so these
-  // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer").
+  // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer"):
+  // until this long has passed without the transport moving anything, so
+  // that a wait whose bytes keep arriving keeps reading them itself
+  // ("Across hosts: waits spin while their bytes arrive"), or until the
+  // wait timeout.
   int64_t remote_spin_ns = 1'000'000;
   // DMAs to another host's devices of more than one message's payload
   // (`Runtime::mpi_piece_bytes`: 60 KiB) and at most this many bytes leave

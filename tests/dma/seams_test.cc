@@ -437,7 +437,9 @@ TEST(RemoteTransportTest, NamedCongestionControl) {
     auto rt = Runtime::Create(options);
     ASSERT_TRUE(rt.ok()) << name << ": " << rt.status();
     EXPECT_EQ((*rt)->remote_transport(), "tcp");
-    if (std::string(name) == "reno") EXPECT_EQ((*rt)->tcp_congestion(), "reno");
+    if (std::string(name) == "reno") {
+      EXPECT_EQ((*rt)->tcp_congestion(), "reno");
+    }
     EXPECT_FALSE((*rt)->tcp_congestion().empty());
   }
   // The option wins over the variable, and a refused one names the option.

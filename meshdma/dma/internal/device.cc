@@ -861,7 +861,19 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   // (BENCHMARKS.md, "Oversubscribed waits yield once per turn").
   const bool yield =
       runtime_->oversubscribed() && !runtime_->RemotePollYields();
+  // The spin ends after `spin_ns` in which the transport to other processes
+  // moved nothing: a wait whose bytes keep arriving (a stream of puts from
+  // another host) is not idle, and sleeping in it handed every later put to
+  // the progress thread and its wake-ups (BENCHMARKS.md, "Across hosts:
+  // waits spin while their bytes arrive"). It ends at the wait timeout, or
+  // once the launch is aborted, whatever moves.
   const int64_t spin_ns = runtime_->semaphore_spin_ns();
+  const int64_t timeout_ns =
+      runtime_->wait_timeout() == absl::InfiniteDuration()
+          ? std::numeric_limits<int64_t>::max()
+          : absl::ToInt64Nanoseconds(runtime_->wait_timeout());
+  int64_t idle_since = start;
+  bool moved = false;
   for (int i = 0;; ++i) {
     if (yield) {
       std::this_thread::yield();
@@ -869,14 +881,21 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
       CpuRelax();
     }
     if (CellTryConsume(cell, value)) return absl::OkStatus();
-    if (runtime_->PollRemote() && CellTryConsume(cell, value)) {
-      return absl::OkStatus();
+    if (runtime_->PollRemote()) {
+      if (CellTryConsume(cell, value)) return absl::OkStatus();
+      moved = true;
     }
     // Pure spinning: yielding here was measured to push waits past the spin
     // window into futex sleeps, whose wake-up costs tens of microseconds on
     // a virtual machine (BENCHMARKS.md).
-    if ((i & 63) == 63 && base_internal::MonotonicNanos() - start > spin_ns) {
-      break;
+    if ((i & 63) == 63) {
+      const int64_t now = base_internal::MonotonicNanos();
+      if (moved) idle_since = now;
+      moved = false;
+      if (now - idle_since > spin_ns || now - start > timeout_ns ||
+          runtime_->aborted()) {
+        break;
+      }
     }
   }
   runtime_->waiting_devices().fetch_add(1, std::memory_order_relaxed);
