@@ -1,12 +1,16 @@
 // The seams later tools build on: the Observer sees every DMA, signal and
 // wait, and the C ABI reaches the same verbs; and the seam to MPI: how the
 // runtime sends depends on the path MPI's settings give it.
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -348,6 +352,43 @@ TEST(RemoteTransportTest, IsTheOneChosen) {
                                                                    : "mpi";
     EXPECT_EQ((*rt)->remote_transport(), expected);
   }
+}
+
+// meshdma's threads carry names (`top -H`, `perf`, `gdb`): each device's
+// thread "meshdma-dev<global index>", and the remote transport's progress
+// thread "meshdma-<transport>" where some device is on another host.
+TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
+  auto runtime = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  Runtime& rt = **runtime;
+  auto mesh = rt.MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<std::string> names(rt.num_devices());
+  absl::Status s = rt.Run(*mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    names[me] = name;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  const Launch& launch = rt.launch();
+  for (int g = 0; g < rt.num_devices(); ++g) {
+    if (launch.devices()[g].rank != launch.rank()) continue;
+    EXPECT_EQ(names[*mesh->LogicalIdOfGlobal(g)],
+              absl::StrCat("meshdma-dev", g));
+  }
+  const std::string transport = rt.remote_transport();
+  if (transport.empty()) return;
+  std::vector<std::string> threads;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    threads.push_back(name);
+  }
+  EXPECT_THAT(threads, ::testing::Contains("meshdma-" + transport));
 }
 
 // Processes told different remote transports cannot talk: every process's

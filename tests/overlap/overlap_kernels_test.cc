@@ -1,16 +1,22 @@
 // Ring attention, collective matmuls and the KV-cache transfer against
 // unsharded references, on every device of the launch (threads, or
 // processes under mpirun).
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/all_reduce.h"
 #include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/collectives/fused/kv_transfer.h"
 #include "meshdma/collectives/fused/ring_attention.h"
 #include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/kernels/blas.h"
 #include "meshdma/kernels/ops/attention_reference.h"
 #include "meshdma/sharding/shard_map.h"
@@ -362,6 +368,110 @@ TEST(KvTransferCacheTest, OutlivesTheTransfer) {
     if (coords[0] == 1 && wrong[me] >= 0) {
       EXPECT_EQ(wrong[me], 0) << "decode device " << me;
     }
+  }
+}
+
+// Pairs meet on their own, without a barrier across the mesh: prompts back
+// to back into the same pages, one side late by a random sleep before each,
+// with psums over the whole mesh and over each pair between some of them.
+// Every layer decode sees must be this prompt's, whole: a prefill device
+// that ran into the next call early would overwrite it, and a barrier
+// semaphore count left over would make a psum or a transfer hang or fail.
+TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
+  const int64_t hkv = 2, d = 8, ps = 4, seq = 7;
+  const KvTransferOptions o{.num_layers = 3,
+                            .num_kv_heads = hkv,
+                            .head_dim = d,
+                            .page_size = ps,
+                            .total_pages = 4};
+  const std::vector<int32_t> table = {3, 0};
+  constexpr int kPrompts = 60;
+  std::vector<int64_t> wrong(mesh.size(), 0), layers_seen(mesh.size(), 0);
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int pair, axis_index("x"));
+    MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef one, AllocateSymmetric<float>({1}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef sum, AllocateSymmetric<float>({1}));
+    std::mt19937 rng(1234 + me);
+    for (int prompt = 0; prompt < kPrompts; ++prompt) {
+      // Prefill late on odd prompts, decode late on some even ones. A late
+      // prefill device fills scratch where the transfer's first allocation
+      // will be, and finds it as it left it: nothing may land there before
+      // it has entered the call.
+      if ((prompt % 2 == 1) == (role == 0) && rng() % 3 == 0) {
+        const absl::Duration late = absl::Microseconds(rng() % 300);
+        if (role == 1) {
+          absl::SleepFor(late);
+        } else {
+          MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                                     AllocateSymmetric<int32_t>({64}));
+            int32_t* x = scratch.data_as<int32_t>();
+            std::fill(x, x + 64, -1);
+            absl::SleepFor(late);
+            if (std::count(x, x + 64, -1) != 64) {
+              return absl::InternalError(
+                  absl::StrCat("device ", me, " before prompt ", prompt,
+                               ": its scratch was written from outside"));
+            }
+            return absl::OkStatus();
+          }));
+        }
+      }
+      MESHDMA_RETURN_IF_ERROR(KvTransfer(
+          seq, table, cache, o,
+          [&](int l, const ArrayRef& k, const ArrayRef& v) {
+            for (int kv = 0; kv < 2; ++kv) {
+              float* dst = (kv == 0 ? k : v).data_as<float>();
+              for (int64_t i = 0; i < hkv * seq * d; ++i)
+                dst[i] = KvValue(l, 10 * prompt + pair, kv, 0, 0, i);
+            }
+            return absl::OkStatus();
+          },
+          [&](int l, const ArrayRef& kc, const ArrayRef& vc) {
+            ++layers_seen[me];
+            for (int kv = 0; kv < 2; ++kv) {
+              const float* c = (kv == 0 ? kc : vc).data_as<float>();
+              for (int64_t hh = 0; hh < hkv; ++hh)
+                for (int64_t t = 0; t < seq; ++t)
+                  for (int64_t i = 0; i < d; ++i) {
+                    const int64_t at =
+                        ((hh * o.total_pages + table[t / ps]) * ps + t % ps) *
+                            d +
+                        i;
+                    wrong[me] += c[at] != KvValue(l, 10 * prompt + pair, kv, 0,
+                                                  0, (hh * seq + t) * d + i);
+                  }
+            }
+            return absl::OkStatus();
+          }));
+      if (prompt % 7 == 3 || prompt % 11 == 5) {
+        one.data_as<float>()[0] = 1.0f;
+        const std::vector<std::string> axes =
+            prompt % 7 == 3 ? std::vector<std::string>{"stage", "x"}
+                            : std::vector<std::string>{"stage"};
+        MESHDMA_RETURN_IF_ERROR(psum(one, sum, axes));
+        const float want = prompt % 7 == 3 ? float(mesh.size()) : 2.0f;
+        if (sum.data_as<float>()[0] != want) {
+          return absl::InternalError(
+              absl::StrCat("psum after prompt ", prompt, " on device ", me,
+                           " gave ", sum.data_as<float>()[0], ", not ", want));
+        }
+      }
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int me = 0; me < mesh.size(); ++me) {
+    const auto coords = *mesh.Coords(me);
+    if (coords[0] != 1 || layers_seen[me] == 0) continue;  // Local decode.
+    EXPECT_EQ(layers_seen[me], kPrompts * o.num_layers) << "device " << me;
+    EXPECT_EQ(wrong[me], 0) << "decode device " << me;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
+#include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/dma/trace.h"
 #include "meshdma/kernels/ops/paged_attention.h"
@@ -19,6 +20,11 @@
 namespace meshdma {
 
 namespace {
+
+// The collective id whose BARRIER semaphore carries the prefill device's
+// announcement; the collectives' id, which they signal only once every
+// device of the mesh has entered them (docs/semantics.md §5).
+constexpr int kKvTransferCollectiveId = kMaxCollectiveIds - 1;
 
 std::vector<int64_t> KvCacheShape(const KvTransferOptions& o) {
   return {o.num_layers,  2,           o.num_kv_heads,
@@ -86,10 +92,14 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
   const DeviceId peer = DeviceId::Partial({{{o.role_axis}, 1 - role}});
   const int64_t layer_bytes = 2 * hkv * seq_len * d * 4;
 
+  // No barrier across the mesh at entry: each pair meets on its own. The
+  // prefill device's allocations exist once it announces itself on the
+  // barrier semaphore, and the decode device's once its block table arrives,
+  // so no DMA lands in a scope that is not there yet (step 1).
   return RunKernel(
       {.name = "kv_transfer",
-       .entry_barrier = true,
-       .collective_id = std::nullopt},
+       .entry_barrier = false,
+       .collective_id = kKvTransferCollectiveId},
       [&]() -> absl::Status {
         // Symmetric allocations, the same sequence on both roles.
         MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
@@ -116,8 +126,11 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         AsyncCopyDescriptor table_copy = make_async_remote_copy(
             table_src, table, table_send, table_recv, peer);
 
+        MESHDMA_ASSIGN_OR_RETURN(Semaphore entered, get_barrier_semaphore());
         if (is_decode) {
-          // Step 1: hand the block table to the prefill device.
+          // Step 1: once the prefill device has entered this call, hand it
+          // the block table.
+          MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
           MESHDMA_RETURN_IF_ERROR(table_copy.start());
           MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
           // Step 3: consume each layer as soon as its bytes are here.
@@ -144,7 +157,9 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
           return absl::OkStatus();
         }
 
-        // Prefill. Step 1: the decode device's block table.
+        // Prefill. Step 1: announce this call, then take the decode device's
+        // block table.
+        MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
         MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
         const int32_t* dst_page = table.data_as<int32_t>();
         // Two staging slots, left uninitialised: `prefill` writes every

@@ -20,11 +20,16 @@
 // page_size, head_dim], the layout of kernels/ops/paged_attention.h.
 // KvTransfer writes the prompt's pages and nothing else of it.
 //
-// Protocol, per decode/prefill pair:
-//   1. The decode device chose the pages of the sequence (its block table,
-//      page p of the prompt -> cache page block_table[p]); it pushes the
-//      table into the prefill device's `table` buffer (DMA semaphore
-//      `table_recv`), as a scheduler would.
+// Protocol, per decode/prefill pair, with no barrier across the mesh (each
+// pair meets on its own):
+//   1. The prefill device announces that it has entered this call on the
+//      decode device's barrier semaphore (collective id 63, as the
+//      collectives). The decode device chose the pages of the sequence (its
+//      block table, page p of the prompt -> cache page block_table[p]); once
+//      announced, it pushes the table into the prefill device's `table`
+//      buffer (DMA semaphore `table_recv`), as a scheduler would. Nothing
+//      lands in a kernel scope before its device has entered it: the table
+//      after the announcement, the pages after the table.
 //   2. Prefill, for each layer l: waits until staging slot l % 2 is free
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the

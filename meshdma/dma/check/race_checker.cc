@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/logging.h"
+#include "meshdma/base/thread_name.h"
 #include "meshdma/dma/transport/transport.h"
 
 namespace meshdma::dma_internal {
@@ -189,6 +190,7 @@ void RaceChecker::AttachMailboxes(ClockMailbox* own,
   mailbox_of_device_ = std::move(of_device);
   if (own_mailbox_ == nullptr) return;
   drainer_ = std::thread([this] {
+    base_internal::NameThisThread("meshdma-races");
     while (!stop_drainer_.load(std::memory_order_relaxed)) {
       absl::SleepFor(absl::Milliseconds(1));
       DrainMailbox();

@@ -1,5 +1,6 @@
 #include "meshdma/dma/internal/copy_engine.h"
 
+#include "meshdma/base/thread_name.h"
 #include "meshdma/dma/internal/device.h"
 
 namespace meshdma::dma_internal {
@@ -69,6 +70,7 @@ bool CopyEngine::HelpOnce() {
 }
 
 void CopyEngine::WorkerMain() {
+  base_internal::NameThisThread("meshdma-copy");
   for (;;) {
     int64_t chunk = 0;
     DmaOp* op;

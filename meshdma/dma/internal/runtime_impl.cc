@@ -24,6 +24,7 @@
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/base/thread_name.h"
 #include "meshdma/dma/internal/timeline_tracer.h"
 #include "meshdma/dma/trace.h"
 #include "meshdma/dma/transport/direct/direct_transport.h"
@@ -640,6 +641,8 @@ void RuntimeImpl::LogLaunch() const {
 
 void RuntimeImpl::DeviceThreadMain(int local_index) {
   Device* device = devices_[local_index].get();
+  base_internal::NameThisThread(
+      absl::StrCat("meshdma-dev", device->global_index()));
   if (options_.pin_threads) {
     const int core = launch_->devices()[device->global_index()].core;
     if (core >= 0) {

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "meshdma/base/checked_math.h"
 #include "meshdma/base/deadline.h"
+#include "meshdma/base/thread_name.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 #include "meshdma/dma/transport/wire.h"
@@ -697,6 +698,7 @@ bool MpiTransport::TestPending() {
 }
 
 void MpiTransport::ProgressMain() {
+  base_internal::NameThisThread("meshdma-mpi");
   // While devices poll (a device spinning in a wait calls `Poll`), stay out
   // of their way. Otherwise poll while traffic is outstanding or a device
   // sleeps in a wait, and back off from yielding to short sleeps when idle,

@@ -35,6 +35,7 @@
 #include "meshdma/base/deadline.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
+#include "meshdma/base/thread_name.h"
 #include "meshdma/dma/transport/wire.h"
 
 namespace meshdma::dma_internal {
@@ -763,6 +764,7 @@ void SocketTransport::DeviceSleeping() {
 }
 
 void SocketTransport::ProgressMain() {
+  base_internal::NameThisThread("meshdma-tcp");
   // While devices poll they move everything: this thread only sleeps on its
   // eventfd, looking again every kDevicesPollingUs (kPendingPollUs with
   // traffic outstanding). Otherwise it sleeps in
