@@ -157,10 +157,16 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
           return absl::OkStatus();
         }
 
-        // Prefill. Step 1: announce this call, then take the decode device's
-        // block table.
+        // Prefill. Step 1: announce this call. The decode device's block
+        // table is taken when the first pages leave, so that it travels
+        // while layer 0 is computed.
         MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
-        MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
+        bool have_table = false;
+        auto take_table = [&]() -> absl::Status {
+          if (have_table) return absl::OkStatus();
+          have_table = true;
+          return table_copy.wait_recv();
+        };
         const int32_t* dst_page = table.data_as<int32_t>();
         // Two staging slots, left uninitialised: `prefill` writes every
         // element before a DMA reads it (kCommunicationOnly moves whatever
@@ -195,6 +201,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             MESHDMA_RETURN_IF_ERROR(prefill(l, *slot_kv.At(0), *slot_kv.At(1)));
           }
           if (!Communicates(o.mode)) continue;
+          MESHDMA_RETURN_IF_ERROR(take_table());
           // Step 2c: stream its pages into the decode cache, one DMA per run
           // of prompt pages that the block table puts on consecutive cache
           // pages: that run's rows are contiguous in every kv head of the
@@ -229,7 +236,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             MESHDMA_RETURN_IF_ERROR(layer_sent(l % 2));
           }
         }
-        return absl::OkStatus();
+        return take_table();  // Its count, where no page left.
       });
 }
 

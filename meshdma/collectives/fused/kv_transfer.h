@@ -27,9 +27,11 @@
 //      collectives). The decode device chose the pages of the sequence (its
 //      block table, page p of the prompt -> cache page block_table[p]); once
 //      announced, it pushes the table into the prefill device's `table`
-//      buffer (DMA semaphore `table_recv`), as a scheduler would. Nothing
-//      lands in a kernel scope before its device has entered it: the table
-//      after the announcement, the pages after the table.
+//      buffer (DMA semaphore `table_recv`), as a scheduler would; prefill
+//      waits for it only before its first pages leave (step 2), so that it
+//      travels while layer 0 is computed. Nothing lands in a kernel scope
+//      before its device has entered it: the table after the
+//      announcement, the pages after the table.
 //   2. Prefill, for each layer l: waits until staging slot l % 2 is free
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the
