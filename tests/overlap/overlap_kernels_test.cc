@@ -372,11 +372,12 @@ TEST(KvTransferCacheTest, OutlivesTheTransfer) {
 }
 
 // Pairs meet on their own, without a barrier across the mesh: prompts back
-// to back into the same pages, one side late by a random sleep before each,
-// with psums over the whole mesh and over each pair between some of them.
-// Every layer decode sees must be this prompt's, whole: a prefill device
-// that ran into the next call early would overwrite it, and a barrier
-// semaphore count left over would make a psum or a transfer hang or fail.
+// to back into the same pages through two block tables in turn, one side
+// late by a random sleep before each, with psums over the whole mesh and
+// over each pair between some of them. Every layer decode sees must be this
+// prompt's, whole, in this prompt's pages: a prefill device that ran into
+// the next call early would overwrite it, and a barrier semaphore count
+// left over would make a psum or a transfer hang or fail.
 TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
   Runtime& rt = TestRuntime();
   if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
@@ -387,7 +388,7 @@ TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
                             .head_dim = d,
                             .page_size = ps,
                             .total_pages = 4};
-  const std::vector<int32_t> table = {3, 0};
+  const std::vector<int32_t> tables[2] = {{3, 0}, {1, 2}};
   constexpr int kPrompts = 60;
   std::vector<int64_t> wrong(mesh.size(), 0), layers_seen(mesh.size(), 0);
   absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
@@ -400,29 +401,26 @@ TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
     std::mt19937 rng(1234 + me);
     for (int prompt = 0; prompt < kPrompts; ++prompt) {
       // Prefill late on odd prompts, decode late on some even ones. A late
-      // prefill device fills scratch where the transfer's first allocation
-      // will be, and finds it as it left it: nothing may land there before
-      // it has entered the call.
+      // device fills scratch where the transfer's allocations will be, and
+      // finds it as it left it: nothing may land there before it has
+      // entered the call.
       if ((prompt % 2 == 1) == (role == 0) && rng() % 3 == 0) {
         const absl::Duration late = absl::Microseconds(rng() % 300);
-        if (role == 1) {
+        MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
+          MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
+                                   AllocateSymmetric<int32_t>({256}));
+          int32_t* x = scratch.data_as<int32_t>();
+          std::fill(x, x + 256, -1);
           absl::SleepFor(late);
-        } else {
-          MESHDMA_RETURN_IF_ERROR(run_scoped([&]() -> absl::Status {
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
-                                     AllocateSymmetric<int32_t>({64}));
-            int32_t* x = scratch.data_as<int32_t>();
-            std::fill(x, x + 64, -1);
-            absl::SleepFor(late);
-            if (std::count(x, x + 64, -1) != 64) {
-              return absl::InternalError(
-                  absl::StrCat("device ", me, " before prompt ", prompt,
-                               ": its scratch was written from outside"));
-            }
-            return absl::OkStatus();
-          }));
-        }
+          if (std::count(x, x + 256, -1) != 256) {
+            return absl::InternalError(
+                absl::StrCat("device ", me, " before prompt ", prompt,
+                             ": its scratch was written from outside"));
+          }
+          return absl::OkStatus();
+        }));
       }
+      const std::vector<int32_t>& table = tables[prompt % 2];
       MESHDMA_RETURN_IF_ERROR(KvTransfer(
           seq, table, cache, o,
           [&](int l, const ArrayRef& k, const ArrayRef& v) {

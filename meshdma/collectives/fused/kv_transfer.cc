@@ -129,10 +129,12 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         MESHDMA_ASSIGN_OR_RETURN(Semaphore entered, get_barrier_semaphore());
         if (is_decode) {
           // Step 1: once the prefill device has entered this call, hand it
-          // the block table.
-          MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
-          MESHDMA_RETURN_IF_ERROR(table_copy.start());
-          MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
+          // the block table. (A mode that moves nothing meets no peer.)
+          if (Communicates(o.mode)) {
+            MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
+            MESHDMA_RETURN_IF_ERROR(table_copy.start());
+            MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
+          }
           // Step 3: consume each layer as soon as its bytes are here.
           std::vector<float> size_only(1);
           for (int l = 0; l < layers; ++l) {
@@ -160,7 +162,9 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         // Prefill. Step 1: announce this call. The decode device's block
         // table is taken when the first pages leave, so that it travels
         // while layer 0 is computed.
-        MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
+        if (Communicates(o.mode)) {
+          MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
+        }
         bool have_table = false;
         auto take_table = [&]() -> absl::Status {
           if (have_table) return absl::OkStatus();
@@ -236,7 +240,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             MESHDMA_RETURN_IF_ERROR(layer_sent(l % 2));
           }
         }
-        return take_table();  // Its count, where no page left.
+        return absl::OkStatus();
       });
 }
 

@@ -31,7 +31,8 @@
 //      waits for it only before its first pages leave (step 2), so that it
 //      travels while layer 0 is computed. Nothing lands in a kernel scope
 //      before its device has entered it: the table after the
-//      announcement, the pages after the table.
+//      announcement, the pages after the table. A mode that does not
+//      communicate (`kComputeOnly`) meets no peer.
 //   2. Prefill, for each layer l: waits until staging slot l % 2 is free
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the
