@@ -55,8 +55,13 @@ def main():
             ends[e["id"]].append(e)
     expect(len(starts) > 0, "flows present")
     bounds = trace["otherData"]["clock_error_bound_ns"]
+    exact = trace["otherData"]["clock_offset_exact"]
+    expect(len(exact) == len(bounds), "an exactness flag per rank")
     for r, b in enumerate(bounds):
         expect(0 <= b <= BOUND_NS, f"rank {r} clock bound {b} ns > 5 ms")
+        # The suite's launches share one machine, hence one steady clock.
+        expect(exact[r] == 1 and b == 0,
+               f"rank {r} clock offset not exact ({exact[r]}, {b} ns)")
     received = collections.defaultdict(collections.Counter)
     for fid, s in starts.items():
         f = ends.get(fid, [])

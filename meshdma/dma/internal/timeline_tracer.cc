@@ -60,6 +60,15 @@ std::string SemName(Semaphore sem) {
 
 std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
 
+// This kernel boot's id (Linux), "" where unknown. Processes of one boot
+// read one steady clock.
+std::string BootId() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(f >> id)) return "";
+  return id;
+}
+
 }  // namespace
 
 namespace dma_internal {
@@ -276,8 +285,11 @@ absl::Status TimelineTracer::Write(const std::string& path,
   // Step 1: clock offsets to rank 0 (see the header), computed by rank 0 and
   // sent to everyone.
   std::vector<int64_t> offset(size, 0), error(size, 0);
+  std::vector<int> exact(size, 1);
   if (size > 1) {
-    std::string mine;
+    // First this kernel's boot and the tracer's start on its steady clock:
+    // processes of one boot share that clock, so their offset is exact.
+    std::string mine = absl::StrCat(BootId(), " ", start_ns_, " ");
     for (int k = 0; k < kClockRounds; ++k) {
       const int64_t enter = NowNs();
       MESHDMA_RETURN_IF_ERROR(
@@ -288,22 +300,33 @@ absl::Status TimelineTracer::Write(const std::string& path,
                              processes.Gather(mine, /*root=*/0));
     std::string table;
     if (processes.rank() == 0) {
+      std::vector<std::string> boot(size);
       std::vector<std::vector<int64_t>> t(size);
       for (int r = 0; r < size; ++r) {
-        for (absl::string_view v :
-             absl::StrSplit(rounds[r], ' ', absl::SkipEmpty())) {
+        std::vector<absl::string_view> fields =
+            absl::StrSplit(rounds[r], ' ', absl::SkipEmpty());
+        if (fields.size() != 2 + 2 * kClockRounds) {
+          return absl::InternalError("trace clock alignment: bad data");
+        }
+        boot[r] = std::string(fields[0]);
+        for (size_t i = 1; i < fields.size(); ++i) {
           int64_t x = 0;
-          if (!absl::SimpleAtoi(v, &x)) {
+          if (!absl::SimpleAtoi(fields[i], &x)) {
             return absl::InternalError("trace clock alignment: bad data");
           }
           t[r].push_back(x);
         }
       }
       for (int r = 1; r < size; ++r) {
+        if (!boot[0].empty() && boot[r] == boot[0]) {
+          offset[r] = t[0][0] - t[r][0];
+          continue;
+        }
+        exact[r] = 0;
         int64_t lo = INT64_MIN, hi = INT64_MAX;
         for (int k = 0; k < kClockRounds; ++k) {
-          lo = std::max(lo, t[r][2 * k] - t[0][2 * k + 1]);
-          hi = std::min(hi, t[r][2 * k + 1] - t[0][2 * k]);
+          lo = std::max(lo, t[r][1 + 2 * k] - t[0][1 + 2 * k + 1]);
+          hi = std::min(hi, t[r][1 + 2 * k + 1] - t[0][1 + 2 * k]);
         }
         offset[r] = lo / 2 + hi / 2;
         error[r] = std::max<int64_t>(0, hi / 2 - lo / 2);
@@ -398,12 +421,14 @@ absl::Status TimelineTracer::Write(const std::string& path,
   }
   f << "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"clock\":\"each "
        "rank's steady clock from its tracer's start, shifted by its offset "
-       "to rank 0's, estimated over "
+       "to rank 0's: exact for a rank on rank 0's machine (one boot, one "
+       "steady clock), else estimated over "
     << kClockRounds
     << " barrier rounds; ts are microseconds on rank 0's clock\","
        "\"clock_offset_ns\":["
     << absl::StrJoin(offset, ",") << "],\"clock_error_bound_ns\":["
-    << absl::StrJoin(error, ",") << "],\"max_events_per_rank\":" << max_events_
+    << absl::StrJoin(error, ",") << "],\"clock_offset_exact\":["
+    << absl::StrJoin(exact, ",") << "],\"max_events_per_rank\":" << max_events_
     << ",\"dropped_events\":[" << absl::StrJoin(dropped, ",")
     << "]},\n\"traceEvents\":[\n";
   bool first = true;

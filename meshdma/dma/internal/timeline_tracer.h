@@ -22,7 +22,11 @@
 // r's offset to rank 0 lies in [enter_r - leave_0, leave_r - enter_0] in
 // every round. The intersection over the rounds gives the offset (its
 // middle) and a bound on its error (half its width), both recorded in the
-// file's "otherData".
+// file's "otherData". A rank of rank 0's kernel boot (one machine, read
+// from /proc/sys/kernel/random/boot_id) shares its steady clock: its offset
+// is the difference of the tracers' starts, exact (error 0, and
+// "clock_offset_exact" 1), which the barrier rounds bounded only to tens of
+// microseconds on a loaded machine.
 //
 // Memory. Each process keeps at most `max_events` events, and as many
 // arrivals and waits, dropping the oldest first (a ring): a long run keeps
