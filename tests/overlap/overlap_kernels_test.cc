@@ -213,6 +213,41 @@ float KvValue(int layer, int pair, int kv, int64_t h, int64_t t, int64_t c) {
   return static_cast<float>((x * 2654435761u) >> 8) / float(1 << 24) - 0.5f;
 }
 
+// Prefill of prompt `tag`: layer l's keys and values ([hkv, seq, d] each)
+// numbered in element order.
+PrefillLayerFn PromptPrefill(int tag) {
+  return [tag](int l, const ArrayRef& k, const ArrayRef& v) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const ArrayRef& out = kv == 0 ? k : v;
+      float* dst = out.data_as<float>();
+      for (int64_t i = 0; i < out.num_elements(); ++i)
+        dst[i] = KvValue(l, tag, kv, 0, 0, i);
+    }
+    return absl::OkStatus();
+  };
+}
+
+// Elements of layer l of prompt `tag` (PromptPrefill) that its block table
+// does not find in the layer's key and value caches ([hkv, total_pages,
+// ps, d] each).
+int64_t PromptRowsWrong(int l, int tag, const std::vector<int32_t>& table,
+                        int64_t hkv, int64_t seq, int64_t d, int64_t ps,
+                        int64_t total_pages, const float* key_cache,
+                        const float* value_cache) {
+  int64_t wrong = 0;
+  for (int kv = 0; kv < 2; ++kv) {
+    const float* c = kv == 0 ? key_cache : value_cache;
+    for (int64_t hh = 0; hh < hkv; ++hh)
+      for (int64_t t = 0; t < seq; ++t)
+        for (int64_t i = 0; i < d; ++i) {
+          const int64_t at =
+              ((hh * total_pages + table[t / ps]) * ps + t % ps) * d + i;
+          wrong += c[at] != KvValue(l, tag, kv, 0, 0, (hh * seq + t) * d + i);
+        }
+  }
+  return wrong;
+}
+
 // Block tables of 4 pages into a cache of 9: scattered in reverse (one DMA
 // per page), one run of consecutive pages ending in the prompt's partial
 // page, and a run of three then a lone partial page.
@@ -328,38 +363,23 @@ TEST(KvTransferCacheTest, OutlivesTheTransfer) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
     for (int prompt = 0; prompt < 2; ++prompt) {
       MESHDMA_RETURN_IF_ERROR(KvTransfer(
-          seq, tables[prompt], cache, o,
-          [&](int l, const ArrayRef& k, const ArrayRef& v) {
-            for (int kv = 0; kv < 2; ++kv) {
-              float* dst = (kv == 0 ? k : v).data_as<float>();
-              for (int64_t i = 0; i < hkv * seq * d; ++i)
-                dst[i] = KvValue(l, 10 * prompt + pair, kv, 0, 0, i);
-            }
-            return absl::OkStatus();
-          },
+          seq, tables[prompt], cache, o, PromptPrefill(10 * prompt + pair),
           [](int, const ArrayRef&, const ArrayRef&) {
             return absl::OkStatus();
           }));
     }
     if (role != 1) return absl::OkStatus();
     // Every row of both prompts, read after both transfers have returned.
+    const int64_t layer_elems = 2 * hkv * o.total_pages * ps * d;
     const float* c = cache.data_as<float>();
     wrong[me] = 0;
     for (int prompt = 0; prompt < 2; ++prompt)
-      for (int l = 0; l < o.num_layers; ++l)
-        for (int kv = 0; kv < 2; ++kv)
-          for (int64_t hh = 0; hh < hkv; ++hh)
-            for (int64_t t = 0; t < seq; ++t)
-              for (int64_t i = 0; i < d; ++i) {
-                const int64_t page = tables[prompt][t / ps];
-                const int64_t at =
-                    ((((l * 2 + kv) * hkv + hh) * o.total_pages + page) * ps +
-                     t % ps) *
-                        d +
-                    i;
-                wrong[me] += c[at] != KvValue(l, 10 * prompt + pair, kv, 0, 0,
-                                              (hh * seq + t) * d + i);
-              }
+      for (int l = 0; l < o.num_layers; ++l) {
+        const float* layer = c + l * layer_elems;
+        wrong[me] +=
+            PromptRowsWrong(l, 10 * prompt + pair, tables[prompt], hkv, seq, d,
+                            ps, o.total_pages, layer, layer + layer_elems / 2);
+      }
     return absl::OkStatus();
   });
   ASSERT_TRUE(s.ok()) << s;
@@ -422,30 +442,12 @@ TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
       }
       const std::vector<int32_t>& table = tables[prompt % 2];
       MESHDMA_RETURN_IF_ERROR(KvTransfer(
-          seq, table, cache, o,
-          [&](int l, const ArrayRef& k, const ArrayRef& v) {
-            for (int kv = 0; kv < 2; ++kv) {
-              float* dst = (kv == 0 ? k : v).data_as<float>();
-              for (int64_t i = 0; i < hkv * seq * d; ++i)
-                dst[i] = KvValue(l, 10 * prompt + pair, kv, 0, 0, i);
-            }
-            return absl::OkStatus();
-          },
+          seq, table, cache, o, PromptPrefill(10 * prompt + pair),
           [&](int l, const ArrayRef& kc, const ArrayRef& vc) {
             ++layers_seen[me];
-            for (int kv = 0; kv < 2; ++kv) {
-              const float* c = (kv == 0 ? kc : vc).data_as<float>();
-              for (int64_t hh = 0; hh < hkv; ++hh)
-                for (int64_t t = 0; t < seq; ++t)
-                  for (int64_t i = 0; i < d; ++i) {
-                    const int64_t at =
-                        ((hh * o.total_pages + table[t / ps]) * ps + t % ps) *
-                            d +
-                        i;
-                    wrong[me] += c[at] != KvValue(l, 10 * prompt + pair, kv, 0,
-                                                  0, (hh * seq + t) * d + i);
-                  }
-            }
+            wrong[me] += PromptRowsWrong(
+                l, 10 * prompt + pair, table, hkv, seq, d, ps, o.total_pages,
+                kc.data_as<float>(), vc.data_as<float>());
             return absl::OkStatus();
           }));
       if (prompt % 7 == 3 || prompt % 11 == 5) {
