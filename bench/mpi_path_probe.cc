@@ -11,6 +11,13 @@
 // does) three ways, each the time of one exchange: MPI_Sendrecv; MPI_Isend
 // with a ring of persistent receives polled by MPI_Test (the pattern of
 // meshdma's transport); MPI_Irecv + MPI_Isend + MPI_Testall.
+// Last, a streaming sender (what a device that starts puts back to back
+// does): rank 0 sends 8 messages of each size in 16K-64K, busy for
+// --stream_work_us before each and testing only the new request after it,
+// then waits for all; rank 1 polls a ring of persistent receives. Prints,
+// per size, when each message was sent and when it arrived (µs from the
+// first send's start): a message that MPI moves only while its sender
+// progresses arrives once the sender waits.
 //   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe [-e 16M]
 #include <mpi.h>
 
@@ -27,6 +34,8 @@ ABSL_FLAG(meshdma::cli::ByteSize, maxbytes, meshdma::cli::ByteSize{4 << 20},
 ABSL_FLAG(int, iters, 2000, "round trips per size up to 64K");
 ABSL_FLAG(int, large_iters, 50, "round trips per size above 64K");
 ABSL_FLAG(int, warmup, 10, "untimed round trips before each size");
+ABSL_FLAG(int, stream_work_us, 3,
+          "the streaming sender's busy time before each message");
 
 namespace {
 
@@ -139,13 +148,63 @@ const meshdma::cli::Program kProgram = {
     .summary =
         "Two ranks ping-pong a message and its semaphore increment two-sided\n"
         "(MPI_Isend/MPI_Irecv) and one-sided (MPI_Put, MPI_Accumulate), and\n"
-        "print half the round trip and the bandwidth of each per size.",
+        "print half the round trip and the bandwidth of each per size; then\n"
+        "when the messages of a streaming sender arrive.",
     .aliases = {{'e', "maxbytes"}, {'n', "iters"}, {'w', "warmup"}},
     .footer = "",
     .ranges = {{"maxbytes", 1, 1 << 30},
                {"iters", 1, 10'000'000},
                {"large_iters", 1, 10'000'000},
-               {"warmup", 0, 10'000'000}}};
+               {"warmup", 0, 10'000'000},
+               {"stream_work_us", 0, 1'000'000}}};
+
+// The streaming sender (see the top): per message, rank 0's send time and
+// rank 1's arrival time, in µs from the first send's start, on rank 0.
+void Streaming(int rank, int64_t bytes, int work_us, std::vector<double>& sent,
+               std::vector<double>& arrived) {
+  constexpr int kMessages = 8;
+  const int peer = 1 - rank;
+  std::vector<std::vector<char>> bufs(kMessages, std::vector<char>(bytes, 1));
+  std::vector<MPI_Request> requests(kMessages);
+  std::vector<double> at(kMessages);
+  if (rank == 1) {
+    for (int i = 0; i < kMessages; ++i) {
+      MPI_Recv_init(bufs[i].data(), static_cast<int>(bytes), MPI_BYTE, peer, 3,
+                    MPI_COMM_WORLD, &requests[i]);
+    }
+    MPI_Startall(kMessages, requests.data());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < kMessages; ++i) {
+    if (rank == 0) {
+      while ((MPI_Wtime() - t0) * 1e6 < (i + 1) * work_us) {
+      }
+      MPI_Isend(bufs[i].data(), static_cast<int>(bytes), MPI_BYTE, peer, 3,
+                MPI_COMM_WORLD, &requests[i]);
+      int done = 0;
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+    } else {
+      int done = 0;
+      while (!done) MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+    }
+    at[i] = (MPI_Wtime() - t0) * 1e6;
+  }
+  if (rank == 0) {
+    MPI_Waitall(kMessages, requests.data(), MPI_STATUSES_IGNORE);
+  } else {
+    for (MPI_Request& r : requests) MPI_Request_free(&r);
+  }
+  // Both clocks start at a barrier's exit, which lies within a few µs.
+  sent = at;
+  arrived = at;
+  if (rank == 0) {
+    MPI_Recv(arrived.data(), kMessages, MPI_DOUBLE, peer, 4, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+  } else {
+    MPI_Send(at.data(), kMessages, MPI_DOUBLE, peer, 4, MPI_COMM_WORLD);
+  }
+}
 
 }  // namespace
 
@@ -232,6 +291,21 @@ int main(int argc, char** argv) {
           "# 8 B exchange, us: MPI_Sendrecv %.2f, persistent receives + "
           "MPI_Test %.2f, MPI_Irecv + MPI_Isend + MPI_Testall %.2f\n",
           us[0], us[1], us[2]);
+    }
+  }
+  const int work_us = absl::GetFlag(FLAGS_stream_work_us);
+  for (int64_t bytes :
+       {int64_t{16} << 10, int64_t{32} << 10, int64_t{64} << 10}) {
+    std::vector<double> sent, arrived;
+    Streaming(rank, bytes, work_us, sent, arrived);  // Warm-up.
+    Streaming(rank, bytes, work_us, sent, arrived);
+    if (rank == 0) {
+      std::printf("# streaming %lld B every %d us: sent at", (long long)bytes,
+                  work_us);
+      for (double t : sent) std::printf(" %.1f", t);
+      std::printf("; arrived at");
+      for (double t : arrived) std::printf(" %.1f", t);
+      std::printf("\n");
     }
   }
   if (rma) {
