@@ -25,8 +25,10 @@
 //                meshdma is faster than the better MPI layout)
 //   mpi_bulk_GBps one MPI message per pair of all the bytes: the best MPI
 //                can do without paging
-//   decode_ms    decode attention per layer (paged attention, 4 query heads
-//                per KV head) without transfer (kComputeOnly)
+//   decode_ms    the compute without transfer (kComputeOnly), slowest
+//                device: decode attention per layer (paged attention, 4
+//                query heads per KV head), or prefill's layers (filling
+//                keys and values, then --prefill_us of busy time each)
 //   overlap      kOverlapped time / max(decode_ms, meshdma_ms): 1.0 is
 //                perfect overlap, decode_ms + meshdma_ms over their max is
 //                none
@@ -59,6 +61,9 @@ ABSL_FLAG(int64_t, page, 16, "tokens per page");
 ABSL_FLAG(int64_t, seq_min, 64, "shortest prompt (tokens)");
 ABSL_FLAG(int64_t, seq_max, 4096, "longest prompt (tokens)");
 ABSL_FLAG(int, iters, 5, "timed iterations per mode and size");
+ABSL_FLAG(int64_t, prefill_us, 0,
+          "busy time of each prefill layer beyond filling its keys and "
+          "values, as a model's layer compute (microseconds)");
 
 namespace meshdma {
 namespace {
@@ -78,7 +83,8 @@ const cli::Program kProgram = {
                {"page", 1, 1 << 20},
                {"seq_min", 1, 1 << 20},
                {"seq_max", 1, 1 << 20},
-               {"iters", 1, 10000}}};
+               {"iters", 1, 10000},
+               {"prefill_us", 0, 10'000'000}}};
 
 struct Shape {
   int layers;
@@ -145,6 +151,14 @@ absl::Status DecodeLayer(const Shape& s, const std::vector<int32_t>& table,
       .status();
 }
 
+// Spins for `us` microseconds: a model's compute, which holds its core.
+void BusyFor(int64_t us) {
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
 // One KvTransfer per device in `mode`; returns the slowest device's ms.
 // With `check`, decode devices count the cache elements that differ from
 // `Expected` into `wrong`.
@@ -152,6 +166,7 @@ absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
                                    const Shape& s, OverlapMode mode, bool check,
                                    int64_t& wrong) {
   const std::vector<int32_t> table = BlockTable(s);
+  const int64_t prefill_us = absl::GetFlag(FLAGS_prefill_us);
   std::vector<double> ms(mesh.size(), 0.0);
   std::vector<int64_t> bad(mesh.size(), 0);
   MESHDMA_RETURN_IF_ERROR(rt.Run(mesh, [&]() -> absl::Status {
@@ -177,6 +192,7 @@ absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
                 for (int64_t d = 0; d < s.dim; ++d)
                   *out++ = Expected(l, kv, h, t, d);
           }
+          BusyFor(prefill_us);
           return absl::OkStatus();
         },
         [&](int l, const ArrayRef& key_cache,
@@ -319,11 +335,12 @@ absl::Status Main(const RuntimeOptions& options) {
     std::printf(
         "# meshdma-bench-kv: %d prefill -> %d decode devices, %d processes on "
         "%d host(s) (pages %s hosts)\n"
-        "# %d layers, Hkv=%lld, D=%lld, f32, pages of %lld tokens; per pair; "
-        "slowest device, median of %d\n",
+        "# %d layers, Hkv=%lld, D=%lld, f32, pages of %lld tokens, prefill "
+        "layers busy %lld us; per pair; slowest device, median of %d\n",
         pairs, pairs, launch.num_processes(), launch.num_hosts(),
         cross_host ? "cross" : "stay within", s.layers, (long long)s.kv_heads,
-        (long long)s.dim, (long long)s.page, iters);
+        (long long)s.dim, (long long)s.page,
+        (long long)absl::GetFlag(FLAGS_prefill_us), iters);
     std::printf(
         "%7s %7s %9s %11s %7s %10s %11s %10s %7s %13s %9s %13s %7s %6s\n",
         "seq", "pages", "MB", "meshdma_ms", "GBps", "pages/s", "mpi_page_ms",
