@@ -60,12 +60,13 @@ std::string SemName(Semaphore sem) {
 
 std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
 
-// This kernel boot's id (Linux), "" where unknown. Processes of one boot
-// read one steady clock.
+// This kernel boot's id (Linux), kUnknownBoot where unknown. Processes of
+// one boot read one steady clock.
+constexpr char kUnknownBoot[] = "-";
 std::string BootId() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
   std::string id;
-  if (!(f >> id)) return "";
+  if (!(f >> id)) return kUnknownBoot;
   return id;
 }
 
@@ -318,7 +319,7 @@ absl::Status TimelineTracer::Write(const std::string& path,
         }
       }
       for (int r = 1; r < size; ++r) {
-        if (!boot[0].empty() && boot[r] == boot[0]) {
+        if (boot[0] != kUnknownBoot && boot[r] == boot[0]) {
           offset[r] = t[0][0] - t[r][0];
           continue;
         }
