@@ -18,12 +18,21 @@
 // per size, when each message was sent and when it arrived (µs from the
 // first send's start): a message that MPI moves only while its sender
 // progresses arrives once the sender waits.
+// Then the message sizes at which MPI changes protocol: the one-way time
+// (round trip / 2) of an MPI_Send / MPI_Recv ping-pong from 64 B to 1 KiB
+// in steps of 32 B.
+// Last, who moves a rendezvous: a 128 KiB message laid out contiguous or as
+// 16 blocks of 8 KiB on either side (as a KV-cache page spread over heads).
+// Rank 0 starts its send, then computes for 300 µs without calling MPI, then
+// waits; rank 1 prints when its receive completed. A receive done well
+// before 300 µs moved without its sender.
 //   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe [-e 16M]
 #include <mpi.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -206,6 +215,59 @@ void Streaming(int rank, int64_t bytes, int work_us, std::vector<double>& sent,
   }
 }
 
+// One-way µs of a ping-pong of `bytes`, `iters` round trips.
+double PingPong(int rank, int64_t bytes, int iters, std::vector<char>& buf) {
+  const int peer = 1 - rank;
+  const int n = static_cast<int>(bytes);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) {
+    if (rank == 0) {
+      MPI_Send(buf.data(), n, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+      MPI_Recv(buf.data(), n, MPI_BYTE, peer, 5, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(buf.data(), n, MPI_BYTE, peer, 5, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      MPI_Send(buf.data(), n, MPI_BYTE, peer, 5, MPI_COMM_WORLD);
+    }
+  }
+  return (MPI_Wtime() - t0) / iters / 2 * 1e6;
+}
+
+// Who moves a rendezvous (see the top): rank 1's µs from the barrier to its
+// receive's completion, with the sender idle from MPI for `idle_us`.
+double RendezvousArrival(int rank, bool strided_send, bool strided_recv,
+                         double idle_us) {
+  constexpr int kBlocks = 16, kBlockBytes = 8 << 10;
+  // Strided: every other block of a buffer twice the size.
+  std::vector<char> buf(2 * kBlocks * kBlockBytes, 1);
+  MPI_Datatype strided;
+  MPI_Type_vector(kBlocks, kBlockBytes, 2 * kBlockBytes, MPI_BYTE, &strided);
+  MPI_Type_commit(&strided);
+  const bool is_strided = rank == 0 ? strided_send : strided_recv;
+  const int count = is_strided ? 1 : kBlocks * kBlockBytes;
+  const MPI_Datatype type = is_strided ? strided : MPI_BYTE;
+  MPI_Request request;
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  double arrived = 0;
+  if (rank == 0) {
+    MPI_Isend(buf.data(), count, type, 1, 6, MPI_COMM_WORLD, &request);
+    while ((MPI_Wtime() - t0) * 1e6 < idle_us) {
+    }
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    MPI_Recv(&arrived, 1, MPI_DOUBLE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Irecv(buf.data(), count, type, 0, 6, MPI_COMM_WORLD, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    arrived = (MPI_Wtime() - t0) * 1e6;
+    MPI_Send(&arrived, 1, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD);
+  }
+  MPI_Type_free(&strided);
+  return arrived;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -306,6 +368,32 @@ int main(int argc, char** argv) {
       std::printf("; arrived at");
       for (double t : arrived) std::printf(" %.1f", t);
       std::printf("\n");
+    }
+  }
+  if (rank == 0) std::printf("# one-way us by payload:");
+  for (int64_t bytes = 64; bytes <= 1024; bytes += 32) {
+    std::vector<char> small(bytes, 1);
+    PingPong(rank, bytes, warmup, small);
+    const double us = PingPong(rank, bytes, exchange_iters, small);
+    if (rank == 0) std::printf(" %lld:%.2f", (long long)bytes, us);
+  }
+  if (rank == 0) std::printf("\n");
+  constexpr double kIdleUs = 300;
+  for (const auto& [send_strided, recv_strided] :
+       {std::pair{false, false}, std::pair{false, true}, std::pair{true, false},
+        std::pair{true, true}}) {
+    double us[3];
+    RendezvousArrival(rank, send_strided, recv_strided, kIdleUs);  // Warm-up.
+    for (double& u : us) {
+      u = RendezvousArrival(rank, send_strided, recv_strided, kIdleUs);
+    }
+    if (rank == 0) {
+      std::printf(
+          "# 128 KiB, %s -> %s, sender away from MPI for %.0f us: received "
+          "at %.1f %.1f %.1f us\n",
+          send_strided ? "16 x 8 KiB" : "contiguous",
+          recv_strided ? "16 x 8 KiB" : "contiguous", kIdleUs, us[0], us[1],
+          us[2]);
     }
   }
   if (rma) {
