@@ -253,115 +253,157 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
         op == Op::kAllReduce ? bytes : bytes / n * (n - 1);
     const int iters = ctx.ItersFor(bytes, op == Op::kAllReduce ? 2.0 : 4.0);
     std::atomic<int64_t> wrong[2] = {0, 0};
-    MESHDMA_RETURN_IF_ERROR(rt.Run(ctx.mesh(), [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-      // --input private: the input in this device's ordinary memory, as a
-      // caller's own buffer would be.
-      std::vector<std::byte> private_input;
-      ArrayRef in;
-      if (cfg.input == "private") {
-        private_input.resize(std::max<int64_t>(in_count * elem, 1));
-        const int64_t shape[] = {in_count};
-        MESHDMA_ASSIGN_OR_RETURN(
-            in, ArrayRef::FromPointer(private_input.data(), dtype, shape));
-      } else {
-        MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(dtype, {in_count}));
-      }
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                               AllocateSymmetric(dtype, {out_count}));
-      // Made once, as a caller that makes many calls would.
-      const std::vector<std::string> axes = {"x"};
-      auto call = [&](const ArrayRef& x, const ArrayRef& y) -> absl::Status {
-        switch (op) {
-          case Op::kAllReduce:
-            return all_reduce(redop, x, y, axes, options);
-          case Op::kAllGather:
-            return all_gather(x, y, axes, /*tiled=*/true, options);
-          case Op::kReduceScatter:
-            return reduce_scatter(redop, x, y, axes, options);
-          case Op::kAllToAll:
-            return all_to_all(x, y, axes, 0, 0, options);
+    // Round `round` of the measurement; the first also checks the data.
+    auto on_mesh = [&](int round) {
+      return rt.Run(ctx.mesh(), [&]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        // --input private: the input in this device's ordinary memory, as a
+        // caller's own buffer would be.
+        std::vector<std::byte> private_input;
+        ArrayRef in;
+        if (cfg.input == "private") {
+          private_input.resize(std::max<int64_t>(in_count * elem, 1));
+          const int64_t shape[] = {in_count};
+          MESHDMA_ASSIGN_OR_RETURN(
+              in, ArrayRef::FromPointer(private_input.data(), dtype, shape));
+        } else {
+          MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(dtype, {in_count}));
         }
-        return absl::OkStatus();
-      };
-      // The operands of a call: out of place, or in place (views of one
-      // buffer).
-      struct Operands {
-        ArrayRef in, out;
-      };
-      auto operands = [&](bool in_place) -> absl::StatusOr<Operands> {
-        if (!in_place) return Operands{in, out};
-        switch (op) {
-          case Op::kAllReduce:
-            return Operands{out, out};
-          case Op::kAllGather: {
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
-                                     out.Slice(0, me * block, block));
-            return Operands{mine, out};
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                                 AllocateSymmetric(dtype, {out_count}));
+        // Made once, as a caller that makes many calls would.
+        const std::vector<std::string> axes = {"x"};
+        auto call = [&](const ArrayRef& x, const ArrayRef& y) -> absl::Status {
+          switch (op) {
+            case Op::kAllReduce:
+              return all_reduce(redop, x, y, axes, options);
+            case Op::kAllGather:
+              return all_gather(x, y, axes, /*tiled=*/true, options);
+            case Op::kReduceScatter:
+              return reduce_scatter(redop, x, y, axes, options);
+            case Op::kAllToAll:
+              return all_to_all(x, y, axes, 0, 0, options);
           }
-          case Op::kReduceScatter: {
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
-                                     in.Slice(0, me * block, block));
-            return Operands{in, mine};
-          }
-          case Op::kAllToAll:
-            break;
-        }
-        return absl::InternalError("all_to_all has no in-place form");
-      };
-      for (int variant = 0; variant < (has_in_place ? 2 : 1); ++variant) {
-        const bool in_place = variant == 1;
-        MESHDMA_ASSIGN_OR_RETURN(Operands ops, operands(in_place));
-        auto fill = [&] {
-          for (int64_t i = 0; i < ops.in.num_elements(); ++i) {
-            Store(ops.in, i, Value(me, i));
-          }
+          return absl::OkStatus();
         };
-        fill();
-        MESHDMA_RETURN_IF_ERROR(
-            ctx.TimeOnMesh(in_place ? kInPlace : kOutOfPlace, iters,
-                           [&](int k) -> absl::Status {
-                             for (int i = 0; i < k; ++i) {
-                               MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
-                             }
-                             return absl::OkStatus();
-                           }));
-        // Checked calls: fresh inputs, the output poisoned, a closed form.
-        for (int c = 0; c < cfg.check; ++c) {
-          if (!in_place) {
-            for (int64_t i = 0; i < out_count; ++i) Store(out, i, 99);
-          }
-          fill();
-          MESHDMA_RETURN_IF_ERROR(device_barrier());
-          MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
-          int64_t bad = 0;
-          for (int64_t i = 0; i < out_count; ++i) {
-            double want = 0;
-            switch (op) {
-              case Op::kAllReduce:
-                want = Reduce(redop, n, i, integer);
-                break;
-              case Op::kReduceScatter:
-                want = Reduce(redop, n, me * block + i, integer);
-                break;
-              case Op::kAllGather:
-                want = Value(static_cast<int>(i / block), i % block);
-                break;
-              case Op::kAllToAll:
-                want =
-                    Value(static_cast<int>(i / block), me * block + i % block);
-                break;
+        // The operands of a call: out of place, or in place (views of one
+        // buffer).
+        struct Operands {
+          ArrayRef in, out;
+        };
+        auto operands = [&](bool in_place) -> absl::StatusOr<Operands> {
+          if (!in_place) return Operands{in, out};
+          switch (op) {
+            case Op::kAllReduce:
+              return Operands{out, out};
+            case Op::kAllGather: {
+              MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                                       out.Slice(0, me * block, block));
+              return Operands{mine, out};
             }
-            if (dtype == DType::kU8) want = static_cast<int>(want) & 255;
-            bad += !Close(Load(ops.out, i), want, dtype);
+            case Op::kReduceScatter: {
+              MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                                       in.Slice(0, me * block, block));
+              return Operands{in, mine};
+            }
+            case Op::kAllToAll:
+              break;
           }
-          wrong[variant] += bad;
-          // Nobody rewrites inputs a peer may still be reading.
-          MESHDMA_RETURN_IF_ERROR(device_barrier());
+          return absl::InternalError("all_to_all has no in-place form");
+        };
+        for (int variant = 0; variant < (has_in_place ? 2 : 1); ++variant) {
+          const bool in_place = variant == 1;
+          MESHDMA_ASSIGN_OR_RETURN(Operands ops, operands(in_place));
+          auto fill = [&] {
+            for (int64_t i = 0; i < ops.in.num_elements(); ++i) {
+              Store(ops.in, i, Value(me, i));
+            }
+          };
+          fill();
+          MESHDMA_RETURN_IF_ERROR(
+              ctx.TimeOnMesh(in_place ? kInPlace : kOutOfPlace, iters,
+                             [&](int k) -> absl::Status {
+                               for (int i = 0; i < k; ++i) {
+                                 MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
+                               }
+                               return absl::OkStatus();
+                             }));
+          // Checked calls: fresh inputs, the output poisoned, a closed form.
+          for (int c = 0; c < (round == 0 ? cfg.check : 0); ++c) {
+            if (!in_place) {
+              for (int64_t i = 0; i < out_count; ++i) Store(out, i, 99);
+            }
+            fill();
+            MESHDMA_RETURN_IF_ERROR(device_barrier());
+            MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
+            int64_t bad = 0;
+            for (int64_t i = 0; i < out_count; ++i) {
+              double want = 0;
+              switch (op) {
+                case Op::kAllReduce:
+                  want = Reduce(redop, n, i, integer);
+                  break;
+                case Op::kReduceScatter:
+                  want = Reduce(redop, n, me * block + i, integer);
+                  break;
+                case Op::kAllGather:
+                  want = Value(static_cast<int>(i / block), i % block);
+                  break;
+                case Op::kAllToAll:
+                  want = Value(static_cast<int>(i / block),
+                               me * block + i % block);
+                  break;
+              }
+              if (dtype == DType::kU8) want = static_cast<int>(want) & 255;
+              bad += !Close(Load(ops.out, i), want, dtype);
+            }
+            wrong[variant] += bad;
+            // Nobody rewrites inputs a peer may still be reading.
+            MESHDMA_RETURN_IF_ERROR(device_barrier());
+          }
         }
+        return ctx.TimeBound(bound_bytes, iters);
+      });
+    };
+    // The MPI baseline: one rank per process (see NoBaselineReason).
+    // MPI counts are ints.
+    const bool mpi_baseline =
+        baseline && total <= std::numeric_limits<int>::max();
+    MpiReduction mpi;
+    std::vector<char> sbuf, rbuf;
+    if (mpi_baseline) {
+      MakeMpiReduction(dtype, redop, &mpi);
+      sbuf.assign(in_count * elem, 1);
+      rbuf.assign(out_count * elem, 0);
+    }
+    const int b = static_cast<int>(block);
+    auto mpi_call = [&] {
+      switch (op) {
+        case Op::kAllReduce:
+          MPI_Allreduce(sbuf.data(), rbuf.data(), static_cast<int>(total),
+                        mpi.type, mpi.op, MPI_COMM_WORLD);
+          break;
+        case Op::kAllGather:
+          MPI_Allgather(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
+                        MPI_COMM_WORLD);
+          break;
+        case Op::kReduceScatter:
+          MPI_Reduce_scatter_block(sbuf.data(), rbuf.data(), b, mpi.type,
+                                   mpi.op, MPI_COMM_WORLD);
+          break;
+        case Op::kAllToAll:
+          MPI_Alltoall(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
+                       MPI_COMM_WORLD);
+          break;
       }
-      return ctx.TimeBound(bound_bytes, iters);
-    }));
+    };
+    MESHDMA_ASSIGN_OR_RETURN(const BenchContext::RoundTimes times,
+                             ctx.MeasureInRounds(on_mesh, [&]() -> double {
+                               if (!mpi_baseline) return 0;
+                               return ctx.TimeMpi(iters, [&](int k) {
+                                 for (int i = 0; i < k; ++i) mpi_call();
+                               });
+                             }));
     Row row;
     row.collective = name;
     row.transport = ctx.Transport();
@@ -372,7 +414,7 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
     row.devices = n;
     row.iters = iters;
     for (int variant = 0; variant < 2; ++variant) {
-      const double seconds = ctx.TakeTime(variant ? kInPlace : kOutOfPlace);
+      const double seconds = times.seconds[variant ? kInPlace : kOutOfPlace];
       Measured& m = variant ? row.in_place : row.out_of_place;
       const int64_t w = ctx.SumOverProcesses(wrong[variant].load());
       if (seconds <= 0) continue;
@@ -382,40 +424,12 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
       m.busbw_GBps = m.algbw_GBps * factor;
       m.wrong = w;
     }
-    const double bound_s = ctx.TakeTime(kBound);
+    const double bound_s = times.seconds[kBound];
     if (bound_s > 0) {
       row.bound_time_us = bound_s * 1e6;
       row.bound_busbw_GBps = bytes / bound_s / 1e9 * factor;
     }
-    // The MPI baseline: one rank per process (see NoBaselineReason).
-    // MPI counts are ints.
-    if (baseline && total <= std::numeric_limits<int>::max()) {
-      MpiReduction mpi;
-      MakeMpiReduction(dtype, redop, &mpi);
-      std::vector<char> sbuf(in_count * elem, 1), rbuf(out_count * elem, 0);
-      const int b = static_cast<int>(block);
-      const double t = ctx.TimeMpi(iters, [&](int k) {
-        for (int i = 0; i < k; ++i) {
-          switch (op) {
-            case Op::kAllReduce:
-              MPI_Allreduce(sbuf.data(), rbuf.data(), static_cast<int>(total),
-                            mpi.type, mpi.op, MPI_COMM_WORLD);
-              break;
-            case Op::kAllGather:
-              MPI_Allgather(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
-                            MPI_COMM_WORLD);
-              break;
-            case Op::kReduceScatter:
-              MPI_Reduce_scatter_block(sbuf.data(), rbuf.data(), b, mpi.type,
-                                       mpi.op, MPI_COMM_WORLD);
-              break;
-            case Op::kAllToAll:
-              MPI_Alltoall(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
-                           MPI_COMM_WORLD);
-              break;
-          }
-        }
-      });
+    if (const double t = times.baseline_seconds; t > 0) {
       row.baseline_time_us = t * 1e6;
       row.baseline_busbw_GBps = bytes / t / 1e9 * factor;
     }

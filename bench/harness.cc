@@ -69,7 +69,9 @@ ABSL_FLAG(std::string, collective, "ppermute",
           "what to measure: ppermute (one remote DMA per call, in one "
           "kernel), ppermute_call (the ppermute collective), all_reduce, "
           "all_gather, reduce_scatter, all_to_all");
-ABSL_FLAG(int, repeats, 5, "timed repeats per size; the median is reported");
+ABSL_FLAG(int, repeats, 5,
+          "rounds per size, each timing meshdma then its baselines; the "
+          "median is reported");
 ABSL_FLAG(std::string, algo, "auto",
           "collective algorithm: auto, ring, bidirectional_ring, one_shot, "
           "hierarchical, direct");
@@ -450,25 +452,41 @@ double BenchContext::MemcpyGBps(int64_t bytes) const {
   return bytes / Median(times) / 1e9;
 }
 
+absl::StatusOr<BenchContext::RoundTimes> BenchContext::MeasureInRounds(
+    const std::function<absl::Status(int round)>& on_mesh,
+    const std::function<double()>& baseline) {
+  std::vector<double> slots[kNumSlots], base;
+  for (int round = 0; round < config_.repeats; ++round) {
+    MESHDMA_RETURN_IF_ERROR(on_mesh(round));
+    for (int s = 0; s < kNumSlots; ++s) {
+      const double t = TakeTime(static_cast<TimeSlot>(s));
+      if (t > 0) slots[s].push_back(t);
+    }
+    const double b = baseline();
+    if (b > 0) base.push_back(b);
+  }
+  RoundTimes times;
+  for (int s = 0; s < kNumSlots; ++s) times.seconds[s] = Median(slots[s]);
+  times.baseline_seconds = Median(base);
+  return times;
+}
+
 absl::Status BenchContext::TimeOnMesh(
     TimeSlot slot, int iters,
     const std::function<absl::Status(int iters)>& body) {
   MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-  std::vector<double> times;
   if (config_.warmup > 0) {
     MESHDMA_RETURN_IF_ERROR(device_barrier());
     MESHDMA_RETURN_IF_ERROR(body(config_.warmup));
   }
-  for (int r = 0; r < config_.repeats; ++r) {
-    MESHDMA_RETURN_IF_ERROR(device_barrier());
-    const absl::Time t0 = absl::Now();
-    MESHDMA_RETURN_IF_ERROR(body(iters));
-    times.push_back(absl::ToDoubleSeconds(absl::Now() - t0) / iters);
-  }
+  MESHDMA_RETURN_IF_ERROR(device_barrier());
+  const absl::Time t0 = absl::Now();
+  MESHDMA_RETURN_IF_ERROR(body(iters));
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - t0) / iters;
   // Nobody starts the next measurement while a peer still runs this one.
   MESHDMA_RETURN_IF_ERROR(device_barrier());
   std::lock_guard<std::mutex> lock(times_mu_);
-  times_[slot].push_back({me, Median(times)});
+  times_[slot].push_back({me, seconds});
   return absl::OkStatus();
 }
 
@@ -526,17 +544,13 @@ double BenchContext::TakeTime(TimeSlot slot) {
 double BenchContext::TimeMpi(int iters,
                              const std::function<void(int iters)>& body) const {
   if (!Launched()) return 0;
-  std::vector<double> times;
   if (config_.warmup > 0) body(config_.warmup);
-  for (int r = 0; r < config_.repeats; ++r) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = MPI_Wtime();
-    body(iters);
-    double t = (MPI_Wtime() - t0) / iters, worst = 0;
-    MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    times.push_back(worst);
-  }
-  return Median(times);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  body(iters);
+  double t = (MPI_Wtime() - t0) / iters, worst = 0;
+  MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
 }
 
 int64_t BenchContext::SumOverProcesses(int64_t v) const {
@@ -554,7 +568,8 @@ void BenchContext::PrintHeader(const Row& first) {
   std::printf(
       "# collective %s  nThread %d nGpus %d  devices %d in %d process(es)  "
       "minBytes %lld maxBytes %lld step: %s  warmup iters: %d iters: %s  "
-      "repeats: %d (median)  validation: %d  average: %d  blocking: %d  "
+      "repeats: %d (rounds of meshdma then its baselines; median)  validation: "
+      "%d  average: %d  blocking: %d  "
       "root: %d\n",
       c.collective.c_str(), c.nthreads, c.ngpus, mesh_.size(), num_processes(),
       static_cast<long long>(c.min_bytes), static_cast<long long>(c.max_bytes),

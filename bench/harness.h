@@ -117,9 +117,24 @@ class BenchContext {
   // (median of repeats), measured on this process's main thread.
   double MemcpyGBps(int64_t bytes) const;
 
-  // On a device: runs `body(iters)` -w times, then `repeats` times between
-  // device barriers, and records the median seconds per iteration of this
-  // device in `slot`.
+  // One size, measured in --repeats rounds. Each round runs `on_mesh(round)`
+  // (a `Runtime::Run` whose TimeOnMesh and TimeBound calls time one repeat
+  // each), then `baseline()` (seconds per iteration of the MPI baseline, one
+  // repeat by TimeMpi; 0 for none). A slow spell of a shared machine then
+  // falls on meshdma and its baselines alike, not on one side of a ratio.
+  // Returns, per slot and for the baseline, the median over the rounds (0
+  // when nothing was measured).
+  struct RoundTimes {
+    double seconds[kNumSlots] = {};
+    double baseline_seconds = 0;
+  };
+  absl::StatusOr<RoundTimes> MeasureInRounds(
+      const std::function<absl::Status(int round)>& on_mesh,
+      const std::function<double()>& baseline);
+
+  // On a device: runs `body(iters)` -w times, then once more between device
+  // barriers, timed, and records this device's seconds per iteration in
+  // `slot` (one repeat of MeasureInRounds).
   absl::Status TimeOnMesh(TimeSlot slot, int iters,
                           const std::function<absl::Status(int iters)>& body);
   // On a device: every device copies `bytes` between two private buffers at
@@ -128,8 +143,9 @@ class BenchContext {
   // After `Runtime::Run`: the time of `slot` in seconds per iteration as -a
   // asks (agreed by every process), or 0 if nothing was recorded; clears it.
   double TakeTime(TimeSlot slot);
-  // Times `body(iters)` on each process's main thread between MPI barriers:
-  // the median seconds per iteration, max over processes.
+  // Times `body(iters)` on each process's main thread after a warm-up of
+  // `-w` iterations, between MPI barriers: seconds per iteration of the
+  // slowest process (one repeat of MeasureInRounds).
   double TimeMpi(int iters, const std::function<void(int iters)>& body) const;
   // Sums `v` over processes (a number counted on each).
   int64_t SumOverProcesses(int64_t v) const;

@@ -39,59 +39,83 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
   for (int64_t bytes : ctx.Sizes(elem)) {
     const int iters = ctx.ItersFor(bytes);
     std::atomic<int64_t> wrong{0};
-    MESHDMA_RETURN_IF_ERROR(rt.Run(ctx.mesh(), [&]() -> absl::Status {
-      MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-      MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<uint8_t>({bytes}));
-      MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<uint8_t>({bytes}));
-      uint8_t* s = src.data_as<uint8_t>();
-      uint8_t* d = dst.data_as<uint8_t>();
-      for (int64_t i = 0; i < bytes; ++i) s[i] = Pattern(me, i);
-      // Times `once`, then makes the checked calls: the destination
-      // poisoned, then compared with the left neighbour's pattern (a barrier
-      // on either side: a raw DMA waits for nobody's reads).
-      auto time_and_check =
-          [&](absl::FunctionRef<absl::Status()> once) -> absl::Status {
-        MESHDMA_RETURN_IF_ERROR(
-            ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
-              for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
-              return absl::OkStatus();
-            }));
-        const int left = (me + n - 1) % n;
-        for (int c = 0; c < ctx.config().check; ++c) {
-          std::memset(d, 0x5a ^ Pattern(left, 0), bytes);
-          MESHDMA_RETURN_IF_ERROR(device_barrier());
-          MESHDMA_RETURN_IF_ERROR(once());
-          int64_t bad = 0;
-          for (int64_t i = 0; i < bytes; ++i) bad += d[i] != Pattern(left, i);
-          wrong += bad;
-          MESHDMA_RETURN_IF_ERROR(device_barrier());
+    // Round `round` of the measurement; the first also checks the data.
+    auto on_mesh = [&](int round) {
+      return rt.Run(ctx.mesh(), [&]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto src, AllocateSymmetric<uint8_t>({bytes}));
+        MESHDMA_ASSIGN_OR_RETURN(auto dst, AllocateSymmetric<uint8_t>({bytes}));
+        uint8_t* s = src.data_as<uint8_t>();
+        uint8_t* d = dst.data_as<uint8_t>();
+        for (int64_t i = 0; i < bytes; ++i) s[i] = Pattern(me, i);
+        // Times `once`, then makes the checked calls: the destination
+        // poisoned, then compared with the left neighbour's pattern (a barrier
+        // on either side: a raw DMA waits for nobody's reads).
+        auto time_and_check =
+            [&](absl::FunctionRef<absl::Status()> once) -> absl::Status {
+          MESHDMA_RETURN_IF_ERROR(
+              ctx.TimeOnMesh(kOutOfPlace, iters, [&](int k) -> absl::Status {
+                for (int i = 0; i < k; ++i) MESHDMA_RETURN_IF_ERROR(once());
+                return absl::OkStatus();
+              }));
+          const int left = (me + n - 1) % n;
+          for (int c = 0; c < (round == 0 ? ctx.config().check : 0); ++c) {
+            std::memset(d, 0x5a ^ Pattern(left, 0), bytes);
+            MESHDMA_RETURN_IF_ERROR(device_barrier());
+            MESHDMA_RETURN_IF_ERROR(once());
+            int64_t bad = 0;
+            for (int64_t i = 0; i < bytes; ++i) bad += d[i] != Pattern(left, i);
+            wrong += bad;
+            MESHDMA_RETURN_IF_ERROR(device_barrier());
+          }
+          return absl::OkStatus();
+        };
+        if (collective) {
+          // Made once, as a caller that makes many calls would.
+          const std::vector<std::string> axes = {"x"};
+          std::vector<std::pair<int, int>> shift;
+          for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
+          MESHDMA_RETURN_IF_ERROR(
+              time_and_check([&] { return ppermute(src, dst, axes, shift); }));
+        } else {
+          MESHDMA_RETURN_IF_ERROR(
+              RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(
+                    auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
+                MESHDMA_ASSIGN_OR_RETURN(
+                    auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
+                auto copy =
+                    make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
+                return time_and_check([&]() -> absl::Status {
+                  MESHDMA_RETURN_IF_ERROR(copy.start());
+                  return copy.wait();
+                });
+              }));
         }
-        return absl::OkStatus();
-      };
-      if (collective) {
-        // Made once, as a caller that makes many calls would.
-        const std::vector<std::string> axes = {"x"};
-        std::vector<std::pair<int, int>> shift;
-        for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
-        MESHDMA_RETURN_IF_ERROR(
-            time_and_check([&] { return ppermute(src, dst, axes, shift); }));
-      } else {
-        MESHDMA_RETURN_IF_ERROR(
-            RunKernel({.name = "bench_ppermute"}, [&]() -> absl::Status {
-              MESHDMA_ASSIGN_OR_RETURN(
-                  auto send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-              MESHDMA_ASSIGN_OR_RETURN(
-                  auto recv, AllocateSemaphore(SemaphoreType::kDma, "recv"));
-              auto copy =
-                  make_async_remote_copy(src, dst, send, recv, (me + 1) % n);
-              return time_and_check([&]() -> absl::Status {
-                MESHDMA_RETURN_IF_ERROR(copy.start());
-                return copy.wait();
-              });
-            }));
-      }
-      return ctx.TimeBound(bytes, iters);
-    }));
+        return ctx.TimeBound(bytes, iters);
+      });
+    };
+    // The baseline: MPI_Sendrecv around the same ring (MPI counts are ints).
+    std::vector<char> sbuf, rbuf;
+    const bool mpi = baseline && bytes <= std::numeric_limits<int>::max();
+    if (mpi) {
+      sbuf.assign(bytes, 1);
+      rbuf.assign(bytes, 0);
+    }
+    const int p = ctx.num_processes(), r = ctx.rank();
+    MESHDMA_ASSIGN_OR_RETURN(
+        const BenchContext::RoundTimes times,
+        ctx.MeasureInRounds(on_mesh, [&]() -> double {
+          if (!mpi) return 0;
+          return ctx.TimeMpi(iters, [&](int k) {
+            for (int i = 0; i < k; ++i) {
+              MPI_Sendrecv(sbuf.data(), static_cast<int>(bytes), MPI_BYTE,
+                           (r + 1) % p, 0, rbuf.data(), static_cast<int>(bytes),
+                           MPI_BYTE, (r + p - 1) % p, 0, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE);
+            }
+          });
+        }));
     Row row;
     row.collective = collective ? "ppermute_call" : "ppermute";
     row.transport = ctx.Transport();
@@ -101,29 +125,18 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
     row.count = bytes / elem;
     row.devices = n;
     row.iters = iters;
-    const double seconds = ctx.TakeTime(kOutOfPlace);
+    const double seconds = times.seconds[kOutOfPlace];
     row.out_of_place.valid = seconds > 0;
     row.out_of_place.time_us = seconds * 1e6;
     row.out_of_place.algbw_GBps = bytes / seconds / 1e9;
     row.out_of_place.busbw_GBps = row.out_of_place.algbw_GBps;
     row.out_of_place.wrong = ctx.SumOverProcesses(wrong.load());
-    const double bound_s = ctx.TakeTime(kBound);
+    const double bound_s = times.seconds[kBound];
     if (bound_s > 0) {
       row.bound_time_us = bound_s * 1e6;
       row.bound_busbw_GBps = bytes / bound_s / 1e9;
     }
-    // MPI counts are ints.
-    if (baseline && bytes <= std::numeric_limits<int>::max()) {
-      std::vector<char> sbuf(bytes, 1), rbuf(bytes, 0);
-      const int p = ctx.num_processes(), r = ctx.rank();
-      const double t = ctx.TimeMpi(iters, [&](int k) {
-        for (int i = 0; i < k; ++i) {
-          MPI_Sendrecv(sbuf.data(), static_cast<int>(bytes), MPI_BYTE,
-                       (r + 1) % p, 0, rbuf.data(), static_cast<int>(bytes),
-                       MPI_BYTE, (r + p - 1) % p, 0, MPI_COMM_WORLD,
-                       MPI_STATUS_IGNORE);
-        }
-      });
+    if (const double t = times.baseline_seconds; t > 0) {
       row.baseline_time_us = t * 1e6;
       row.baseline_busbw_GBps = bytes / t / 1e9;
     }
