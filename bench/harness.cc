@@ -519,11 +519,11 @@ class PageBuffer {
 
 absl::Status BenchContext::TimeBound(int64_t bytes, int iters) {
   // One way, as a collective's copies go, between buffers that start on a
-  // page. A copy back and forth between two buffers read 52-54 GB/s at
-  // 2 MiB where both started at the same offset in their pages (as two
-  // allocations of one size usually do) and 62-71 GB/s at other offsets,
-  // which in-cache data favours only when it goes back and forth; one way,
-  // 52-54 GB/s (BENCHMARKS.md, "The bound copies one way").
+  // page. Copied back and forth, 2 MiB ran at 50-57 GB/s between buffers at
+  // the same offset in their pages and at 62-71 GB/s at other offsets, so
+  // the bound moved with where the allocator put them; one way, at 52-54
+  // GB/s either way (BENCHMARKS.md, section "Every size, and the baselines
+  // in turns").
   PageBuffer a(bytes, 1), b(bytes, 2);
   if (a.data() == nullptr || b.data() == nullptr) {
     return absl::ResourceExhaustedError(
