@@ -38,6 +38,9 @@ int64_t Runtime::mpi_pieced_bytes(int rank) const {
 int64_t Runtime::mpi_piece_bytes(int rank) const {
   return impl_->mpi_limits(rank).piece_bytes;
 }
+int64_t Runtime::mpi_fast_bytes(int rank) const {
+  return impl_->mpi_limits(rank).fast_bytes;
+}
 bool Runtime::oversubscribed() const { return impl_->oversubscribed(); }
 
 absl::StatusOr<Mesh> Runtime::MakeMesh(std::vector<Mesh::Axis> axes) const {

@@ -238,6 +238,11 @@ class Runtime {
   // memory, what fits in MPI's eager size there (0 for this process and
   // without MPI).
   int64_t mpi_piece_bytes(int rank) const;
+  // The most payload and header one MPI message to process `rank` takes on
+  // MPI's fastest path through shared memory, where a put just past it
+  // leaves as two messages on it (oversubscribed under Open MPI: 256); 0
+  // where puts are not cut so.
+  int64_t mpi_fast_bytes(int rank) const;
   // Whether this process's devices outnumber the cores it may run on, or the
   // launch's device threads on this machine its cores: waits then yield the
   // core at every poll.

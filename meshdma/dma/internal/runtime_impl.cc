@@ -577,6 +577,12 @@ absl::Status RuntimeImpl::InitHeaps() {
       l.piece_bytes = network_piece;
       l.pieced_bytes = kDefaultMpiPiecedBytes;
       if (shared) {
+        // Two messages on MPI's fastest path instead of one just past it:
+        // only oversubscribed, where that saved 1.5 us of an 8 us
+        // all-reduce; with a core each, the second message cost 0.1 us
+        // (BENCHMARKS.md, "Across hosts through MPI's shared memory: two
+        // fast messages").
+        l.fast_bytes = oversubscribed_ ? MpiSharedMemoryFastBytes() : 0;
         l.piece_bytes =
             eager_bytes > 0 ? MpiPieceBytesWithin(eager_bytes) : network_piece;
         l.pieced_bytes = eager_bytes > 0 && !oversubscribed_

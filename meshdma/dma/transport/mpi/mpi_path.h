@@ -36,6 +36,14 @@ bool MpiUsesSharedMemoryWithinMachine();
 // After `ConnectMpiProcesses`.
 int64_t MpiSharedMemoryEagerBytes();
 
+// The largest payload that this MPI moves on its fastest path through
+// shared memory to a process of this machine: 256 bytes under Open MPI's
+// ob1 PML with its shared-memory BTL (a message of up to 256 bytes took
+// 0.16-0.21 us one way, one of 288 bytes or more 0.31-0.37 us:
+// `mpi-path-probe`, BENCHMARKS.md); 0 where MpiSharedMemoryEagerBytes is.
+// After `ConnectMpiProcesses`.
+int64_t MpiSharedMemoryFastBytes();
+
 // Whether this MPI yields the core when its progress finds nothing to do:
 // Open MPI's `mpi_yield_when_idle`, which mpirun turns on where it places
 // more processes than a node has slots (`--oversubscribe`). False where
@@ -50,10 +58,14 @@ int64_t MpiPieceBytesWithin(int64_t message_bytes);
 // How puts to one rank are cut: puts of more than `piece_bytes` (the most
 // payload one message carries, at most 60 KiB) and at most `pieced_bytes`
 // leave in pieces of at most `piece_bytes`
-// (`RuntimeOptions::mpi_pieced_bytes`).
+// (`RuntimeOptions::mpi_pieced_bytes`). With `fast_bytes` (0: none), a put
+// of packed bytes whose message would just pass MPI's fastest path leaves
+// as two messages that each stay on it: a payload of more than
+// `fast_bytes` less a header, and at most twice that.
 struct MpiPeerLimits {
   int64_t pieced_bytes = 0;
   int64_t piece_bytes = 0;
+  int64_t fast_bytes = 0;
 };
 
 // The transport to devices of other hosts, on a duplicate of `processes`'s

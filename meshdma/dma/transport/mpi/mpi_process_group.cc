@@ -200,6 +200,13 @@ int64_t MpiSharedMemoryEagerBytes() {
   return eager;
 }
 
+int64_t MpiSharedMemoryFastBytes() {
+  // Open MPI's fast boxes; what MpiSharedMemoryEagerBytes finds is Open
+  // MPI's ob1 over its shared-memory BTL.
+  constexpr int64_t kOpenMpiFastBoxPayloadBytes = 256;
+  return MpiSharedMemoryEagerBytes() > 0 ? kOpenMpiFastBoxPayloadBytes : 0;
+}
+
 void MarkMpiPeersLost(const std::string& reason) {
   std::lock_guard<std::mutex> lock(g_lost_mu);
   if (g_lost_reason == nullptr) g_lost_reason = new std::string(reason);

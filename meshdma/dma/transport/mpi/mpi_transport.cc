@@ -304,6 +304,15 @@ void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
   const int64_t clock_bytes =
       static_cast<int64_t>(clock.size() * sizeof(uint32_t));
   const MpiPeerLimits& limits = limits_[dest];
+  // Just past MPI's fastest path (`MpiPeerLimits::fast_bytes`): two
+  // messages that stay on it.
+  const int64_t fast_payload = limits.fast_bytes - kWireHeaderBytes;
+  if (fast_payload > 0 && clock.empty() && layout == nullptr &&
+      op->event.bytes > fast_payload && op->event.bytes <= 2 * fast_payload &&
+      IsPacked(op->src_layout, op->elem_bytes)) {
+    PutInPieces(dest, h, std::move(op), fast_payload);
+    return;
+  }
   if (op->event.bytes + clock_bytes > limits.piece_bytes) {
     if (clock.empty() && op->event.bytes <= limits.pieced_bytes) {
       PutInPieces(dest, h, std::move(op), limits.piece_bytes);
