@@ -137,8 +137,9 @@ class BenchContext {
   // `slot` (one repeat of MeasureInRounds).
   absl::Status TimeOnMesh(TimeSlot slot, int iters,
                           const std::function<absl::Status(int iters)>& body);
-  // On a device: every device copies `bytes` between two private buffers at
-  // once, timed like the collective (`kBound`): the memory-traffic bound.
+  // On a device: every device copies `bytes` at once, one way from one
+  // private buffer of fresh pages into another, timed like the collective
+  // (`kBound`): the memory-traffic bound.
   absl::Status TimeBound(int64_t bytes, int iters);
   // After `Runtime::Run`: the time of `slot` in seconds per iteration as -a
   // asks (agreed by every process), or 0 if nothing was recorded; clears it.
