@@ -190,12 +190,12 @@ void RaceChecker::AttachMailboxes(ClockMailbox* own,
   mailbox_of_device_ = std::move(of_device);
   if (own_mailbox_ == nullptr) return;
   drainer_ = std::thread([this] {
-    base_internal::NameThisThread("meshdma-races");
     while (!stop_drainer_.load(std::memory_order_relaxed)) {
       absl::SleepFor(absl::Milliseconds(1));
       DrainMailbox();
     }
   });
+  base_internal::NameThread(drainer_, "meshdma-races");
 }
 
 void RaceChecker::DetachMailboxes() {

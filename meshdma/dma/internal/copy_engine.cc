@@ -9,6 +9,7 @@ CopyEngine::CopyEngine(int num_threads, int64_t chunk_bytes)
     : chunk_bytes_(chunk_bytes) {
   for (int i = 0; i < num_threads; ++i) {
     workers_.emplace_back([this] { WorkerMain(); });
+    base_internal::NameThread(workers_.back(), "meshdma-copy");
   }
 }
 
@@ -70,7 +71,6 @@ bool CopyEngine::HelpOnce() {
 }
 
 void CopyEngine::WorkerMain() {
-  base_internal::NameThisThread("meshdma-copy");
   for (;;) {
     int64_t chunk = 0;
     DmaOp* op;

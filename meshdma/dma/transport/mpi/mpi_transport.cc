@@ -161,6 +161,7 @@ MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
     MPI_Start(&posted_[i].request);
   }
   thread_ = std::thread([this] { ProgressMain(); });
+  base_internal::NameThread(thread_, "meshdma-mpi");
 }
 
 MpiTransport::~MpiTransport() {
@@ -707,7 +708,6 @@ bool MpiTransport::TestPending() {
 }
 
 void MpiTransport::ProgressMain() {
-  base_internal::NameThisThread("meshdma-mpi");
   // While devices poll (a device spinning in a wait calls `Poll`), stay out
   // of their way. Otherwise poll while traffic is outstanding or a device
   // sleeps in a wait, and back off from yielding to short sleeps when idle,

@@ -292,6 +292,7 @@ SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
   }
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { ProgressMain(); });
+  base_internal::NameThread(thread_, "meshdma-tcp");
 }
 
 SocketTransport::~SocketTransport() {
@@ -764,7 +765,6 @@ void SocketTransport::DeviceSleeping() {
 }
 
 void SocketTransport::ProgressMain() {
-  base_internal::NameThisThread("meshdma-tcp");
   // While devices poll they move everything: this thread only sleeps on its
   // eventfd, looking again every kDevicesPollingUs (kPendingPollUs with
   // traffic outstanding). Otherwise it sleeps in
