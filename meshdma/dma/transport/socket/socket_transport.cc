@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -73,6 +74,22 @@ constexpr int64_t kMaxReasonBytes = 4 << 10;
 constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Why a socket could not be made or accepted; out of descriptors, what this
+// process may hold against what the transport needs (a connection to every
+// other process of the launch, `peers`).
+std::string SocketErrorText(int err, int peers) {
+  std::string text = ErrnoText(err);
+  if (err == EMFILE) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    absl::StrAppend(&text, " (this process may hold ", limit.rlim_cur,
+                    " open files, RLIMIT_NOFILE, `ulimit -n`; the TCP "
+                    "transport holds a connection to each of ",
+                    peers, " other processes)");
+  }
+  return text;
+}
 
 // What `Lose` says of a connection that closed (`error` empty) or failed.
 std::string Broken(const std::string& error) {
@@ -1067,8 +1084,11 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
       inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
       mine = absl::StrCat(text, ":", ntohs(sa.sin_port));
     } else {
-      addr = absl::InternalError(
-          absl::StrCat("cannot listen on a TCP port: ", ErrnoText(errno)));
+      const int err = errno;
+      const std::string why = absl::StrCat("cannot listen on a TCP port: ",
+                                           SocketErrorText(err, size - 1));
+      addr = err == EMFILE || err == ENFILE ? absl::ResourceExhaustedError(why)
+                                            : absl::InternalError(why);
     }
   }
   absl::StatusOr<std::vector<std::string>> all = processes.AllGather(mine);
@@ -1108,6 +1128,13 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     sa.sin_port = htons(static_cast<uint16_t>(port));
     for (;;) {
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        const int err = errno;
+        close(listener);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "TCP transport on rank ", rank, ": no socket to connect to rank ",
+            r, ": ", SocketErrorText(err, size - 1)));
+      }
       if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
         fds[r] = fd;
         break;
@@ -1138,6 +1165,14 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     pollfd p{listener, POLLIN, 0};
     poll(&p, 1, 100);
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      const int err = errno;
+      close(listener);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("TCP transport on rank ", rank,
+                       ": cannot accept the connections of higher ranks: ",
+                       SocketErrorText(err, size - 1)));
+    }
     if (fd < 0) {
       if (deadline.Expired()) {
         std::vector<int> missing;
