@@ -1,7 +1,7 @@
-// Names meshdma's threads, so that `top -H`, `perf` and `gdb` tell
-// meshdma's threads apart: "meshdma-dev3" (device 3's thread),
-// "meshdma-mpi" and "meshdma-tcp" (a transport's progress thread),
-// "meshdma-copy" (a copy worker), "meshdma-races" (checked mode's mailbox).
+// Names meshdma's threads, so that `top -H`, `perf` and `gdb` tell them
+// apart: "meshdma-dev3" (device 3's thread), "meshdma-mpi" and
+// "meshdma-tcp" (a transport's progress thread), "meshdma-copy" (a copy
+// worker), "meshdma-races" (checked mode's mailbox).
 #ifndef MESHDMA_BASE_THREAD_NAME_H_
 #define MESHDMA_BASE_THREAD_NAME_H_
 
@@ -11,13 +11,11 @@
 
 namespace meshdma::base_internal {
 
-// Linux keeps 15 characters of a thread's name; longer names are cut. A
-// no-op where the platform has no thread names.
-void NameThisThread(absl::string_view name);
-
-// Names `thread` from the thread that started it, so that the name is in
-// place when the creator returns (a thread naming itself may not have run
-// yet when someone lists the process's threads).
+// Names `thread`, called by the thread that started it, so that the name is
+// in place when its creator returns (a thread that named itself might not
+// have run yet when someone lists the process's threads). Linux keeps 15
+// characters of a name; longer names are cut. A no-op where the platform
+// has no thread names.
 void NameThread(std::thread& thread, absl::string_view name);
 
 }  // namespace meshdma::base_internal

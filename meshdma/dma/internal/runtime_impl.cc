@@ -292,6 +292,9 @@ void RuntimeImpl::StartCopyEngine() {
 void RuntimeImpl::StartDeviceThreads() {
   for (int i = 0; i < static_cast<int>(devices_.size()); ++i) {
     threads_.emplace_back([this, i] { DeviceThreadMain(i); });
+    base_internal::NameThread(
+        threads_.back(),
+        absl::StrCat("meshdma-dev", devices_[i]->global_index()));
   }
 }
 
@@ -647,8 +650,6 @@ void RuntimeImpl::LogLaunch() const {
 
 void RuntimeImpl::DeviceThreadMain(int local_index) {
   Device* device = devices_[local_index].get();
-  base_internal::NameThisThread(
-      absl::StrCat("meshdma-dev", device->global_index()));
   if (options_.pin_threads) {
     const int core = launch_->devices()[device->global_index()].core;
     if (core >= 0) {
