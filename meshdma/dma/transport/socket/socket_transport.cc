@@ -75,11 +75,12 @@ constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Why a socket could not be made or accepted; out of descriptors, what this
-// process may hold against what the transport needs (a connection to every
-// other process of the launch, `peers`).
-std::string SocketErrorText(int err, int peers) {
-  std::string text = ErrnoText(err);
+// `what` (a socket that could not be made or accepted) failed with `err`:
+// ResourceExhausted when out of descriptors, saying for this process's limit
+// what it may hold against what the transport needs (a connection to every
+// other process of the launch, `peers`); Internal otherwise.
+absl::Status SocketError(absl::string_view what, int err, int peers) {
+  std::string text = absl::StrCat(what, ": ", ErrnoText(err));
   if (err == EMFILE) {
     rlimit limit{};
     getrlimit(RLIMIT_NOFILE, &limit);
@@ -88,7 +89,8 @@ std::string SocketErrorText(int err, int peers) {
                     "transport holds a connection to each of ",
                     peers, " other processes)");
   }
-  return text;
+  return err == EMFILE || err == ENFILE ? absl::ResourceExhaustedError(text)
+                                        : absl::InternalError(text);
 }
 
 // What `Lose` says of a connection that closed (`error` empty) or failed.
@@ -1084,11 +1086,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
       inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
       mine = absl::StrCat(text, ":", ntohs(sa.sin_port));
     } else {
-      const int err = errno;
-      const std::string why = absl::StrCat("cannot listen on a TCP port: ",
-                                           SocketErrorText(err, size - 1));
-      addr = err == EMFILE || err == ENFILE ? absl::ResourceExhaustedError(why)
-                                            : absl::InternalError(why);
+      addr = SocketError("cannot listen on a TCP port", errno, size - 1);
     }
   }
   absl::StatusOr<std::vector<std::string>> all = processes.AllGather(mine);
@@ -1130,10 +1128,12 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) {
         const int err = errno;
+        const absl::Status why =
+            SocketError(absl::StrCat("TCP transport on rank ", rank,
+                                     ": no socket to connect to rank ", r),
+                        err, size - 1);
         close(listener);
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "TCP transport on rank ", rank, ": no socket to connect to rank ",
-            r, ": ", SocketErrorText(err, size - 1)));
+        return why;
       }
       if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
         fds[r] = fd;
@@ -1165,13 +1165,14 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     pollfd p{listener, POLLIN, 0};
     poll(&p, 1, 100);
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-      const int err = errno;
-      close(listener);
-      return absl::ResourceExhaustedError(
+    const int accept_err = errno;
+    if (fd < 0 && (accept_err == EMFILE || accept_err == ENFILE)) {
+      const absl::Status why = SocketError(
           absl::StrCat("TCP transport on rank ", rank,
-                       ": cannot accept the connections of higher ranks: ",
-                       SocketErrorText(err, size - 1)));
+                       ": cannot accept the connections of higher ranks"),
+          accept_err, size - 1);
+      close(listener);
+      return why;
     }
     if (fd < 0) {
       if (deadline.Expired()) {
