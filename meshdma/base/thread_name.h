@@ -1,7 +1,8 @@
 // Names meshdma's threads, so that `top -H`, `perf` and `gdb` tell them
 // apart: "meshdma-dev3" (device 3's thread), "meshdma-mpi" and
 // "meshdma-tcp" (a transport's progress thread), "meshdma-copy" (a copy
-// worker), "meshdma-races" (checked mode's mailbox).
+// worker), "meshdma-watch" (the watch over the other processes of this
+// machine), "meshdma-races" (checked mode's mailbox).
 #ifndef MESHDMA_BASE_THREAD_NAME_H_
 #define MESHDMA_BASE_THREAD_NAME_H_
 

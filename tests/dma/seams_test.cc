@@ -2,6 +2,8 @@
 // wait, and the C ABI reaches the same verbs; and the seam to MPI: how the
 // runtime sends depends on the path MPI's settings give it.
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -362,6 +364,17 @@ TEST(RemoteTransportTest, IsTheOneChosen) {
 // meshdma's threads carry names (`top -H`, `perf`, `gdb`): each device's
 // thread "meshdma-dev<global index>", and the remote transport's progress
 // thread "meshdma-<transport>" where some device is on another host.
+bool KernelHasPidfds() {
+#ifdef SYS_pidfd_open
+  const long fd = syscall(SYS_pidfd_open, getpid(), 0);
+  if (fd < 0) return false;
+  close(static_cast<int>(fd));
+  return true;
+#else
+  return false;
+#endif
+}
+
 TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
   auto runtime = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
   ASSERT_TRUE(runtime.ok()) << runtime.status();
@@ -383,8 +396,6 @@ TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
     EXPECT_EQ(names[*mesh->LogicalIdOfGlobal(g)],
               absl::StrCat("meshdma-dev", g));
   }
-  const std::string transport = rt.remote_transport();
-  if (transport.empty()) return;
   std::vector<std::string> threads;
   for (const auto& task :
        std::filesystem::directory_iterator("/proc/self/task")) {
@@ -393,6 +404,13 @@ TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
     std::getline(comm, name);
     threads.push_back(name);
   }
+  // Every process of these launches runs on this machine: with others,
+  // one thread watches them for exit (where the kernel has pidfds).
+  if (launch.num_processes() > 1 && KernelHasPidfds()) {
+    EXPECT_THAT(threads, ::testing::Contains("meshdma-watch"));
+  }
+  const std::string transport = rt.remote_transport();
+  if (transport.empty()) return;
   EXPECT_THAT(threads, ::testing::Contains("meshdma-" + transport));
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -79,6 +80,7 @@ absl::Status RuntimeImpl::Init() {
       DeviceThreadsOnMachine() > MachineCores();
   MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
+  MESHDMA_RETURN_IF_ERROR(StartPeerWatch());
   StartCopyEngine();
   StartDeviceThreads();
   return absl::OkStatus();
@@ -915,6 +917,48 @@ absl::Status RuntimeImpl::DrainLocalDmas() {
   return absl::OkStatus();
 }
 
+absl::Status RuntimeImpl::StartPeerWatch() {
+  if (launch_->num_processes() == 1) return absl::OkStatus();
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<std::string> identities,
+      processes_->AllGather(ProcessIdentity::Self().ToString()));
+  const std::string& my_machine =
+      launch_->processes()[launch_->rank()].hostname;
+  std::vector<PeerWatch::Peer> peers;
+  for (int r = 0; r < launch_->num_processes(); ++r) {
+    if (r == launch_->rank() ||
+        launch_->processes()[r].hostname != my_machine) {
+      continue;
+    }
+    if (std::optional<ProcessIdentity> id =
+            ProcessIdentity::Parse(identities[r])) {
+      peers.push_back({r, *id});
+    }
+  }
+  peer_watch_ = PeerWatch::Start(
+      peers, [this](int rank, int64_t pid) { OnPeerExited(rank, pid); });
+  MESHDMA_LOG(
+      kInfo, kLogInit, "rank ", launch_->rank(), " watches ",
+      peer_watch_ != nullptr
+          ? absl::StrCat("rank(s) ",
+                         absl::StrJoin(peer_watch_->watched_ranks(), ", "),
+                         " for exit")
+          : std::string("no process for exit"),
+      " (", peers.size(), " other process(es) on this machine)");
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::OnPeerExited(int rank, int64_t pid) {
+  const std::string reason =
+      absl::StrCat("rank ", launch_->rank(), ": rank ", rank, " (pid ", pid,
+                   ", on this machine) exited while the launch ran");
+  // Processes on other machines hear of it through the transport to them,
+  // while it is still in use; then the launch is marked as having lost a
+  // process, so that nothing waits for that one any more.
+  Abort(reason, /*notify_peers=*/true);
+  processes_->MarkPeersLost(reason);
+}
+
 void RuntimeImpl::ClearAbort() {
   std::lock_guard<std::mutex> lock(abort_mu_);
   abort_reason_.clear();
@@ -992,6 +1036,9 @@ std::string RuntimeImpl::DescribeLocalDevices() {
 absl::Status RuntimeImpl::Shutdown() {
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
+  // First: the other processes may exit once every process has begun its
+  // shutdown (the transports' shutdown is collective), and that is no loss.
+  peer_watch_.reset();
   {
     std::lock_guard<std::mutex> lock(task_mu_);
     stopping_ = true;

@@ -22,6 +22,7 @@
 #include "meshdma/dma/check/race_checker.h"
 #include "meshdma/dma/internal/copy_engine.h"
 #include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/internal/peer_watch.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
 #include "meshdma/dma/transport/transport.h"
@@ -199,6 +200,12 @@ class RuntimeImpl : public TransportHost {
   // reads the word of every process of its host, and the launch uses the
   // mechanism only where every process asked for it and read every word.
   absl::Status AgreeOnCrossMemoryAttach(const std::vector<int>& host_peers);
+  // Watches every other process of this machine for exit (PeerWatch;
+  // collective: the processes exchange their identities).
+  absl::Status StartPeerWatch();
+  // The watch saw `rank` (pid `pid`) exit: the launch fails at once, here
+  // and, told through the transport to other hosts, everywhere.
+  void OnPeerExited(int rank, int64_t pid);
   void StartCopyEngine();
   void StartDeviceThreads();
   void DeviceThreadMain(int local_index);
@@ -271,6 +278,8 @@ class RuntimeImpl : public TransportHost {
   std::unique_ptr<RaceChecker> race_checker_;
   std::unique_ptr<HangBoard> hang_board_;
   std::mutex hang_mu_;
+  // Null when no other process of this machine can be watched.
+  std::unique_ptr<PeerWatch> peer_watch_;
   std::string trace_path_;
 
   // Set once a process is lost: every later Run fails with it.

@@ -215,6 +215,11 @@ void MarkMpiPeersLost(const std::string& reason) {
 
 bool MpiPeersLost() { return g_peers_lost.load(); }
 
+std::string MpiPeersLostReason() {
+  std::lock_guard<std::mutex> lock(g_lost_mu);
+  return g_lost_reason != nullptr ? *g_lost_reason : std::string();
+}
+
 // A message: the epoch, then the payload. Receives take the largest message,
 // so a late message of an earlier barrier never truncates.
 constexpr int kBarrierMessageWords = 1 + ProcessGroup::kMaxExchangeWords;
@@ -346,6 +351,11 @@ absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
   for (;;) {
     MESHDMA_ASSIGN_OR_RETURN(bool done, barrier.Test());
     if (done) return absl::OkStatus();
+    if (MpiPeersLost()) {
+      return absl::UnavailableError(
+          absl::StrCat(what, " on rank ", rank, ": the launch lost a process (",
+                       MpiPeersLostReason(), ")"));
+    }
     if (deadline.Expired()) {
       const std::string missing = barrier.Missing();
       std::string reason = absl::StrCat(

@@ -50,7 +50,9 @@ class MpiBarrier {
 
 // Polls `barrier` until it completes or `timeout` (monotonic) passes; then
 // DeadlineExceeded naming `what`, this rank and the ranks that never
-// arrived, and MPI is marked unusable (`MarkMpiPeersLost`).
+// arrived, and MPI is marked unusable (`MarkMpiPeersLost`). Fails at once,
+// with the loss's reason, once a process is lost (`MpiPeersLost`): the
+// barrier cannot complete.
 absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
                             int rank, absl::Duration timeout);
 
@@ -59,6 +61,8 @@ absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
 // at exit instead, printing `reason`.
 void MarkMpiPeersLost(const std::string& reason);
 bool MpiPeersLost();
+// The reason given first to MarkMpiPeersLost; "" while none is lost.
+std::string MpiPeersLostReason();
 
 class MpiProcessGroup : public ProcessGroup {
  public:

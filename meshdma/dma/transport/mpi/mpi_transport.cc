@@ -414,6 +414,11 @@ void MpiTransport::BroadcastAbort(const std::string& reason) {
 }
 
 absl::Status MpiTransport::Quiesce(absl::Duration timeout) {
+  if (MpiPeersLost()) {
+    return absl::UnavailableError(absl::StrCat("recovery on rank ", rank_,
+                                               ": the launch lost a process (",
+                                               MpiPeersLostReason(), ")"));
+  }
   // Step 1: a marker behind everything this process sent to each peer.
   int64_t epoch;
   {
@@ -509,9 +514,30 @@ absl::Status MpiTransport::Shutdown() {
 }
 
 bool MpiTransport::ProgressLocked() {
+  if (MpiPeersLost()) {
+    AbandonLocked();
+    return false;
+  }
   bool did = PollIncoming();
   did |= TestPending();
   return did;
+}
+
+void MpiTransport::AbandonLocked() {
+  if (abandoned_) return;
+  abandoned_ = true;
+  // Puts in flight will not complete: their issuers stop counting them, so
+  // that no closing scope waits for them. Their requests stay with MPI,
+  // which meshdma progresses no more, and so do their buffers.
+  for (auto& send : sends_) {
+    if (send->awaited) pending_.fetch_sub(1, std::memory_order_relaxed);
+    send->awaited = false;
+    if (send->op != nullptr) host_->AbandonDma(std::move(send->op));
+  }
+  // Payloads announced but not received never arrive; their semaphores do
+  // not move.
+  pending_.fetch_sub(static_cast<int>(recvs_.size()),
+                     std::memory_order_relaxed);
 }
 
 void MpiTransport::HandleMessage(std::span<const std::byte> message,
@@ -760,6 +786,11 @@ void MpiTransport::ProgressMain() {
                                                       kAbortedShutdownGrace)
                                            : host_->wait_timeout();
         deadline = base_internal::Deadline::After(barrier_timeout);
+      }
+      if (shutdown && MpiPeersLost()) {
+        // No barrier can complete: the loss was reported where it was
+        // found, and the process exits without finalising MPI.
+        return;
       }
       if (shutdown && sends_.empty()) {
         if (barrier == nullptr) {

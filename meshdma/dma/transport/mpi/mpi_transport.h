@@ -117,8 +117,12 @@ class MpiTransport : public Transport {
   // each; the op completes with the last one.
   void PutInPieces(int dest_rank, const WireHeader& header,
                    std::unique_ptr<DmaOp> op, int64_t piece_bytes);
-  // One round of progress; the caller holds `mu_`.
+  // One round of progress; the caller holds `mu_`. Once a process of the
+  // launch is lost (MpiPeersLost), none: what is outstanding is abandoned.
   bool ProgressLocked();
+  // Hands every put in flight back to its issuer as never completing
+  // (`TransportHost::AbandonDma`) and stops counting pending traffic; once.
+  void AbandonLocked();
   bool PollIncoming();
   bool TestPending();
   // True once every peer's flush marker `epoch` is handled and no traffic is
@@ -147,8 +151,9 @@ class MpiTransport : public Transport {
     MPI_Request request = MPI_REQUEST_NULL;
   };
   PostedReceive posted_[kPostedReceives];
-  int next_posted_ = 0;    // The earliest posted, next to complete.
-  bool handling_ = false;  // Inside PollIncoming (under mu_).
+  int next_posted_ = 0;     // The earliest posted, next to complete.
+  bool abandoned_ = false;  // AbandonLocked has run (under mu_).
+  bool handling_ = false;   // Inside PollIncoming (under mu_).
   const bool yields_when_idle_ = MpiYieldsWhenIdle();
   int64_t flush_epoch_ = 0;            // Markers this process has sent.
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
