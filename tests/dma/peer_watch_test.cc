@@ -2,7 +2,6 @@
 // that exits, once, and never a process whose identity it cannot confirm.
 #include "meshdma/dma/internal/peer_watch.h"
 
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,17 +18,6 @@ namespace meshdma::dma_internal {
 namespace {
 
 using std::chrono::steady_clock;
-
-bool KernelHasPidfds() {
-#ifdef SYS_pidfd_open
-  const long fd = syscall(SYS_pidfd_open, getpid(), 0);
-  if (fd < 0) return false;
-  close(static_cast<int>(fd));
-  return true;
-#else
-  return false;
-#endif
-}
 
 // A child process that lives until it is killed; reaped on destruction.
 class Child {
@@ -88,7 +76,7 @@ TEST(ProcessIdentityTest, RoundTripsAndRejectsGarbage) {
 }
 
 TEST(PeerWatchTest, ReportsTheFirstExitOnce) {
-  if (!KernelHasPidfds()) GTEST_SKIP() << "this kernel has no pidfds";
+  if (!PeerWatch::Supported()) GTEST_SKIP() << "this kernel has no pidfds";
   Child first, second;
   Report report;
   const std::vector<PeerWatch::Peer> peers = {{3, first.Identity()},
@@ -109,7 +97,7 @@ TEST(PeerWatchTest, ReportsTheFirstExitOnce) {
 }
 
 TEST(PeerWatchTest, StopsWithoutReporting) {
-  if (!KernelHasPidfds()) GTEST_SKIP() << "this kernel has no pidfds";
+  if (!PeerWatch::Supported()) GTEST_SKIP() << "this kernel has no pidfds";
   Child child;
   Report report;
   const std::vector<PeerWatch::Peer> peers = {{1, child.Identity()}};

@@ -2,8 +2,6 @@
 // wait, and the C ABI reaches the same verbs; and the seam to MPI: how the
 // runtime sends depends on the path MPI's settings give it.
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -21,6 +19,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/c_api.h"
+#include "meshdma/dma/internal/peer_watch.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/dma/runtime.h"
@@ -364,17 +363,6 @@ TEST(RemoteTransportTest, IsTheOneChosen) {
 // meshdma's threads carry names (`top -H`, `perf`, `gdb`): each device's
 // thread "meshdma-dev<global index>", and the remote transport's progress
 // thread "meshdma-<transport>" where some device is on another host.
-bool KernelHasPidfds() {
-#ifdef SYS_pidfd_open
-  const long fd = syscall(SYS_pidfd_open, getpid(), 0);
-  if (fd < 0) return false;
-  close(static_cast<int>(fd));
-  return true;
-#else
-  return false;
-#endif
-}
-
 TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
   auto runtime = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
   ASSERT_TRUE(runtime.ok()) << runtime.status();
@@ -406,7 +394,7 @@ TEST(ThreadNamesTest, DevicesAndProgressThreadsAreNamed) {
   }
   // Every process of these launches runs on this machine: with others,
   // one thread watches them for exit (where the kernel has pidfds).
-  if (launch.num_processes() > 1 && KernelHasPidfds()) {
+  if (launch.num_processes() > 1 && dma_internal::PeerWatch::Supported()) {
     EXPECT_THAT(threads, ::testing::Contains("meshdma-watch"));
   }
   const std::string transport = rt.remote_transport();

@@ -70,6 +70,13 @@ std::optional<ProcessIdentity> ProcessIdentity::Parse(absl::string_view text) {
   return id;
 }
 
+bool PeerWatch::Supported() {
+  const int fd = OpenPidfd(getpid());
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
 std::unique_ptr<PeerWatch> PeerWatch::Start(std::span<const Peer> peers,
                                             ExitFn on_exit) {
   std::unique_ptr<PeerWatch> watch(new PeerWatch());

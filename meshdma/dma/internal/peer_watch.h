@@ -57,6 +57,8 @@ class PeerWatch {
   // exits, and for no other.
   using ExitFn = std::function<void(int rank, int64_t pid)>;
 
+  // True where the kernel offers pidfds, without which nothing is watched.
+  static bool Supported();
   // Watches those of `peers` whose identity it can confirm on this machine
   // (see the header comment). Null when there is none to watch.
   static std::unique_ptr<PeerWatch> Start(std::span<const Peer> peers,
