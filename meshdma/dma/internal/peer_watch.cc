@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "meshdma/base/thread_name.h"
 
 namespace meshdma::dma_internal {
@@ -54,21 +54,6 @@ ProcessIdentity ProcessIdentity::Of(int64_t pid) {
 }
 
 ProcessIdentity ProcessIdentity::Self() { return Of(getpid()); }
-
-std::string ProcessIdentity::ToString() const {
-  return absl::StrCat(pid, " ", start_ticks);
-}
-
-std::optional<ProcessIdentity> ProcessIdentity::Parse(absl::string_view text) {
-  std::vector<absl::string_view> parts =
-      absl::StrSplit(text, ' ', absl::SkipEmpty());
-  ProcessIdentity id;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id.pid) ||
-      !absl::SimpleAtoi(parts[1], &id.start_ticks) || id.pid <= 0) {
-    return std::nullopt;
-  }
-  return id;
-}
 
 bool PeerWatch::Supported() {
   const int fd = OpenPidfd(getpid());

@@ -20,13 +20,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
-#include <string>
 #include <thread>
 #include <vector>
-
-#include "absl/strings/string_view.h"
 
 namespace meshdma::dma_internal {
 
@@ -42,9 +38,6 @@ struct ProcessIdentity {
   static ProcessIdentity Of(int64_t pid);
   // This process's identity.
   static ProcessIdentity Self();
-  // "pid start_ticks", as `Parse` reads it.
-  std::string ToString() const;
-  static std::optional<ProcessIdentity> Parse(absl::string_view text);
 };
 
 class PeerWatch {

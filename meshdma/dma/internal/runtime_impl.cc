@@ -11,7 +11,6 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <optional>
 #include <random>
 #include <set>
 
@@ -80,7 +79,7 @@ absl::Status RuntimeImpl::Init() {
       DeviceThreadsOnMachine() > MachineCores();
   MESHDMA_RETURN_IF_ERROR(StartObservation());
   MESHDMA_RETURN_IF_ERROR(InitHeaps());
-  MESHDMA_RETURN_IF_ERROR(StartPeerWatch());
+  StartPeerWatch();
   StartCopyEngine();
   StartDeviceThreads();
   return absl::OkStatus();
@@ -388,30 +387,30 @@ absl::Status RuntimeImpl::AgreeOnCrossMemoryAttach(
   static const uint64_t kProbeWord = 0x616d632d616d646dULL;  // "mdma-cma"
   const bool asked =
       options_.cross_memory_attach.value_or(false) && race_checker_ == nullptr;
-  const int64_t mine[3] = {
-      asked ? 1 : 0, static_cast<int64_t>(getpid()),
+  const int64_t mine[2] = {
+      asked ? 1 : 0,
       static_cast<int64_t>(reinterpret_cast<uintptr_t>(&kProbeWord))};
   MESHDMA_ASSIGN_OR_RETURN(
       std::vector<int64_t> published,
-      processes_->BarrierExchange("cross-memory attach (pids)", wait_timeout_,
+      processes_->BarrierExchange("cross-memory attach (probes)", wait_timeout_,
                                   mine));
   const int p = launch_->num_processes();
   for (int r = 0; r < p; ++r) {
-    if (published[3 * r] != 1) return absl::OkStatus();  // Not everywhere.
+    if (published[2 * r] != 1) return absl::OkStatus();  // Not everywhere.
   }
   bool read_all = true;
   for (int r : host_peers) {
+    const pid_t pid = static_cast<pid_t>(identity_of_rank_[r].pid);
     uint64_t word = 0;
     iovec local{&word, sizeof(word)};
     iovec remote{
-        reinterpret_cast<void*>(static_cast<uintptr_t>(published[3 * r + 2])),
+        reinterpret_cast<void*>(static_cast<uintptr_t>(published[2 * r + 1])),
         sizeof(word)};
-    const ssize_t n = process_vm_readv(static_cast<pid_t>(published[3 * r + 1]),
-                                       &local, 1, &remote, 1, 0);
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n != static_cast<ssize_t>(sizeof(word)) || word != kProbeWord) {
       MESHDMA_LOG(
           kInfo, kLogTransport, "rank ", launch_->rank(),
-          ": cross-memory attach to rank ", r, " (pid ", published[3 * r + 1],
+          ": cross-memory attach to rank ", r, " (pid ", pid,
           ") refused: ", n < 0 ? std::strerror(errno) : "short or wrong read",
           "; private inputs are copied for peers instead");
       read_all = false;
@@ -425,11 +424,19 @@ absl::Status RuntimeImpl::AgreeOnCrossMemoryAttach(
                                   wait_timeout_, verdict));
   cross_memory_ = std::all_of(verdicts.begin(), verdicts.end(),
                               [](int64_t v) { return v == 1; });
-  if (cross_memory_) {
-    pid_of_rank_.resize(p);
-    for (int r = 0; r < p; ++r) {
-      pid_of_rank_[r] = static_cast<pid_t>(published[3 * r + 1]);
-    }
+  return absl::OkStatus();
+}
+
+absl::Status RuntimeImpl::ExchangeProcessIdentities() {
+  const ProcessIdentity me = ProcessIdentity::Self();
+  const int64_t mine[2] = {me.pid, static_cast<int64_t>(me.start_ticks)};
+  MESHDMA_ASSIGN_OR_RETURN(
+      std::vector<int64_t> published,
+      processes_->BarrierExchange("process identities", wait_timeout_, mine));
+  identity_of_rank_.resize(launch_->num_processes());
+  for (size_t r = 0; r < identity_of_rank_.size(); ++r) {
+    identity_of_rank_[r] = {published[2 * r],
+                            static_cast<uint64_t>(published[2 * r + 1])};
   }
   return absl::OkStatus();
 }
@@ -530,6 +537,7 @@ absl::Status RuntimeImpl::InitHeaps() {
   if (own_segment_ != nullptr) own_segment_->Unlink();
   MESHDMA_RETURN_IF_ERROR(mapped);
   if (launch_->num_processes() > 1) {
+    MESHDMA_RETURN_IF_ERROR(ExchangeProcessIdentities());
     MESHDMA_RETURN_IF_ERROR(AgreeOnCrossMemoryAttach(host_peers));
   }
 
@@ -917,22 +925,15 @@ absl::Status RuntimeImpl::DrainLocalDmas() {
   return absl::OkStatus();
 }
 
-absl::Status RuntimeImpl::StartPeerWatch() {
-  if (launch_->num_processes() == 1) return absl::OkStatus();
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<std::string> identities,
-      processes_->AllGather(ProcessIdentity::Self().ToString()));
+void RuntimeImpl::StartPeerWatch() {
+  if (identity_of_rank_.empty()) return;  // One process.
   const std::string& my_machine =
       launch_->processes()[launch_->rank()].hostname;
   std::vector<PeerWatch::Peer> peers;
   for (int r = 0; r < launch_->num_processes(); ++r) {
-    if (r == launch_->rank() ||
-        launch_->processes()[r].hostname != my_machine) {
-      continue;
-    }
-    if (std::optional<ProcessIdentity> id =
-            ProcessIdentity::Parse(identities[r])) {
-      peers.push_back({r, *id});
+    if (r != launch_->rank() &&
+        launch_->processes()[r].hostname == my_machine) {
+      peers.push_back({r, identity_of_rank_[r]});
     }
   }
   peer_watch_ = PeerWatch::Start(
@@ -945,7 +946,6 @@ absl::Status RuntimeImpl::StartPeerWatch() {
                          " for exit")
           : std::string("no process for exit"),
       " (", peers.size(), " other process(es) on this machine)");
-  return absl::OkStatus();
 }
 
 void RuntimeImpl::OnPeerExited(int rank, int64_t pid) {

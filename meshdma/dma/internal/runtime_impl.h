@@ -96,7 +96,7 @@ class RuntimeImpl : public TransportHost {
   }
   // The pid of the process that holds `global_device` (ReadsByCrossMemory).
   pid_t PidOf(int global_device) const {
-    return pid_of_rank_[RankOf(global_device)];
+    return static_cast<pid_t>(identity_of_rank_[RankOf(global_device)].pid);
   }
   int RankOf(int global_device) const override;
   bool IsLocalDevice(int global_device) const override;
@@ -194,15 +194,17 @@ class RuntimeImpl : public TransportHost {
   // The transport to other hosts, agreed by every process (collective):
   // the one told, else MPI where some process prefers it, else TCP.
   absl::StatusOr<RemoteTransport> AgreeOnRemoteTransport(bool one_machine);
+  // Every process's identity on its machine (pid and start time), gathered
+  // once into `identity_of_rank_` (collective).
+  absl::Status ExchangeProcessIdentities();
   // Whether this process's devices read the memory of the `host_peers`
   // (ranks of this host) by cross-memory attach, agreed by every process
-  // (collective): each publishes its pid and the address of a probe word,
-  // reads the word of every process of its host, and the launch uses the
-  // mechanism only where every process asked for it and read every word.
+  // (collective): each publishes the address of a probe word, reads the word
+  // of every process of its host, and the launch uses the mechanism only
+  // where every process asked for it and read every word.
   absl::Status AgreeOnCrossMemoryAttach(const std::vector<int>& host_peers);
-  // Watches every other process of this machine for exit (PeerWatch;
-  // collective: the processes exchange their identities).
-  absl::Status StartPeerWatch();
+  // Watches every other process of this machine for exit (PeerWatch).
+  void StartPeerWatch();
   // The watch saw `rank` (pid `pid`) exit: the launch fails at once, here
   // and, told through the transport to other hosts, everywhere.
   void OnPeerExited(int rank, int64_t pid);
@@ -230,10 +232,11 @@ class RuntimeImpl : public TransportHost {
   // The TCP congestion control asked for ("": the transport's default) and
   // who asked; the TCP transport applies it.
   std::string tcp_congestion_asked_, tcp_congestion_source_;
-  // Cross-memory attach, as agreed (AgreeOnCrossMemoryAttach), and each
-  // process's pid (empty without it).
+  // Cross-memory attach, as agreed (AgreeOnCrossMemoryAttach).
   bool cross_memory_ = false;
-  std::vector<pid_t> pid_of_rank_;
+  // Per rank, as it published it (ExchangeProcessIdentities); empty for a
+  // launch of one process.
+  std::vector<ProcessIdentity> identity_of_rank_;
   int64_t heap_bytes_ = 0;
   absl::Duration wait_timeout_;
   // Per process, what the MPI transport was given (mpi_path.h).
