@@ -25,13 +25,20 @@
 //                meshdma is faster than the better MPI layout)
 //   mpi_bulk_GBps one MPI message per pair of all the bytes: the best MPI
 //                can do without paging
-//   decode_ms    the compute without transfer (kComputeOnly), slowest
+//   compute_ms   the compute without transfer (kComputeOnly), slowest
 //                device: decode attention per layer (paged attention, 4
 //                query heads per KV head), or prefill's layers (filling
 //                keys and values, then --prefill_us of busy time each)
-//   overlap      kOverlapped time / max(decode_ms, meshdma_ms): 1.0 is
-//                perfect overlap, decode_ms + meshdma_ms over their max is
+//   overlap      kOverlapped time / max(compute_ms, meshdma_ms): 1.0 is
+//                perfect overlap, compute_ms + meshdma_ms over their max is
 //                none
+//   feed_ms      kOverlapped with decode doing nothing with what arrives:
+//                prefill's layers and the transfer they feed, pipelined
+//   hidden       the share of decode's compute (its devices' own,
+//                kComputeOnly) that the overlapped run hid behind the feed:
+//                (feed_ms + decode compute - overlapped_ms) / decode
+//                compute; 0 is none, and 1 - 1/layers all that can hide
+//                (the last layer's attention follows its arrival)
 // Every timing is the slowest device's, from a barrier to the device's own
 // end (no barrier after, as for MPI's baseline), median of --iters after a
 // warm-up.
@@ -159,12 +166,25 @@ void BusyFor(int64_t us) {
   }
 }
 
-// One KvTransfer per device in `mode`; returns the slowest device's ms.
-// With `check`, decode devices count the cache elements that differ from
-// `Expected` into `wrong`.
-absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
-                                   const Shape& s, OverlapMode mode, bool check,
-                                   int64_t& wrong) {
+// What a decode device does with an arrived layer.
+enum class OnArrival {
+  kDecode,  // Decode attention (DecodeLayer).
+  kCheck,   // Count the elements that differ from `Expected`.
+  kNothing,
+};
+
+// The slowest device's ms of one KvTransfer per device, and the slowest
+// decode device's.
+struct Timing {
+  double slowest_ms = 0;
+  double decode_ms = 0;
+};
+
+// One KvTransfer per device in `mode`. With OnArrival::kCheck, decode
+// devices count the cache elements that differ from `Expected` into `wrong`.
+absl::StatusOr<Timing> RunTransfer(Runtime& rt, const Mesh& mesh,
+                                   const Shape& s, OverlapMode mode,
+                                   OnArrival on_arrival, int64_t& wrong) {
   const std::vector<int32_t> table = BlockTable(s);
   const int64_t prefill_us = absl::GetFlag(FLAGS_prefill_us);
   std::vector<double> ms(mesh.size(), 0.0);
@@ -197,11 +217,16 @@ absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
         },
         [&](int l, const ArrayRef& key_cache,
             const ArrayRef& value_cache) -> absl::Status {
-          if (check) {
-            bad[me] += CountWrong(s, table, l, key_cache, value_cache);
-            return absl::OkStatus();
+          switch (on_arrival) {
+            case OnArrival::kDecode:
+              return DecodeLayer(s, table, key_cache, value_cache);
+            case OnArrival::kCheck:
+              bad[me] += CountWrong(s, table, l, key_cache, value_cache);
+              return absl::OkStatus();
+            case OnArrival::kNothing:
+              return absl::OkStatus();
           }
-          return DecodeLayer(s, table, key_cache, value_cache);
+          return absl::OkStatus();
         }));
     // Each device's own end, as MPI's baseline times each rank's Waitall.
     ms[me] = std::chrono::duration<double, std::milli>(
@@ -210,7 +235,11 @@ absl::StatusOr<double> RunTransfer(Runtime& rt, const Mesh& mesh,
     return device_barrier();
   }));
   for (int64_t b : bad) wrong += b;
-  return SlowestMs(*std::max_element(ms.begin(), ms.end()));
+  // Mesh {stage: 2, x}: decode devices are the second half.
+  return Timing{
+      .slowest_ms = SlowestMs(*std::max_element(ms.begin(), ms.end())),
+      .decode_ms =
+          SlowestMs(*std::max_element(ms.begin() + ms.size() / 2, ms.end()))};
 }
 
 // How the MPI baseline cuts a layer into messages.
@@ -342,38 +371,45 @@ absl::Status Main(const RuntimeOptions& options) {
         (long long)s.dim, (long long)s.page,
         (long long)absl::GetFlag(FLAGS_prefill_us), iters);
     std::printf(
-        "%7s %7s %9s %11s %7s %10s %11s %10s %7s %13s %9s %13s %7s %6s\n",
+        "%7s %7s %9s %11s %7s %10s %11s %10s %7s %13s %10s %13s %7s %9s "
+        "%6s %6s\n",
         "seq", "pages", "MB", "meshdma_ms", "GBps", "pages/s", "mpi_page_ms",
-        "mpi_vec_ms", "vs_mpi", "mpi_bulk_GBps", "decode_ms", "overlapped_ms",
-        "overlap", "#wrong");
+        "mpi_vec_ms", "vs_mpi", "mpi_bulk_GBps", "compute_ms", "overlapped_ms",
+        "overlap", "feed_ms", "hidden", "#wrong");
   }
   for (int64_t seq = absl::GetFlag(FLAGS_seq_min);
        seq <= absl::GetFlag(FLAGS_seq_max); seq *= 4) {
     s.seq = seq;
     int64_t wrong = 0;
     // Step 1: one checked run, which also warms every path up.
-    MESHDMA_RETURN_IF_ERROR(
-        RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, true, wrong)
-            .status());
+    MESHDMA_RETURN_IF_ERROR(RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
+                                        OnArrival::kCheck, wrong)
+                                .status());
     for (MpiLayout layout :
          {MpiLayout::kPerPage, MpiLayout::kPerPrompt, MpiLayout::kBulk})
       MpiTransferMs(s, layout);
     // Step 2: the modes and the baselines, interleaved.
-    std::vector<double> comm, decode, overlapped, mpi_page, mpi_vec, mpi_bulk;
+    std::vector<double> comm, compute, decode, overlapped, feed, mpi_page,
+        mpi_vec, mpi_bulk;
     int64_t unused = 0;
     for (int it = 0; it < iters; ++it) {
       MESHDMA_ASSIGN_OR_RETURN(
-          double c, RunTransfer(rt, mesh, s, OverlapMode::kCommunicationOnly,
-                                false, unused));
+          Timing c, RunTransfer(rt, mesh, s, OverlapMode::kCommunicationOnly,
+                                OnArrival::kDecode, unused));
       MESHDMA_ASSIGN_OR_RETURN(
-          double d,
-          RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly, false, unused));
+          Timing d, RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly,
+                                OnArrival::kDecode, unused));
       MESHDMA_ASSIGN_OR_RETURN(
-          double o,
-          RunTransfer(rt, mesh, s, OverlapMode::kOverlapped, false, unused));
-      comm.push_back(c);
-      decode.push_back(d);
-      overlapped.push_back(o);
+          Timing o, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
+                                OnArrival::kDecode, unused));
+      MESHDMA_ASSIGN_OR_RETURN(
+          Timing f, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
+                                OnArrival::kNothing, unused));
+      comm.push_back(c.slowest_ms);
+      compute.push_back(d.slowest_ms);
+      decode.push_back(d.decode_ms);
+      overlapped.push_back(o.slowest_ms);
+      feed.push_back(f.slowest_ms);
       mpi_page.push_back(MpiTransferMs(s, MpiLayout::kPerPage));
       mpi_vec.push_back(MpiTransferMs(s, MpiLayout::kPerPrompt));
       mpi_bulk.push_back(MpiTransferMs(s, MpiLayout::kBulk));
@@ -381,16 +417,17 @@ absl::Status Main(const RuntimeOptions& options) {
     int64_t all_wrong = 0;
     MPI_Allreduce(&wrong, &all_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!root) continue;
-    const double c = Median(comm), d = Median(decode), o = Median(overlapped);
+    const double c = Median(comm), d = Median(compute), o = Median(overlapped);
+    const double f = Median(feed), decode_alone = Median(decode);
     const double mp = Median(mpi_page), mv = Median(mpi_vec),
                  mb = Median(mpi_bulk);
     std::printf(
         "%7lld %7lld %9.3f %11.3f %7.3f %10.0f %11.3f %10.3f %7.2f %13.3f "
-        "%9.3f %13.3f %7.2f %6lld\n",
+        "%10.3f %13.3f %7.2f %9.3f %6.2f %6lld\n",
         (long long)seq, (long long)s.moved_pages(), s.bytes() / 1e6, c,
         s.bytes() / c / 1e6, s.moved_pages() / c * 1e3, mp, mv,
-        std::min(mp, mv) / c, s.bytes() / mb / 1e6, d, o, o / std::max(c, d),
-        (long long)all_wrong);
+        std::min(mp, mv) / c, s.bytes() / mb / 1e6, d, o, o / std::max(c, d), f,
+        (f + decode_alone - o) / decode_alone, (long long)all_wrong);
     std::fflush(stdout);
     if (all_wrong != 0) {
       return absl::InternalError(absl::StrCat(
