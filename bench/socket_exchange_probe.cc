@@ -54,14 +54,29 @@ double Micros() {
       .count();
 }
 
+// Sets congestion control `congestion` (empty: the kernel's default) on a
+// socket before it listens or connects: a connection started under one and
+// switched to another may keep the first one's pacing.
+void SetCongestion(int fd, const std::string& congestion) {
+  if (!congestion.empty() &&
+      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                 congestion.size()) != 0) {
+    std::fprintf(stderr, "--congestion %s: ", congestion.c_str());
+    std::perror("the kernel refused it");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+}
+
 // A connected TCP socket from rank 0 to rank 1 (rank 1 listens), with
-// congestion control `congestion` (empty: the kernel's default).
+// congestion control `congestion` (empty: the kernel's default) from its
+// first packet.
 int Connect(int rank, const std::string& address,
             const std::string& congestion) {
   int port = 0;
   int fd = -1;
   if (rank == 1) {
     const int listener = socket(AF_INET, SOCK_STREAM, 0);
+    SetCongestion(listener, congestion);  // Accepted sockets inherit it.
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     socklen_t len = sizeof(sa);
@@ -75,6 +90,7 @@ int Connect(int rank, const std::string& address,
   } else {
     MPI_Recv(&port, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     fd = socket(AF_INET, SOCK_STREAM, 0);
+    SetCongestion(fd, congestion);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(static_cast<uint16_t>(port));
@@ -86,13 +102,6 @@ int Connect(int rank, const std::string& address,
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (!congestion.empty() &&
-      setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
-                 congestion.size()) != 0) {
-    std::fprintf(stderr, "--congestion %s: ", congestion.c_str());
-    std::perror("the kernel refused it");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
   return fd;
 }
 

@@ -1016,6 +1016,21 @@ absl::StatusOr<std::string> CongestionControl(const TcpCongestion& asked) {
       ", or \"system\" keeps the kernel's default"));
 }
 
+// Sets `congestion` (unless empty) on a socket before it listens or
+// connects, so that the connection starts under it; a socket accepted from a
+// listener starts under the listener's. Set on a connection that had started
+// under the kernel's default BBR, CUBIC left a KV-cache transfer of 16 MiB
+// after an idle gap taking 2-3 times as long at random: the receiver got one
+// 64 KiB segment at a time at a rising rate, as from a paced sender
+// (BENCHMARKS.md, "Across hosts: the congestion control from the first
+// packet"). Refused only if the kernel changed its mind since
+// CongestionControl: the connection keeps the default.
+void SetCongestion(int fd, const std::string& congestion) {
+  if (fd < 0 || congestion.empty()) return;
+  setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+             congestion.size());
+}
+
 // Reads or writes exactly `n` bytes of a blocking socket before `deadline`.
 bool ExactIo(int fd, void* data, size_t n, bool write_it,
              const Deadline& deadline) {
@@ -1073,6 +1088,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
   std::string mine;
   if (addr.ok()) {
     listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (congestion.ok()) SetCongestion(listener, *congestion);
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr = *addr;
@@ -1135,6 +1151,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
         close(listener);
         return why;
       }
+      SetCongestion(fd, *congestion);
       if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
         fds[r] = fd;
         break;
@@ -1204,12 +1221,6 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     if (r == rank) continue;
     const int one = 1;
     setsockopt(fds[r], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    // Refused only if the kernel changed its mind since CongestionControl:
-    // the connection keeps the default.
-    if (!congestion->empty()) {
-      setsockopt(fds[r], IPPROTO_TCP, TCP_CONGESTION, congestion->data(),
-                 congestion->size());
-    }
     // Buffer sizes stay the kernel's (autotuned): fixed 1 and 4 MiB
     // buffers were no faster for puts of 256 KiB and 2 MiB.
   }
