@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -1225,16 +1226,27 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     // buffers were no faster for puts of 256 KiB and 2 MiB.
   }
   closer.Release();
-  // What the connections run, as the kernel reports it.
-  std::string running = ProcNetIpv4("tcp_congestion_control");
-  for (int fd : fds) {
+  // What the connections run, as the kernel reports it: one name, or each
+  // connection's where they differ.
+  std::map<std::string, std::vector<int>> ranks_by_name;
+  for (int r = 0; r < size; ++r) {
     char name[32] = {};
     socklen_t len = sizeof(name) - 1;
-    if (fd >= 0 &&
-        getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) {
-      running = name;
-      break;
+    if (fds[r] >= 0 &&
+        getsockopt(fds[r], IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) {
+      ranks_by_name[name].push_back(r);
     }
+  }
+  std::string running = ProcNetIpv4("tcp_congestion_control");
+  if (ranks_by_name.size() == 1) {
+    running = ranks_by_name.begin()->first;
+  } else if (ranks_by_name.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [name, ranks] : ranks_by_name) {
+      parts.push_back(
+          absl::StrCat(name, " (to rank ", absl::StrJoin(ranks, ", "), ")"));
+    }
+    running = absl::StrJoin(parts, ", ");
   }
   MESHDMA_LOG(kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
               " connected to ", size - 1, " peers (congestion control ",
