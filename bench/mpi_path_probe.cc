@@ -26,6 +26,10 @@
 // Rank 0 starts its send, then computes for 300 µs without calling MPI, then
 // waits; rank 1 prints when its receive completed. A receive done well
 // before 300 µs moved without its sender.
+// Where the two ranks share a host, last of all: one cache line's round trip
+// between their cores through memory both map (MPI_Win_allocate_shared), the
+// floor of any call that waits for the other core's store: a small
+// collective's time over it says how many such trips the call costs.
 //   mpirun -np 2 --mca btl self,tcp build/bench/mpi-path-probe [-e 16M]
 #include <mpi.h>
 
@@ -270,6 +274,55 @@ double RendezvousArrival(int rank, bool strided_send, bool strided_recv,
 
 }  // namespace
 
+// ns of one round trip of a cache line between the two ranks' cores: rank 0
+// stores i into one line and waits to read i in another, which rank 1
+// stores once it has read i. -1 where the ranks do not share a host.
+double CacheLineRoundTripNs(int rank, int iters) {
+  MPI_Comm host;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &host);
+  int host_size = 0;
+  MPI_Comm_size(host, &host_size);
+  double ns = -1;
+  if (host_size == 2) {
+    constexpr int kLineWords = 16;  // 128 bytes: ping and pong lines apart.
+    void* mine = nullptr;
+    MPI_Win win;
+    MPI_Win_allocate_shared(rank == 0 ? 2 * kLineWords * sizeof(uint64_t) : 0,
+                            1, MPI_INFO_NULL, host, &mine, &win);
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    void* base = nullptr;
+    MPI_Win_shared_query(win, 0, &bytes, &unit, &base);
+    uint64_t* ping = static_cast<uint64_t*>(base);
+    uint64_t* pong = ping + kLineWords;
+    if (rank == 0) {
+      __atomic_store_n(ping, 0, __ATOMIC_RELAXED);
+      __atomic_store_n(pong, 0, __ATOMIC_RELAXED);
+    }
+    MPI_Barrier(host);
+    const uint64_t warmup = 1000;
+    double t0 = 0;
+    for (uint64_t i = 1; i <= warmup + iters; ++i) {
+      if (i == warmup + 1) t0 = MPI_Wtime();
+      if (rank == 0) {
+        __atomic_store_n(ping, i, __ATOMIC_RELEASE);
+        while (__atomic_load_n(pong, __ATOMIC_ACQUIRE) != i) {
+        }
+      } else {
+        while (__atomic_load_n(ping, __ATOMIC_ACQUIRE) != i) {
+        }
+        __atomic_store_n(pong, i, __ATOMIC_RELEASE);
+      }
+    }
+    ns = (MPI_Wtime() - t0) / iters * 1e9;
+    MPI_Barrier(host);
+    MPI_Win_free(&win);
+  }
+  MPI_Comm_free(&host);
+  return ns;
+}
+
 int main(int argc, char** argv) {
   meshdma::cli::ParseOrExit(kProgram, argc, argv);
   int provided;
@@ -394,6 +447,17 @@ int main(int argc, char** argv) {
           send_strided ? "16 x 8 KiB" : "contiguous",
           recv_strided ? "16 x 8 KiB" : "contiguous", kIdleUs, us[0], us[1],
           us[2]);
+    }
+  }
+  const double round_trip_ns = CacheLineRoundTripNs(rank, 200'000);
+  if (rank == 0) {
+    if (round_trip_ns < 0) {
+      std::printf("# cache line round trip: the ranks do not share a host\n");
+    } else {
+      std::printf(
+          "# cache line round trip between the ranks' cores (shared memory, "
+          "200000 trips): %.0f ns\n",
+          round_trip_ns);
     }
   }
   if (rma) {
