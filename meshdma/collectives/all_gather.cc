@@ -136,18 +136,13 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
       : hierarchical ? "hierarchical"
       : lanes == 2   ? "bidirectional_ring"
                      : "ring",
-      options.algorithm == CollectiveAlgorithm::kAuto
-          ? std::string(" (auto)")
-          : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
-                         " requested)"));
-  return RunKernel(
-      collectives_internal::KernelFor(kName, g, options.check_peers),
+      collectives_internal::ChosenBy(options.algorithm));
+  return collectives_internal::RunCollectiveKernel(
+      kName, g, options.check_peers,
+      collectives_internal::CallSignature(
+          collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
+          (tiled ? 1 : 0) | (direct ? 2 : 0), &output),
       [&]() -> absl::Status {
-        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
-            kName, g, options.check_peers,
-            collectives_internal::CallSignature(
-                collectives_internal::CollectiveKind::kAllGather, in.dtype(),
-                count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output)));
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (hierarchical) {
           return collectives_internal::HierarchicalAllGather(g, layout, in, out,

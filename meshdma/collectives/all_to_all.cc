@@ -209,18 +209,13 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                          layout.per_host * (layout.num_hosts - 1), ")")
       : stores ? std::string("direct (stores through peer views)")
                : absl::StrCat("direct (", n - 1, " DMA pushes per device)"),
-      options.algorithm == CollectiveAlgorithm::kAuto
-          ? std::string(" (auto)")
-          : absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
-                         " requested)"));
-  return RunKernel(
-      collectives_internal::KernelFor(kName, g, options.check_peers),
+      collectives_internal::ChosenBy(options.algorithm));
+  return collectives_internal::RunCollectiveKernel(
+      kName, g, options.check_peers,
+      collectives_internal::CallSignature(
+          collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+          input.num_elements(), split_axis * 8 + concat_axis, &output),
       [&]() -> absl::Status {
-        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
-            kName, g, options.check_peers,
-            collectives_internal::CallSignature(
-                collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
-                input.num_elements(), split_axis * 8 + concat_axis, &output)));
         if (hierarchical) {
           return collectives_internal::HierarchicalAllToAll(
               g, layout, input, output, split_axis, concat_axis);

@@ -140,14 +140,11 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   // MESHDMA_DEBUG=INFO: once per group size.
   MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
                    " on ", n, " devices: direct (one DMA push per pair)");
-  return RunKernel(
-      collectives_internal::KernelFor(kName, g, options.check_peers),
+  return collectives_internal::RunCollectiveKernel(
+      kName, g, options.check_peers,
+      collectives_internal::CallSignature(kKind, in.dtype(), in.num_elements(),
+                                          0, nullptr),
       [&]() -> absl::Status {
-        MESHDMA_RETURN_IF_ERROR(collectives_internal::EnterKernel(
-            kName, g, options.check_peers,
-            collectives_internal::CallSignature(
-                collectives_internal::CollectiveKind::kPpermute, in.dtype(),
-                in.num_elements(), 0, nullptr)));
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,
             AllocateSemaphore(SemaphoreType::kDma, "ppermute send"));

@@ -307,6 +307,11 @@ KernelOptions KernelFor(absl::string_view name, const Group& group,
   return options;
 }
 
+std::string ChosenBy(CollectiveAlgorithm requested) {
+  if (requested == CollectiveAlgorithm::kAuto) return " (auto)";
+  return absl::StrCat(" (", CollectiveAlgorithmName(requested), " requested)");
+}
+
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature) {
   if (!check) return absl::OkStatus();

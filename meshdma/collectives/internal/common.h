@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "meshdma/collectives/options.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -143,6 +144,23 @@ bool ComparesAtEntry(const Group& group, bool check);
 KernelOptions KernelFor(absl::string_view name, const Group& group, bool check);
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature);
+
+// Runs `body` (absl::Status()) as the kernel of collective `name` over
+// `group` (`KernelFor`), after entering it with the call's `signature`
+// (`EnterKernel`).
+template <typename Body>
+absl::Status RunCollectiveKernel(absl::string_view name, const Group& group,
+                                 bool check, int64_t signature, Body&& body) {
+  return RunKernel(KernelFor(name, group, check), [&]() -> absl::Status {
+    absl::Status entered = EnterKernel(name, group, check, signature);
+    if (!entered.ok()) return entered;
+    return body();
+  });
+}
+
+// Who chose a collective's algorithm, as its MESHDMA_DEBUG line says it:
+// " (auto)" or " (NAME requested)".
+std::string ChosenBy(CollectiveAlgorithm requested);
 
 // `dst` = `src`, copied on this device's thread (`Device::CopyLocal`):
 // contiguous views of the same byte size (they may overlap), or strided
