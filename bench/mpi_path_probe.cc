@@ -278,7 +278,8 @@ double RendezvousArrival(int rank, bool strided_send, bool strided_recv,
 // stores i into one line and waits to read i in another, which rank 1
 // stores once it has read i; about `iters` timed trips, or half a second
 // (ranks that share a core take a scheduler turn a trip), after a warm-up;
-// then rank 0 stores kStop. -1 where the ranks do not share a host.
+// then rank 0 stores kStop. -1 where the ranks do not share a host, -2
+// where the MPI library gives them no shared window.
 double CacheLineRoundTripNs(int rank, int iters) {
   MPI_Comm host;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
@@ -291,13 +292,25 @@ double CacheLineRoundTripNs(int rank, int iters) {
     constexpr uint64_t kStop = ~uint64_t{0};
     constexpr uint64_t kWarmup = 1000;
     void* mine = nullptr;
-    MPI_Win win;
-    MPI_Win_allocate_shared(rank == 0 ? 2 * kLineWords * sizeof(uint64_t) : 0,
-                            1, MPI_INFO_NULL, host, &mine, &win);
+    MPI_Win win = MPI_WIN_NULL;
+    MPI_Comm_set_errhandler(host, MPI_ERRORS_RETURN);
+    int ok = MPI_Win_allocate_shared(
+                 rank == 0 ? 2 * kLineWords * sizeof(uint64_t) : 0, 1,
+                 MPI_INFO_NULL, host, &mine, &win) == MPI_SUCCESS;
     MPI_Aint bytes = 0;
     int unit = 0;
     void* base = nullptr;
-    MPI_Win_shared_query(win, 0, &bytes, &unit, &base);
+    if (ok) {
+      ok = MPI_Win_shared_query(win, 0, &bytes, &unit, &base) == MPI_SUCCESS &&
+           base != nullptr;
+    }
+    // Both ranks measure, or neither.
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, host);
+    if (!ok) {
+      if (win != MPI_WIN_NULL) MPI_Win_free(&win);
+      MPI_Comm_free(&host);
+      return -2;
+    }
     uint64_t* ping = static_cast<uint64_t*>(base);
     uint64_t* pong = ping + kLineWords;
     if (rank == 0) {
@@ -474,8 +487,12 @@ int main(int argc, char** argv) {
   }
   const double round_trip_ns = CacheLineRoundTripNs(rank, 200'000);
   if (rank == 0) {
-    if (round_trip_ns < 0) {
+    if (round_trip_ns == -1) {
       std::printf("# cache line round trip: the ranks do not share a host\n");
+    } else if (round_trip_ns < 0) {
+      std::printf(
+          "# cache line round trip: the MPI library gave the ranks no shared "
+          "window (MPI_Win_allocate_shared)\n");
     } else {
       std::printf(
           "# cache line round trip between the ranks' cores (shared memory, "
