@@ -513,6 +513,43 @@ TEST(KvTransferCacheTest, RejectsACacheThatDoesNotMatch) {
   }
 }
 
+// A prefill device and its decode device that call with prompts of
+// different lengths fail with an error naming both, instead of moving pages
+// by a block table that is not theirs.
+TEST(KvTransferCacheTest, RejectsPairsThatDisagreeOnThePrompt) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
+  const KvTransferOptions o{.num_layers = 2,
+                            .num_kv_heads = 2,
+                            .head_dim = 8,
+                            .page_size = 4,
+                            .total_pages = 5};
+  const std::vector<int32_t> table = {4, 1, 0, 2};
+  const auto nothing = [](int, const ArrayRef&, const ArrayRef&) {
+    return absl::OkStatus();
+  };
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    // A first prompt both agree on, then one of 2 pages for prefill and 4
+    // for decode.
+    MESHDMA_RETURN_IF_ERROR(
+        KvTransfer(7, std::span(table).first(2), cache, o, nothing, nothing));
+    return KvTransfer(role == 0 ? 7 : 13, table, cache, o, nothing, nothing);
+  });
+  // The prefill device's own error, or, on a process without it, the
+  // abort that carries it.
+  EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
+              s.code() == absl::StatusCode::kAborted)
+      << s;
+  EXPECT_NE(s.message().find("kernel 'kv_transfer': the decode device's block "
+                             "table is for its call 1 of this Run, of "
+                             "4 pages; this prefill device is in call 1, of 2"),
+            std::string::npos)
+      << s;
+}
+
 const KvTable kKvTables[] = {
     {"Scattered", {8, 6, 4, 2}},
     {"OneRun", {3, 4, 5, 6}},

@@ -31,6 +31,61 @@ std::vector<int64_t> KvCacheShape(const KvTransferOptions& o) {
           o.total_pages, o.page_size, o.head_dim};
 }
 
+// Words before the block table in a table mailbox: the call number and the
+// table's length.
+constexpr int64_t kTableHeaderWords = 2;
+
+// The prefill device's mailbox for its decode device's block tables, for the
+// rest of the Run (step 1): persistent memory, so that after the pair's first
+// call a table may land in it before the prefill device has entered the call
+// it is for. One table at a time suffices: the decode device pushes call
+// m + 1's table only after all of call m's pages have arrived, and the
+// prefill device reads call m's table before any of them leaves.
+struct TableMailbox {
+  std::string role_axis;
+  int64_t total_pages = 0;
+  ArrayRef words;     // int32 [kTableHeaderWords + total_pages].
+  Semaphore arrived;  // DMA: the bytes of a table pushed into `words`.
+  int64_t calls = 0;  // This pair's communicating calls so far in the Run.
+};
+
+// This device thread's mailboxes for the current Run, one per (role axis,
+// cache size) it has called KvTransfer with; forgotten when the Run ends.
+thread_local std::vector<std::unique_ptr<TableMailbox>>* t_mailboxes = nullptr;
+
+// The mailbox for calls with `o`: allocated by the first such call of the
+// Run, in the same sequence on every device (each calls KvTransfer with the
+// same options).
+absl::StatusOr<TableMailbox*> MailboxFor(const KvTransferOptions& o) {
+  if (t_mailboxes != nullptr) {
+    for (auto& m : *t_mailboxes) {
+      if (m->role_axis == o.role_axis && m->total_pages == o.total_pages) {
+        return m.get();
+      }
+    }
+  }
+  auto m = std::make_unique<TableMailbox>();
+  m->role_axis = o.role_axis;
+  m->total_pages = o.total_pages;
+  const int64_t shape[] = {kTableHeaderWords + o.total_pages};
+  MESHDMA_ASSIGN_OR_RETURN(
+      m->words, AllocatePersistent(DType::kI32, shape, "kv_transfer table"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      SemaphoreArray arrived,
+      AllocatePersistentSemaphores(SemaphoreType::kDma, 1,
+                                   "kv_transfer table_arrived"));
+  m->arrived = arrived[0];
+  if (t_mailboxes == nullptr) {
+    t_mailboxes = new std::vector<std::unique_ptr<TableMailbox>>();
+    MESHDMA_RETURN_IF_ERROR(AtRunEnd([] {
+      delete t_mailboxes;
+      t_mailboxes = nullptr;
+    }));
+  }
+  t_mailboxes->push_back(std::move(m));
+  return t_mailboxes->back().get();
+}
+
 }  // namespace
 
 absl::StatusOr<ArrayRef> AllocateKvCache(const KvTransferOptions& options) {
@@ -93,17 +148,16 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
   const int64_t layer_bytes = 2 * hkv * seq_len * d * 4;
 
   // No barrier across the mesh at entry: each pair meets on its own. The
-  // prefill device's allocations exist once it announces itself on the
-  // barrier semaphore, and the decode device's once its block table arrives,
-  // so no DMA lands in a scope that is not there yet (step 1).
+  // table lands in persistent memory, and the decode device's allocations
+  // exist once its block table arrives, so no DMA lands in a scope that is
+  // not there yet (step 1).
   return RunKernel(
       {.name = "kv_transfer",
        .entry_barrier = false,
        .collective_id = kKvTransferCollectiveId},
       [&]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(TableMailbox * mailbox, MailboxFor(o));
         // Symmetric allocations, the same sequence on both roles.
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
-                                 AllocateSymmetric<int32_t>({pages}));
         MESHDMA_ASSIGN_OR_RETURN(
             SemaphoreArray send,
             AllocateSemaphoreArray(SemaphoreType::kDma, 2, "send"));
@@ -113,30 +167,40 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore table_send,
             AllocateSemaphore(SemaphoreType::kDma, "table_send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore table_recv,
-            AllocateSemaphore(SemaphoreType::kDma, "table_recv"));
-        std::vector<int32_t> table_local(block_table.begin(),
-                                         block_table.end());
-        table_local.resize(pages);
+        // The table as it travels: this call's number, its length, then the
+        // pages (the decode device's; the prefill device only waits for it).
+        const int64_t call = Communicates(o.mode) ? mailbox->calls++ : -1;
+        const int64_t table_words = kTableHeaderWords + pages;
+        std::vector<int32_t> table_local(table_words);
+        table_local[0] = static_cast<int32_t>(call);
+        table_local[1] = static_cast<int32_t>(pages);
+        if (is_decode) {
+          std::ranges::copy(block_table,
+                            table_local.begin() + kTableHeaderWords);
+        }
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef table_src,
             ArrayRef::FromPointer(table_local.data(), DType::kI32,
-                                  std::vector<int64_t>{pages}));
+                                  std::vector<int64_t>{table_words}));
+        MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
+                                 mailbox->words.Slice(0, 0, table_words));
         AsyncCopyDescriptor table_copy = make_async_remote_copy(
-            table_src, table, table_send, table_recv, peer);
+            table_src, table, table_send, mailbox->arrived, peer);
 
         MESHDMA_ASSIGN_OR_RETURN(Semaphore entered, get_barrier_semaphore());
         if (is_decode) {
-          // Step 1: once the prefill device has entered this call, hand it
-          // the block table. (A mode that moves nothing meets no peer.)
+          // Step 1: hand the prefill device the block table; in the pair's
+          // first call of the Run, once it has entered this call (its
+          // mailbox exists from then on). (A mode that moves nothing meets
+          // no peer.)
           if (Communicates(o.mode)) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
+            if (call == 0) {
+              MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
+            }
             MESHDMA_RETURN_IF_ERROR(table_copy.start());
             MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
           }
           // Step 3: consume each layer as soon as its bytes are here.
-          std::vector<float> size_only(1);
           for (int l = 0; l < layers; ++l) {
             MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
             if (Communicates(o.mode)) {
@@ -159,19 +223,28 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
           return absl::OkStatus();
         }
 
-        // Prefill. Step 1: announce this call. The decode device's block
-        // table is taken when the first pages leave, so that it travels
-        // while layer 0 is computed.
-        if (Communicates(o.mode)) {
+        // Prefill. Step 1: in the pair's first call of the Run, announce
+        // it. The decode device's block table is taken when the first pages
+        // leave, so that it travels while layer 0 is computed.
+        if (call == 0) {
           MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
         }
         bool have_table = false;
         auto take_table = [&]() -> absl::Status {
           if (have_table) return absl::OkStatus();
           have_table = true;
-          return table_copy.wait_recv();
+          MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
+          const int32_t* header = table.data_as<int32_t>();
+          if (header[0] != static_cast<int32_t>(call) || header[1] != pages) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "the decode device's block table is for its call ", header[0],
+                " of this Run, of ", header[1],
+                " pages; this prefill device is in call ", call, ", of ", pages,
+                " pages (both must call KvTransfer alike)"));
+          }
+          return absl::OkStatus();
         };
-        const int32_t* dst_page = table.data_as<int32_t>();
+        const int32_t* dst_page = table.data_as<int32_t>() + kTableHeaderWords;
         // Two staging slots, left uninitialised: `prefill` writes every
         // element before a DMA reads it (kCommunicationOnly moves whatever
         // they hold; its results are not the kernel's).

@@ -22,17 +22,24 @@
 //
 // Protocol, per decode/prefill pair, with no barrier across the mesh (each
 // pair meets on its own):
-//   1. The prefill device announces that it has entered this call on the
-//      decode device's barrier semaphore (collective id 63, as the
-//      collectives). The decode device chose the pages of the sequence (its
-//      block table, page p of the prompt -> cache page block_table[p]); once
-//      announced, it pushes the table into the prefill device's `table`
-//      buffer (DMA semaphore `table_recv`), as a scheduler would; prefill
-//      waits for it only before its first pages leave (step 2), so that it
-//      travels while layer 0 is computed. Nothing lands in a kernel scope
-//      before its device has entered it: the table after the
-//      announcement, the pages after the table. A mode that does not
-//      communicate (`kComputeOnly`) meets no peer.
+//   1. The decode device chose the pages of the sequence (its block table,
+//      page p of the prompt -> cache page block_table[p]); it pushes the
+//      table, behind this call's number and the table's length, into the
+//      prefill device's table mailbox (DMA semaphore `table_arrived`), as a
+//      scheduler would. The mailbox is persistent memory (allocated by the
+//      pair's first call of the Run), so the table may land before the
+//      prefill device has entered the call; only in that first call does
+//      the decode device wait for the prefill device's announcement on its
+//      barrier semaphore (collective id 63, as the collectives). One mailbox
+//      suffices: the decode device pushes call m + 1's table only once all
+//      of call m's pages have arrived, and the prefill device reads call
+//      m's table before any of them leaves. Prefill waits for the table only
+//      before its first pages leave (step 2), so that it travels while
+//      layer 0 is computed, and checks its call number and length (a pair
+//      whose calls differ fails naming both). Nothing lands in a kernel
+//      scope before its device has entered it: the pages come after the
+//      table. A mode that does not communicate (`kComputeOnly`) meets no
+//      peer.
 //   2. Prefill, for each layer l: waits until staging slot l % 2 is free
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the
