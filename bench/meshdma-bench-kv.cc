@@ -41,7 +41,10 @@
 //                (the last layer's attention follows its arrival)
 // Every timing is the slowest device's, from a barrier to the device's own
 // end (no barrier after, as for MPI's baseline), median of --iters after a
-// warm-up.
+// warm-up. As in a server, each prompt length runs in one Runtime::Run: the
+// decode cache, meshdma's state for each pair and MPI's buffers are kept
+// from call to call, and every process's device thread runs the modes and
+// the MPI baselines in turn.
 // The first overlapped run checks every page on every decode device against
 // the values prefill wrote; `#wrong` counts the elements that differ.
 #include <mpi.h>
@@ -115,10 +118,11 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-double SlowestMs(double mine_ms) {
-  double slowest = 0;
-  MPI_Allreduce(&mine_ms, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
+// Element-wise, the slowest process's value of each entry.
+std::vector<double> Slowest(std::vector<double> mine) {
+  MPI_Allreduce(MPI_IN_PLACE, mine.data(), static_cast<int>(mine.size()),
+                MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return mine;
 }
 
 // The decode device's page choice: every other page, from the end.
@@ -173,73 +177,56 @@ enum class OnArrival {
   kNothing,
 };
 
-// The slowest device's ms of one KvTransfer per device, and the slowest
-// decode device's.
-struct Timing {
-  double slowest_ms = 0;
-  double decode_ms = 0;
-};
+KvTransferOptions KvOptions(const Shape& s) {
+  return {.num_layers = s.layers,
+          .num_kv_heads = s.kv_heads,
+          .head_dim = s.dim,
+          .page_size = s.page,
+          .total_pages = s.total_pages()};
+}
 
-// One KvTransfer per device in `mode`. With OnArrival::kCheck, decode
-// devices count the cache elements that differ from `Expected` into `wrong`.
-absl::StatusOr<Timing> RunTransfer(Runtime& rt, const Mesh& mesh,
-                                   const Shape& s, OverlapMode mode,
-                                   OnArrival on_arrival, int64_t& wrong) {
+// One prompt's transfer in `mode`, on this device, from a device barrier to
+// its own end (no barrier after, as MPI's baseline times each rank's
+// Waitall): milliseconds. With OnArrival::kCheck, decode devices count the
+// cache elements that differ from `Expected` into `wrong`.
+absl::StatusOr<double> TransferMs(const Shape& s, const ArrayRef& cache,
+                                  OverlapMode mode, OnArrival on_arrival,
+                                  int64_t& wrong) {
   const std::vector<int32_t> table = BlockTable(s);
   const int64_t prefill_us = absl::GetFlag(FLAGS_prefill_us);
-  std::vector<double> ms(mesh.size(), 0.0);
-  std::vector<int64_t> bad(mesh.size(), 0);
-  MESHDMA_RETURN_IF_ERROR(rt.Run(mesh, [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-    const KvTransferOptions options = {.num_layers = s.layers,
-                                       .num_kv_heads = s.kv_heads,
-                                       .head_dim = s.dim,
-                                       .page_size = s.page,
-                                       .total_pages = s.total_pages(),
-                                       .mode = mode};
-    // The decode cache outlives a transfer, as in a server: allocated (and
-    // zeroed when the Run ends) outside the timed part, like MPI's buffers.
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(options));
-    MESHDMA_RETURN_IF_ERROR(device_barrier());
-    const auto t0 = std::chrono::steady_clock::now();
-    MESHDMA_RETURN_IF_ERROR(KvTransfer(
-        s.seq, table, cache, options,
-        [&](int l, const ArrayRef& k, const ArrayRef& v) {
-          for (int kv = 0; kv < 2; ++kv) {
-            float* out = (kv == 0 ? k : v).data_as<float>();
-            for (int64_t h = 0; h < s.kv_heads; ++h)
-              for (int64_t t = 0; t < s.seq; ++t)
-                for (int64_t d = 0; d < s.dim; ++d)
-                  *out++ = Expected(l, kv, h, t, d);
-          }
-          BusyFor(prefill_us);
-          return absl::OkStatus();
-        },
-        [&](int l, const ArrayRef& key_cache,
-            const ArrayRef& value_cache) -> absl::Status {
-          switch (on_arrival) {
-            case OnArrival::kDecode:
-              return DecodeLayer(s, table, key_cache, value_cache);
-            case OnArrival::kCheck:
-              bad[me] += CountWrong(s, table, l, key_cache, value_cache);
-              return absl::OkStatus();
-            case OnArrival::kNothing:
-              return absl::OkStatus();
-          }
-          return absl::OkStatus();
-        }));
-    // Each device's own end, as MPI's baseline times each rank's Waitall.
-    ms[me] = std::chrono::duration<double, std::milli>(
-                 std::chrono::steady_clock::now() - t0)
-                 .count();
-    return device_barrier();
-  }));
-  for (int64_t b : bad) wrong += b;
-  // Mesh {stage: 2, x}: decode devices are the second half.
-  return Timing{
-      .slowest_ms = SlowestMs(*std::max_element(ms.begin(), ms.end())),
-      .decode_ms =
-          SlowestMs(*std::max_element(ms.begin() + ms.size() / 2, ms.end()))};
+  KvTransferOptions options = KvOptions(s);
+  options.mode = mode;
+  MESHDMA_RETURN_IF_ERROR(device_barrier());
+  const auto t0 = std::chrono::steady_clock::now();
+  MESHDMA_RETURN_IF_ERROR(KvTransfer(
+      s.seq, table, cache, options,
+      [&](int l, const ArrayRef& k, const ArrayRef& v) {
+        for (int kv = 0; kv < 2; ++kv) {
+          float* out = (kv == 0 ? k : v).data_as<float>();
+          for (int64_t h = 0; h < s.kv_heads; ++h)
+            for (int64_t t = 0; t < s.seq; ++t)
+              for (int64_t d = 0; d < s.dim; ++d)
+                *out++ = Expected(l, kv, h, t, d);
+        }
+        BusyFor(prefill_us);
+        return absl::OkStatus();
+      },
+      [&](int l, const ArrayRef& key_cache,
+          const ArrayRef& value_cache) -> absl::Status {
+        switch (on_arrival) {
+          case OnArrival::kDecode:
+            return DecodeLayer(s, table, key_cache, value_cache);
+          case OnArrival::kCheck:
+            wrong += CountWrong(s, table, l, key_cache, value_cache);
+            return absl::OkStatus();
+          case OnArrival::kNothing:
+            return absl::OkStatus();
+        }
+        return absl::OkStatus();
+      }));
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
 }
 
 // How the MPI baseline cuts a layer into messages.
@@ -249,11 +236,14 @@ enum class MpiLayout {
   kBulk,       // one message of all the bytes, no paging
 };
 
-// The MPI baseline, outside any Run: prefill rank i sends every layer's
-// pages to decode rank i + n/2 with MPI_Isend, into the cache slots the
-// block table names (receives posted before a barrier), cut as `layout`
-// says. Returns the slowest rank's ms.
-double MpiTransferMs(const Shape& s, MpiLayout layout) {
+// The MPI baseline, on the device thread of each process: prefill rank i
+// sends every layer's pages to decode rank i + n/2 with MPI_Isend, into the
+// cache slots the block table names (receives posted before a barrier), cut
+// as `layout` says, from and into `buffer` (resized to fit, and kept from
+// call to call as the decode cache and the staging slots of meshdma are).
+// Returns this rank's ms.
+double MpiTransferMs(const Shape& s, MpiLayout layout,
+                     std::vector<float>& buffer) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -264,7 +254,7 @@ double MpiTransferMs(const Shape& s, MpiLayout layout) {
   const int64_t page_elems = s.page * s.dim;
   const int64_t layer_elems =
       prefill ? s.staged() : s.kv_heads * s.total_pages() * page_elems;
-  std::vector<float> buffer(2 * s.layers * layer_elems, 1.0f);
+  buffer.resize(2 * s.layers * layer_elems, 1.0f);
   std::vector<MPI_Request> requests;
   auto post = [&](float* base, int64_t count, MPI_Datatype type) {
     requests.emplace_back();
@@ -333,7 +323,7 @@ double MpiTransferMs(const Shape& s, MpiLayout layout) {
     MPI_Type_free(&full_page);
     MPI_Type_free(&last_page);
   }
-  return SlowestMs(ms);
+  return ms;
 }
 
 absl::Status Main(const RuntimeOptions& options) {
@@ -380,47 +370,81 @@ absl::Status Main(const RuntimeOptions& options) {
   for (int64_t seq = absl::GetFlag(FLAGS_seq_min);
        seq <= absl::GetFlag(FLAGS_seq_max); seq *= 4) {
     s.seq = seq;
+    // One Run per prompt length, as a server keeps its runtime: the
+    // transfers of every mode and MPI's baselines, interleaved, on each
+    // process's device thread. Row r of `mine` is what this device measured
+    // in column r.
+    enum Column {
+      kComm,
+      kCompute,
+      kDecodeCompute,  // kCompute's time on decode devices, 0 elsewhere.
+      kOverlapped,
+      kFeed,
+      kMpiPage,
+      kMpiVec,
+      kMpiBulk,
+      kColumns
+    };
+    std::vector<std::vector<double>> mine(kColumns);
     int64_t wrong = 0;
-    // Step 1: one checked run, which also warms every path up.
-    MESHDMA_RETURN_IF_ERROR(RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
-                                        OnArrival::kCheck, wrong)
-                                .status());
-    for (MpiLayout layout :
-         {MpiLayout::kPerPage, MpiLayout::kPerPrompt, MpiLayout::kBulk})
-      MpiTransferMs(s, layout);
-    // Step 2: the modes and the baselines, interleaved.
-    std::vector<double> comm, compute, decode, overlapped, feed, mpi_page,
-        mpi_vec, mpi_bulk;
-    int64_t unused = 0;
-    for (int it = 0; it < iters; ++it) {
-      MESHDMA_ASSIGN_OR_RETURN(
-          Timing c, RunTransfer(rt, mesh, s, OverlapMode::kCommunicationOnly,
-                                OnArrival::kDecode, unused));
-      MESHDMA_ASSIGN_OR_RETURN(
-          Timing d, RunTransfer(rt, mesh, s, OverlapMode::kComputeOnly,
-                                OnArrival::kDecode, unused));
-      MESHDMA_ASSIGN_OR_RETURN(
-          Timing o, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
-                                OnArrival::kDecode, unused));
-      MESHDMA_ASSIGN_OR_RETURN(
-          Timing f, RunTransfer(rt, mesh, s, OverlapMode::kOverlapped,
-                                OnArrival::kNothing, unused));
-      comm.push_back(c.slowest_ms);
-      compute.push_back(d.slowest_ms);
-      decode.push_back(d.decode_ms);
-      overlapped.push_back(o.slowest_ms);
-      feed.push_back(f.slowest_ms);
-      mpi_page.push_back(MpiTransferMs(s, MpiLayout::kPerPage));
-      mpi_vec.push_back(MpiTransferMs(s, MpiLayout::kPerPrompt));
-      mpi_bulk.push_back(MpiTransferMs(s, MpiLayout::kBulk));
+    MESHDMA_RETURN_IF_ERROR(rt.Run(mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+      // The decode cache outlives the transfers, as in a server: allocated
+      // (and zeroed when the Run ends) outside the timed part, like MPI's
+      // buffers.
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(KvOptions(s)));
+      // Step 1: one checked transfer, which also warms every path up.
+      MESHDMA_RETURN_IF_ERROR(TransferMs(s, cache, OverlapMode::kOverlapped,
+                                         OnArrival::kCheck, wrong)
+                                  .status());
+      std::vector<float> mpi_buffer;
+      for (MpiLayout layout :
+           {MpiLayout::kPerPage, MpiLayout::kPerPrompt, MpiLayout::kBulk})
+        MpiTransferMs(s, layout, mpi_buffer);
+      // Step 2: the modes and the baselines, interleaved.
+      int64_t unused = 0;
+      for (int it = 0; it < iters; ++it) {
+        auto time = [&](Column column, OverlapMode mode,
+                        OnArrival on_arrival) -> absl::StatusOr<double> {
+          MESHDMA_ASSIGN_OR_RETURN(
+              double ms, TransferMs(s, cache, mode, on_arrival, unused));
+          mine[column].push_back(ms);
+          return ms;
+        };
+        MESHDMA_RETURN_IF_ERROR(
+            time(kComm, OverlapMode::kCommunicationOnly, OnArrival::kDecode)
+                .status());
+        MESHDMA_ASSIGN_OR_RETURN(
+            double compute,
+            time(kCompute, OverlapMode::kComputeOnly, OnArrival::kDecode));
+        mine[kDecodeCompute].push_back(role == 1 ? compute : 0.0);
+        MESHDMA_RETURN_IF_ERROR(
+            time(kOverlapped, OverlapMode::kOverlapped, OnArrival::kDecode)
+                .status());
+        MESHDMA_RETURN_IF_ERROR(
+            time(kFeed, OverlapMode::kOverlapped, OnArrival::kNothing)
+                .status());
+        mine[kMpiPage].push_back(
+            MpiTransferMs(s, MpiLayout::kPerPage, mpi_buffer));
+        mine[kMpiVec].push_back(
+            MpiTransferMs(s, MpiLayout::kPerPrompt, mpi_buffer));
+        mine[kMpiBulk].push_back(
+            MpiTransferMs(s, MpiLayout::kBulk, mpi_buffer));
+      }
+      return device_barrier();
+    }));
+    std::vector<double> median(kColumns);
+    for (int column = 0; column < kColumns; ++column) {
+      median[column] = Median(Slowest(mine[column]));
     }
     int64_t all_wrong = 0;
     MPI_Allreduce(&wrong, &all_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     if (!root) continue;
-    const double c = Median(comm), d = Median(compute), o = Median(overlapped);
-    const double f = Median(feed), decode_alone = Median(decode);
-    const double mp = Median(mpi_page), mv = Median(mpi_vec),
-                 mb = Median(mpi_bulk);
+    const double c = median[kComm], d = median[kCompute],
+                 o = median[kOverlapped], f = median[kFeed],
+                 decode_alone = median[kDecodeCompute];
+    const double mp = median[kMpiPage], mv = median[kMpiVec],
+                 mb = median[kMpiBulk];
     std::printf(
         "%7lld %7lld %9.3f %11.3f %7.3f %10.0f %11.3f %10.3f %7.2f %13.3f "
         "%10.3f %13.3f %7.2f %9.3f %6.2f %6lld\n",

@@ -35,55 +35,63 @@ std::vector<int64_t> KvCacheShape(const KvTransferOptions& o) {
 // table's length.
 constexpr int64_t kTableHeaderWords = 2;
 
-// The prefill device's mailbox for its decode device's block tables, for the
-// rest of the Run (step 1): persistent memory, so that after the pair's first
-// call a table may land in it before the prefill device has entered the call
-// it is for. One table at a time suffices: the decode device pushes call
-// m + 1's table only after all of call m's pages have arrived, and the
-// prefill device reads call m's table before any of them leaves.
-struct TableMailbox {
+// A device's state for its pair, for the rest of the Run:
+// - on the prefill device, the mailbox for its decode device's block tables
+//   (step 1): persistent memory, so that after the pair's first call a
+//   table may land in it before the prefill device has entered the call it
+//   is for. One table at a time suffices: the decode device pushes call
+//   m + 1's table only after all of call m's pages have arrived, and the
+//   prefill device reads call m's table before any of them leaves. (Every
+//   device allocates it, in the same sequence of persistent allocations.)
+// - on the prefill device, the staging slots, kept from call to call as the
+//   cache is: fresh memory for each call cost its page faults inside the
+//   call, a millisecond or more at a few MB.
+struct PairState {
   std::string role_axis;
   int64_t total_pages = 0;
-  ArrayRef words;     // int32 [kTableHeaderWords + total_pages].
-  Semaphore arrived;  // DMA: the bytes of a table pushed into `words`.
+  ArrayRef table_words;     // int32 [kTableHeaderWords + total_pages].
+  Semaphore table_arrived;  // DMA: the bytes of a table pushed there.
   int64_t calls = 0;  // This pair's communicating calls so far in the Run.
+  std::unique_ptr<float[]> stage;  // Uninitialised; grows as needed.
+  int64_t stage_elems = 0;
 };
 
-// This device thread's mailboxes for the current Run, one per (role axis,
+// This device thread's pair states for the current Run, one per (role axis,
 // cache size) it has called KvTransfer with; forgotten when the Run ends.
-thread_local std::vector<std::unique_ptr<TableMailbox>>* t_mailboxes = nullptr;
+thread_local std::vector<std::unique_ptr<PairState>>* t_pairs = nullptr;
 
-// The mailbox for calls with `o`: allocated by the first such call of the
+// The state for calls with `o`: allocated by the first such call of the
 // Run, in the same sequence on every device (each calls KvTransfer with the
 // same options).
-absl::StatusOr<TableMailbox*> MailboxFor(const KvTransferOptions& o) {
-  if (t_mailboxes != nullptr) {
-    for (auto& m : *t_mailboxes) {
-      if (m->role_axis == o.role_axis && m->total_pages == o.total_pages) {
-        return m.get();
+absl::StatusOr<PairState*> PairStateFor(const KvTransferOptions& o) {
+  if (t_pairs != nullptr) {
+    for (auto& p : *t_pairs) {
+      if (p->role_axis == o.role_axis && p->total_pages == o.total_pages) {
+        return p.get();
       }
     }
   }
-  auto m = std::make_unique<TableMailbox>();
-  m->role_axis = o.role_axis;
-  m->total_pages = o.total_pages;
+  auto p = std::make_unique<PairState>();
+  p->role_axis = o.role_axis;
+  p->total_pages = o.total_pages;
   const int64_t shape[] = {kTableHeaderWords + o.total_pages};
   MESHDMA_ASSIGN_OR_RETURN(
-      m->words, AllocatePersistent(DType::kI32, shape, "kv_transfer table"));
+      p->table_words,
+      AllocatePersistent(DType::kI32, shape, "kv_transfer table"));
   MESHDMA_ASSIGN_OR_RETURN(
       SemaphoreArray arrived,
       AllocatePersistentSemaphores(SemaphoreType::kDma, 1,
                                    "kv_transfer table_arrived"));
-  m->arrived = arrived[0];
-  if (t_mailboxes == nullptr) {
-    t_mailboxes = new std::vector<std::unique_ptr<TableMailbox>>();
+  p->table_arrived = arrived[0];
+  if (t_pairs == nullptr) {
+    t_pairs = new std::vector<std::unique_ptr<PairState>>();
     MESHDMA_RETURN_IF_ERROR(AtRunEnd([] {
-      delete t_mailboxes;
-      t_mailboxes = nullptr;
+      delete t_pairs;
+      t_pairs = nullptr;
     }));
   }
-  t_mailboxes->push_back(std::move(m));
-  return t_mailboxes->back().get();
+  t_pairs->push_back(std::move(p));
+  return t_pairs->back().get();
 }
 
 }  // namespace
@@ -156,7 +164,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
        .entry_barrier = false,
        .collective_id = kKvTransferCollectiveId},
       [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(TableMailbox * mailbox, MailboxFor(o));
+        MESHDMA_ASSIGN_OR_RETURN(PairState * pair, PairStateFor(o));
         // Symmetric allocations, the same sequence on both roles.
         MESHDMA_ASSIGN_OR_RETURN(
             SemaphoreArray send,
@@ -169,7 +177,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             AllocateSemaphore(SemaphoreType::kDma, "table_send"));
         // The table as it travels: this call's number, its length, then the
         // pages (the decode device's; the prefill device only waits for it).
-        const int64_t call = Communicates(o.mode) ? mailbox->calls++ : -1;
+        const int64_t call = Communicates(o.mode) ? pair->calls++ : -1;
         const int64_t table_words = kTableHeaderWords + pages;
         std::vector<int32_t> table_local(table_words);
         table_local[0] = static_cast<int32_t>(call);
@@ -183,9 +191,9 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
             ArrayRef::FromPointer(table_local.data(), DType::kI32,
                                   std::vector<int64_t>{table_words}));
         MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
-                                 mailbox->words.Slice(0, 0, table_words));
+                                 pair->table_words.Slice(0, 0, table_words));
         AsyncCopyDescriptor table_copy = make_async_remote_copy(
-            table_src, table, table_send, mailbox->arrived, peer);
+            table_src, table, table_send, pair->table_arrived, peer);
 
         MESHDMA_ASSIGN_OR_RETURN(Semaphore entered, get_barrier_semaphore());
         if (is_decode) {
@@ -247,12 +255,17 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         const int32_t* dst_page = table.data_as<int32_t>() + kTableHeaderWords;
         // Two staging slots, left uninitialised: `prefill` writes every
         // element before a DMA reads it (kCommunicationOnly moves whatever
-        // they hold; its results are not the kernel's).
-        auto stage_store =
-            std::make_unique_for_overwrite<float[]>(2 * 2 * hkv * seq_len * d);
+        // they hold; its results are not the kernel's). No DMA of an
+        // earlier call reads them any more: each call waits for its sends.
+        const int64_t stage_elems = 2 * 2 * hkv * seq_len * d;
+        if (pair->stage_elems < stage_elems) {
+          pair->stage.reset();
+          pair->stage = std::make_unique_for_overwrite<float[]>(stage_elems);
+          pair->stage_elems = stage_elems;
+        }
         MESHDMA_ASSIGN_OR_RETURN(
             ArrayRef stage,
-            ArrayRef::FromPointer(stage_store.get(), DType::kF32,
+            ArrayRef::FromPointer(pair->stage.get(), DType::kF32,
                                   std::vector<int64_t>{2, 2, hkv, seq_len, d}));
         // A wait-only descriptor for one layer's sends from staging slot
         // `slot`.
