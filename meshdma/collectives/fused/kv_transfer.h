@@ -52,7 +52,11 @@
 //      bytes (2 * num_kv_heads * seq_len * head_dim * 4), then calls
 //      `decode(l, key_cache, value_cache)`.
 // Every semaphore is back to 0 at the end (the prefill side waits its last
-// two layers' sends).
+// two layers' sends). Each device keeps its state for its pair until the Run
+// ends (per role axis and cache size): the table mailbox, and on the
+// prefill device the staging slots, 2 x 2 x num_kv_heads x seq_len x
+// head_dim floats for the longest prompt so far, so that later calls touch
+// no fresh memory.
 #ifndef MESHDMA_COLLECTIVES_FUSED_KV_TRANSFER_H_
 #define MESHDMA_COLLECTIVES_FUSED_KV_TRANSFER_H_
 
