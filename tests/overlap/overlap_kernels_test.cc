@@ -475,21 +475,27 @@ TEST(KvTransferCacheTest, BackToBackPromptsWithDelaysAndCollectives) {
   }
 }
 
+// The cache of the tests of bad calls: 2 layers, 2 KV heads of 8, pages of
+// 4 tokens, 5 pages.
+const KvTransferOptions kSmallCache{.num_layers = 2,
+                                    .num_kv_heads = 2,
+                                    .head_dim = 8,
+                                    .page_size = 4,
+                                    .total_pages = 5};
+
+// A prefill or decode step that computes nothing.
+absl::Status NoLayer(int, const ArrayRef&, const ArrayRef&) {
+  return absl::OkStatus();
+}
+
 // A cache that does not match the options, or that lives outside the
 // symmetric heap, is rejected on every device before anything moves.
 TEST(KvTransferCacheTest, RejectsACacheThatDoesNotMatch) {
   Runtime& rt = TestRuntime();
   if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
   const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
-  const KvTransferOptions o{.num_layers = 2,
-                            .num_kv_heads = 2,
-                            .head_dim = 8,
-                            .page_size = 4,
-                            .total_pages = 5};
+  const KvTransferOptions& o = kSmallCache;
   const std::vector<int32_t> table = {4, 1};
-  const auto nothing = [](int, const ArrayRef&, const ArrayRef&) {
-    return absl::OkStatus();
-  };
   for (const bool symmetric : {true, false}) {
     SCOPED_TRACE(symmetric ? "wrong shape" : "not symmetric");
     absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
@@ -502,7 +508,7 @@ TEST(KvTransferCacheTest, RejectsACacheThatDoesNotMatch) {
               ? AllocateKvCache(bigger)
               : ArrayRef::FromPointer(local.data(), DType::kF32,
                                       std::vector<int64_t>{2, 2, 2, 5, 4, 8}));
-      return KvTransfer(7, table, cache, o, nothing, nothing);
+      return KvTransfer(7, table, cache, o, NoLayer, NoLayer);
     });
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("f32[2,2,2,5,4,8]"), std::string::npos) << s;
@@ -520,23 +526,16 @@ TEST(KvTransferCacheTest, RejectsPairsThatDisagreeOnThePrompt) {
   Runtime& rt = TestRuntime();
   if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
   const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
-  const KvTransferOptions o{.num_layers = 2,
-                            .num_kv_heads = 2,
-                            .head_dim = 8,
-                            .page_size = 4,
-                            .total_pages = 5};
+  const KvTransferOptions& o = kSmallCache;
   const std::vector<int32_t> table = {4, 1, 0, 2};
-  const auto nothing = [](int, const ArrayRef&, const ArrayRef&) {
-    return absl::OkStatus();
-  };
   absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
     // A first prompt both agree on, then one of 2 pages for prefill and 4
     // for decode.
     MESHDMA_RETURN_IF_ERROR(
-        KvTransfer(7, std::span(table).first(2), cache, o, nothing, nothing));
-    return KvTransfer(role == 0 ? 7 : 13, table, cache, o, nothing, nothing);
+        KvTransfer(7, std::span(table).first(2), cache, o, NoLayer, NoLayer));
+    return KvTransfer(role == 0 ? 7 : 13, table, cache, o, NoLayer, NoLayer);
   });
   // The prefill device's own error, or, on a process without it, the
   // abort that carries it.
