@@ -44,8 +44,9 @@ constexpr int64_t kTableHeaderWords = 2;
 //   prefill device reads call m's table before any of them leaves. (Every
 //   device allocates it, in the same sequence of persistent allocations.)
 // - on the prefill device, the staging slots, kept from call to call as the
-//   cache is: fresh memory for each call cost its page faults inside the
-//   call, a millisecond or more at a few MB.
+//   cache is: fresh memory for each call pays its page faults inside the
+//   call (16 MiB at 1,024 tokens; BENCHMARKS.md, "KV-cache transfer: calls
+//   as a server makes them").
 struct PairState {
   std::string role_axis;
   int64_t total_pages = 0;
