@@ -520,33 +520,43 @@ TEST(KvTransferCacheTest, RejectsACacheThatDoesNotMatch) {
 }
 
 // A prefill device and its decode device that call with prompts of
-// different lengths fail with an error naming both, instead of moving pages
-// by a block table that is not theirs.
+// different lengths fail at once with an error naming both, instead of
+// moving pages by a block table that is not theirs or waiting for one that
+// never comes: the decode device's prompt longer, then shorter.
 TEST(KvTransferCacheTest, RejectsPairsThatDisagreeOnThePrompt) {
   Runtime& rt = TestRuntime();
   if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
   const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
   const KvTransferOptions& o = kSmallCache;
   const std::vector<int32_t> table = {4, 1, 0, 2};
-  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
-    MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
-    // A first prompt both agree on, then one of 2 pages for prefill and 4
-    // for decode.
-    MESHDMA_RETURN_IF_ERROR(
-        KvTransfer(7, std::span(table).first(2), cache, o, NoLayer, NoLayer));
-    return KvTransfer(role == 0 ? 7 : 13, table, cache, o, NoLayer, NoLayer);
-  });
-  // The prefill device's own error, or, on a process without it, the
-  // abort that carries it.
-  EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
-              s.code() == absl::StatusCode::kAborted)
-      << s;
-  EXPECT_NE(s.message().find("kernel 'kv_transfer': the decode device's block "
-                             "table is for its call 1 of this Run, of "
-                             "4 pages; this prefill device is in call 1, of 2"),
-            std::string::npos)
-      << s;
+  // Tokens (pages of 4) on the prefill and the decode device.
+  for (const auto [prefill_seq, decode_seq] : {std::pair{7, 13}, {13, 7}}) {
+    SCOPED_TRACE(absl::StrCat("prefill ", prefill_seq, ", decode ", decode_seq,
+                              " tokens"));
+    absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+      // A first prompt both agree on, then the two lengths.
+      MESHDMA_RETURN_IF_ERROR(
+          KvTransfer(7, std::span(table).first(2), cache, o, NoLayer, NoLayer));
+      const int seq = role == 0 ? prefill_seq : decode_seq;
+      return KvTransfer(seq, std::span(table).first((seq + 3) / 4), cache, o,
+                        NoLayer, NoLayer);
+    });
+    // The prefill device's own error, or, on a process without it, the
+    // abort that carries it.
+    EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
+                s.code() == absl::StatusCode::kAborted)
+        << s;
+    EXPECT_NE(s.message().find(absl::StrCat(
+                  "kernel 'kv_transfer': the decode device's block table is "
+                  "for its call 1 of this Run, of ",
+                  (decode_seq + 3) / 4,
+                  " pages; this prefill device is in call 1, of ",
+                  (prefill_seq + 3) / 4)),
+              std::string::npos)
+        << s;
+  }
 }
 
 const KvTable kKvTables[] = {

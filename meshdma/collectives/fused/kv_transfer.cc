@@ -242,7 +242,17 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
         auto take_table = [&]() -> absl::Status {
           if (have_table) return absl::OkStatus();
           have_table = true;
-          MESHDMA_RETURN_IF_ERROR(table_copy.wait_recv());
+          // The table lands as one DMA, so once its header's bytes are
+          // counted the whole table is here: a table of another length
+          // fails at once instead of waiting for bytes that never come.
+          auto wait_words = [&](int64_t start, int64_t words) -> absl::Status {
+            MESHDMA_ASSIGN_OR_RETURN(ArrayRef part,
+                                     table.Slice(0, start, words));
+            return make_async_remote_copy(part, part, table_send,
+                                          pair->table_arrived, peer)
+                .wait_recv();
+          };
+          MESHDMA_RETURN_IF_ERROR(wait_words(0, kTableHeaderWords));
           const int32_t* header = table.data_as<int32_t>();
           if (header[0] != static_cast<int32_t>(call) || header[1] != pages) {
             return absl::FailedPreconditionError(absl::StrCat(
@@ -251,7 +261,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
                 " pages; this prefill device is in call ", call, ", of ", pages,
                 " pages (both must call KvTransfer alike)"));
           }
-          return absl::OkStatus();
+          return wait_words(kTableHeaderWords, pages);
         };
         const int32_t* dst_page = table.data_as<int32_t>() + kTableHeaderWords;
         // Two staging slots, left uninitialised: `prefill` writes every

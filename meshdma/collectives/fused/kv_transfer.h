@@ -35,11 +35,11 @@
 //      of call m's pages have arrived, and the prefill device reads call
 //      m's table before any of them leaves. Prefill waits for the table only
 //      before its first pages leave (step 2), so that it travels while
-//      layer 0 is computed, and checks its call number and length (a pair
-//      whose calls differ fails naming both). Nothing lands in a kernel
-//      scope before its device has entered it: the pages come after the
-//      table. A mode that does not communicate (`kComputeOnly`) meets no
-//      peer.
+//      layer 0 is computed, and checks its call number and length first (a
+//      pair whose calls differ fails at once, naming both). Nothing lands
+//      in a kernel scope before its device has entered it: the pages come
+//      after the table. A mode that does not communicate (`kComputeOnly`)
+//      meets no peer.
 //   2. Prefill, for each layer l: waits until staging slot l % 2 is free
 //      (`send[l % 2]`: the DMAs of layer l - 2 have read it), calls
 //      `prefill(l, k, v)` to compute the layer's keys and values into the
