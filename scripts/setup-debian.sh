@@ -13,6 +13,7 @@ packages=(
   gnuplot-nox
   libmlir-19-dev mlir-19-tools llvm-19-dev
   clang libclang-rt-dev
+  python3-torch libtorch-dev pybind11-dev python3-mpi4py
 )
 
 missing=()

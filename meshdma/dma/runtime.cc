@@ -91,4 +91,10 @@ absl::StatusOr<int> global_device_id() {
   return d->global_index();
 }
 
+absl::StatusOr<bool> run_failed() {
+  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
+                           dma_internal::RequireDevice("run_failed"));
+  return d->runtime()->aborted();
+}
+
 }  // namespace meshdma

@@ -3,7 +3,8 @@
 //
 // Life cycle. `Runtime::Create` initialises MPI when the process was started
 // by mpirun (with MPI_THREAD_MULTIPLE; a process started without mpirun runs
-// alone, without MPI), discovers the launch, maps the heaps and starts the
+// alone, without MPI, unless `RuntimeOptions::processes` names its launch's
+// processes through a store), discovers the launch, maps the heaps and starts the
 // device threads. Only one runtime may be alive in a process; creating a
 // second is an error, but once it is destroyed another may be created.
 // Destroying it (or `Shutdown`) is collective across processes, stops the
@@ -109,6 +110,13 @@ inline constexpr char kCheckEnv[] = "MESHDMA_CHECK";
 
 struct RuntimeOptions {
   LaunchOptions launch;
+  // The processes of the launch. Unset: MPI's when mpirun started this
+  // process (`LaunchedByMpi`), else this process alone. A launch that no MPI
+  // launcher started passes a group on its launcher's store
+  // (topology/store_process_group.h): then nothing uses MPI, shared memory
+  // joins the processes of a host, and meshdma's TCP connections join the
+  // hosts and carry aborts between the processes of one host.
+  std::shared_ptr<ProcessGroup> processes;
   // Symmetric heap per device. Unset: MESHDMA_HEAP_BYTES, else 256 MiB
   // (reserved lazily: untouched pages cost nothing).
   std::optional<int64_t> heap_bytes;
@@ -274,6 +282,10 @@ absl::StatusOr<const Mesh*> current_mesh();
 absl::StatusOr<int> logical_device_id();
 // This device's global index in the launch.
 absl::StatusOr<int> global_device_id();
+// Whether the current Run has failed on some device of the launch (its waits
+// now end with Aborted). For a device that waits on something outside
+// meshdma (a host-side queue) and must leave the Run when it fails.
+absl::StatusOr<bool> run_failed();
 
 }  // namespace meshdma
 

@@ -212,10 +212,20 @@ absl::Status RuntimeImpl::ReadOptions() {
   return absl::OkStatus();
 }
 
-// Step 2: the processes of the launch: MPI's when launched by mpirun, else
-// this process alone.
+// Step 2: the processes of the launch: the caller's (a store's), else MPI's
+// when launched by mpirun, else this process alone.
 absl::Status RuntimeImpl::ConnectProcesses() {
-  if (LaunchedByMpi()) {
+  if (options_.processes != nullptr) {
+    processes_ = options_.processes;
+    if (remote_choice_ == RemoteTransport::kMpi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "remote transport 'mpi' (RuntimeOptions::remote_transport or ",
+          kRemoteTransportEnv,
+          ") needs an MPI launch, but this launch's processes came from "
+          "RuntimeOptions::processes: use 'tcp' or 'auto'"));
+    }
+  } else if (LaunchedByMpi()) {
+    mpi_launch_ = true;
     MESHDMA_ASSIGN_OR_RETURN(processes_, ConnectMpiProcesses());
   } else {
     processes_ = MakeSingleProcessGroup();
@@ -348,8 +358,9 @@ absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
   RemoteTransport mine = remote_choice_;
   const bool told = mine != RemoteTransport::kAuto;
   if (!told) {
-    mine = HostHasRdmaDevice() ||
-                   (one_machine && MpiUsesSharedMemoryWithinMachine())
+    mine = mpi_launch_ &&
+                   (HostHasRdmaDevice() ||
+                    (one_machine && MpiUsesSharedMemoryWithinMachine()))
                ? RemoteTransport::kMpi
                : RemoteTransport::kTcp;
   }
@@ -556,7 +567,11 @@ absl::Status RuntimeImpl::InitHeaps() {
     MESHDMA_ASSIGN_OR_RETURN(remote_choice_,
                              AgreeOnRemoteTransport(one_machine));
   }
-  if (other_hosts && remote_choice_ == RemoteTransport::kTcp) {
+  // Without MPI, processes of one host still need a path for aborts: the
+  // TCP connections, which then carry nothing else.
+  const bool tcp_for_aborts = !mpi_launch_ && launch_->num_processes() > 1;
+  if ((other_hosts && remote_choice_ == RemoteTransport::kTcp) ||
+      tcp_for_aborts) {
     // One transport carries every message between processes, so that a
     // put and a later signal to the same process stay in order.
     MESHDMA_ASSIGN_OR_RETURN(

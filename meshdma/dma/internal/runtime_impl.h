@@ -242,7 +242,9 @@ class RuntimeImpl : public TransportHost {
   // Per process, what the MPI transport was given (mpi_path.h).
   std::vector<MpiPeerLimits> mpi_limits_;
   bool shut_down_ = false;
-  std::unique_ptr<ProcessGroup> processes_;
+  std::shared_ptr<ProcessGroup> processes_;
+  // Whether `processes_` is MPI's: only then may a transport use MPI.
+  bool mpi_launch_ = false;
   std::unique_ptr<HostTopology> topology_;
   std::unique_ptr<Launch> launch_;
 

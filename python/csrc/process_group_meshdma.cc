@@ -1,0 +1,667 @@
+#include "python/csrc/process_group_meshdma.h"
+
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "meshdma/base/status_macros.h"
+
+namespace meshdma::torch_backend {
+namespace {
+
+// The launch's store as meshdma's KeyValueStore.
+class C10dStore : public KeyValueStore {
+ public:
+  explicit C10dStore(c10::intrusive_ptr<c10d::Store> store)
+      : store_(std::move(store)) {}
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    try {
+      store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("store set '", key, "': ", e.what()));
+    }
+  }
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  absl::Duration timeout) override {
+    try {
+      store_->wait({key}, absl::ToChronoMilliseconds(timeout));
+      std::vector<uint8_t> v = store_->get(key);
+      return std::string(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store get '", key, "': ", e.what()));
+    }
+  }
+  absl::StatusOr<bool> Contains(const std::string& key) override {
+    try {
+      return store_->check({key});
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(e.what());
+    }
+  }
+  absl::Status Delete(const std::string& key) override {
+    try {
+      store_->deleteKey(key);
+    } catch (const std::exception&) {
+      // Stores that cannot delete keep them; exchanges never reuse a key.
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+// One device per process, shared by every group of the process; started by
+// the default group and stopped when the last group is destroyed.
+std::mutex g_server_mu;
+std::weak_ptr<DeviceServer> g_server;
+
+[[noreturn]] void Throw(const absl::Status& s) { TORCH_CHECK(false, s.message()); }
+
+std::runtime_error AsException(const absl::Status& s) {
+  return std::runtime_error(std::string(s.message()));
+}
+
+class MeshdmaWork : public c10d::Work {
+ public:
+  MeshdmaWork(int rank, c10d::OpType type, const char* name,
+              std::shared_ptr<Completion> completion,
+              std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type),
+        name_(name),
+        completion_(std::move(completion)),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {
+    c10::intrusive_ptr<c10::ivalue::Future> future = future_;
+    std::vector<at::Tensor> outputs_copy = outputs_;
+    completion_->Then([future, outputs_copy](const absl::Status& s) {
+      if (s.ok()) {
+        future->markCompleted(c10::IValue(outputs_copy));
+      } else {
+        future->setError(std::make_exception_ptr(AsException(s)));
+      }
+    });
+  }
+  bool isCompleted() override { return completion_->done(); }
+  bool isSuccess() const override {
+    return completion_->done() && completion_->status().ok();
+  }
+  std::exception_ptr exception() const override {
+    if (!completion_->done() || completion_->status().ok()) return nullptr;
+    return std::make_exception_ptr(AsException(completion_->status()));
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout != kNoTimeout) {
+      const auto until = std::chrono::steady_clock::now() + timeout;
+      while (!completion_->done()) {
+        if (std::chrono::steady_clock::now() > until) {
+          TORCH_CHECK(false, "meshdma ", name_, " on rank ", rank_,
+                      ": not complete within ", timeout.count(), " ms");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    const absl::Status& s = completion_->Wait();
+    if (!s.ok()) Throw(s);
+    return true;
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    return future_;
+  }
+
+ private:
+  const char* name_;
+  std::shared_ptr<Completion> completion_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Step 0 of every call: the tensors torch hands over are dense CPU tensors
+// of a supported dtype.
+void CheckTensor(const at::Tensor& t, const char* call, const char* what,
+                 int rank) {
+  TORCH_CHECK(t.defined(), "meshdma ", call, " on rank ", rank, ": ", what,
+              " is undefined");
+  TORCH_CHECK(t.device().is_cpu() && t.layout() == c10::kStrided, "meshdma ",
+              call, " on rank ", rank, ": ", what,
+              " must be a dense CPU tensor, not ", t.toString());
+  absl::StatusOr<DType> dtype = DTypeOfTensor(t);
+  TORCH_CHECK(dtype.ok(), "meshdma ", call, " on rank ", rank, ": ", what,
+              ": ", dtype.status().message());
+}
+
+void CheckOne(const std::vector<at::Tensor>& tensors, const char* call,
+              int rank) {
+  TORCH_CHECK(tensors.size() == 1, "meshdma ", call, " on rank ", rank,
+              ": takes one tensor per process, got ", tensors.size());
+  CheckTensor(tensors[0], call, "the tensor", rank);
+}
+
+void CheckSameAs(const at::Tensor& t, const at::Tensor& like,
+                 const char* call, const char* what, int rank) {
+  CheckTensor(t, call, what, rank);
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "meshdma ", call,
+              " on rank ", rank, ": ", what, " has dtype ",
+              c10::toString(t.scalar_type()), ", the input ",
+              c10::toString(like.scalar_type()));
+}
+
+TorchReduce ToReduce(const c10d::ReduceOp& op, const at::Tensor& t,
+                     const char* call, int rank) {
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM:
+      return TorchReduce::kSum;
+    case c10d::ReduceOp::AVG:
+      return TorchReduce::kAvg;
+    case c10d::ReduceOp::MAX:
+      return TorchReduce::kMax;
+    case c10d::ReduceOp::MIN:
+      return TorchReduce::kMin;
+    case c10d::ReduceOp::PRODUCT:
+      return TorchReduce::kProduct;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR: {
+      TORCH_CHECK(!t.is_floating_point(), "meshdma ", call, " on rank ", rank,
+                  ": bitwise reductions need an integer or bool tensor, not ",
+                  c10::toString(t.scalar_type()));
+      const auto o = static_cast<c10d::ReduceOp::RedOpType>(op);
+      return o == c10d::ReduceOp::BAND  ? TorchReduce::kBand
+             : o == c10d::ReduceOp::BOR ? TorchReduce::kBor
+                                        : TorchReduce::kBxor;
+    }
+    default:
+      TORCH_CHECK(false, "meshdma ", call, " on rank ", rank,
+                  ": reduction op ", static_cast<int>(op.op_),
+                  " is not supported (SUM, AVG, MAX, MIN, PRODUCT, BAND, BOR, "
+                  "BXOR are)");
+  }
+}
+
+// A tensor as the device works on it: contiguous, and for the reductions of
+// 8-bit and bool tensors widened to int32 (meshdma reduces neither); written
+// back into the caller's tensor after the call.
+struct Staged {
+  at::Tensor user;
+  at::Tensor work;
+  static Staged Of(const at::Tensor& t, bool reduction) {
+    const bool narrow = t.scalar_type() == at::kByte ||
+                        t.scalar_type() == at::kChar ||
+                        t.scalar_type() == at::kBool;
+    if (reduction && narrow) return {t, t.to(at::kInt).contiguous()};
+    if (!t.is_contiguous()) return {t, t.contiguous()};
+    return {t, t};
+  }
+  void WriteBack() {
+    if (!work.is_same(user)) user.copy_(work);
+  }
+};
+
+}  // namespace
+
+ProcessGroupMeshdma::ProcessGroupMeshdma(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout, std::vector<int> launch_ranks)
+    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+  // Step 1: the device, started by the default group (a collective launch).
+  {
+    std::lock_guard<std::mutex> lock(g_server_mu);
+    server_ = g_server.lock();
+    if (server_ == nullptr) {
+      TORCH_CHECK(launch_ranks.empty(),
+                  "meshdma: a subgroup was created before the default group");
+      DeviceServer::Options options;
+      options.rank = rank;
+      options.size = size;
+      options.timeout = absl::FromChrono(timeout);
+      absl::StatusOr<std::shared_ptr<DeviceServer>> started =
+          DeviceServer::Start(std::make_shared<C10dStore>(store), options);
+      if (!started.ok()) Throw(started.status());
+      server_ = *started;
+      g_server = server_;
+    }
+  }
+  // Step 2: this group's members as launch ranks.
+  if (launch_ranks.empty()) {
+    for (int r = 0; r < size; ++r) launch_ranks.push_back(r);
+  }
+  TORCH_CHECK(static_cast<int>(launch_ranks.size()) == size,
+              "meshdma: group of ", size, " ranks given ", launch_ranks.size(),
+              " launch ranks");
+  members_.ranks = std::move(launch_ranks);
+  members_.me = rank;
+  members_.whole = size == server_->size();
+  for (int r = 0; r < size && members_.whole; ++r) {
+    members_.whole = members_.ranks[r] == r;
+  }
+}
+
+ProcessGroupMeshdma::~ProcessGroupMeshdma() = default;
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
+    c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
+    std::function<absl::Status(GroupOps&)> fn) {
+  ++calls_;
+  const GroupMembers* members = &members_;
+  DeviceServer* server = server_.get();
+  std::shared_ptr<Completion> completion =
+      server_->Submit([members, server, fn = std::move(fn)]() {
+        GroupOps ops(*members, server->mail());
+        return fn(ops);
+      });
+  return c10::make_intrusive<MeshdmaWork>(rank_, type, name,
+                                          std::move(completion),
+                                          std::move(outputs));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  CheckOne(tensors, "broadcast", rank_);
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
+              "meshdma broadcast on rank ", rank_, ": root ", opts.rootRank,
+              " is not a rank of the group of ", size_);
+  Staged s = Staged::Of(tensors[0], false);
+  const int root = opts.rootRank;
+  return Launch(c10d::OpType::BROADCAST, "broadcast", tensors,
+                [s, root](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.Broadcast(s.work, root));
+                  s.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  CheckOne(tensors, "allreduce", rank_);
+  const TorchReduce op = ToReduce(opts.reduceOp, tensors[0], "allreduce", rank_);
+  Staged s = Staged::Of(tensors[0], true);
+  return Launch(c10d::OpType::ALLREDUCE, "allreduce", tensors,
+                [s, op](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.AllReduce(s.work, op));
+                  s.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "meshdma allreduce_coalesced on rank ", rank_,
+              ": no tensors");
+  for (const at::Tensor& t : tensors) {
+    CheckSameAs(t, tensors[0], "allreduce_coalesced", "a tensor", rank_);
+  }
+  const TorchReduce op =
+      ToReduce(opts.reduceOp, tensors[0], "allreduce_coalesced", rank_);
+  // One reduction over the tensors laid end to end.
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape(-1));
+  Staged s = Staged::Of(at::cat(flat), true);
+  std::vector<at::Tensor> users = tensors;
+  return Launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
+                tensors, [s, op, users](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.AllReduce(s.work, op));
+                  int64_t offset = 0;
+                  for (at::Tensor& t : users) {
+                    t.copy_(s.work.narrow(0, offset, t.numel()).view(t.sizes()));
+                    offset += t.numel();
+                  }
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce(
+    std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  CheckOne(tensors, "reduce", rank_);
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
+              "meshdma reduce on rank ", rank_, ": root ", opts.rootRank,
+              " is not a rank of the group of ", size_);
+  const TorchReduce op = ToReduce(opts.reduceOp, tensors[0], "reduce", rank_);
+  Staged s = Staged::Of(tensors[0], true);
+  const int root = opts.rootRank;
+  return Launch(c10d::OpType::REDUCE, "reduce", tensors,
+                [s, op, root](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.Reduce(s.work, root, op));
+                  s.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  CheckOne(inputs, "allgather", rank_);
+  TORCH_CHECK(outputs.size() == 1 &&
+                  static_cast<int>(outputs[0].size()) == size_,
+              "meshdma allgather on rank ", rank_, ": needs one list of ",
+              size_, " output tensors");
+  const at::Tensor in = inputs[0].contiguous();
+  for (const at::Tensor& o : outputs[0]) {
+    CheckSameAs(o, in, "allgather", "an output", rank_);
+    TORCH_CHECK(o.numel() == in.numel(), "meshdma allgather on rank ", rank_,
+                ": output of ", o.numel(), " elements for an input of ",
+                in.numel());
+  }
+  std::vector<at::Tensor> outs = outputs[0];
+  const int n = size_;
+  return Launch(c10d::OpType::ALLGATHER, "allgather", outs,
+                [in, outs, n](GroupOps& ops) mutable {
+                  at::Tensor all = at::empty({n * in.numel()}, in.options());
+                  MESHDMA_RETURN_IF_ERROR(ops.AllGather(in, all));
+                  for (int r = 0; r < n; ++r) {
+                    outs[r].copy_(all.narrow(0, r * in.numel(), in.numel())
+                                      .view(outs[r].sizes()));
+                  }
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  CheckTensor(input, "_allgather_base", "the input", rank_);
+  CheckSameAs(output, input, "_allgather_base", "the output", rank_);
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "meshdma _allgather_base on rank ", rank_, ": output of ",
+              output.numel(), " elements for ", size_, " inputs of ",
+              input.numel());
+  const at::Tensor in = input.contiguous();
+  Staged out = Staged::Of(output, false);
+  return Launch(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
+                [in, out](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.AllGather(in, out.work));
+                  out.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(static_cast<int>(outputs.size()) == size_,
+              "meshdma allgather_coalesced on rank ", rank_, ": needs ",
+              size_, " output lists, got ", outputs.size());
+  for (const auto& list : outputs) {
+    TORCH_CHECK(list.size() == inputs.size(),
+                "meshdma allgather_coalesced on rank ", rank_,
+                ": each output list needs ", inputs.size(), " tensors");
+    for (size_t i = 0; i < list.size(); ++i) {
+      CheckSameAs(list[i], inputs[i], "allgather_coalesced", "an output",
+                  rank_);
+      TORCH_CHECK(list[i].numel() == inputs[i].numel(),
+                  "meshdma allgather_coalesced on rank ", rank_,
+                  ": output and input sizes differ");
+    }
+  }
+  std::vector<at::Tensor> ins;
+  for (const at::Tensor& t : inputs) ins.push_back(t.contiguous());
+  std::vector<std::vector<at::Tensor>> outs = outputs;
+  std::vector<at::Tensor> flat_outputs;
+  for (const auto& list : outputs) {
+    flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
+  }
+  const int n = size_;
+  return Launch(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
+                flat_outputs, [ins, outs, n](GroupOps& ops) mutable {
+                  for (size_t i = 0; i < ins.size(); ++i) {
+                    at::Tensor all =
+                        at::empty({n * ins[i].numel()}, ins[i].options());
+                    MESHDMA_RETURN_IF_ERROR(ops.AllGather(ins[i], all));
+                    for (int r = 0; r < n; ++r) {
+                      outs[r][i].copy_(
+                          all.narrow(0, r * ins[i].numel(), ins[i].numel())
+                              .view(outs[r][i].sizes()));
+                    }
+                  }
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  CheckOne(inputs, "gather", rank_);
+  const int root = opts.rootRank;
+  TORCH_CHECK(root >= 0 && root < size_, "meshdma gather on rank ", rank_,
+              ": root ", root, " is not a rank of the group of ", size_);
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 &&
+                    static_cast<int>(outputs[0].size()) == size_,
+                "meshdma gather on root ", rank_, ": needs one list of ",
+                size_, " output tensors");
+    outs = outputs[0];
+    for (const at::Tensor& o : outs) {
+      CheckSameAs(o, inputs[0], "gather", "an output", rank_);
+      TORCH_CHECK(o.numel() == inputs[0].numel(), "meshdma gather on rank ",
+                  rank_, ": output and input sizes differ");
+    }
+  } else {
+    TORCH_CHECK(outputs.empty() || outputs[0].empty(), "meshdma gather on rank ",
+                rank_, ": only the root ", root, " passes outputs");
+  }
+  const at::Tensor in = inputs[0].contiguous();
+  const int n = size_;
+  const bool is_root = rank_ == root;
+  return Launch(c10d::OpType::GATHER, "gather", outs,
+                [in, outs, root, n, is_root](GroupOps& ops) mutable {
+                  at::Tensor all = at::empty({n * in.numel()}, in.options());
+                  MESHDMA_RETURN_IF_ERROR(
+                      ops.Gather(in, is_root ? &all : nullptr, root));
+                  if (!is_root) return absl::OkStatus();
+                  for (int r = 0; r < n; ++r) {
+                    outs[r].copy_(all.narrow(0, r * in.numel(), in.numel())
+                                      .view(outs[r].sizes()));
+                  }
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  CheckOne(outputs, "scatter", rank_);
+  const int root = opts.rootRank;
+  TORCH_CHECK(root >= 0 && root < size_, "meshdma scatter on rank ", rank_,
+              ": root ", root, " is not a rank of the group of ", size_);
+  at::Tensor blocks;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 &&
+                    static_cast<int>(inputs[0].size()) == size_,
+                "meshdma scatter on root ", rank_, ": needs one list of ",
+                size_, " input tensors");
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : inputs[0]) {
+      CheckSameAs(t, outputs[0], "scatter", "an input", rank_);
+      TORCH_CHECK(t.numel() == outputs[0].numel(), "meshdma scatter on rank ",
+                  rank_, ": input and output sizes differ");
+      flat.push_back(t.reshape(-1));
+    }
+    blocks = at::cat(flat);
+  } else {
+    TORCH_CHECK(inputs.empty() || inputs[0].empty(), "meshdma scatter on rank ",
+                rank_, ": only the root ", root, " passes inputs");
+  }
+  Staged out = Staged::Of(outputs[0], false);
+  return Launch(c10d::OpType::SCATTER, "scatter", outputs,
+                [blocks, out, root](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.Scatter(
+                      blocks.defined() ? &blocks : nullptr, out.work, root));
+                  out.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  CheckOne(outputs, "reduce_scatter", rank_);
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+              "meshdma reduce_scatter on rank ", rank_, ": needs one list of ",
+              size_, " input tensors");
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : inputs[0]) {
+    CheckSameAs(t, outputs[0], "reduce_scatter", "an input", rank_);
+    TORCH_CHECK(t.numel() == outputs[0].numel(),
+                "meshdma reduce_scatter on rank ", rank_, ": input of ",
+                t.numel(), " elements for an output of ", outputs[0].numel());
+    flat.push_back(t.reshape(-1));
+  }
+  const TorchReduce op =
+      ToReduce(opts.reduceOp, outputs[0], "reduce_scatter", rank_);
+  Staged in = Staged::Of(at::cat(flat), true);
+  Staged out = Staged::Of(outputs[0], true);
+  return Launch(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
+                [in, out, op](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(
+                      ops.ReduceScatter(in.work, out.work, op));
+                  out.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  CheckTensor(input, "_reduce_scatter_base", "the input", rank_);
+  CheckSameAs(output, input, "_reduce_scatter_base", "the output", rank_);
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "meshdma _reduce_scatter_base on rank ", rank_, ": input of ",
+              input.numel(), " elements for ", size_, " outputs of ",
+              output.numel());
+  const TorchReduce op =
+      ToReduce(opts.reduceOp, output, "_reduce_scatter_base", rank_);
+  Staged in = Staged::Of(input, true);
+  Staged out = Staged::Of(output, true);
+  return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
+                {output}, [in, out, op](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(
+                      ops.ReduceScatter(in.work, out.work, op));
+                  out.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+    std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
+  CheckTensor(input, "alltoall_base", "the input", rank_);
+  CheckSameAs(output, input, "alltoall_base", "the output", rank_);
+  const at::Tensor in = input.contiguous();
+  Staged out = Staged::Of(output, false);
+  std::vector<int64_t> in_splits = input_splits, out_splits = output_splits;
+  return Launch(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
+                [in, out, in_splits, out_splits](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(
+                      ops.AllToAll(in, out.work, in_splits, out_splits));
+                  out.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
+                  static_cast<int>(outputs.size()) == size_,
+              "meshdma alltoall on rank ", rank_, ": needs ", size_,
+              " inputs and outputs, got ", inputs.size(), " and ",
+              outputs.size());
+  // The lists as one tensor each, split by element counts.
+  std::vector<at::Tensor> flat_in, flat_out;
+  std::vector<int64_t> in_splits, out_splits;
+  for (int r = 0; r < size_; ++r) {
+    CheckSameAs(inputs[r], inputs[0], "alltoall", "an input", rank_);
+    CheckSameAs(outputs[r], inputs[0], "alltoall", "an output", rank_);
+    flat_in.push_back(inputs[r].reshape(-1));
+    in_splits.push_back(inputs[r].numel());
+    out_splits.push_back(outputs[r].numel());
+  }
+  const at::Tensor in = at::cat(flat_in);
+  int64_t total = 0;
+  for (int64_t s : out_splits) total += s;
+  std::vector<at::Tensor> outs = outputs;
+  return Launch(c10d::OpType::ALLTOALL, "alltoall", outputs,
+                [in, outs, in_splits, out_splits, total](GroupOps& ops) mutable {
+                  at::Tensor all = at::empty({total}, in.options());
+                  const bool equal =
+                      std::adjacent_find(in_splits.begin(), in_splits.end(),
+                                         std::not_equal_to<>()) ==
+                          in_splits.end() &&
+                      in_splits == out_splits;
+                  MESHDMA_RETURN_IF_ERROR(
+                      equal ? ops.AllToAll(in, all, {}, {})
+                            : ops.AllToAll(in, all, in_splits, out_splits));
+                  int64_t offset = 0;
+                  for (size_t r = 0; r < outs.size(); ++r) {
+                    outs[r].copy_(all.narrow(0, offset, out_splits[r])
+                                      .view(outs[r].sizes()));
+                    offset += out_splits[r];
+                  }
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::send(
+    std::vector<at::Tensor>& tensors, int dst, int tag) {
+  CheckOne(tensors, "send", rank_);
+  TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_, "meshdma send on rank ",
+              rank_, ": destination ", dst,
+              " must be another rank of the group of ", size_);
+  const at::Tensor t = tensors[0].contiguous();
+  return Launch(c10d::OpType::SEND, "send", {},
+                [t, dst, tag](GroupOps& ops) { return ops.Send(t, dst, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recv(
+    std::vector<at::Tensor>& tensors, int src, int tag) {
+  CheckOne(tensors, "recv", rank_);
+  TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "meshdma recv on rank ",
+              rank_, ": source ", src,
+              " must be another rank of the group of ", size_);
+  Staged s = Staged::Of(tensors[0], false);
+  return Launch(c10d::OpType::RECV, "recv", tensors,
+                [s, src, tag](GroupOps& ops) mutable {
+                  MESHDMA_RETURN_IF_ERROR(ops.Recv(s.work, src, tag));
+                  s.WriteBack();
+                  return absl::OkStatus();
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recvAnysource(
+    std::vector<at::Tensor>& tensors, int tag) {
+  TORCH_CHECK(false, "meshdma recv on rank ", rank_,
+              ": a receive from any source is not supported; name the source");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::barrier(
+    const c10d::BarrierOptions& opts) {
+  return Launch(c10d::OpType::BARRIER, "barrier", {},
+                [](GroupOps& ops) { return ops.Barrier(); });
+}
+
+void ProcessGroupMeshdma::monitoredBarrier(const c10d::BarrierOptions& opts,
+                                           bool wait_all_ranks) {
+  const std::chrono::milliseconds timeout =
+      opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  c10::intrusive_ptr<c10d::Work> work = barrier(opts);
+  try {
+    work->wait(timeout);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "meshdma monitored barrier on rank ", rank_,
+                " of a group of ", size_, ": ", e.what());
+  }
+}
+
+}  // namespace meshdma::torch_backend
