@@ -1,5 +1,6 @@
 #include "python/csrc/process_group_meshdma.h"
 
+#include <Python.h>
 #include <c10/util/Exception.h>
 
 #include <exception>
@@ -246,7 +247,16 @@ ProcessGroupMeshdma::ProcessGroupMeshdma(
   }
 }
 
-ProcessGroupMeshdma::~ProcessGroupMeshdma() = default;
+ProcessGroupMeshdma::~ProcessGroupMeshdma() {
+  // The last group stops the device, which may still drop the last reference
+  // to a tensor that Python owns (that takes the GIL): never hold the GIL
+  // while waiting for it.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* state = PyEval_SaveThread();
+    server_.reset();
+    PyEval_RestoreThread(state);
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
     c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,

@@ -20,7 +20,7 @@ case "$mode" in
       "$program" >"$log" 2>&1 ;;
   nnodes2)
     for node in 0 1; do
-      MESHDMA_FORCE_INTERHOST=1 "${run[@]}" --nnodes 2 --node_rank "$node" \
+      MESHDMA_FORCE_INTERHOST=1 MESHDMA_DEBUG=INFO MESHDMA_DEBUG_SUBSYS=transport "${run[@]}" --nnodes 2 --node_rank "$node" \
         --nproc_per_node 1 --master_addr 127.0.0.1 --master_port "$port" \
         "$program" >>"$log" 2>&1 &
     done
