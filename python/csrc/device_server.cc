@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <cstdlib>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +19,13 @@ namespace {
 // how long a waiting caller polls before it sleeps. Both yield the core on
 // every poll: on a machine with fewer cores than threads, the thread they
 // wait for may need it.
-constexpr absl::Duration kIdleSpin = absl::Microseconds(200);
-constexpr absl::Duration kCallerSpin = absl::Microseconds(200);
+absl::Duration SpinFromEnv(const char* name, absl::Duration fallback) {
+  const char* v = std::getenv(name);
+  return v ? absl::Microseconds(std::atoi(v)) : fallback;
+}
+const absl::Duration kIdleSpin = SpinFromEnv("TMP_IDLE_SPIN_US", absl::Microseconds(200));
+const absl::Duration kCallerSpin = SpinFromEnv("TMP_CALLER_SPIN_US", absl::Microseconds(200));
+const bool kYield = std::getenv("TMP_NO_YIELD") == nullptr;
 // A sleeping device wakes this often to notice a failure of the Run that
 // happened elsewhere.
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(2);
@@ -39,7 +46,9 @@ void Completion::Finish(absl::Status status) {
 
 const absl::Status& Completion::Wait() {
   const absl::Time spin_until = absl::Now() + kCallerSpin;
-  while (!done() && absl::Now() < spin_until) sched_yield();
+  while (!done() && absl::Now() < spin_until) {
+    if (kYield) sched_yield();
+  }
   while (!done()) done_.wait(0, std::memory_order_acquire);
   return status_;
 }
@@ -171,10 +180,10 @@ bool DeviceServer::TakeNext(Request& request) {
         continue;
       }
     }
-    sched_yield();
+    if (kYield) sched_yield();
     while (submitted_.load(std::memory_order_acquire) == seen &&
            absl::Now() < spin_until) {
-      sched_yield();
+      if (kYield) sched_yield();
     }
   }
 }

@@ -71,6 +71,8 @@ std::runtime_error AsException(const absl::Status& s) {
   return std::runtime_error(std::string(s.message()));
 }
 
+// A call's Work. Its future is made on first request (DDP's reducer asks;
+// a plain collective does not), so a call pays for none.
 class MeshdmaWork : public c10d::Work {
  public:
   MeshdmaWork(int rank, c10d::OpType type, const char* name,
@@ -79,19 +81,7 @@ class MeshdmaWork : public c10d::Work {
       : c10d::Work(rank, type),
         name_(name),
         completion_(std::move(completion)),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
-    c10::intrusive_ptr<c10::ivalue::Future> future = future_;
-    std::vector<at::Tensor> outputs_copy = outputs_;
-    completion_->Then([future, outputs_copy](const absl::Status& s) {
-      if (s.ok()) {
-        future->markCompleted(c10::IValue(outputs_copy));
-      } else {
-        future->setError(std::make_exception_ptr(AsException(s)));
-      }
-    });
-  }
+        outputs_(std::move(outputs)) {}
   bool isCompleted() override { return completion_->done(); }
   bool isSuccess() const override {
     return completion_->done() && completion_->status().ok();
@@ -117,6 +107,20 @@ class MeshdmaWork : public c10d::Work {
     return true;
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (future_ == nullptr) {
+      static const c10::TypePtr kTensorList =
+          c10::ListType::create(c10::TensorType::get());
+      future_ = c10::make_intrusive<c10::ivalue::Future>(kTensorList);
+      completion_->Then([future = future_, outputs = outputs_](
+                            const absl::Status& s) {
+        if (s.ok()) {
+          future->markCompleted(c10::IValue(outputs));
+        } else {
+          future->setError(std::make_exception_ptr(AsException(s)));
+        }
+      });
+    }
     return future_;
   }
 
@@ -124,6 +128,7 @@ class MeshdmaWork : public c10d::Work {
   const char* name_;
   std::shared_ptr<Completion> completion_;
   std::vector<at::Tensor> outputs_;
+  std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -219,8 +224,17 @@ ProcessGroupMeshdma::ProcessGroupMeshdma(
     std::lock_guard<std::mutex> lock(g_server_mu);
     server_ = g_server.lock();
     if (server_ == nullptr) {
-      TORCH_CHECK(launch_ranks.empty(),
-                  "meshdma: a subgroup was created before the default group");
+      // The first group starts the device: the default group, or a group of
+      // every rank in launch order (the default group being another
+      // backend's).
+      bool whole = launch_ranks.empty();
+      if (static_cast<int>(launch_ranks.size()) == size) {
+        whole = true;
+        for (int r = 0; r < size; ++r) whole &= launch_ranks[r] == r;
+      }
+      TORCH_CHECK(whole, "meshdma: the first meshdma group of a process must "
+                  "hold every rank of the launch (it starts meshdma's "
+                  "runtime); this one holds ", size, " ranks");
       DeviceServer::Options options;
       options.rank = rank;
       options.size = size;
