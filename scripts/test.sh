@@ -2,8 +2,8 @@
 # Installs what is missing, configures, builds, and runs the whole test suite:
 # devices as threads, processes under mpirun (shared memory), and the
 # inter-host path forced on one machine (MPI, also over TCP only), once with
-# Open MPI (everything, MLIR included) and once with MPICH (everything but
-# MLIR and the layout checks).
+# Open MPI (everything, MLIR and the torch backend included) and once with
+# MPICH (everything but MLIR, the torch backend and the layout checks).
 #   MESHDMA_TEST_MPIS="openmpi mpich"  which MPIs to test (default: both)
 #   MESHDMA_BUILD_DIR=build            the Open MPI build folder (MPICH's gets -mpich)
 set -euo pipefail
@@ -18,6 +18,7 @@ for mpi in ${MESHDMA_TEST_MPIS:-openmpi mpich}; do
     mpich)
       dir=$build_dir-mpich
       cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DMESHDMA_WITH_MLIR=OFF \
+        -DMESHDMA_WITH_TORCH=OFF \
         -DMPI_C_COMPILER=/usr/bin/mpicc.mpich \
         -DMPI_CXX_COMPILER=/usr/bin/mpicxx.mpich \
         -DMPIEXEC_EXECUTABLE=/usr/bin/mpiexec.mpich ;;

@@ -12,7 +12,8 @@
 #   2. copy A to B and delete A, so nothing can still point into A;
 #   3. configure and build the consumer and the README's program against B,
 #      then run both;
-#   4. run the installed meshdma-info from B;
+#   4. run the installed meshdma-info from B, and import the installed
+#      meshdma.torch from B where the build made it;
 #   5. with a shared library, build the README's program with pkg-config.
 cmake_minimum_required(VERSION 3.25)
 
@@ -54,7 +55,8 @@ if(SOURCE_DIR)
   run("configure shared meshdma" ${CMAKE_COMMAND} -S ${SOURCE_DIR}
     -B ${BUILD_DIR} -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
     -DMESHDMA_WITH_MLIR=OFF -DMESHDMA_BUILD_TESTS=OFF
-    -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF ${compiler_args})
+    -DMESHDMA_BUILD_EXAMPLES=OFF -DMESHDMA_BUILD_BENCH=OFF
+    -DMESHDMA_WITH_TORCH=OFF ${compiler_args})
   cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
   run("build shared meshdma" ${CMAKE_COMMAND} --build ${BUILD_DIR} -j ${cores})
 endif()
@@ -95,8 +97,18 @@ run("run consumer" ${consumer_build}/consumer)
 run("run the README's program" ${CMAKE_COMMAND} -E env
   MESHDMA_DEVICES_PER_PROCESS=2 ${consumer_build}/readme_program)
 
-# Step 4: the installed tool.
+# Step 4: the installed tool, and the Python package where it was built:
+# the relocated dist-packages folder alone makes meshdma.torch importable.
 run("run meshdma-info" ${prefix_b}/bin/meshdma-info --help)
+file(GLOB python_dirs LIST_DIRECTORIES true
+  ${prefix_b}/lib/python*/dist-packages/meshdma)
+if(python_dirs)
+  list(GET python_dirs 0 package)
+  get_filename_component(site ${package} DIRECTORY)
+  run("import the installed meshdma.torch" ${CMAKE_COMMAND} -E env
+    PYTHONPATH=${site} /usr/bin/python3 -c
+    "import meshdma.torch, torch.distributed as d; assert d.Backend.MESHDMA == 'MESHDMA'")
+endif()
 
 # Step 5: pkg-config, for the shared library.
 file(GLOB shared_lib ${prefix_b}/lib*/libmeshdma.so)

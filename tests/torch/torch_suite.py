@@ -1,7 +1,8 @@
 """PyTorch's own distributed test suite on a backend: meshdma, or gloo as
 the control.
 
-    BACKEND=meshdma WORLD_SIZE=2 python3 tests/torch/torch_suite.py [-k PATTERN ...]
+    BACKEND=meshdma WORLD_SIZE=2 python3 tests/torch/torch_suite.py \
+        [--results FILE] [--control FILE] [-k PATTERN ...]
 
 Runs `DistributedTest._DistTestBase` from the suite Debian's python3-torch
 ships (torch/testing/_internal/distributed/distributed_test.py), each test in
@@ -10,7 +11,14 @@ registered as a plugin backend with subgroups. `SELECTED` names the tests
 this driver runs (collectives, point-to-point, barriers, groups and DDP on
 CPU); `EXCLUDED` lists, with the reason, those of them that do not apply to
 a plugin backend on this machine. With no -k, every selected test runs.
+
+--results FILE writes each test's outcome (passed, skipped with the reason,
+failed) as JSON; --control FILE reads another backend's results (gloo's, in
+the same ctest run) and fails the run when a test the control passed did not
+pass here.
 """
+import argparse
+import json
 import os
 import re
 import sys
@@ -31,6 +39,7 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
 
 DistTestCases.backend_feature["plugin"].add("meshdma")
 DistTestCases.backend_feature["subgroup"].add("meshdma")
+DistTestCases.backend_feature["ddp"].add("meshdma")
 
 # The suite's tests of what a CPU backend does (names are regexes).
 SELECTED = [
@@ -44,11 +53,9 @@ SELECTED = [
 
 # Selected tests that do not apply here, with the reason.
 EXCLUDED = {
-    r"_cuda|_nccl|_gpu|_multigpu|_full_group_cuda": "needs CUDA",
     r"test_barrier_timeout": "asks the backend to time out a barrier whose peers never call (gloo only by name)",
     r"test_send_recv_any_source": "a receive from any source is refused with a clear error (name the source)",
     r"test_isend_autograd_profiler|test_send_recv_autograd_profiler|test_.*_profiler|profiling": "the profiler's record names are per backend",
-    r"test_DistributedDataParallel_SyncBatchNorm": "SyncBatchNorm needs CUDA",
 }
 
 
@@ -80,5 +87,56 @@ def load_tests(loader, tests, pattern):
     return suite
 
 
+class RecordingResult(unittest.TextTestResult):
+    """Also keeps each test's outcome by name."""
+
+    outcomes = {}
+
+    def _name(self, test):
+        return test.id().rsplit(".", 1)[-1]
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.outcomes[self._name(test)] = "passed"
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self.outcomes[self._name(test)] = f"skipped: {reason}"
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.outcomes[self._name(test)] = "failed"
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.outcomes[self._name(test)] = "failed"
+
+
+def main():
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--results")
+    parser.add_argument("--control")
+    args, rest = parser.parse_known_args()
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=RecordingResult)
+    program = unittest.main(argv=[sys.argv[0]] + rest, testRunner=runner, exit=False)
+    outcomes = RecordingResult.outcomes
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump(outcomes, f, indent=1, sort_keys=True)
+    ok = program.result.wasSuccessful()
+    if args.control:
+        with open(args.control) as f:
+            control = json.load(f)
+        short = sorted(n for n, o in control.items()
+                       if o == "passed" and outcomes.get(n) != "passed" and n in outcomes)
+        for name in short:
+            print(f"{name}: passed on the control, {outcomes[name]} on {os.environ['BACKEND']}")
+        passed = sum(o == "passed" for o in outcomes.values())
+        print(f"{os.environ['BACKEND']}: {passed} passed; the control passed "
+              f"{sum(o == 'passed' for o in control.values())}; short of it: {len(short)}")
+        ok = ok and not short
+    sys.exit(0 if ok else 1)
+
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    main()
