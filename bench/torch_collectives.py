@@ -4,7 +4,8 @@ collective, in one launch.
 
     mpirun -np 2 python3 bench/torch_collectives.py [-b 8] [-e 64M] [-f 4]
         [--ops all_reduce,all_gather,reduce_scatter,all_to_all,broadcast]
-        [--backends meshdma,gloo,noop,mpi] [--min-time 0.05] [--rounds 3]
+        [--backends meshdma,meshdma-heap,gloo,noop,mpi] [--min-time 0.05]
+        [--rounds 3]
 
 (PYTHONPATH=build/python, or after cmake --install.) Every process joins a
 gloo default group and a meshdma group over the same ranks, so every
@@ -14,7 +15,10 @@ batches (each at least `--min-time` seconds, after a warm-up), the bus
 bandwidth (nccl-tests' convention: the bytes each rank sends and receives
 per call over the time), and meshdma's speed-up over each other backend.
 `size` is the bytes of each rank's input (all_gather: of each rank's block).
-float32 tensors, ordinary (not heap-allocated) memory. "n/a": the backend
+float32 tensors in ordinary memory; `meshdma-heap` is meshdma on tensors
+from `meshdma.torch.empty` (the symmetric heap: all_reduce in place and
+all_gather into them copy nothing extra; the other ops stage their outputs
+as with ordinary tensors). "n/a": the backend
 has no such collective (gloo 1.13 has no reduce_scatter nor
 _all_gather_base on CPU).
 """
@@ -27,7 +31,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import meshdma.torch  # noqa: F401  (also fills torch's env from mpirun's)
+import meshdma.torch  # (also fills torch's env from mpirun's)
 
 
 def parse_size(text):
@@ -122,16 +126,17 @@ def mpi_ops(comm):
     }
 
 
-def buffers(op, nbytes, world):
+def buffers(op, nbytes, world, heap=False):
     numel = max(nbytes // 4, world)
     numel -= numel % world
-    t = {"in": torch.ones(numel)}
+    new = meshdma.torch.empty if heap else torch.empty
+    t = {"in": new(numel).fill_(1)}
     if op == "all_gather":
-        t["gathered"] = torch.empty(numel * world)
+        t["gathered"] = new(numel * world)
     if op == "reduce_scatter":
-        t["block"] = torch.empty(numel // world)
+        t["block"] = new(numel // world)
     if op == "all_to_all":
-        t["out"] = torch.empty(numel)
+        t["out"] = new(numel)
     return t, numel * 4
 
 
@@ -163,7 +168,7 @@ def main():
     p.add_argument("-e", default="64M")
     p.add_argument("-f", type=int, default=4)
     p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,broadcast")
-    p.add_argument("--backends", default="meshdma,gloo,noop,mpi")
+    p.add_argument("--backends", default="meshdma,meshdma-heap,gloo,noop,mpi")
     p.add_argument("--min-time", type=float, default=0.05)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
@@ -174,7 +179,10 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {"gloo": None, "meshdma": dist.new_group(backend="meshdma")}
-    groups["noop"] = NoopGroup(rank, world)
+    groups["meshdma-heap"] = groups["meshdma"]
+    if not hasattr(dist.Backend, "NOOP"):
+        dist.Backend.register_backend("noop", lambda store, r, n, timeout: NoopGroup(r, n))
+    groups["noop"] = dist.new_group(backend="noop")
     ops = make_ops(world)
     comm = None
     if "mpi" in backends:
@@ -202,6 +210,7 @@ def main():
         size = lo
         while size <= hi:
             t, nbytes = buffers(name, size, world)
+            heap_t = buffers(name, size, world, heap=True)[0] if "meshdma-heap" in backends else None
             row = {}
             for b in backends:
                 if b == "gloo" and name in ("reduce_scatter", "all_gather"):
@@ -210,7 +219,8 @@ def main():
                 if b == "mpi":
                     call = lambda: mpi_calls[name](t)  # noqa: E731
                 else:
-                    call = lambda g=groups[b]: fn(g, t)  # noqa: E731
+                    bufs = heap_t if b == "meshdma-heap" else t
+                    call = lambda g=groups[b], bufs=bufs: fn(g, bufs)  # noqa: E731
                 row[b] = time_calls(call, barrier, args.min_time, args.rounds)
             if rank == 0:
                 cells = []
@@ -228,6 +238,7 @@ def main():
                         continue
                     rs.append(f"{row[b] / ours:>9.2f}" if row[b] and ours else f"{'n/a':>9}")
                 print(f"{name:>15} {human(nbytes):>10} {' '.join(cells)} {' '.join(rs)}", flush=True)
+            del t, heap_t
             size *= args.f
     dist.destroy_process_group()
 

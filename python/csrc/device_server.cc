@@ -78,6 +78,10 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
   RuntimeOptions runtime_options;
   runtime_options.processes = std::move(processes);
   runtime_options.launch.devices_per_process = 1;
+  if (!options.heap_bytes.has_value() &&
+      !base_internal::EnvString(kHeapBytesEnv).has_value()) {
+    options.heap_bytes = int64_t{1} << 30;
+  }
   runtime_options.heap_bytes = options.heap_bytes;
   if (!base_internal::EnvString(kWaitTimeoutEnv).has_value()) {
     runtime_options.wait_timeout = options.timeout;
@@ -99,6 +103,14 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
     absl::Status s = self->runtime_->Run(mesh, [self] { return self->Serve(); });
     if (!s.ok()) self->FailPending(s);
   });
+  // Step 5: the Run serves once its mailbox and tensor region exist.
+  {
+    std::unique_lock<std::mutex> lock(server->mu_);
+    server->cv_.wait(lock, [&] {
+      return server->serving_ || !server->failure_.ok();
+    });
+    if (!server->failure_.ok()) return server->failure_;
+  }
   return server;
 }
 
@@ -189,7 +201,18 @@ bool DeviceServer::TakeNext(Request& request) {
 }
 
 absl::Status DeviceServer::Serve() {
-  MESHDMA_ASSIGN_OR_RETURN(mail_, PeerMail::Create(options_.size));
+  absl::Status ready = [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(mail_, PeerMail::Create(options_.size));
+    MESHDMA_ASSIGN_OR_RETURN(int64_t heap_free, SymmetricBytesFree());
+    MESHDMA_ASSIGN_OR_RETURN(arena_, TensorArena::Create(heap_free / 2));
+    return absl::OkStatus();
+  }();
+  if (!ready.ok()) return ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_ = true;
+  }
+  cv_.notify_all();
   for (;;) {
     Request request;
     if (!TakeNext(request)) {
@@ -229,6 +252,7 @@ void DeviceServer::FailPending(const absl::Status& status) {
     }
     pending.swap(queue_);
   }
+  cv_.notify_all();  // A `Start` still waiting for the Run.
   for (Request& r : pending) {
     if (r.completion != nullptr) r.completion->Finish(failure());
   }

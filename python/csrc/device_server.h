@@ -36,6 +36,7 @@
 #include "meshdma/dma/runtime.h"
 #include "meshdma/topology/store_process_group.h"
 #include "python/csrc/peer_mail.h"
+#include "python/csrc/tensor_arena.h"
 
 namespace meshdma::torch_backend {
 
@@ -65,11 +66,13 @@ class DeviceServer {
     // The wait timeout of the runtime (the torch group's timeout unless
     // MESHDMA_WAIT_TIMEOUT_S says otherwise).
     absl::Duration timeout = absl::Seconds(120);
-    // MESHDMA_HEAP_BYTES overrides.
+    // The symmetric heap per process: MESHDMA_HEAP_BYTES, else 1 GiB
+    // (reserved lazily: untouched pages cost nothing). Half of it holds the
+    // heap tensors (tensor_arena.h), the rest stages calls.
     std::optional<int64_t> heap_bytes;
   };
-  // Collective over the launch: creates the runtime on `store` and starts
-  // the serving Run.
+  // Collective over the launch: creates the runtime on `store`, starts the
+  // serving Run, and returns once it serves.
   static absl::StatusOr<std::shared_ptr<DeviceServer>> Start(
       std::shared_ptr<KeyValueStore> store, Options options);
   // Ends the Run and shuts the runtime down (collective).
@@ -87,6 +90,8 @@ class DeviceServer {
   // The device's mailbox (peer_mail.h), made when the Run starts. Only for
   // calls running on the device.
   PeerMail* mail() { return mail_.get(); }
+  // The heap tensors' region; any thread once `Start` has returned.
+  TensorArena& arena() { return *arena_; }
   // The first failure, OK while the server serves.
   absl::Status failure() const;
 
@@ -107,6 +112,9 @@ class DeviceServer {
   Options options_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<PeerMail> mail_;
+  std::unique_ptr<TensorArena> arena_;
+  // Set once the Run serves (or failed before it could): `Start` waits.
+  bool serving_ = false;
   std::thread run_thread_;
 
   mutable std::mutex mu_;

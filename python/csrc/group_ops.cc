@@ -122,6 +122,11 @@ absl::StatusOr<DType> DTypeOfTensor(const at::Tensor& t) {
   }
 }
 
+absl::StatusOr<ArrayRef> GroupOps::InHeap(const at::Tensor& t) const {
+  MESHDMA_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(t));
+  return arena_->View(t.data_ptr(), Bytes(t), dtype, t.numel());
+}
+
 absl::Status GroupOps::SendTo(int r, int64_t tag, const void* p,
                               int64_t bytes) {
   return mail_->Send(g_.ranks[r], tag, p, bytes);
@@ -144,7 +149,11 @@ absl::Status GroupOps::AllReduce(at::Tensor& t, TorchReduce op) {
     return absl::OkStatus();
   }
   if (!g_.whole || !NativeReduction(op)) return GatherFold(t, op);
-  // One kernel: the input where it is, the output staged in the heap.
+  // One kernel: in place on a heap tensor; else the input where it is and
+  // the output staged in the heap.
+  if (absl::StatusOr<ArrayRef> heap = InHeap(t); heap.ok()) {
+    return all_reduce(MeshdmaOp(op), *heap, *heap, kAxis);
+  }
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, View(t));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
                            AllocateSymmetric(in.dtype(), {t.numel()}));
@@ -163,6 +172,11 @@ absl::Status GroupOps::AllGather(const at::Tensor& in, at::Tensor& out) {
   std::byte* dst = static_cast<std::byte*>(out.data_ptr());
   if (g_.whole && g_.size() > 1 && block > 0) {
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, ByteView(in.data_ptr(), block));
+    if (absl::StatusOr<ArrayRef> heap =
+            arena_->View(dst, block * g_.size(), DType::kU8, block * g_.size());
+        heap.ok()) {
+      return all_gather(src, *heap, kAxis, /*tiled=*/true);
+    }
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef staged,
                              SymmetricBytes(block * g_.size()));
     MESHDMA_RETURN_IF_ERROR(all_gather(src, staged, kAxis, /*tiled=*/true));

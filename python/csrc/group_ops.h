@@ -8,6 +8,12 @@
 // on point-to-point messages between its members (peer_mail.h): its members
 // cannot enter a kernel that spans the mesh without the others.
 //
+// A tensor allocated in the symmetric heap (`meshdma.torch.empty`,
+// tensor_arena.h) is used where it is: an all-reduce on it, or an
+// all-gather into it, copies nothing it does not have to. (`all_to_all`
+// pads the heap's scratch to the end of its output, so its output is
+// always staged.)
+//
 // Reductions: SUM, AVG, MAX and MIN run in meshdma's kernels; PRODUCT and the
 // bitwise ops gather every member's tensor and fold them in rank order, so
 // every member gets the same bits. 8-bit and bool tensors are reduced in
@@ -24,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "meshdma/base/dtype.h"
 #include "python/csrc/peer_mail.h"
+#include "python/csrc/tensor_arena.h"
 
 namespace meshdma::torch_backend {
 
@@ -45,8 +52,9 @@ absl::StatusOr<DType> DTypeOfTensor(const at::Tensor& t);
 // groups that are not the whole launch, and send/recv.
 class GroupOps {
  public:
-  GroupOps(const GroupMembers& members, PeerMail* mail)
-      : g_(members), mail_(mail) {}
+  GroupOps(const GroupMembers& members, PeerMail* mail,
+           const TensorArena* arena)
+      : g_(members), mail_(mail), arena_(arena) {}
 
   absl::Status AllReduce(at::Tensor& t, TorchReduce op);
   // `out` holds the group's inputs in rank order ([size * numel]).
@@ -76,8 +84,12 @@ class GroupOps {
   // The group's inputs gathered in rank order, and folded.
   absl::Status GatherFold(at::Tensor& t, TorchReduce op);
 
+  // `t` as a symmetric array where it lives in the heap tensors' region.
+  absl::StatusOr<ArrayRef> InHeap(const at::Tensor& t) const;
+
   const GroupMembers& g_;
   PeerMail* mail_;
+  const TensorArena* arena_;
 };
 
 }  // namespace meshdma::torch_backend

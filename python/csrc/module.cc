@@ -28,4 +28,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout"), py::arg("launch_ranks") = std::vector<int>{},
            py::call_guard<py::gil_scoped_release>());
+  m.def("_heap_bytes", &meshdma::torch_backend::AllocateHeapTensor,
+        py::arg("nbytes"),
+        "A uint8 tensor of nbytes in this process's symmetric heap");
 }

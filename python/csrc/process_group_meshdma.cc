@@ -280,7 +280,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
   DeviceServer* server = server_.get();
   std::shared_ptr<Completion> completion =
       server_->Submit([members, server, fn = std::move(fn)]() {
-        GroupOps ops(*members, server->mail());
+        GroupOps ops(*members, server->mail(), &server->arena());
         return fn(ops);
       });
   return c10::make_intrusive<MeshdmaWork>(rank_, type, name,
@@ -686,6 +686,30 @@ void ProcessGroupMeshdma::monitoredBarrier(const c10d::BarrierOptions& opts,
     TORCH_CHECK(false, "meshdma monitored barrier on rank ", rank_,
                 " of a group of ", size_, ": ", e.what());
   }
+}
+
+at::Tensor AllocateHeapTensor(int64_t bytes) {
+  std::shared_ptr<DeviceServer> server;
+  {
+    std::lock_guard<std::mutex> lock(g_server_mu);
+    server = g_server.lock();
+  }
+  TORCH_CHECK(server != nullptr,
+              "meshdma heap tensor: no meshdma process group is alive in "
+              "this process (init_process_group(\"meshdma\") first)");
+  TORCH_CHECK(bytes >= 0, "meshdma heap tensor of ", bytes, " bytes");
+  absl::StatusOr<std::byte*> p = server->arena().Allocate(bytes);
+  if (!p.ok()) Throw(p.status());
+  // The deleter holds the server weakly: the region goes with the group.
+  std::weak_ptr<DeviceServer> weak = server;
+  return at::from_blob(
+      *p, {bytes},
+      [weak](void* data) {
+        if (std::shared_ptr<DeviceServer> s = weak.lock()) {
+          s->arena().Free(static_cast<std::byte*>(data));
+        }
+      },
+      at::TensorOptions().dtype(at::kByte));
 }
 
 }  // namespace meshdma::torch_backend

@@ -110,6 +110,12 @@ class ProcessGroupMeshdma : public c10d::ProcessGroup {
   uint64_t calls_ = 0;
 };
 
+// `bytes` of this process's symmetric heap as a uint8 CPU tensor
+// (tensor_arena.h); RuntimeError when no meshdma group is alive or the
+// region is full. The memory returns to the region when the tensor (and
+// every view of it) is freed.
+at::Tensor AllocateHeapTensor(int64_t bytes);
+
 }  // namespace meshdma::torch_backend
 
 #endif  // MESHDMA_PYTHON_CSRC_PROCESS_GROUP_MESHDMA_H_

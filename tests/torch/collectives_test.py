@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-import meshdma.torch  # noqa: F401  registers the backend
+import meshdma.torch  # registers the backend
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16,
           torch.int32, torch.int64, torch.int8, torch.uint8]
@@ -256,9 +256,32 @@ def check_subgroups(rank, world):
     dist.barrier(group=group)
 
 
+def check_heap_tensors(rank, world):
+    """Tensors in the symmetric heap: the same answers, in place."""
+    for dtype in [torch.float32, torch.bfloat16, torch.int64]:
+        t = meshdma.torch.empty(300, 7, dtype=dtype)
+        t.copy_(make(rank, (300, 7), dtype))
+        dist.all_reduce(t)
+        check_equal(t, reference_reduce([make(r, (300, 7), dtype) for r in range(world)],
+                                        dist.ReduceOp.SUM), f"heap all_reduce {dtype}")
+    big = meshdma.torch.zeros(1 << 20)
+    big += rank + 1
+    dist.all_reduce(big, op=dist.ReduceOp.MAX)
+    check_equal(big, torch.full((1 << 20,), float(world)), "heap all_reduce 4 MiB")
+    out = meshdma.torch.empty(world * 5, dtype=torch.int32)
+    dist._all_gather_base(out, make(rank, (5,), torch.int32))
+    check_equal(out, torch.cat([make(r, (5,), torch.int32) for r in range(world)]), "heap all_gather")
+    src = make(rank, (world * 4,), torch.float32)
+    out = meshdma.torch.empty(world * 4)
+    dist.all_to_all_single(out, src)
+    check_equal(out, torch.cat([make(r, (world * 4,), torch.float32)[rank * 4:(rank + 1) * 4]
+                                for r in range(world)]), "heap all_to_all")
+    del t, big, out
+
+
 CHECKS = [check_all_reduce, check_all_gather, check_reduce_scatter,
           check_all_to_all, check_rooted, check_point_to_point, check_async,
-          check_subgroups]
+          check_subgroups, check_heap_tensors]
 
 
 def run_checks(rank, world, store_path, failures):

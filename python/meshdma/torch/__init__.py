@@ -41,7 +41,32 @@ def _create_process_group(store, rank, size, timeout):
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
 
-__all__ = ["BACKEND", "ProcessGroupMeshdma"]
+__all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros"]
+
+
+def empty(*size, dtype=torch.float32):
+    """An uninitialised tensor in this process's symmetric heap.
+
+    Collectives read and write such a tensor where it is: an all_reduce on
+    it, or an all_gather into it, on the group of every rank copies nothing
+    it does not have to. Like every symmetric
+    allocation, every rank must allocate (and free) the same sizes in the
+    same order; a collective on tensors that landed at different offsets
+    fails with meshdma's mismatch message. A meshdma process group must be
+    alive, and the tensor must not outlive it.
+    """
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    numel = 1
+    for s in size:
+        numel *= int(s)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return _C._heap_bytes(numel * itemsize).view(dtype).view(size)
+
+
+def zeros(*size, dtype=torch.float32):
+    """`empty`, filled with zeros."""
+    return empty(*size, dtype=dtype).zero_()
 
 
 def _env_from_mpi_launcher():
