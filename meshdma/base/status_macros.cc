@@ -8,11 +8,11 @@ namespace meshdma::base_internal {
 
 absl::Status AddCallSite(const absl::Status& status, std::string_view file,
                          int line) {
-  // Keep only the path from the repository root: "dma/runtime.cc", not the
-  // build machine's absolute path.
+  // Keep only the path from the library or repository root ("dma/runtime.cc",
+  // "python/csrc/group_ops.cc"), not the build machine's absolute path.
   for (std::string_view root :
        {"/base/", "/topology/", "/dma/", "/kernels/", "/collectives/",
-        "/examples/", "/bench/", "/tests/", "/tools/"}) {
+        "/examples/", "/bench/", "/tests/", "/tools/", "/python/"}) {
     if (size_t pos = file.rfind(root); pos != std::string_view::npos) {
       file.remove_prefix(pos + 1);
       break;

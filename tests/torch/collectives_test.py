@@ -12,6 +12,7 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/collectives_test.py
 import os
 import sys
 import tempfile
+import time
 import traceback
 import unittest
 
@@ -320,6 +321,22 @@ def run_bad_input(rank, world, store_path, results):
     dist.destroy_process_group()
 
 
+# ------------------------------------------------------------ a dead peer
+def run_dead_peer(rank, world, store_path, results):
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("meshdma", store=store, rank=rank, world_size=world)
+    dist.barrier()
+    if rank == 1:
+        os._exit(3)  # Dies without a word.
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(1000))
+        results.put(("no error", time.monotonic() - start))
+    except RuntimeError as e:
+        results.put((str(e), time.monotonic() - start))
+    os._exit(0)
+
+
 class BackendTest(unittest.TestCase):
     def spawn(self, fn, world, queue):
         with tempfile.TemporaryDirectory() as tmp:
@@ -334,6 +351,22 @@ class BackendTest(unittest.TestCase):
             while not failures.empty():
                 msgs.append(failures.get())
             self.fail("\n".join(msgs) or "a rank failed")
+
+    def test_a_dead_peer_is_an_error_within_the_timeout(self):
+        ctx = mp.get_context("spawn")
+        results = ctx.SimpleQueue()
+        with tempfile.TemporaryDirectory() as tmp:
+            procs = [ctx.Process(target=run_dead_peer,
+                                 args=(r, 2, os.path.join(tmp, "store"), results))
+                     for r in range(2)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join(120)
+        message, seconds = results.get()
+        self.assertNotEqual(message, "no error")
+        self.assertRegex(message, r"(?i)rank 1|process|exited|died|lost")
+        self.assertLess(seconds, 30, message)
 
     def test_bad_input_is_a_runtime_error_naming_the_problem(self):
         results = mp.get_context("spawn").SimpleQueue()
