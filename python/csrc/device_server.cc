@@ -205,6 +205,7 @@ absl::Status DeviceServer::Serve() {
     MESHDMA_ASSIGN_OR_RETURN(mail_, PeerMail::Create(options_.size));
     MESHDMA_ASSIGN_OR_RETURN(int64_t heap_free, SymmetricBytesFree());
     MESHDMA_ASSIGN_OR_RETURN(arena_, TensorArena::Create(heap_free / 2));
+    MESHDMA_ASSIGN_OR_RETURN(staging_, TensorArena::Create(heap_free / 4));
     return absl::OkStatus();
   }();
   if (!ready.ok()) return ready;

@@ -68,7 +68,8 @@ class DeviceServer {
     absl::Duration timeout = absl::Seconds(120);
     // The symmetric heap per process: MESHDMA_HEAP_BYTES, else 1 GiB
     // (reserved lazily: untouched pages cost nothing). Half of it holds the
-    // heap tensors (tensor_arena.h), the rest stages calls.
+    // heap tensors (tensor_arena.h), a quarter stages calls' outputs, the
+    // rest is the collectives' scratch.
     std::optional<int64_t> heap_bytes;
   };
   // Collective over the launch: creates the runtime on `store`, starts the
@@ -92,6 +93,9 @@ class DeviceServer {
   PeerMail* mail() { return mail_.get(); }
   // The heap tensors' region; any thread once `Start` has returned.
   TensorArena& arena() { return *arena_; }
+  // Symmetric memory that calls stage their outputs in (a quarter of the
+  // heap): unlike `AllocateSymmetric` it is not zeroed for every call.
+  TensorArena& staging() { return *staging_; }
   // The first failure, OK while the server serves.
   absl::Status failure() const;
 
@@ -113,6 +117,7 @@ class DeviceServer {
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<PeerMail> mail_;
   std::unique_ptr<TensorArena> arena_;
+  std::unique_ptr<TensorArena> staging_;
   // Set once the Run serves (or failed before it could): `Start` waits.
   bool serving_ = false;
   std::thread run_thread_;

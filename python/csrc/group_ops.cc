@@ -35,9 +35,6 @@ absl::StatusOr<ArrayRef> View(const at::Tensor& t) {
   return ArrayRef::FromPointer(t.data_ptr(), dtype, shape);
 }
 
-absl::StatusOr<ArrayRef> SymmetricBytes(int64_t bytes) {
-  return AllocateSymmetric(DType::kU8, {bytes});
-}
 
 bool NativeReduction(TorchReduce op) {
   return op == TorchReduce::kSum || op == TorchReduce::kAvg ||
@@ -122,6 +119,22 @@ absl::StatusOr<DType> DTypeOfTensor(const at::Tensor& t) {
   }
 }
 
+absl::StatusOr<ArrayRef> GroupOps::Stage(int64_t bytes, DType dtype,
+                                         int64_t numel,
+                                         std::shared_ptr<void>& hold) {
+  // Every member stages the same sizes in the same order, so the region's
+  // first fit gives every member the same offset.
+  if (absl::StatusOr<std::byte*> p = staging_->Allocate(bytes); p.ok()) {
+    TensorArena* staging = staging_;
+    hold = std::shared_ptr<void>(*p, [staging](void* q) {
+      staging->Free(static_cast<std::byte*>(q));
+    });
+    return staging_->View(*p, bytes, dtype, numel);
+  }
+  const int64_t shape[] = {numel};
+  return AllocateSymmetric(dtype, shape);
+}
+
 absl::StatusOr<ArrayRef> GroupOps::InHeap(const at::Tensor& t) const {
   MESHDMA_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(t));
   return arena_->View(t.data_ptr(), Bytes(t), dtype, t.numel());
@@ -155,8 +168,9 @@ absl::Status GroupOps::AllReduce(at::Tensor& t, TorchReduce op) {
     return all_reduce(MeshdmaOp(op), *heap, *heap, kAxis);
   }
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, View(t));
+  std::shared_ptr<void> hold;
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                           AllocateSymmetric(in.dtype(), {t.numel()}));
+                           Stage(Bytes(t), in.dtype(), t.numel(), hold));
   MESHDMA_RETURN_IF_ERROR(all_reduce(MeshdmaOp(op), in, out, kAxis));
   std::memcpy(t.data_ptr(), out.data(), Bytes(t));
   return absl::OkStatus();
@@ -177,8 +191,10 @@ absl::Status GroupOps::AllGather(const at::Tensor& in, at::Tensor& out) {
         heap.ok()) {
       return all_gather(src, *heap, kAxis, /*tiled=*/true);
     }
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef staged,
-                             SymmetricBytes(block * g_.size()));
+    std::shared_ptr<void> hold;
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef staged,
+        Stage(block * g_.size(), DType::kU8, block * g_.size(), hold));
     MESHDMA_RETURN_IF_ERROR(all_gather(src, staged, kAxis, /*tiled=*/true));
     std::memcpy(dst, staged.data(), block * g_.size());
     return absl::OkStatus();
@@ -269,7 +285,10 @@ absl::Status GroupOps::AllToAll(const at::Tensor& in, at::Tensor& out,
           " bytes, output of ", dst[n]));
     }
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef from, ByteView(in_p, src[n]));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef to, SymmetricBytes(dst[n]));
+    // all_to_all pads the call's scope to the end of its output: the output
+    // must come from that scope, not from the staging region.
+    const int64_t shape[] = {dst[n]};
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef to, AllocateSymmetric(DType::kU8, shape));
     MESHDMA_RETURN_IF_ERROR(all_to_all(from, to, kAxis, 0, 0));
     std::memcpy(out_p, to.data(), dst[n]);
     return absl::OkStatus();
@@ -315,22 +334,23 @@ absl::Status GroupOps::Broadcast(at::Tensor& t, int root) {
     return RecvFrom(root, kCollectiveTag, t.data_ptr(), bytes);
   }
   // A binomial tree of ppermutes: in round k the members within k of the
-  // root (relative rank < k) pass the tensor k further on.
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef held, SymmetricBytes(bytes));
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef arrived, SymmetricBytes(bytes));
-  if (g_.me == root) std::memcpy(held.data(), t.data_ptr(), bytes);
+  // root (relative rank < k) pass the tensor k further on, each reading its
+  // own tensor where it is; a member copies what arrives into its tensor.
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine, ByteView(t.data_ptr(), bytes));
+  std::shared_ptr<void> hold;
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef arrived,
+                           Stage(bytes, DType::kU8, bytes, hold));
   const int relative = (g_.me - root + n) % n;
   for (int k = 1; k < n; k *= 2) {
     std::vector<std::pair<int, int>> perm;
     for (int h = 0; h < k && h + k < n; ++h) {
       perm.emplace_back((root + h) % n, (root + h + k) % n);
     }
-    MESHDMA_RETURN_IF_ERROR(ppermute(held, arrived, kAxis, perm));
+    MESHDMA_RETURN_IF_ERROR(ppermute(mine, arrived, kAxis, perm));
     if (relative >= k && relative < 2 * k) {
-      std::memcpy(held.data(), arrived.data(), bytes);
+      std::memcpy(t.data_ptr(), arrived.data(), bytes);
     }
   }
-  if (g_.me != root) std::memcpy(t.data_ptr(), held.data(), bytes);
   return absl::OkStatus();
 }
 

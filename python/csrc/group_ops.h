@@ -53,8 +53,8 @@ absl::StatusOr<DType> DTypeOfTensor(const at::Tensor& t);
 class GroupOps {
  public:
   GroupOps(const GroupMembers& members, PeerMail* mail,
-           const TensorArena* arena)
-      : g_(members), mail_(mail), arena_(arena) {}
+           const TensorArena* arena, TensorArena* staging)
+      : g_(members), mail_(mail), arena_(arena), staging_(staging) {}
 
   absl::Status AllReduce(at::Tensor& t, TorchReduce op);
   // `out` holds the group's inputs in rank order ([size * numel]).
@@ -84,12 +84,18 @@ class GroupOps {
   // The group's inputs gathered in rank order, and folded.
   absl::Status GatherFold(at::Tensor& t, TorchReduce op);
 
+  // `bytes` of symmetric memory for this call's staging, from the staging
+  // region (not zeroed), else from the call's scope (zeroed); `hold`
+  // returns the region's bytes when the call ends.
+  absl::StatusOr<ArrayRef> Stage(int64_t bytes, DType dtype, int64_t numel,
+                                 std::shared_ptr<void>& hold);
   // `t` as a symmetric array where it lives in the heap tensors' region.
   absl::StatusOr<ArrayRef> InHeap(const at::Tensor& t) const;
 
   const GroupMembers& g_;
   PeerMail* mail_;
   const TensorArena* arena_;
+  TensorArena* staging_;
 };
 
 }  // namespace meshdma::torch_backend

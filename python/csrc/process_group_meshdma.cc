@@ -280,7 +280,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
   DeviceServer* server = server_.get();
   std::shared_ptr<Completion> completion =
       server_->Submit([members, server, fn = std::move(fn)]() {
-        GroupOps ops(*members, server->mail(), &server->arena());
+        GroupOps ops(*members, server->mail(), &server->arena(),
+                     &server->staging());
         return fn(ops);
       });
   return c10::make_intrusive<MeshdmaWork>(rank_, type, name,

@@ -75,7 +75,7 @@ void OnRanks(int n, std::shared_ptr<MemoryStore> store,
 
 TEST(StoreProcessGroupTest, ExchangesGiveEveryRanksContribution) {
   auto store = std::make_shared<MemoryStore>();
-  constexpr int kRanks = 4;
+  static constexpr int kRanks = 4;
   OnRanks(kRanks, store, [](ProcessGroup& g) {
     const int me = g.rank();
     for (int round = 0; round < 5; ++round) {
