@@ -213,6 +213,37 @@ struct Staged {
   }
 };
 
+// The call `fn` on a staged tensor, then the result written back into the
+// caller's tensor.
+std::function<absl::Status(GroupOps&)> ThenWriteBack(
+    Staged s, std::function<absl::Status(GroupOps&, at::Tensor&)> fn) {
+  return [s, fn = std::move(fn)](GroupOps& ops) mutable {
+    MESHDMA_RETURN_IF_ERROR(fn(ops, s.work));
+    s.WriteBack();
+    return absl::OkStatus();
+  };
+}
+
+// The *_base calls: `whole` holds one `part` per member of a group of
+// `size`; `whole_is_input` says which of the two the caller passed in.
+void CheckWholeAndPart(const at::Tensor& whole, const at::Tensor& part,
+                       bool whole_is_input, int size, const char* call,
+                       int rank) {
+  const at::Tensor& input = whole_is_input ? whole : part;
+  const at::Tensor& output = whole_is_input ? part : whole;
+  CheckTensor(input, call, "the input", rank);
+  CheckSameAs(output, input, call, "the output", rank);
+  TORCH_CHECK(whole.numel() == part.numel() * size, "meshdma ", call,
+              " on rank ", rank, ": ", whole_is_input ? "input" : "output",
+              " of ", whole.numel(), " elements for ", size, " ",
+              whole_is_input ? "outputs" : "inputs", " of ", part.numel());
+}
+
+void CheckRoot(int root, int size, const char* call, int rank) {
+  TORCH_CHECK(root >= 0 && root < size, "meshdma ", call, " on rank ", rank,
+              ": root ", root, " is not a rank of the group of ", size);
+}
+
 }  // namespace
 
 ProcessGroupMeshdma::ProcessGroupMeshdma(
@@ -292,30 +323,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   CheckOne(tensors, "broadcast", rank_);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
-              "meshdma broadcast on rank ", rank_, ": root ", opts.rootRank,
-              " is not a rank of the group of ", size_);
-  Staged s = Staged::Of(tensors[0], false);
+  CheckRoot(opts.rootRank, size_, "broadcast", rank_);
   const int root = opts.rootRank;
   return Launch(c10d::OpType::BROADCAST, "broadcast", tensors,
-                [s, root](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.Broadcast(s.work, root));
-                  s.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(tensors[0], false),
+                              [root](GroupOps& ops, at::Tensor& t) {
+                                return ops.Broadcast(t, root);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   CheckOne(tensors, "allreduce", rank_);
   const TorchReduce op = ToReduce(opts.reduceOp, tensors[0], "allreduce", rank_);
-  Staged s = Staged::Of(tensors[0], true);
   return Launch(c10d::OpType::ALLREDUCE, "allreduce", tensors,
-                [s, op](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.AllReduce(s.work, op));
-                  s.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(tensors[0], true),
+                              [op](GroupOps& ops, at::Tensor& t) {
+                                return ops.AllReduce(t, op);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce_coalesced(
@@ -348,18 +373,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce(
     std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   CheckOne(tensors, "reduce", rank_);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_,
-              "meshdma reduce on rank ", rank_, ": root ", opts.rootRank,
-              " is not a rank of the group of ", size_);
+  CheckRoot(opts.rootRank, size_, "reduce", rank_);
   const TorchReduce op = ToReduce(opts.reduceOp, tensors[0], "reduce", rank_);
-  Staged s = Staged::Of(tensors[0], true);
   const int root = opts.rootRank;
   return Launch(c10d::OpType::REDUCE, "reduce", tensors,
-                [s, op, root](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.Reduce(s.work, root, op));
-                  s.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(tensors[0], true),
+                              [op, root](GroupOps& ops, at::Tensor& t) {
+                                return ops.Reduce(t, root, op);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
@@ -393,20 +414,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  CheckTensor(input, "_allgather_base", "the input", rank_);
-  CheckSameAs(output, input, "_allgather_base", "the output", rank_);
-  TORCH_CHECK(output.numel() == input.numel() * size_,
-              "meshdma _allgather_base on rank ", rank_, ": output of ",
-              output.numel(), " elements for ", size_, " inputs of ",
-              input.numel());
+  CheckWholeAndPart(output, input, /*whole_is_input=*/false, size_,
+                    "_allgather_base", rank_);
   const at::Tensor in = input.contiguous();
-  Staged out = Staged::Of(output, false);
   return Launch(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output},
-                [in, out](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.AllGather(in, out.work));
-                  out.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(output, false),
+                              [in](GroupOps& ops, at::Tensor& out) {
+                                return ops.AllGather(in, out);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather_coalesced(
@@ -456,8 +471,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
     std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   CheckOne(inputs, "gather", rank_);
   const int root = opts.rootRank;
-  TORCH_CHECK(root >= 0 && root < size_, "meshdma gather on rank ", rank_,
-              ": root ", root, " is not a rank of the group of ", size_);
+  CheckRoot(root, size_, "gather", rank_);
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1 &&
@@ -497,8 +511,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
     const c10d::ScatterOptions& opts) {
   CheckOne(outputs, "scatter", rank_);
   const int root = opts.rootRank;
-  TORCH_CHECK(root >= 0 && root < size_, "meshdma scatter on rank ", rank_,
-              ": root ", root, " is not a rank of the group of ", size_);
+  CheckRoot(root, size_, "scatter", rank_);
   at::Tensor blocks;
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 &&
@@ -517,14 +530,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
     TORCH_CHECK(inputs.empty() || inputs[0].empty(), "meshdma scatter on rank ",
                 rank_, ": only the root ", root, " passes inputs");
   }
-  Staged out = Staged::Of(outputs[0], false);
   return Launch(c10d::OpType::SCATTER, "scatter", outputs,
-                [blocks, out, root](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.Scatter(
-                      blocks.defined() ? &blocks : nullptr, out.work, root));
-                  out.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(outputs[0], false),
+                              [blocks, root](GroupOps& ops, at::Tensor& out) {
+                                return ops.Scatter(
+                                    blocks.defined() ? &blocks : nullptr, out,
+                                    root);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce_scatter(
@@ -545,37 +557,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce_scatter(
   }
   const TorchReduce op =
       ToReduce(opts.reduceOp, outputs[0], "reduce_scatter", rank_);
-  Staged in = Staged::Of(at::cat(flat), true);
-  Staged out = Staged::Of(outputs[0], true);
+  const at::Tensor in = Staged::Of(at::cat(flat), true).work;
   return Launch(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
-                [in, out, op](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(
-                      ops.ReduceScatter(in.work, out.work, op));
-                  out.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(outputs[0], true),
+                              [in, op](GroupOps& ops, at::Tensor& out) {
+                                return ops.ReduceScatter(in, out, op);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input,
     const c10d::ReduceScatterOptions& opts) {
-  CheckTensor(input, "_reduce_scatter_base", "the input", rank_);
-  CheckSameAs(output, input, "_reduce_scatter_base", "the output", rank_);
-  TORCH_CHECK(input.numel() == output.numel() * size_,
-              "meshdma _reduce_scatter_base on rank ", rank_, ": input of ",
-              input.numel(), " elements for ", size_, " outputs of ",
-              output.numel());
+  CheckWholeAndPart(input, output, /*whole_is_input=*/true, size_,
+                    "_reduce_scatter_base", rank_);
   const TorchReduce op =
       ToReduce(opts.reduceOp, output, "_reduce_scatter_base", rank_);
-  Staged in = Staged::Of(input, true);
-  Staged out = Staged::Of(output, true);
+  const at::Tensor in = Staged::Of(input, true).work;
   return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
-                {output}, [in, out, op](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(
-                      ops.ReduceScatter(in.work, out.work, op));
-                  out.WriteBack();
-                  return absl::OkStatus();
-                });
+                {output},
+                ThenWriteBack(Staged::Of(output, true),
+                              [in, op](GroupOps& ops, at::Tensor& out) {
+                                return ops.ReduceScatter(in, out, op);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall_base(
@@ -584,15 +587,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall_base(
   CheckTensor(input, "alltoall_base", "the input", rank_);
   CheckSameAs(output, input, "alltoall_base", "the output", rank_);
   const at::Tensor in = input.contiguous();
-  Staged out = Staged::Of(output, false);
-  std::vector<int64_t> in_splits = input_splits, out_splits = output_splits;
   return Launch(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
-                [in, out, in_splits, out_splits](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(
-                      ops.AllToAll(in, out.work, in_splits, out_splits));
-                  out.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(output, false),
+                              [in, in_splits = input_splits,
+                               out_splits = output_splits](GroupOps& ops,
+                                                           at::Tensor& out) {
+                                return ops.AllToAll(in, out, in_splits,
+                                                    out_splits);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
@@ -655,13 +657,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recv(
   TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "meshdma recv on rank ",
               rank_, ": source ", src,
               " must be another rank of the group of ", size_);
-  Staged s = Staged::Of(tensors[0], false);
   return Launch(c10d::OpType::RECV, "recv", tensors,
-                [s, src, tag](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.Recv(s.work, src, tag));
-                  s.WriteBack();
-                  return absl::OkStatus();
-                });
+                ThenWriteBack(Staged::Of(tensors[0], false),
+                              [src, tag](GroupOps& ops, at::Tensor& t) {
+                                return ops.Recv(t, src, tag);
+                              }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recvAnysource(
