@@ -12,6 +12,10 @@ this driver runs (collectives, point-to-point, barriers, groups and DDP on
 CPU); `EXCLUDED` lists, with the reason, those of them that do not apply to
 a plugin backend on this machine. With no -k, every selected test runs.
 
+MESHDMA_SUITE_AS=gloo with BACKEND=gloo runs meshdma under gloo's name: the
+suite then runs the tests it keeps for named backends (object collectives,
+coalesced all-reduces) on meshdma.
+
 --results FILE writes each test's outcome (passed, skipped with the reason,
 failed) as JSON; --as-control makes the run pass once its results are
 written (gloo's own failures are not meshdma's); --control FILE reads the
@@ -46,6 +50,20 @@ for feature in ("plugin", "subgroup", "ddp"):
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)
 
+# MESHDMA_SUITE_AS=gloo: the suite believes it runs gloo (so it runs the
+# tests it keeps for gloo by name) while every group it makes is meshdma's.
+if os.environ.get("MESHDMA_SUITE_AS") == os.environ["BACKEND"]:
+    def _as_meshdma(fn):
+        def wrapped(*args, **kwargs):
+            if kwargs.get("backend") == os.environ["BACKEND"]:
+                kwargs["backend"] = "meshdma"
+            elif args and args[0] == os.environ["BACKEND"]:
+                args = ("meshdma",) + args[1:]
+            return fn(*args, **kwargs)
+        return wrapped
+    dist.init_process_group = _as_meshdma(dist.init_process_group)
+    dist.new_group = _as_meshdma(dist.new_group)
+
 # Skips of the suite that name the backends a test is for: such a test does
 # not run on a plugin backend at all, whatever it supports.
 NAME_GATED = ("Test requires backend to be one of", "Only Gloo and NCCL backends")
@@ -62,6 +80,7 @@ SELECTED = [
 
 # Selected tests that do not apply here, with the reason.
 EXCLUDED = {
+    r"_cuda|_gpu|multigpu|_nccl|SyncBatchNorm|_sparse_gradients": "needs CUDA (the suite skips it on a machine without)",
     r"test_barrier_timeout": "asks the backend to time out a barrier whose peers never call (gloo only by name)",
     r"test_send_recv_any_source": "a receive from any source is refused with a clear error (name the source)",
     r"test_isend_autograd_profiler|test_send_recv_autograd_profiler|test_.*_profiler|profiling": "the profiler's record names are per backend",
@@ -85,14 +104,17 @@ class TestBackend(TestDistBackend, DistributedTest._DistTestBase):
 
 def load_tests(loader, tests, pattern):
     suite = unittest.TestSuite()
+    excluded = {}
     for name in sorted(loader.getTestCaseNames(TestBackend)):
         why = selected(name)
         if why is None:
             continue
         if why:
-            print(f"excluded: {name}: {why}", file=sys.stderr)
+            excluded.setdefault(why, []).append(name)
             continue
         suite.addTest(TestBackend(name))
+    for why, names in excluded.items():
+        print(f"excluded ({why}): {len(names)}: {' '.join(names)}", file=sys.stderr)
     return suite
 
 
@@ -145,7 +167,8 @@ def main():
                        if o == "passed" and n in outcomes and outcomes[n] != "passed"
                        and n not in gated)
         for name in gated:
-            print(f"{name}: passed on the control; the suite runs it for named backends only")
+            print(f"{name}: passed on the control; the suite keeps it for named "
+                  f"backends (MESHDMA_SUITE_AS=gloo runs it on meshdma)")
         for name in short:
             print(f"{name}: passed on the control, {outcomes[name]} on {backend}")
         passed = sum(o == "passed" for o in outcomes.values())
