@@ -2,8 +2,6 @@
 
 #include <sched.h>
 
-#include <cstdlib>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,13 +17,10 @@ namespace {
 // how long a waiting caller polls before it sleeps. Both yield the core on
 // every poll: on a machine with fewer cores than threads, the thread they
 // wait for may need it.
-absl::Duration SpinFromEnv(const char* name, absl::Duration fallback) {
-  const char* v = std::getenv(name);
-  return v ? absl::Microseconds(std::atoi(v)) : fallback;
-}
-const absl::Duration kIdleSpin = SpinFromEnv("TMP_IDLE_SPIN_US", absl::Microseconds(200));
-const absl::Duration kCallerSpin = SpinFromEnv("TMP_CALLER_SPIN_US", absl::Microseconds(200));
-const bool kYield = std::getenv("TMP_NO_YIELD") == nullptr;
+// (BENCHMARKS.md, "torch.distributed": spinning longer before yielding,
+// sleeping at once, or never yielding were each slower.)
+constexpr absl::Duration kIdleSpin = absl::Microseconds(200);
+constexpr absl::Duration kCallerSpin = absl::Microseconds(200);
 // A sleeping device wakes this often to notice a failure of the Run that
 // happened elsewhere.
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(2);
@@ -47,7 +42,7 @@ void Completion::Finish(absl::Status status) {
 const absl::Status& Completion::Wait() {
   const absl::Time spin_until = absl::Now() + kCallerSpin;
   while (!done() && absl::Now() < spin_until) {
-    if (kYield) sched_yield();
+    sched_yield();
   }
   while (!done()) done_.wait(0, std::memory_order_acquire);
   return status_;
@@ -192,10 +187,10 @@ bool DeviceServer::TakeNext(Request& request) {
         continue;
       }
     }
-    if (kYield) sched_yield();
+    sched_yield();
     while (submitted_.load(std::memory_order_acquire) == seen &&
            absl::Now() < spin_until) {
-      if (kYield) sched_yield();
+      sched_yield();
     }
   }
 }

@@ -157,10 +157,8 @@ absl::Status GroupOps::GatherFold(at::Tensor& t, TorchReduce op) {
 }
 
 absl::Status GroupOps::AllReduce(at::Tensor& t, TorchReduce op) {
-  if (t.numel() == 0 || g_.size() == 1) {
-    if (op == TorchReduce::kAvg || t.numel() == 0) return absl::OkStatus();
-    return absl::OkStatus();
-  }
+  // Nothing to combine: every op of one member (AVG too) is the identity.
+  if (t.numel() == 0 || g_.size() == 1) return absl::OkStatus();
   if (!g_.whole || !NativeReduction(op)) return GatherFold(t, op);
   // One kernel: in place on a heap tensor; else the input where it is and
   // the output staged in the heap.
