@@ -239,6 +239,14 @@ void CheckWholeAndPart(const at::Tensor& whole, const at::Tensor& part,
               whole_is_input ? "outputs" : "inputs", " of ", part.numel());
 }
 
+// A point-to-point call's peer: another rank of the group.
+void CheckPeer(int peer, int size, const char* call, const char* which,
+               int rank) {
+  TORCH_CHECK(peer >= 0 && peer < size && peer != rank, "meshdma ", call,
+              " on rank ", rank, ": ", which, " ", peer,
+              " must be another rank of the group of ", size);
+}
+
 void CheckRoot(int root, int size, const char* call, int rank) {
   TORCH_CHECK(root >= 0 && root < size, "meshdma ", call, " on rank ", rank,
               ": root ", root, " is not a rank of the group of ", size);
@@ -643,9 +651,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::send(
     std::vector<at::Tensor>& tensors, int dst, int tag) {
   CheckOne(tensors, "send", rank_);
-  TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_, "meshdma send on rank ",
-              rank_, ": destination ", dst,
-              " must be another rank of the group of ", size_);
+  CheckPeer(dst, size_, "send", "destination", rank_);
   const at::Tensor t = tensors[0].contiguous();
   return Launch(c10d::OpType::SEND, "send", {},
                 [t, dst, tag](GroupOps& ops) { return ops.Send(t, dst, tag); });
@@ -654,9 +660,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::send(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recv(
     std::vector<at::Tensor>& tensors, int src, int tag) {
   CheckOne(tensors, "recv", rank_);
-  TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "meshdma recv on rank ",
-              rank_, ": source ", src,
-              " must be another rank of the group of ", size_);
+  CheckPeer(src, size_, "recv", "source", rank_);
   return Launch(c10d::OpType::RECV, "recv", tensors,
                 ThenWriteBack(Staged::Of(tensors[0], false),
                               [src, tag](GroupOps& ops, at::Tensor& t) {
