@@ -35,7 +35,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "stu
 os.environ.setdefault("BACKEND", "meshdma")
 os.environ.setdefault("WORLD_SIZE", "2")
 if "TEMP_DIR" not in os.environ:
+    # Made by the driver (the ranks it spawns inherit it), removed at its exit.
     os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="meshdma-torch-suite-")
+    if __name__ == "__main__":
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], True)
 
 import torch.distributed as dist  # noqa: E402
 
