@@ -4,8 +4,8 @@
 // Life cycle. `Runtime::Create` initialises MPI when the process was started
 // by mpirun (with MPI_THREAD_MULTIPLE; a process started without mpirun runs
 // alone, without MPI, unless `RuntimeOptions::processes` names its launch's
-// processes through a store), discovers the launch, maps the heaps and starts the
-// device threads. Only one runtime may be alive in a process; creating a
+// processes through a store), discovers the launch, maps the heaps and starts
+// the device threads. Only one runtime may be alive in a process; creating a
 // second is an error, but once it is destroyed another may be created.
 // Destroying it (or `Shutdown`) is collective across processes, stops the
 // threads and removes shared memory. MPI, when a runtime initialised it, stays

@@ -65,13 +65,12 @@ class StoreProcessGroup : public ProcessGroup {
     std::vector<int64_t> words(mine.size() * all.size());
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].size() != bytes.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "BarrierExchange '", what, "': rank ", r, " passed ",
-            all[r].size() / sizeof(int64_t), " words, rank ", rank(),
-            " passed ", mine.size()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("BarrierExchange '", what, "': rank ", r, " passed ",
+                         all[r].size() / sizeof(int64_t), " words, rank ",
+                         rank(), " passed ", mine.size()));
       }
-      std::memcpy(words.data() + r * mine.size(), all[r].data(),
-                  all[r].size());
+      std::memcpy(words.data() + r * mine.size(), all[r].data(), all[r].size());
     }
     return words;
   }
@@ -105,9 +104,8 @@ class StoreProcessGroup : public ProcessGroup {
         all[r] = std::string(mine);
         continue;
       }
-      absl::StatusOr<std::string> got =
-          store_->Get(Key(k, r), std::max(absl::ZeroDuration(),
-                                          deadline - absl::Now()));
+      absl::StatusOr<std::string> got = store_->Get(
+          Key(k, r), std::max(absl::ZeroDuration(), deadline - absl::Now()));
       if (!got.ok()) return Missing(what, k, timeout, got.status());
       all[r] = *std::move(got);
     }

@@ -29,7 +29,8 @@ namespace meshdma {
 class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;
-  virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
+  virtual absl::Status Set(const std::string& key,
+                           const std::string& value) = 0;
   // `key`'s value once it is set; DeadlineExceeded after `timeout`.
   virtual absl::StatusOr<std::string> Get(const std::string& key,
                                           absl::Duration timeout) = 0;

@@ -95,15 +95,15 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
   // Step 4: the serving Run, on a thread of its own that waits for it.
   DeviceServer* self = server.get();
   server->run_thread_ = std::thread([self, mesh = std::move(mesh)] {
-    absl::Status s = self->runtime_->Run(mesh, [self] { return self->Serve(); });
+    absl::Status s =
+        self->runtime_->Run(mesh, [self] { return self->Serve(); });
     if (!s.ok()) self->FailPending(s);
   });
   // Step 5: the Run serves once its mailbox and tensor region exist.
   {
     std::unique_lock<std::mutex> lock(server->mu_);
-    server->cv_.wait(lock, [&] {
-      return server->serving_ || !server->failure_.ok();
-    });
+    server->cv_.wait(
+        lock, [&] { return server->serving_ || !server->failure_.ok(); });
     if (!server->failure_.ok()) return server->failure_;
   }
   return server;
@@ -146,10 +146,9 @@ void DeviceServer::Enqueue(Request request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok() || stopped_) {
-      refused = !failure_.ok()
-                    ? failure_
-                    : absl::FailedPreconditionError(
-                          "the meshdma process group was destroyed");
+      refused = !failure_.ok() ? failure_
+                               : absl::FailedPreconditionError(
+                                     "the meshdma process group was destroyed");
     } else {
       queue_.push_back(std::move(request));
       submitted_.fetch_add(1, std::memory_order_release);

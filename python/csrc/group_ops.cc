@@ -35,7 +35,6 @@ absl::StatusOr<ArrayRef> View(const at::Tensor& t) {
   return ArrayRef::FromPointer(t.data_ptr(), dtype, shape);
 }
 
-
 bool NativeReduction(TorchReduce op) {
   return op == TorchReduce::kSum || op == TorchReduce::kAvg ||
          op == TorchReduce::kMax || op == TorchReduce::kMin;
@@ -85,8 +84,9 @@ void Fold(const at::Tensor& all, at::Tensor& out, TorchReduce op) {
     }
   }
   if (op == TorchReduce::kAvg) {
-    acc = acc.is_floating_point() ? acc.div_(all.size(0))
-                                  : acc.div(all.size(0), "trunc").to(acc.dtype());
+    acc = acc.is_floating_point()
+              ? acc.div_(all.size(0))
+              : acc.div(all.size(0), "trunc").to(acc.dtype());
   }
   out.copy_(acc.view(out.sizes()));
 }
@@ -126,9 +126,8 @@ absl::StatusOr<ArrayRef> GroupOps::Stage(int64_t bytes, DType dtype,
   // first fit gives every member the same offset.
   if (absl::StatusOr<std::byte*> p = staging_->Allocate(bytes); p.ok()) {
     TensorArena* staging = staging_;
-    hold = std::shared_ptr<void>(*p, [staging](void* q) {
-      staging->Free(static_cast<std::byte*>(q));
-    });
+    hold = std::shared_ptr<void>(
+        *p, [staging](void* q) { staging->Free(static_cast<std::byte*>(q)); });
     return staging_->View(*p, bytes, dtype, numel);
   }
   const int64_t shape[] = {numel};
@@ -177,9 +176,9 @@ absl::Status GroupOps::AllReduce(at::Tensor& t, TorchReduce op) {
 absl::Status GroupOps::AllGather(const at::Tensor& in, at::Tensor& out) {
   const int64_t block = Bytes(in);
   if (Bytes(out) != block * g_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "all_gather on rank ", g_.me, ": output of ", Bytes(out),
-        " bytes for ", g_.size(), " inputs of ", block, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_gather on rank ", g_.me, ": output of ", Bytes(out),
+                     " bytes for ", g_.size(), " inputs of ", block, " bytes"));
   }
   std::byte* dst = static_cast<std::byte*>(out.data_ptr());
   if (g_.whole && g_.size() > 1 && block > 0) {
@@ -199,8 +198,8 @@ absl::Status GroupOps::AllGather(const at::Tensor& in, at::Tensor& out) {
   }
   // Point to point: every block to every member, then every member's in.
   for (int k = 1; k < g_.size(); ++k) {
-    MESHDMA_RETURN_IF_ERROR(SendTo((g_.me + k) % g_.size(), kCollectiveTag,
-                                   in.data_ptr(), block));
+    MESHDMA_RETURN_IF_ERROR(
+        SendTo((g_.me + k) % g_.size(), kCollectiveTag, in.data_ptr(), block));
   }
   if (block > 0) std::memcpy(dst + g_.me * block, in.data_ptr(), block);
   for (int k = 1; k < g_.size(); ++k) {
@@ -240,21 +239,22 @@ absl::Status GroupOps::AllToAll(const at::Tensor& in, at::Tensor& out,
   auto ranges = [n](const at::Tensor& t, const std::vector<int64_t>& splits,
                     const char* which) -> absl::StatusOr<std::vector<int64_t>> {
     const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    const int64_t row_bytes = rows == 0 ? 0 : t.numel() * t.element_size() / rows;
+    const int64_t row_bytes =
+        rows == 0 ? 0 : t.numel() * t.element_size() / rows;
     std::vector<int64_t> offsets(n + 1, 0);
     if (splits.empty()) {
       if (rows % n != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "all_to_all: ", which, " has ", rows, " rows, not a multiple of the ",
-            n, " ranks (pass split sizes)"));
+            "all_to_all: ", which, " has ", rows,
+            " rows, not a multiple of the ", n, " ranks (pass split sizes)"));
       }
       for (int r = 0; r <= n; ++r) offsets[r] = r * (rows / n) * row_bytes;
       return offsets;
     }
     if (static_cast<int>(splits.size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "all_to_all: ", splits.size(), " ", which, " split sizes for ", n,
-          " ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("all_to_all: ", splits.size(), " ", which,
+                       " split sizes for ", n, " ranks"));
     }
     for (int r = 0; r < n; ++r) {
       if (splits[r] < 0) {
@@ -264,23 +264,26 @@ absl::Status GroupOps::AllToAll(const at::Tensor& in, at::Tensor& out,
       offsets[r + 1] = offsets[r] + splits[r] * row_bytes;
     }
     if (offsets[n] != t.numel() * t.element_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "all_to_all: ", which, " split sizes sum to ", offsets[n] / std::max<int64_t>(row_bytes, 1),
-          " rows but the tensor has ", rows));
+      return absl::InvalidArgumentError(
+          absl::StrCat("all_to_all: ", which, " split sizes sum to ",
+                       offsets[n] / std::max<int64_t>(row_bytes, 1),
+                       " rows but the tensor has ", rows));
     }
     return offsets;
   };
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<int64_t> src, ranges(in, in_splits, "input"));
-  MESHDMA_ASSIGN_OR_RETURN(std::vector<int64_t> dst, ranges(out, out_splits, "output"));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<int64_t> src,
+                           ranges(in, in_splits, "input"));
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<int64_t> dst,
+                           ranges(out, out_splits, "output"));
   const std::byte* in_p = static_cast<const std::byte*>(in.data_ptr());
   std::byte* out_p = static_cast<std::byte*>(out.data_ptr());
   // Step 2: equal blocks on the whole launch: meshdma's all_to_all.
   const bool equal = in_splits.empty() && out_splits.empty();
   if (g_.whole && equal && n > 1 && src[n] > 0) {
     if (src[n] != dst[n]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "all_to_all on rank ", g_.me, ": input of ", src[n],
-          " bytes, output of ", dst[n]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("all_to_all on rank ", g_.me, ": input of ", src[n],
+                       " bytes, output of ", dst[n]));
     }
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef from, ByteView(in_p, src[n]));
     // all_to_all pads the call's scope to the end of its output: the output
@@ -298,10 +301,10 @@ absl::Status GroupOps::AllToAll(const at::Tensor& in, at::Tensor& out,
         SendTo(to, kCollectiveTag, in_p + src[to], src[to + 1] - src[to]));
   }
   if (dst[g_.me + 1] - dst[g_.me] != src[g_.me + 1] - src[g_.me]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "all_to_all on rank ", g_.me, ": sends itself ",
-        src[g_.me + 1] - src[g_.me], " bytes but expects ",
-        dst[g_.me + 1] - dst[g_.me]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("all_to_all on rank ", g_.me, ": sends itself ",
+                     src[g_.me + 1] - src[g_.me], " bytes but expects ",
+                     dst[g_.me + 1] - dst[g_.me]));
   }
   if (dst[g_.me + 1] > dst[g_.me]) {
     std::memcpy(out_p + dst[g_.me], in_p + src[g_.me],
@@ -359,8 +362,7 @@ absl::Status GroupOps::Reduce(at::Tensor& t, int root, TorchReduce op) {
   return absl::OkStatus();
 }
 
-absl::Status GroupOps::Gather(const at::Tensor& in, at::Tensor* out,
-                              int root) {
+absl::Status GroupOps::Gather(const at::Tensor& in, at::Tensor* out, int root) {
   const int64_t block = Bytes(in);
   if (g_.whole) {
     at::Tensor all = at::empty({g_.size() * in.numel()}, in.options());
@@ -388,9 +390,9 @@ absl::Status GroupOps::Scatter(const at::Tensor* in, at::Tensor& out,
   const int64_t block = Bytes(out);
   if (g_.whole && g_.size() > 1 && block > 0) {
     // An all_to_all in which only the root's blocks matter.
-    at::Tensor blocks = g_.me == root
-                            ? *in
-                            : at::zeros({g_.size() * out.numel()}, out.options());
+    at::Tensor blocks =
+        g_.me == root ? *in
+                      : at::zeros({g_.size() * out.numel()}, out.options());
     at::Tensor all = at::empty({g_.size() * out.numel()}, out.options());
     MESHDMA_RETURN_IF_ERROR(AllToAll(blocks, all, {}, {}));
     out.view(-1).copy_(all.view({g_.size(), out.numel()})[root]);

@@ -40,7 +40,7 @@ enum class TorchReduce { kSum, kAvg, kMax, kMin, kProduct, kBand, kBor, kBxor };
 // on the mesh axis "x") of the group's rank i.
 struct GroupMembers {
   std::vector<int> ranks;
-  int me = 0;        // This process's rank in the group.
+  int me = 0;          // This process's rank in the group.
   bool whole = false;  // The group is the launch, in launch order.
   int size() const { return static_cast<int>(ranks.size()); }
 };

@@ -19,8 +19,8 @@ constexpr int64_t kHeaderShape[] = {4 * sizeof(int64_t)};
 // Payload per chunk: 1 MiB, less on large launches (every device holds a
 // slot for every other).
 int64_t ChunkBytesFor(int world) {
-  return std::clamp<int64_t>((int64_t{64} << 20) / std::max(world, 1),
-                             64 << 10, 1 << 20);
+  return std::clamp<int64_t>((int64_t{64} << 20) / std::max(world, 1), 64 << 10,
+                             1 << 20);
 }
 
 // A view of `bytes` bytes of row `row` of a symmetric [rows, row_bytes] u8
@@ -49,14 +49,12 @@ absl::StatusOr<std::unique_ptr<PeerMail>> PeerMail::Create(int world) {
       AllocatePersistent(DType::kU8, header_shape, "peer mail headers"));
   MESHDMA_ASSIGN_OR_RETURN(
       mail->slots_, AllocatePersistent(DType::kU8, slot_shape, "peer mail"));
-  MESHDMA_ASSIGN_OR_RETURN(
-      mail->header_sems_,
-      AllocatePersistentSemaphores(SemaphoreType::kDma, world,
-                                   "peer mail header"));
-  MESHDMA_ASSIGN_OR_RETURN(
-      mail->payload_sems_,
-      AllocatePersistentSemaphores(SemaphoreType::kDma, world,
-                                   "peer mail payload"));
+  MESHDMA_ASSIGN_OR_RETURN(mail->header_sems_,
+                           AllocatePersistentSemaphores(
+                               SemaphoreType::kDma, world, "peer mail header"));
+  MESHDMA_ASSIGN_OR_RETURN(mail->payload_sems_, AllocatePersistentSemaphores(
+                                                    SemaphoreType::kDma, world,
+                                                    "peer mail payload"));
   MESHDMA_ASSIGN_OR_RETURN(
       mail->credits_, AllocatePersistentSemaphores(SemaphoreType::kRegular,
                                                    world, "peer mail credit"));
@@ -86,10 +84,9 @@ absl::StatusOr<std::unique_ptr<PeerMail>> PeerMail::Create(int world) {
 absl::Status PeerMail::Send(int dst, int64_t tag, const void* data,
                             int64_t bytes) {
   if (dst < 0 || dst >= world_ || dst == me_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("send from rank ", me_, " to rank ", dst,
-                     ": the destination must be another rank of the ",
-                     world_, " ranks"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "send from rank ", me_, " to rank ", dst,
+        ": the destination must be another rank of the ", world_, " ranks"));
   }
   Outgoing out;
   out.dst = dst;
@@ -115,9 +112,9 @@ absl::StatusOr<bool> PeerMail::SendChunk(Outgoing& out) {
       ArrayRef::FromPointer(&out.header, DType::kU8, kHeaderShape));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef header_dst,
                            Row(headers_, me_, sizeof(Header)));
-  auto header = make_async_remote_copy(header_src, header_dst,
-                                       send_sems_[out.dst], header_sems_[me_],
-                                       DeviceId(out.dst));
+  auto header =
+      make_async_remote_copy(header_src, header_dst, send_sems_[out.dst],
+                             header_sems_[me_], DeviceId(out.dst));
   MESHDMA_RETURN_IF_ERROR(header.start_eager());
   if (n > 0) {
     MESHDMA_ASSIGN_OR_RETURN(
@@ -125,9 +122,9 @@ absl::StatusOr<bool> PeerMail::SendChunk(Outgoing& out) {
         ArrayRef::FromPointer(out.data.data() + out.sent, DType::kU8,
                               std::span<const int64_t>(&n, 1)));
     MESHDMA_ASSIGN_OR_RETURN(ArrayRef payload_dst, Row(slots_, me_, n));
-    auto payload = make_async_remote_copy(payload_src, payload_dst,
-                                          send_sems_[out.dst],
-                                          payload_sems_[me_], DeviceId(out.dst));
+    auto payload =
+        make_async_remote_copy(payload_src, payload_dst, send_sems_[out.dst],
+                               payload_sems_[me_], DeviceId(out.dst));
     MESHDMA_RETURN_IF_ERROR(payload.start());
     MESHDMA_RETURN_IF_ERROR(payload.wait_send());
   }
@@ -161,8 +158,8 @@ absl::Status PeerMail::Flush() {
   }
 }
 
-absl::Status PeerMail::PollUntil(Semaphore sem, int64_t value,
-                                 const char* what, int peer) {
+absl::Status PeerMail::PollUntil(Semaphore sem, int64_t value, const char* what,
+                                 int peer) {
   // While sends of this device are queued, poll and move them; once none
   // are, the caller's wait blocks (with the runtime's timeout and aborts).
   for (;;) {
@@ -182,10 +179,9 @@ absl::Status PeerMail::PollUntil(Semaphore sem, int64_t value,
 
 absl::Status PeerMail::Recv(int src, int64_t tag, void* data, int64_t bytes) {
   if (src < 0 || src >= world_ || src == me_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recv on rank ", me_, " from rank ", src,
-                     ": the source must be another rank of the ", world_,
-                     " ranks"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recv on rank ", me_, " from rank ", src,
+        ": the source must be another rank of the ", world_, " ranks"));
   }
   int64_t received = 0;
   int64_t chunk = 0;
@@ -203,9 +199,9 @@ absl::Status PeerMail::Recv(int src, int64_t tag, void* data, int64_t bytes) {
           "rank ", me_, " receives ", bytes, " bytes with tag ", tag,
           " from rank ", src, ", but rank ", src, " sent ", h.bytes,
           " bytes with tag ", h.tag,
-          h.chunk != chunk ? absl::StrCat(" (chunk ", h.chunk, ", expected ",
-                                          chunk, ")")
-                           : "",
+          h.chunk != chunk
+              ? absl::StrCat(" (chunk ", h.chunk, ", expected ", chunk, ")")
+              : "",
           ": sends and receives between a pair must match in order"));
     }
     // Step 2: the payload, copied out; the slot is free again.

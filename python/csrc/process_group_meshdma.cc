@@ -65,7 +65,9 @@ class C10dStore : public KeyValueStore {
 std::mutex g_server_mu;
 std::weak_ptr<DeviceServer> g_server;
 
-[[noreturn]] void Throw(const absl::Status& s) { TORCH_CHECK(false, s.message()); }
+[[noreturn]] void Throw(const absl::Status& s) {
+  TORCH_CHECK(false, s.message());
+}
 
 std::runtime_error AsException(const absl::Status& s) {
   return std::runtime_error(std::string(s.message()));
@@ -112,14 +114,14 @@ class MeshdmaWork : public c10d::Work {
       static const c10::TypePtr kTensorList =
           c10::ListType::create(c10::TensorType::get());
       future_ = c10::make_intrusive<c10::ivalue::Future>(kTensorList);
-      completion_->Then([future = future_, outputs = outputs_](
-                            const absl::Status& s) {
-        if (s.ok()) {
-          future->markCompleted(c10::IValue(outputs));
-        } else {
-          future->setError(std::make_exception_ptr(AsException(s)));
-        }
-      });
+      completion_->Then(
+          [future = future_, outputs = outputs_](const absl::Status& s) {
+            if (s.ok()) {
+              future->markCompleted(c10::IValue(outputs));
+            } else {
+              future->setError(std::make_exception_ptr(AsException(s)));
+            }
+          });
     }
     return future_;
   }
@@ -142,8 +144,8 @@ void CheckTensor(const at::Tensor& t, const char* call, const char* what,
               call, " on rank ", rank, ": ", what,
               " must be a dense CPU tensor, not ", t.toString());
   absl::StatusOr<DType> dtype = DTypeOfTensor(t);
-  TORCH_CHECK(dtype.ok(), "meshdma ", call, " on rank ", rank, ": ", what,
-              ": ", dtype.status().message());
+  TORCH_CHECK(dtype.ok(), "meshdma ", call, " on rank ", rank, ": ", what, ": ",
+              dtype.status().message());
 }
 
 void CheckOne(const std::vector<at::Tensor>& tensors, const char* call,
@@ -153,8 +155,8 @@ void CheckOne(const std::vector<at::Tensor>& tensors, const char* call,
   CheckTensor(tensors[0], call, "the tensor", rank);
 }
 
-void CheckSameAs(const at::Tensor& t, const at::Tensor& like,
-                 const char* call, const char* what, int rank) {
+void CheckSameAs(const at::Tensor& t, const at::Tensor& like, const char* call,
+                 const char* what, int rank) {
   CheckTensor(t, call, what, rank);
   TORCH_CHECK(t.scalar_type() == like.scalar_type(), "meshdma ", call,
               " on rank ", rank, ": ", what, " has dtype ",
@@ -187,8 +189,8 @@ TorchReduce ToReduce(const c10d::ReduceOp& op, const at::Tensor& t,
                                         : TorchReduce::kBxor;
     }
     default:
-      TORCH_CHECK(false, "meshdma ", call, " on rank ", rank,
-                  ": reduction op ", static_cast<int>(op.op_),
+      TORCH_CHECK(false, "meshdma ", call, " on rank ", rank, ": reduction op ",
+                  static_cast<int>(op.op_),
                   " is not supported (SUM, AVG, MAX, MIN, PRODUCT, BAND, BOR, "
                   "BXOR are)");
   }
@@ -271,9 +273,11 @@ ProcessGroupMeshdma::ProcessGroupMeshdma(
         whole = true;
         for (int r = 0; r < size; ++r) whole &= launch_ranks[r] == r;
       }
-      TORCH_CHECK(whole, "meshdma: the first meshdma group of a process must "
+      TORCH_CHECK(whole,
+                  "meshdma: the first meshdma group of a process must "
                   "hold every rank of the launch (it starts meshdma's "
-                  "runtime); this one holds ", size, " ranks");
+                  "runtime); this one holds ",
+                  size, " ranks");
       DeviceServer::Options options;
       options.rank = rank;
       options.size = size;
@@ -323,9 +327,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
                      &server->staging());
         return fn(ops);
       });
-  return c10::make_intrusive<MeshdmaWork>(rank_, type, name,
-                                          std::move(completion),
-                                          std::move(outputs));
+  return c10::make_intrusive<MeshdmaWork>(
+      rank_, type, name, std::move(completion), std::move(outputs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
@@ -343,7 +346,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   CheckOne(tensors, "allreduce", rank_);
-  const TorchReduce op = ToReduce(opts.reduceOp, tensors[0], "allreduce", rank_);
+  const TorchReduce op =
+      ToReduce(opts.reduceOp, tensors[0], "allreduce", rank_);
   return Launch(c10d::OpType::ALLREDUCE, "allreduce", tensors,
                 ThenWriteBack(Staged::Of(tensors[0], true),
                               [op](GroupOps& ops, at::Tensor& t) {
@@ -366,16 +370,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce_coalesced(
   for (const at::Tensor& t : tensors) flat.push_back(t.reshape(-1));
   Staged s = Staged::Of(at::cat(flat), true);
   std::vector<at::Tensor> users = tensors;
-  return Launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced",
-                tensors, [s, op, users](GroupOps& ops) mutable {
-                  MESHDMA_RETURN_IF_ERROR(ops.AllReduce(s.work, op));
-                  int64_t offset = 0;
-                  for (at::Tensor& t : users) {
-                    t.copy_(s.work.narrow(0, offset, t.numel()).view(t.sizes()));
-                    offset += t.numel();
-                  }
-                  return absl::OkStatus();
-                });
+  return Launch(
+      c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
+      [s, op, users](GroupOps& ops) mutable {
+        MESHDMA_RETURN_IF_ERROR(ops.AllReduce(s.work, op));
+        int64_t offset = 0;
+        for (at::Tensor& t : users) {
+          t.copy_(s.work.narrow(0, offset, t.numel()).view(t.sizes()));
+          offset += t.numel();
+        }
+        return absl::OkStatus();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce(
@@ -395,10 +400,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   CheckOne(inputs, "allgather", rank_);
-  TORCH_CHECK(outputs.size() == 1 &&
-                  static_cast<int>(outputs[0].size()) == size_,
-              "meshdma allgather on rank ", rank_, ": needs one list of ",
-              size_, " output tensors");
+  TORCH_CHECK(
+      outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+      "meshdma allgather on rank ", rank_, ": needs one list of ", size_,
+      " output tensors");
   const at::Tensor in = inputs[0].contiguous();
   for (const at::Tensor& o : outputs[0]) {
     CheckSameAs(o, in, "allgather", "an output", rank_);
@@ -408,16 +413,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
   }
   std::vector<at::Tensor> outs = outputs[0];
   const int n = size_;
-  return Launch(c10d::OpType::ALLGATHER, "allgather", outs,
-                [in, outs, n](GroupOps& ops) mutable {
-                  at::Tensor all = at::empty({n * in.numel()}, in.options());
-                  MESHDMA_RETURN_IF_ERROR(ops.AllGather(in, all));
-                  for (int r = 0; r < n; ++r) {
-                    outs[r].copy_(all.narrow(0, r * in.numel(), in.numel())
-                                      .view(outs[r].sizes()));
-                  }
-                  return absl::OkStatus();
-                });
+  return Launch(
+      c10d::OpType::ALLGATHER, "allgather", outs,
+      [in, outs, n](GroupOps& ops) mutable {
+        at::Tensor all = at::empty({n * in.numel()}, in.options());
+        MESHDMA_RETURN_IF_ERROR(ops.AllGather(in, all));
+        for (int r = 0; r < n; ++r) {
+          outs[r].copy_(
+              all.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+        }
+        return absl::OkStatus();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_allgather_base(
@@ -436,8 +442,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(static_cast<int>(outputs.size()) == size_,
-              "meshdma allgather_coalesced on rank ", rank_, ": needs ",
-              size_, " output lists, got ", outputs.size());
+              "meshdma allgather_coalesced on rank ", rank_, ": needs ", size_,
+              " output lists, got ", outputs.size());
   for (const auto& list : outputs) {
     TORCH_CHECK(list.size() == inputs.size(),
                 "meshdma allgather_coalesced on rank ", rank_,
@@ -458,20 +464,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather_coalesced(
     flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
   }
   const int n = size_;
-  return Launch(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced",
-                flat_outputs, [ins, outs, n](GroupOps& ops) mutable {
-                  for (size_t i = 0; i < ins.size(); ++i) {
-                    at::Tensor all =
-                        at::empty({n * ins[i].numel()}, ins[i].options());
-                    MESHDMA_RETURN_IF_ERROR(ops.AllGather(ins[i], all));
-                    for (int r = 0; r < n; ++r) {
-                      outs[r][i].copy_(
-                          all.narrow(0, r * ins[i].numel(), ins[i].numel())
-                              .view(outs[r][i].sizes()));
-                    }
-                  }
-                  return absl::OkStatus();
-                });
+  return Launch(
+      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", flat_outputs,
+      [ins, outs, n](GroupOps& ops) mutable {
+        for (size_t i = 0; i < ins.size(); ++i) {
+          at::Tensor all = at::empty({n * ins[i].numel()}, ins[i].options());
+          MESHDMA_RETURN_IF_ERROR(ops.AllGather(ins[i], all));
+          for (int r = 0; r < n; ++r) {
+            outs[r][i].copy_(all.narrow(0, r * ins[i].numel(), ins[i].numel())
+                                 .view(outs[r][i].sizes()));
+          }
+        }
+        return absl::OkStatus();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
@@ -482,10 +487,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
   CheckRoot(root, size_, "gather", rank_);
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 &&
-                    static_cast<int>(outputs[0].size()) == size_,
-                "meshdma gather on root ", rank_, ": needs one list of ",
-                size_, " output tensors");
+    TORCH_CHECK(
+        outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+        "meshdma gather on root ", rank_, ": needs one list of ", size_,
+        " output tensors");
     outs = outputs[0];
     for (const at::Tensor& o : outs) {
       CheckSameAs(o, inputs[0], "gather", "an output", rank_);
@@ -493,24 +498,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
                   rank_, ": output and input sizes differ");
     }
   } else {
-    TORCH_CHECK(outputs.empty() || outputs[0].empty(), "meshdma gather on rank ",
-                rank_, ": only the root ", root, " passes outputs");
+    TORCH_CHECK(outputs.empty() || outputs[0].empty(),
+                "meshdma gather on rank ", rank_, ": only the root ", root,
+                " passes outputs");
   }
   const at::Tensor in = inputs[0].contiguous();
   const int n = size_;
   const bool is_root = rank_ == root;
-  return Launch(c10d::OpType::GATHER, "gather", outs,
-                [in, outs, root, n, is_root](GroupOps& ops) mutable {
-                  at::Tensor all = at::empty({n * in.numel()}, in.options());
-                  MESHDMA_RETURN_IF_ERROR(
-                      ops.Gather(in, is_root ? &all : nullptr, root));
-                  if (!is_root) return absl::OkStatus();
-                  for (int r = 0; r < n; ++r) {
-                    outs[r].copy_(all.narrow(0, r * in.numel(), in.numel())
-                                      .view(outs[r].sizes()));
-                  }
-                  return absl::OkStatus();
-                });
+  return Launch(
+      c10d::OpType::GATHER, "gather", outs,
+      [in, outs, root, n, is_root](GroupOps& ops) mutable {
+        at::Tensor all = at::empty({n * in.numel()}, in.options());
+        MESHDMA_RETURN_IF_ERROR(ops.Gather(in, is_root ? &all : nullptr, root));
+        if (!is_root) return absl::OkStatus();
+        for (int r = 0; r < n; ++r) {
+          outs[r].copy_(
+              all.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
+        }
+        return absl::OkStatus();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
@@ -522,10 +528,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
   CheckRoot(root, size_, "scatter", rank_);
   at::Tensor blocks;
   if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 &&
-                    static_cast<int>(inputs[0].size()) == size_,
-                "meshdma scatter on root ", rank_, ": needs one list of ",
-                size_, " input tensors");
+    TORCH_CHECK(
+        inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+        "meshdma scatter on root ", rank_, ": needs one list of ", size_,
+        " input tensors");
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : inputs[0]) {
       CheckSameAs(t, outputs[0], "scatter", "an input", rank_);
@@ -595,14 +601,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall_base(
   CheckTensor(input, "alltoall_base", "the input", rank_);
   CheckSameAs(output, input, "alltoall_base", "the output", rank_);
   const at::Tensor in = input.contiguous();
-  return Launch(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
-                ThenWriteBack(Staged::Of(output, false),
-                              [in, in_splits = input_splits,
-                               out_splits = output_splits](GroupOps& ops,
-                                                           at::Tensor& out) {
-                                return ops.AllToAll(in, out, in_splits,
-                                                    out_splits);
-                              }));
+  return Launch(
+      c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
+      ThenWriteBack(Staged::Of(output, false),
+                    [in, in_splits = input_splits, out_splits = output_splits](
+                        GroupOps& ops, at::Tensor& out) {
+                      return ops.AllToAll(in, out, in_splits, out_splits);
+                    }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
@@ -627,25 +632,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
   int64_t total = 0;
   for (int64_t s : out_splits) total += s;
   std::vector<at::Tensor> outs = outputs;
-  return Launch(c10d::OpType::ALLTOALL, "alltoall", outputs,
-                [in, outs, in_splits, out_splits, total](GroupOps& ops) mutable {
-                  at::Tensor all = at::empty({total}, in.options());
-                  const bool equal =
-                      std::adjacent_find(in_splits.begin(), in_splits.end(),
-                                         std::not_equal_to<>()) ==
-                          in_splits.end() &&
-                      in_splits == out_splits;
-                  MESHDMA_RETURN_IF_ERROR(
-                      equal ? ops.AllToAll(in, all, {}, {})
-                            : ops.AllToAll(in, all, in_splits, out_splits));
-                  int64_t offset = 0;
-                  for (size_t r = 0; r < outs.size(); ++r) {
-                    outs[r].copy_(all.narrow(0, offset, out_splits[r])
-                                      .view(outs[r].sizes()));
-                    offset += out_splits[r];
-                  }
-                  return absl::OkStatus();
-                });
+  return Launch(
+      c10d::OpType::ALLTOALL, "alltoall", outputs,
+      [in, outs, in_splits, out_splits, total](GroupOps& ops) mutable {
+        at::Tensor all = at::empty({total}, in.options());
+        const bool equal =
+            std::adjacent_find(in_splits.begin(), in_splits.end(),
+                               std::not_equal_to<>()) == in_splits.end() &&
+            in_splits == out_splits;
+        MESHDMA_RETURN_IF_ERROR(
+            equal ? ops.AllToAll(in, all, {}, {})
+                  : ops.AllToAll(in, all, in_splits, out_splits));
+        int64_t offset = 0;
+        for (size_t r = 0; r < outs.size(); ++r) {
+          outs[r].copy_(
+              all.narrow(0, offset, out_splits[r]).view(outs[r].sizes()));
+          offset += out_splits[r];
+        }
+        return absl::OkStatus();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::send(

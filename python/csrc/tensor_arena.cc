@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<TensorArena>> TensorArena::Create(
 }
 
 absl::StatusOr<std::byte*> TensorArena::Allocate(int64_t bytes) {
-  const int64_t want = std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  const int64_t want =
+      std::max<int64_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < want) continue;
@@ -45,8 +46,8 @@ absl::StatusOr<std::byte*> TensorArena::Allocate(int64_t bytes) {
   int64_t largest = 0;
   for (const auto& [offset, size] : free_) largest = std::max(largest, size);
   return absl::ResourceExhaustedError(absl::StrCat(
-      "meshdma heap tensor of ", bytes, " bytes: the tensor region of ",
-      bytes_, " bytes has at most ", largest,
+      "meshdma heap tensor of ", bytes, " bytes: the tensor region of ", bytes_,
+      " bytes has at most ", largest,
       " contiguous bytes free (MESHDMA_HEAP_BYTES sets the heap; the tensor "
       "region is half of it)"));
 }

@@ -65,7 +65,8 @@ void OnRanks(int n, std::shared_ptr<MemoryStore> store,
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto group = MakeStoreProcessGroup(
-          store, {.rank = r, .size = n, .prefix = "t", .exchange_timeout = timeout});
+          store,
+          {.rank = r, .size = n, .prefix = "t", .exchange_timeout = timeout});
       ASSERT_TRUE(group.ok()) << group.status();
       body(**group);
     });
@@ -132,8 +133,9 @@ TEST(StoreProcessGroupTest, TimeoutNamesTheRanksThatNeverCame) {
 
 TEST(StoreProcessGroupTest, RefusesBadRanksAndRoots) {
   auto store = std::make_shared<MemoryStore>();
-  EXPECT_EQ(MakeStoreProcessGroup(store, {.rank = 3, .size = 3}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      MakeStoreProcessGroup(store, {.rank = 3, .size = 3}).status().code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MakeStoreProcessGroup(nullptr, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto g = MakeStoreProcessGroup(store, {.rank = 0, .size = 1});

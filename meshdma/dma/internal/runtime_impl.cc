@@ -358,9 +358,8 @@ absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
   RemoteTransport mine = remote_choice_;
   const bool told = mine != RemoteTransport::kAuto;
   if (!told) {
-    mine = mpi_launch_ &&
-                   (HostHasRdmaDevice() ||
-                    (one_machine && MpiUsesSharedMemoryWithinMachine()))
+    mine = mpi_launch_ && (HostHasRdmaDevice() ||
+                           (one_machine && MpiUsesSharedMemoryWithinMachine()))
                ? RemoteTransport::kMpi
                : RemoteTransport::kTcp;
   }
@@ -552,6 +551,21 @@ absl::Status RuntimeImpl::InitHeaps() {
     MESHDMA_RETURN_IF_ERROR(AgreeOnCrossMemoryAttach(host_peers));
   }
 
+  MESHDMA_RETURN_IF_ERROR(StartRemoteTransport());
+  if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
+    race_checker_->AttachMailboxes(own_mailbox_.get(),
+                                   std::move(mailbox_of_device));
+  }
+  hang_board_ =
+      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
+  PublishHangState();
+  LogLaunch();
+  return absl::OkStatus();
+}
+
+// Step 5b: the transport to other processes that memory does not reach (and
+// without MPI, the path for aborts), and which devices it serves.
+absl::Status RuntimeImpl::StartRemoteTransport() {
   // Devices no transport above reaches are on other hosts.
   bool other_hosts = false;
   for (int g = 0; g < launch_->num_devices(); ++g) {
@@ -582,46 +596,8 @@ absl::Status RuntimeImpl::InitHeaps() {
     transports_.push_back(std::move(tcp));
     remote_transport_ = transports_.back().get();
   } else if (launch_->num_processes() > 1) {
-    // Puts in pieces unless told otherwise. Towards a process of this
-    // machine that MPI reaches through shared memory, a long message moves
-    // in one copy, but one past MPI's eager size waits for the receiver to
-    // match it: pieces of that size up to kDefaultMpiSharedMemoryPiecedBytes
-    // (none where the size is unknown). Not on an oversubscribed machine:
-    // there each piece costs its receiver a poll that yields the core, and
-    // the pieces were slower than the rendezvous (BENCHMARKS.md, "Across
-    // hosts through MPI's shared memory: pieces of its eager size").
-    std::vector<MpiPeerLimits> limits(launch_->num_processes());
-    const std::string& my_machine =
-        launch_->processes()[launch_->rank()].hostname;
-    const bool mpi_shares_memory = MpiUsesSharedMemoryWithinMachine();
-    const int64_t eager_bytes = MpiSharedMemoryEagerBytes();
-    const int64_t network_piece =
-        MpiPieceBytesWithin(std::numeric_limits<int64_t>::max());
-    for (int r = 0; r < launch_->num_processes(); ++r) {
-      if (r == launch_->rank()) continue;
-      const bool shared =
-          mpi_shares_memory && launch_->processes()[r].hostname == my_machine;
-      MpiPeerLimits& l = limits[r];
-      l.piece_bytes = network_piece;
-      l.pieced_bytes = kDefaultMpiPiecedBytes;
-      if (shared) {
-        // Two messages on MPI's fastest path instead of one just past it:
-        // only oversubscribed, where that saved 1.5 us of an 8 us
-        // all-reduce; with a core each, the second message cost 0.1 us
-        // (BENCHMARKS.md, "Across hosts through MPI's shared memory: two
-        // fast messages").
-        l.fast_bytes = oversubscribed_ ? MpiSharedMemoryFastBytes() : 0;
-        l.piece_bytes =
-            eager_bytes > 0 ? MpiPieceBytesWithin(eager_bytes) : network_piece;
-        l.pieced_bytes = eager_bytes > 0 && !oversubscribed_
-                             ? kDefaultMpiSharedMemoryPiecedBytes
-                             : 0;
-      }
-      l.pieced_bytes = options_.mpi_pieced_bytes.value_or(l.pieced_bytes);
-    }
-    mpi_limits_ = limits;
-    transports_.push_back(
-        MakeMpiTransport(this, *processes_, std::move(limits)));
+    mpi_limits_ = MpiLimits();
+    transports_.push_back(MakeMpiTransport(this, *processes_, mpi_limits_));
     remote_transport_ = transports_.back().get();
   }
   bool remote_peers = false;
@@ -632,15 +608,49 @@ absl::Status RuntimeImpl::InitHeaps() {
     }
   }
   remote_peers_.store(remote_peers, std::memory_order_relaxed);
-  if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
-    race_checker_->AttachMailboxes(own_mailbox_.get(),
-                                   std::move(mailbox_of_device));
-  }
-  hang_board_ =
-      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
-  PublishHangState();
-  LogLaunch();
   return absl::OkStatus();
+}
+
+// The MPI transport's piece sizes towards each process: puts in pieces
+// unless told otherwise. Towards a process of this machine that MPI reaches
+// through shared memory, a long message moves in one copy, but one past
+// MPI's eager size waits for the receiver to match it: pieces of that size
+// up to kDefaultMpiSharedMemoryPiecedBytes (none where the size is unknown).
+// Not on an oversubscribed machine: there each piece costs its receiver a
+// poll that yields the core, and the pieces were slower than the rendezvous
+// (BENCHMARKS.md, "Across hosts through MPI's shared memory: pieces of its
+// eager size").
+std::vector<MpiPeerLimits> RuntimeImpl::MpiLimits() const {
+  std::vector<MpiPeerLimits> limits(launch_->num_processes());
+  const std::string& my_machine =
+      launch_->processes()[launch_->rank()].hostname;
+  const bool mpi_shares_memory = MpiUsesSharedMemoryWithinMachine();
+  const int64_t eager_bytes = MpiSharedMemoryEagerBytes();
+  const int64_t network_piece =
+      MpiPieceBytesWithin(std::numeric_limits<int64_t>::max());
+  for (int r = 0; r < launch_->num_processes(); ++r) {
+    if (r == launch_->rank()) continue;
+    const bool shared =
+        mpi_shares_memory && launch_->processes()[r].hostname == my_machine;
+    MpiPeerLimits& l = limits[r];
+    l.piece_bytes = network_piece;
+    l.pieced_bytes = kDefaultMpiPiecedBytes;
+    if (shared) {
+      // Two messages on MPI's fastest path instead of one just past it:
+      // only oversubscribed, where that saved 1.5 us of an 8 us
+      // all-reduce; with a core each, the second message cost 0.1 us
+      // (BENCHMARKS.md, "Across hosts through MPI's shared memory: two
+      // fast messages").
+      l.fast_bytes = oversubscribed_ ? MpiSharedMemoryFastBytes() : 0;
+      l.piece_bytes =
+          eager_bytes > 0 ? MpiPieceBytesWithin(eager_bytes) : network_piece;
+      l.pieced_bytes = eager_bytes > 0 && !oversubscribed_
+                           ? kDefaultMpiSharedMemoryPiecedBytes
+                           : 0;
+    }
+    l.pieced_bytes = options_.mpi_pieced_bytes.value_or(l.pieced_bytes);
+  }
+  return limits;
 }
 
 // MESHDMA_DEBUG=INFO: the launch (rank 0), this process's settings and the

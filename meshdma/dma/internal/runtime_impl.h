@@ -191,6 +191,8 @@ class RuntimeImpl : public TransportHost {
   void LogLaunch() const;
   absl::Status AgreeOnHeaps();
   absl::Status InitHeaps();
+  absl::Status StartRemoteTransport();
+  std::vector<MpiPeerLimits> MpiLimits() const;
   // The transport to other hosts, agreed by every process (collective):
   // the one told, else MPI where some process prefers it, else TCP.
   absl::StatusOr<RemoteTransport> AgreeOnRemoteTransport(bool one_machine);
