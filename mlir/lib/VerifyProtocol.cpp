@@ -6,9 +6,15 @@
 //    `scf.if`, `scf.while`, `scf.index_switch`, `cf` branches and `func.call`
 //    are followed. The result is a trace of events (DMA starts, signals,
 //    waits, DMA waits, barriers, collectives) and the allocation sequence.
-//    Anything that decides control flow, a device id, an amount or a size and
-//    depends on data (a load, `sem_read`, a non-constant kernel argument) makes
-//    the kernel *unverifiable*: an error, never a pass.
+//    Integer ops of `arith` and `index` are evaluated by the ops' own folders
+//    (the compiler's semantics at every width). Anything that decides control
+//    flow, a device id, an amount or a size and depends on data (a load,
+//    `sem_read`, a non-constant kernel argument, a run-time dimension) makes
+//    the kernel *unverifiable*: an error, never a pass. So does code the
+//    checker cannot see that could communicate: an indirect call it cannot
+//    resolve, a semaphore or buffer handed to a function without a body, an
+//    unknown op that takes a semaphore. Loops and calls that only compute are
+//    skipped (their integer results evaluated where the checker can).
 // 2. Static checks on the traces: ids on the mesh, the same allocation
 //    sequence on every device, DMA shapes and element types, remote targets in
 //    symmetric memory, matching collectives within each group.
@@ -19,9 +25,10 @@
 //    decides deadlock (with the wait-for cycle) and the exit contract (every
 //    semaphore back to 0).
 // 4. Entry race (kernels without the runtime's entry barrier): for each device
-//    R and call c of two back-to-back calls, R is held before entering call c
-//    and the others run as far as they can; any DMA or REGULAR signal of call
-//    >= c into R is a push into a device that has not entered that call.
+//    R and call c of `calls` back-to-back calls (2 by default, 1 to 8), R is
+//    held before entering call c and the others run as far as they can; any
+//    DMA or REGULAR signal of call >= c into R is a push into a device that
+//    has not entered that call.
 #include <chrono>
 #include <deque>
 #include <string>
@@ -41,6 +48,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -50,6 +58,8 @@ namespace {
 
 constexpr int64_t kMaxStepsPerDevice = 20'000'000;
 constexpr int kMaxCallDepth = 64;
+// The most back-to-back calls the entry-race check runs (option `calls`).
+constexpr int kMaxCalls = 8;
 constexpr int64_t kMaxDevices = 4096;
 // Slot 0 of every device is the barrier semaphore; sem_alloc k is slot k+1.
 constexpr int kBarrierSlot = 0;
@@ -75,9 +85,10 @@ struct Event {
 
 // One abstract value of the interpreter.
 struct AVal {
-  enum Kind : uint8_t { kNone, kInt, kData, kSem, kBuf } kind = kNone;
-  int64_t i = 0;  // kInt: the value; kData: reason index; kSem: slot;
-                  // kBuf: buffer index
+  enum Kind : uint8_t { kNone, kInt, kData, kSem, kBuf, kFunc } kind = kNone;
+  int64_t i = 0;  // kInt: the value (sign-extended from its width; an i1 is
+                  // 0 or 1); kData: reason index; kSem: slot; kBuf: buffer
+                  // index; kFunc: index into the tracer's functions
 };
 
 struct DataReason {
@@ -116,6 +127,9 @@ struct Trace {
 
 // Everything that ends a device's interpretation: an error has been emitted.
 struct Abort {};
+// Ends a speculative run of code that only computes (nothing emitted): its
+// results become data.
+struct Speculation {};
 
 class DeviceTracer {
  public:
@@ -200,10 +214,12 @@ class DeviceTracer {
   void Set(Value v, AVal a) { values_[v] = a; }
 
   [[noreturn]] void Fail(Operation* op, const llvm::Twine& msg) {
+    if (speculating_) throw Speculation{};
     op->emitError() << msg;
     throw Abort{};
   }
   [[noreturn]] void FailOnDevice(Operation* op, const llvm::Twine& msg) {
+    if (speculating_) throw Speculation{};
     op->emitError() << msg << " (device " << device_ << ")";
     throw Abort{};
   }
@@ -213,6 +229,7 @@ class DeviceTracer {
     AVal a = Get(v);
     if (a.kind == AVal::kInt) return a.i;
     if (a.kind == AVal::kData) {
+      if (speculating_) throw Speculation{};
       const DataReason& r = reasons_[a.i];
       InFlightDiagnostic d = user->emitError()
                              << "unverifiable: " << what << " depends on data ("
@@ -240,13 +257,31 @@ class DeviceTracer {
          "unverifiable: the buffer operand is not one the checker can "
          "track");
   }
+  // Reports a DMA whose length is known only at run time: `role` names the
+  // operand ("source", "target", "descriptor"), the message the dimension
+  // and where the buffer comes from.
+  void RequireStatic(const Buffer& b, Operation* user, llvm::StringRef role) {
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      if (b.shape[d] >= 0) continue;
+      if (speculating_) throw Speculation{};
+      std::string from =
+          b.origin ? "the result of '" +
+                         b.origin->getName().getStringRef().str() + "'"
+                   : "kernel argument #" + std::to_string(-b.root - 1);
+      InFlightDiagnostic diag =
+          user->emitError()
+          << "unverifiable: the DMA's length is known only at run time: "
+             "dimension "
+          << d << " of its " << role << " (" << from << ") is dynamic";
+      if (b.origin)
+        diag.attachNote(b.origin->getLoc()) << "the buffer comes from here";
+      throw Abort{};
+    }
+  }
   int64_t Bytes(const Buffer& b, Operation* user) {
+    RequireStatic(b, user, "descriptor");
     int64_t n = ElementBytes(b.elem);
     for (int64_t d : b.shape) {
-      if (d < 0)
-        Fail(user,
-             "unverifiable: the DMA size depends on a dynamic "
-             "dimension");
       if (llvm::MulOverflow(n, d, n))
         Fail(user, "unverifiable: the DMA size overflows 64 bits");
     }
@@ -256,19 +291,6 @@ class DeviceTracer {
   static unsigned Width(Type t) {
     if (auto i = llvm::dyn_cast<IntegerType>(t)) return i.getWidth();
     return 64;  // index
-  }
-  static int64_t Norm(int64_t v, unsigned w) {
-    if (w >= 64) return v;
-    if (w == 0) return 0;  // i0 holds only 0
-    if (w == 1) return v & 1;
-    uint64_t m = (uint64_t{1} << w) - 1;
-    uint64_t u = static_cast<uint64_t>(v) & m;
-    if (u >> (w - 1)) u |= ~m;
-    return static_cast<int64_t>(u);
-  }
-  static uint64_t Unsigned(int64_t v, unsigned w) {
-    if (w >= 64) return static_cast<uint64_t>(v);
-    return static_cast<uint64_t>(v) & ((uint64_t{1} << w) - 1);
   }
 
   //===------------------------------------------------------------------===//
@@ -329,30 +351,29 @@ class DeviceTracer {
   void Exec(Operation* op) {
     Step(op);
     llvm::TypeSwitch<Operation*>(op)
-        .Case<arith::ConstantOp>([&](auto c) {
-          if (auto i = llvm::dyn_cast<IntegerAttr>(c.getValue()))
-            Set(c.getResult(),
-                Int(Norm(i.getValue().getSExtValue(), Width(c.getType()))));
-          else
-            Set(c.getResult(), NewData(op, "a non-integer constant"));
-        })
         .Case<scf::ForOp>([&](scf::ForOp f) { ExecFor(f); })
         .Case<scf::IfOp>([&](scf::IfOp f) {
-          bool c = Known(f.getCondition(), op, "the scf.if condition");
-          llvm::SmallVector<AVal> res;
-          Region& r = c ? f.getThenRegion() : f.getElseRegion();
-          if (!r.empty()) RunRegion(r, {}, res);
-          SetResults(op, res);
+          auto run = [&] {
+            bool c = Known(f.getCondition(), op, "the scf.if condition");
+            llvm::SmallVector<AVal> res;
+            Region& r = c ? f.getThenRegion() : f.getElseRegion();
+            if (!r.empty()) RunRegion(r, {}, res);
+            SetResults(op, res);
+          };
+          if (!SkipComputeOnly(op, run)) run();
         })
         .Case<scf::WhileOp>([&](scf::WhileOp w) { ExecWhile(w); })
         .Case<scf::IndexSwitchOp>([&](scf::IndexSwitchOp s) {
-          int64_t v = Known(s.getArg(), op, "the scf.index_switch value");
-          Region* r = &s.getDefaultRegion();
-          for (auto [i, c] : llvm::enumerate(s.getCases()))
-            if (c == v) r = &s.getCaseRegions()[i];
-          llvm::SmallVector<AVal> res;
-          RunRegion(*r, {}, res);
-          SetResults(op, res);
+          auto run = [&] {
+            int64_t v = Known(s.getArg(), op, "the scf.index_switch value");
+            Region* r = &s.getDefaultRegion();
+            for (auto [i, c] : llvm::enumerate(s.getCases()))
+              if (c == v) r = &s.getCaseRegions()[i];
+            llvm::SmallVector<AVal> res;
+            RunRegion(*r, {}, res);
+            SetResults(op, res);
+          };
+          if (!SkipComputeOnly(op, run)) run();
         })
         .Case<scf::ExecuteRegionOp>([&](scf::ExecuteRegionOp e) {
           llvm::SmallVector<AVal> res;
@@ -360,9 +381,18 @@ class DeviceTracer {
           SetResults(op, res);
         })
         .Case<func::CallOp>([&](func::CallOp call) { ExecCall(call); })
+        .Case<func::ConstantOp>([&](func::ConstantOp c) {
+          auto f = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+              op, c.getValueAttr());
+          if (!f) return Set(c.getResult(), AVal{});
+          funcs_.push_back(f);
+          Set(c.getResult(),
+              AVal{AVal::kFunc, static_cast<int64_t>(funcs_.size() - 1)});
+        })
+        .Case<func::CallIndirectOp>(
+            [&](func::CallIndirectOp call) { ExecCallIndirect(call); })
         .Case<memref::SubViewOp>([&](auto s) { ExecSubView(s); })
-        .Case<memref::CastOp>(
-            [&](memref::CastOp c) { Set(c.getResult(), Get(c.getSource())); })
+        .Case<memref::CastOp>([&](memref::CastOp c) { ExecCast(c); })
         .Case<memref::DimOp>([&](memref::DimOp d) {
           const Buffer& b = Buf(d.getSource(), op);
           int64_t i = Known(d.getIndex(), op, "the memref.dim index");
@@ -373,14 +403,18 @@ class DeviceTracer {
             Set(d.getResult(), Int(b.shape[i]));
         })
         .Case<memref::AllocOp, memref::AllocaOp>([&](auto a) {
+          // A dynamic size the checker knows is a static one.
           MemRefType t = a.getType();
           Buffer b{kLocalRootBase + next_local_++,
                    false,
                    op,
                    t.getElementType(),
                    {}};
-          for (int64_t d : t.getShape())
-            b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+          auto sizes = a.getDynamicSizes().begin();
+          for (int64_t d : t.getShape()) {
+            AVal n = ShapedType::isDynamic(d) ? Get(*sizes++) : Int(d);
+            b.shape.push_back(n.kind == AVal::kInt ? n.i : -1);
+          }
           Set(a.getResult(), NewBuf(std::move(b)));
         })
         .Case<memref::CollapseShapeOp, memref::ExpandShapeOp>([&](auto r) {
@@ -397,34 +431,93 @@ class DeviceTracer {
             ExecMeshDma(op);
             return;
           }
-          if (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
-              ExecArith(op))
+          if (op->getDialect() &&
+              (op->getDialect()->getNamespace() == "arith" ||
+               op->getDialect()->getNamespace() == "index") &&
+              ExecIntOp(op))
             return;
           ExecOther(op);
         });
   }
 
-  // Whether `op` holds meshdma ops or calls (memoised). A loop or call
-  // without results that does not communicate only computes on memory, which
-  // the checker treats as data anyway, so it is skipped.
+  // Whether `op` (a loop, a function, any op with regions) may communicate,
+  // memoised: it holds a meshdma op, an op that takes a semaphore, an
+  // indirect or foreign call, a call of a function that may communicate
+  // (recursion counts as communicating), or a call that hands a semaphore or
+  // buffer to a function without a body. Code that does not only computes on
+  // memory, which the checker treats as data anyway.
   bool Communicates(Operation* op) {
     auto it = communicates_.find(op);
     if (it != communicates_.end()) return it->second;
+    communicates_[op] = true;  // while in progress: recursion communicates
     bool found = false;
     op->walk([&](Operation* inner) {
-      if (inner == op) return;
-      if ((inner->getDialect() &&
-           inner->getDialect()->getNamespace() == "meshdma") ||
-          llvm::isa<func::CallOp>(inner))
-        found = true;
+      if (inner == op || found) return;
+      found = MayCommunicate(inner);
     });
     communicates_[op] = found;
     return found;
   }
+  bool MayCommunicate(Operation* op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "meshdma")
+      return true;
+    for (Type t : op->getOperandTypes())
+      if (llvm::isa<SemaphoreType>(t)) return true;
+    if (!llvm::isa<CallOpInterface>(op)) return false;
+    auto call = llvm::dyn_cast<func::CallOp>(op);
+    if (!call) return true;  // call_indirect, llvm.call, ...
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        op, call.getCalleeAttr());
+    if (!callee) return true;
+    if (callee.isExternal()) return EscapingOperand(op) >= 0;
+    return Communicates(callee);
+  }
+  // The first operand of `op` that is a semaphore or a buffer, or -1.
+  static int EscapingOperand(Operation* op) {
+    for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
+      if (llvm::isa<SemaphoreType, BaseMemRefType>(t))
+        return static_cast<int>(i);
+    return -1;
+  }
+
+  // A loop or branch that only computes: skipped when none of its results is
+  // an integer; otherwise `run` interprets it speculatively, and its results
+  // are data where it cannot (a trip count or condition that depends on
+  // data). Returns false for one that may communicate or yields a handle (a
+  // buffer, a semaphore, a function): the caller runs it.
+  bool SkipComputeOnly(Operation* loop, llvm::function_ref<void()> run) {
+    for (Type t : loop->getResultTypes())
+      if (llvm::isa<SemaphoreType, BaseMemRefType, FunctionType>(t))
+        return false;
+    if (Communicates(loop)) return false;
+    bool integers = false;
+    for (Type t : loop->getResultTypes()) integers |= t.isIntOrIndex();
+    if (integers) {
+      int64_t steps = steps_;
+      int depth = depth_;
+      ++speculating_;
+      try {
+        run();
+        --speculating_;
+        return true;
+      } catch (const Speculation&) {
+        --speculating_;
+        steps_ = steps;
+        depth_ = depth;
+      }
+    }
+    for (Value r : loop->getResults())
+      Set(r, NewData(loop, "the result of a loop that only computes"));
+    return true;
+  }
 
   void ExecFor(scf::ForOp f) {
     Operation* op = f;
-    if (f.getNumResults() == 0 && !Communicates(op)) return;
+    if (SkipComputeOnly(op, [&] { RunFor(f); })) return;
+    RunFor(f);
+  }
+  void RunFor(scf::ForOp f) {
+    Operation* op = f;
     int64_t lb = Known(f.getLowerBound(), op, "the loop's lower bound");
     int64_t ub = Known(f.getUpperBound(), op, "the loop's upper bound");
     int64_t step = Known(f.getStep(), op, "the loop's step");
@@ -443,6 +536,11 @@ class DeviceTracer {
 
   void ExecWhile(scf::WhileOp w) {
     Operation* op = w;
+    if (SkipComputeOnly(op, [&] { RunWhile(w); })) return;
+    RunWhile(w);
+  }
+  void RunWhile(scf::WhileOp w) {
+    Operation* op = w;
     llvm::SmallVector<AVal> carried = Vals(w.getInits());
     llvm::SmallVector<AVal> res;
     while (true) {
@@ -457,24 +555,77 @@ class DeviceTracer {
     SetResults(op, res);
   }
 
+  // 1. A function without a body must not receive a semaphore or a buffer
+  //    (it could communicate with them); its results are data.
+  // 2. A function that only computes and returns nothing is skipped.
+  // 3. Otherwise the body is interpreted.
   void ExecCall(func::CallOp call) {
     Operation* op = call;
     auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
         op, call.getCalleeAttr());
-    if (!callee || callee.isExternal()) {
-      // An external function: compute only as far as the checker knows.
+    if (!callee)
+      Fail(op, "unverifiable: no function @" + call.getCallee() +
+                   " the checker can follow");
+    if (callee.isExternal()) {
+      if (int i = EscapingOperand(op); i >= 0)
+        Fail(op, "unverifiable: 'func.call' hands a " +
+                     llvm::Twine(
+                         llvm::isa<SemaphoreType>(op->getOperand(i).getType())
+                             ? "semaphore"
+                             : "buffer") +
+                     " (operand #" + llvm::Twine(i) + ") to @" +
+                     call.getCallee() +
+                     ", a function without a body: the checker cannot see "
+                     "what it does with it");
       for (Value r : op->getResults())
         Set(r, NewData(op, "the result of a call to an external function"));
       return;
     }
     if (op->getNumResults() == 0 && !Communicates(callee)) return;
+    RunCallee(op, callee, Vals(call.getOperands()));
+  }
+
+  // Follows an indirect call whose callee is a `func.constant` the checker
+  // has seen; any other callee is unverifiable.
+  void ExecCallIndirect(func::CallIndirectOp call) {
+    Operation* op = call;
+    AVal f = Get(call.getCallee());
+    if (f.kind != AVal::kFunc) {
+      if (f.kind == AVal::kData) Known(call.getCallee(), op, "the callee");
+      Fail(op,
+           "unverifiable: 'func.call_indirect' calls a function the checker "
+           "cannot identify (not a func.constant it has seen)");
+    }
+    func::FuncOp callee = funcs_[f.i];
+    if (callee.isExternal())
+      Fail(op, "unverifiable: 'func.call_indirect' calls @" +
+                   callee.getSymName() +
+                   ", a function without a body: the checker cannot see "
+                   "what it does");
+    RunCallee(op, callee, Vals(call.getArgOperands()));
+  }
+
+  void RunCallee(Operation* op, func::FuncOp callee,
+                 llvm::ArrayRef<AVal> args) {
     if (++depth_ > kMaxCallDepth)
       Fail(op, "unverifiable: calls nest deeper than " +
                    std::to_string(kMaxCallDepth));
     llvm::SmallVector<AVal> res;
-    RunRegion(callee.getBody(), Vals(call.getOperands()), res);
+    RunRegion(callee.getBody(), args, res);
     --depth_;
     SetResults(op, res);
+  }
+
+  // A cast keeps the buffer; a dimension the result type makes static is
+  // static from here on.
+  void ExecCast(memref::CastOp c) {
+    AVal a = Get(c.getSource());
+    auto t = llvm::dyn_cast<MemRefType>(c.getType());
+    if (a.kind != AVal::kBuf || !t) return Set(c.getResult(), a);
+    Buffer b = buffers_[a.i];
+    for (auto [i, d] : llvm::enumerate(t.getShape()))
+      if (i < b.shape.size() && !ShapedType::isDynamic(d)) b.shape[i] = d;
+    Set(c.getResult(), NewBuf(std::move(b)));
   }
 
   void ExecSubView(memref::SubViewOp s) {
@@ -507,122 +658,73 @@ class DeviceTracer {
     Set(s.getResult(), NewBuf(std::move(out)));
   }
 
-  // Integer arithmetic; returns false for ops it does not model.
-  bool ExecArith(Operation* op) {
-    if (op->getNumResults() != 1) return false;
-    Type rt = op->getResult(0).getType();
-    if (!rt.isIntOrIndex()) return false;
-    unsigned w = Width(rt);
-    llvm::SmallVector<AVal, 3> in;
-    for (Value v : op->getOperands()) in.push_back(Get(v));
-    for (const AVal& a : in) {
+  // An integer op of `arith` or `index` (every operand and result an integer
+  // or index), evaluated by the op's own folder: the compiler's semantics at
+  // every width. Returns false for other ops.
+  // 1. Any operand that is data makes every result data.
+  // 2. The operands become attributes and the op folds; an op that does not
+  //    fold on known operands has no defined value for them (a division by
+  //    zero is an error; a poison shift or overflow, or a value that depends
+  //    on the index width, is unverifiable).
+  // 3. Results wider than 64 bits are data.
+  bool ExecIntOp(Operation* op) {
+    if (op->getNumResults() == 0 || op->getNumRegions() != 0) return false;
+    for (Type t : op->getResultTypes())
+      if (!t.isIntOrIndex()) return false;
+    for (Type t : op->getOperandTypes())
+      if (!t.isIntOrIndex()) return false;
+    llvm::SmallVector<Attribute, 3> attrs;
+    for (Value v : op->getOperands()) {
+      AVal a = Get(v);
       if (a.kind == AVal::kData) {
-        Set(op->getResult(0), a);  // data in, data out
+        for (Value r : op->getResults()) Set(r, a);
         return true;
       }
       if (a.kind != AVal::kInt) return false;
+      attrs.push_back(IntegerAttr::get(
+          v.getType(),
+          llvm::APInt(Width(v.getType()), a.i, /*isSigned=*/true)));
     }
-    auto x = [&](int i) { return in[i].i; };
-    auto ux = [&](int i) {
-      return Unsigned(in[i].i, Width(op->getOperand(i).getType()));
-    };
-    std::optional<int64_t> r;
-    auto div_ok = [&]() { return in.size() == 2 && x(1) != 0; };
-    llvm::StringRef name = op->getName().getStringRef();
-    if (name == "arith.addi")
-      r = x(0) + x(1);
-    else if (name == "arith.subi")
-      r = x(0) - x(1);
-    else if (name == "arith.muli")
-      r = x(0) * x(1);
-    else if (name == "arith.divsi" && div_ok())
-      r = x(0) / x(1);
-    else if (name == "arith.remsi" && div_ok())
-      r = x(0) % x(1);
-    else if (name == "arith.divui" && div_ok())
-      r = static_cast<int64_t>(ux(0) / ux(1));
-    else if (name == "arith.remui" && div_ok())
-      r = static_cast<int64_t>(ux(0) % ux(1));
-    else if (name == "arith.floordivsi" && div_ok()) {
-      int64_t q = x(0) / x(1);
-      if ((x(0) % x(1) != 0) && ((x(0) < 0) != (x(1) < 0))) --q;
-      r = q;
-    } else if (name == "arith.ceildivsi" && div_ok()) {
-      int64_t q = x(0) / x(1);
-      if ((x(0) % x(1) != 0) && ((x(0) < 0) == (x(1) < 0))) ++q;
-      r = q;
-    } else if (name == "arith.andi")
-      r = x(0) & x(1);
-    else if (name == "arith.ori")
-      r = x(0) | x(1);
-    else if (name == "arith.xori")
-      r = x(0) ^ x(1);
-    else if (name == "arith.maxsi")
-      r = std::max(x(0), x(1));
-    else if (name == "arith.minsi")
-      r = std::min(x(0), x(1));
-    else if (name == "arith.maxui")
-      r = static_cast<int64_t>(std::max(ux(0), ux(1)));
-    else if (name == "arith.minui")
-      r = static_cast<int64_t>(std::min(ux(0), ux(1)));
-    else if (name == "arith.shli" && x(1) >= 0 && x(1) < 64)
-      r = static_cast<int64_t>(static_cast<uint64_t>(x(0)) << x(1));
-    else if (name == "arith.shrsi" && x(1) >= 0 && x(1) < 64)
-      r = x(0) >> x(1);
-    else if (name == "arith.shrui" && x(1) >= 0 && x(1) < 64)
-      r = static_cast<int64_t>(ux(0) >> x(1));
-    else if (name == "arith.select")
-      r = x(0) ? x(1) : x(2);
-    else if (name == "arith.index_cast" || name == "arith.extsi" ||
-             name == "arith.trunci")
-      r = x(0);
-    else if (name == "arith.index_castui" || name == "arith.extui")
-      r = static_cast<int64_t>(ux(0));
-    else if (auto cmp = llvm::dyn_cast<arith::CmpIOp>(op)) {
-      int64_t a = x(0), b = x(1);
-      uint64_t ua = ux(0), ub = ux(1);
-      using P = arith::CmpIPredicate;
-      switch (cmp.getPredicate()) {
-        case P::eq:
-          r = a == b;
-          break;
-        case P::ne:
-          r = a != b;
-          break;
-        case P::slt:
-          r = a < b;
-          break;
-        case P::sle:
-          r = a <= b;
-          break;
-        case P::sgt:
-          r = a > b;
-          break;
-        case P::sge:
-          r = a >= b;
-          break;
-        case P::ult:
-          r = ua < ub;
-          break;
-        case P::ule:
-          r = ua <= ub;
-          break;
-        case P::ugt:
-          r = ua > ub;
-          break;
-        case P::uge:
-          r = ua >= ub;
-          break;
+    llvm::SmallVector<OpFoldResult, 2> folded;
+    if (failed(op->fold(attrs, folded)) || folded.size() != op->getNumResults())
+      FailUndefined(op, attrs);
+    for (auto [r, f] : llvm::zip(op->getResults(), folded)) {
+      if (auto v = llvm::dyn_cast<Value>(f)) {
+        if (v.getDefiningOp() == op) FailUndefined(op, attrs);
+        Set(r, Get(v));
+        continue;
       }
+      auto i = llvm::dyn_cast_if_present<IntegerAttr>(llvm::cast<Attribute>(f));
+      if (!i) FailUndefined(op, attrs);
+      const llvm::APInt& x = i.getValue();
+      if (x.getBitWidth() == 1)
+        Set(r, Int(x.getZExtValue()));
+      else if (x.isSignedIntN(64))
+        Set(r, Int(x.getSExtValue()));
+      else
+        Set(r, NewData(op, "an integer wider than 64 bits"));
     }
-    if (!r) {
-      if (name.starts_with("arith.div") || name.starts_with("arith.rem") ||
-          name.ends_with("divsi"))
-        FailOnDevice(op, "division by zero");
-      return false;
-    }
-    Set(op->getResult(0), Int(Norm(*r, w)));
     return true;
+  }
+
+  [[noreturn]] void FailUndefined(Operation* op,
+                                  llvm::ArrayRef<Attribute> operands) {
+    llvm::StringRef name = op->getName().getStringRef();
+    bool division = name.contains("div") || name.contains("rem");
+    std::string list;
+    for (Attribute a : operands) {
+      const llvm::APInt& x = llvm::cast<IntegerAttr>(a).getValue();
+      if (!list.empty()) list += ", ";
+      list += x.getBitWidth() == 1 ? (x.isZero() ? "false" : "true")
+                                   : llvm::toString(x, 10, /*Signed=*/true);
+    }
+    if (division && !operands.empty() &&
+        llvm::cast<IntegerAttr>(operands.back()).getValue().isZero())
+      FailOnDevice(op, "division by zero");
+    Fail(op, "unverifiable: '" + name + "' has no value the checker can " +
+                 "compute for the operands (" + list +
+                 "): the result is poison, undefined, or depends on the " +
+                 "width of index");
   }
 
   // arith.select on semaphores and buffers chooses a handle.
@@ -634,17 +736,21 @@ class DeviceTracer {
     return true;
   }
 
+  // Ops the checker does not model: fine if they only compute on data. An op
+  // that takes a semaphore, calls code the checker does not follow, or holds
+  // an op that may communicate is unverifiable; so is one that yields a
+  // semaphore or a buffer.
   void ExecOther(Operation* op) {
     if (ExecSelectHandle(op)) return;
-    // Ops the checker does not model: fine if they only compute on data.
-    bool communicates = false;
-    op->walk([&](Operation* inner) {
-      if (inner != op && inner->getDialect() &&
-          inner->getDialect()->getNamespace() == "meshdma")
-        communicates = true;
-      if (inner != op && llvm::isa<func::CallOp>(inner)) communicates = true;
-    });
-    if (communicates)
+    for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
+      if (llvm::isa<SemaphoreType>(t))
+        Fail(op, "unverifiable: '" + op->getName().getStringRef() +
+                     "' takes a semaphore (operand #" + llvm::Twine(i) +
+                     ") and the checker does not model it");
+    if (llvm::isa<CallOpInterface>(op))
+      Fail(op, "unverifiable: the checker does not follow '" +
+                   op->getName().getStringRef() + "'");
+    if (op->getNumRegions() != 0 && Communicates(op))
       Fail(op, "unverifiable: '" + op->getName().getStringRef() +
                    "' holds meshdma ops or calls the checker cannot "
                    "follow");
@@ -825,6 +931,8 @@ class DeviceTracer {
     Operation* op = o;
     const Buffer& src = Buf(o.getSource(), op);
     const Buffer& dst = Buf(o.getTarget(), op);
+    RequireStatic(src, op, "source");
+    RequireStatic(dst, op, "target");
     if (src.elem != dst.elem) FailOnDevice(op, "DMA element types differ");
     if (src.shape != dst.shape) {
       std::string s, d;
@@ -870,6 +978,8 @@ class DeviceTracer {
   int next_local_ = 0;
   int64_t steps_ = 0;
   int depth_ = 0;
+  int speculating_ = 0;              // > 0: inside code that only computes
+  std::vector<func::FuncOp> funcs_;  // the targets of func.constant
 };
 
 //===----------------------------------------------------------------------===//
@@ -1167,7 +1277,7 @@ struct VerifyProtocolPass
       llvm::cl::desc("Mesh shape, e.g. 8 or 2x4 (fills `?` dimensions)")};
   Option<int> calls_{*this, "calls",
                      llvm::cl::desc("Back-to-back calls to check for the "
-                                    "entry race (1 or 2)"),
+                                    "entry race (1 to 8)"),
                      llvm::cl::init(2)};
   Option<bool> stats_{*this, "stats",
                       llvm::cl::desc("Emit a remark with the figures of "
@@ -1176,13 +1286,32 @@ struct VerifyProtocolPass
   Option<std::string> kernel_{*this, "kernel",
                               llvm::cl::desc("Only this kernel")};
 
+  // 1. The options: `calls` in [1, kMaxCalls]; `kernel`, when given, names
+  //    a kernel of the module (else nothing would be proved).
+  // 2. Every kernel (or the one named) is verified.
   void runOnOperation() override {
-    bool ok = true;
-    getOperation().walk([&](func::FuncOp f) {
+    ModuleOp module = getOperation();
+    if (calls_ < 1 || calls_ > kMaxCalls) {
+      module.emitError("meshdma-verify-protocol: option 'calls' must be 1 to ")
+          << kMaxCalls << " (back-to-back calls checked for the entry race), "
+          << "got " << calls_.getValue();
+      return signalPassFailure();
+    }
+    bool ok = true, found = false;
+    std::string kernels;
+    module.walk([&](func::FuncOp f) {
       if (!f->hasAttr(MeshDmaDialect::kKernelAttr)) return;
+      kernels += (kernels.empty() ? "@" : ", @") + f.getSymName().str();
       if (!kernel_.empty() && f.getSymName() != kernel_) return;
+      found = true;
       if (failed(VerifyKernel(f))) ok = false;
     });
+    if (!kernel_.empty() && !found) {
+      module.emitError("meshdma-verify-protocol: option 'kernel': no kernel @")
+          << kernel_ << " in the module (its kernels: "
+          << (kernels.empty() ? "none" : kernels) << ")";
+      return signalPassFailure();
+    }
     if (!ok) signalPassFailure();
   }
 
@@ -1260,10 +1389,10 @@ struct VerifyProtocolPass
       return failure();
 
     int64_t steps = run.steps();
-    if (!entry_barrier && calls_ > 0) {
-      for (int call = 1; call <= std::min<int>(calls_, 2); ++call) {
+    if (!entry_barrier) {
+      for (int call = 1; call <= calls_; ++call) {
         for (int held = 0; held < n; ++held) {
-          JointRun race(traces, std::min<int>(calls_, 2), false);
+          JointRun race(traces, calls_, false);
           race.Hold(held, call);
           bool clean = race.Run();
           steps += race.steps();
