@@ -30,6 +30,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Index/IR/IndexDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -495,6 +496,10 @@ struct ConvertMeshDmaToLLVMPass
     tc.addConversion([&](SemaphoreType) -> Type { return l.sem_; });
     RewritePatternSet patterns(ctx);
     populateFuncToLLVMConversionPatterns(tc, patterns);
+    // ceildivsi, ceildivui and floordivsi have no LLVM lowering of their own:
+    // expanded into arith ops that do (every integer op the checker
+    // evaluates also lowers).
+    arith::populateCeilFloorDivExpandOpsPatterns(patterns);
     arith::populateArithToLLVMConversionPatterns(tc, patterns);
     cf::populateControlFlowToLLVMConversionPatterns(tc, patterns);
     index::populateIndexToLLVMConversionPatterns(tc, patterns);
