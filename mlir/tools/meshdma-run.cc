@@ -21,9 +21,11 @@
 //   --tolerance=T        relative tolerance of reductions (default 1e-5)
 //   --iterations=N       also time N calls of the kernel and of the
 //                        reference and print both (microseconds per call)
+//   --help, -h           prints the usage and exits 0
 //
 // Exit status 0 when the kernel ran on every device and matched; 1 otherwise,
-// with the error (MLIR diagnostics with locations for bad input).
+// with the error (MLIR diagnostics with locations for bad input); 2 for a bad
+// command line.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -59,12 +61,41 @@ struct Flags {
   int iterations = 0;
 };
 
+constexpr const char* kSynopsis =
+    "usage: meshdma-run FILE.mlir --kernel=NAME [--mesh=x:4] [-D KEY=VALUE] "
+    "[--from-mesh] [--expand] [--in=0] [--out=1] [--reference=SPEC] "
+    "[--axes=x] [--tolerance=T] [--iterations=N]\n";
+
+constexpr const char* kFlags = R"(
+Compiles a meshdma kernel with the JIT and runs it SPMD on every device of
+the launch; with --reference the output is checked against the runtime's C++
+collective on the same inputs.
+
+  --kernel=NAME        the kernel (a func.func with meshdma.kernel)
+  --mesh=x:4,y:2       mesh axes (default: x over all devices)
+  -D KEY=VALUE         replaces @KEY@ in the source; VALUE `devices` is the
+                       number of devices of the launch
+  --from-mesh          the source is an upstream mesh program on tensors
+  --expand             expand ppermute and all_gather over one axis into
+                       ring kernels of DMAs (meshdma-expand-collectives)
+  --in=0,1 --out=2     argument indices (default: all but the last are
+                       inputs, the last is the output)
+  --reference=SPEC     all_gather | all_gather_tiled | shift:K |
+                       shift_open:K | psum | pmax | pmin | pmean |
+                       psum_scatter | pmax_scatter | all_to_all:S:C
+  --axes=x,y           the reference's mesh axes (default: all)
+  --tolerance=T        relative tolerance of reductions (default 1e-5)
+  --iterations=N       also time N calls of the kernel and of the
+                       reference and print both (microseconds per call)
+  --help, -h           this text
+
+Exit status 0 when the kernel ran on every device and matched; 1 otherwise;
+2 for a bad command line.
+)";
+
+// A bad command line: the error and the synopsis on stderr, exit status 2.
 [[noreturn]] void Usage(const std::string& error) {
-  std::cerr << "meshdma-run: " << error
-            << "\nusage: meshdma-run FILE.mlir --kernel=NAME [--mesh=x:4] "
-               "[-D KEY=VALUE] [--from-mesh] [--expand] [--in=0] [--out=1] "
-               "[--reference=SPEC] [--axes=x] [--tolerance=T] "
-               "[--iterations=N]\n";
+  std::cerr << "meshdma-run: " << error << "\n" << kSynopsis;
   std::exit(2);
 }
 
@@ -87,6 +118,10 @@ Flags Parse(int argc, char** argv) {
       if (a.rfind(p, 0) == 0) return a.substr(p.size());
       return std::nullopt;
     };
+    if (a == "--help" || a == "-h" || a == "-help") {
+      std::cout << kSynopsis << kFlags;
+      std::exit(0);
+    }
     if (a == "-D") {
       if (++i >= argc) Usage("-D needs KEY=VALUE");
       std::string kv = argv[i];
