@@ -12,8 +12,9 @@
 #   2. copy A to B and delete A, so nothing can still point into A;
 #   3. configure and build the consumer and the README's program against B,
 #      then run both;
-#   4. run the installed meshdma-info from B, and import the installed
-#      meshdma.torch from B where the build made it;
+#   4. run the installed meshdma-info from B (and meshdma-opt --version and
+#      meshdma-run --help where the build made them), and import the
+#      installed meshdma.torch from B where the build made it;
 #   5. with a shared library, build the README's program with pkg-config.
 cmake_minimum_required(VERSION 3.25)
 
@@ -100,6 +101,16 @@ run("run the README's program" ${CMAKE_COMMAND} -E env
 # Step 4: the installed tool, and the Python package where it was built:
 # the relocated dist-packages folder alone makes meshdma.torch importable.
 run("run meshdma-info" ${prefix_b}/bin/meshdma-info --help)
+# The MLIR tools, where the build made them, start from the prefix (their run
+# path names LLVM's library folder).
+foreach(tool "meshdma-opt --version" "meshdma-run --help")
+  separate_arguments(tool)
+  list(GET tool 0 exe)
+  if(EXISTS ${prefix_b}/bin/${exe})
+    list(POP_FRONT tool)
+    run("run the installed ${exe}" ${prefix_b}/bin/${exe} ${tool})
+  endif()
+endforeach()
 file(GLOB python_dirs LIST_DIRECTORIES true
   ${prefix_b}/lib/python*/dist-packages/meshdma)
 if(python_dirs)
