@@ -60,12 +60,14 @@ for which in ${MESHDMA_SANITIZERS:-asan tsan fuzz}; do
       # and `tcp` (the forced inter-host launches again through MPI's
       # transport restricted to TCP: under ASan the MPI transport runs in the
       # simulated-hosts and `pieced` launches, meshdma's TCP transport in
-      # the `interhost` ones).
+      # the `interhost` ones), and under mpirun the checked-mode variants
+      # (`races`: the race checker's code runs under ASan in the thread-only
+      # ones).
       ctest --test-dir build-asan --output-on-failure --timeout 900 \
         -LE '^(mpi|timing|layout|install)$'
       ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
         ctest --test-dir build-asan --output-on-failure --timeout 900 \
-        -L '^mpi$' -LE '^tcp$' ;;
+        -L '^mpi$' -LE '^(tcp|races)$' ;;
     tsan)
       flags="-fsanitize=thread -fno-omit-frame-pointer"
       cmake -S . -B build-tsan "${common[@]}" \
