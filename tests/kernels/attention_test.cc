@@ -1,6 +1,7 @@
 // Paged attention (decode) and flash attention backward against naive
 // references: gathered contiguous attention, and the explicit softmax
 // Jacobian (itself checked by finite differences).
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -264,6 +265,169 @@ TEST(FlashAttentionBackwardTest, BadInput) {
                                View(lse, {2, 4, 8}), qv, kv, kv);
     EXPECT_THAT(std::string(s.message()), HasSubstr("multiple"));
     return absl::OkStatus();
+  });
+}
+
+// Attention with FlashAttentionMasks, naively in double: logits scale * (q k^T
+// + ab), keys of another segment (or after the query, causal) left out; a
+// row with no key left gets zeros.
+std::vector<float> MaskedReference(const std::vector<float>& q,
+                                   const std::vector<float>& k,
+                                   const std::vector<float>& v,
+                                   const BwdCase& c, float scale,
+                                   const std::vector<int32_t>& q_seg,
+                                   const std::vector<int32_t>& kv_seg,
+                                   const std::vector<float>& ab) {
+  std::vector<float> out(q.size(), 0.0f);
+  const int64_t group = c.h / c.hkv;
+  for (int64_t bh = 0; bh < c.b * c.h; ++bh) {
+    const int64_t b = bh / c.h, kvh = b * c.hkv + (bh % c.h) / group;
+    for (int64_t r = 0; r < c.sq; ++r) {
+      std::vector<double> w(c.skv, -INFINITY);
+      for (int64_t col = 0; col < c.skv; ++col) {
+        if (c.causal && col > r) continue;
+        if (!q_seg.empty() && q_seg[b * c.sq + r] != kv_seg[b * c.skv + col])
+          continue;
+        double dot = ab.empty() ? 0.0 : ab[(bh * c.sq + r) * c.skv + col];
+        for (int64_t e = 0; e < c.d; ++e)
+          dot += double(q[(bh * c.sq + r) * c.d + e]) *
+                 k[(kvh * c.skv + col) * c.d + e];
+        w[col] = scale * dot;
+      }
+      const double top = *std::max_element(w.begin(), w.end());
+      if (top == -INFINITY) continue;
+      double sum = 0;
+      for (double& x : w) sum += (x = std::exp(x - top));
+      for (int64_t e = 0; e < c.d; ++e) {
+        double acc = 0;
+        for (int64_t col = 0; col < c.skv; ++col)
+          acc += w[col] * v[(kvh * c.skv + col) * c.d + e];
+        out[(bh * c.sq + r) * c.d + e] = float(acc / sum);
+      }
+    }
+  }
+  return out;
+}
+
+// Segment ids (three segments of uneven lengths, one per batch row in a
+// different place) and a random bias, alone and together, causal and not,
+// against the naive reference; the backward with a bias that masks like
+// `causal` matches the backward with `causal`.
+TEST(FlashAttentionMasksTest, SegmentsAndBiasAgainstNaive) {
+  RUN_ON_DEVICES({
+    for (const BwdCase& c : {BwdCase{2, 4, 2, 37, 37, 16, 16, 8, false},
+                             BwdCase{2, 2, 1, 29, 29, 8, 8, 16, true},
+                             BwdCase{1, 2, 2, 20, 45, 16, 8, 16, false}}) {
+      const int64_t qn = c.b * c.h * c.sq * c.d, kn = c.b * c.hkv * c.skv * c.d;
+      auto q = RandomVector(qn, 31), k = RandomVector(kn, 32),
+           v = RandomVector(kn, 33);
+      auto ab = RandomVector(c.b * c.h * c.sq * c.skv, 34);
+      std::vector<int32_t> q_seg(c.b * c.sq), kv_seg(c.b * c.skv);
+      for (int64_t b = 0; b < c.b; ++b) {
+        for (int64_t r = 0; r < c.sq; ++r)
+          q_seg[b * c.sq + r] = (r * 3 + b * 5) / c.sq;
+        for (int64_t col = 0; col < c.skv; ++col)
+          kv_seg[b * c.skv + col] = (col * 3 + b * 5) / c.skv;
+      }
+      const std::vector<int64_t> qs = {c.b, c.h, c.sq, c.d},
+                                 ks = {c.b, c.hkv, c.skv, c.d};
+      const ArrayRef q_seg_ref = View(q_seg, {c.b, c.sq}),
+                     kv_seg_ref = View(kv_seg, {c.b, c.skv}),
+                     ab_ref = View(ab, {c.b, c.h, c.sq, c.skv});
+      FlashAttentionOptions opts;
+      opts.block_q = c.bq;
+      opts.block_k = c.bk;
+      opts.causal = c.causal;
+      opts.sm_scale = 0.5f;
+      for (int which = 1; which <= 3; ++which) {
+        FlashAttentionMasks masks;
+        if (which & 1) {
+          masks.q_segment_ids = &q_seg_ref;
+          masks.kv_segment_ids = &kv_seg_ref;
+        }
+        if (which & 2) masks.ab = &ab_ref;
+        std::vector<float> out(qn);
+        MESHDMA_RETURN_IF_ERROR(FlashAttention(View(q, qs), View(k, ks),
+                                               View(v, ks), View(out, qs), opts,
+                                               nullptr, masks));
+        const auto want = MaskedReference(
+            q, k, v, c, 0.5f, (which & 1) ? q_seg : std::vector<int32_t>{},
+            kv_seg, (which & 2) ? ab : std::vector<float>{});
+        EXPECT_LT(MaxAbsDiff(out, want), 1e-4)
+            << "masks " << which << " sq " << c.sq << " skv " << c.skv
+            << (c.causal ? " causal" : "");
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST(FlashAttentionMasksTest, BiasThatMasksLikeCausalHasCausalGradients) {
+  RUN_ON_DEVICES({
+    const BwdCase c{1, 4, 2, 33, 33, 16, 16, 8, true};
+    const int64_t qn = c.b * c.h * c.sq * c.d, kn = c.b * c.hkv * c.skv * c.d;
+    auto q = RandomVector(qn, 41), k = RandomVector(kn, 42),
+         v = RandomVector(kn, 43), dout = RandomVector(qn, 44);
+    std::vector<float> ab(c.b * c.h * c.sq * c.skv, 0.0f);
+    for (int64_t hr = 0; hr < c.b * c.h * c.sq; ++hr)
+      for (int64_t col = hr % c.sq + 1; col < c.skv; ++col)
+        ab[hr * c.skv + col] = -1e30f;
+    const std::vector<int64_t> qs = {c.b, c.h, c.sq, c.d},
+                               ks = {c.b, c.hkv, c.skv, c.d};
+    const ArrayRef ab_ref = View(ab, {c.b, c.h, c.sq, c.skv});
+    std::vector<float> grads[2][3];
+    for (int biased = 0; biased < 2; ++biased) {
+      FlashAttentionOptions opts;
+      opts.block_q = c.bq;
+      opts.block_k = c.bk;
+      opts.causal = !biased;
+      FlashAttentionMasks masks;
+      if (biased) masks.ab = &ab_ref;
+      std::vector<float> o(qn), lse(c.b * c.h * c.sq);
+      const ArrayRef lse_ref = View(lse, {c.b, c.h, c.sq});
+      MESHDMA_RETURN_IF_ERROR(FlashAttention(View(q, qs), View(k, ks),
+                                             View(v, ks), View(o, qs), opts,
+                                             &lse_ref, masks));
+      auto& [dq, dk, dv] = grads[biased];
+      dq.resize(qn);
+      dk.resize(kn);
+      dv.resize(kn);
+      MESHDMA_RETURN_IF_ERROR(FlashAttentionBackward(
+          View(q, qs), View(k, ks), View(v, ks), View(o, qs), View(dout, qs),
+          lse_ref, View(dq, qs), View(dk, ks), View(dv, ks), opts, masks));
+    }
+    for (int g = 0; g < 3; ++g) {
+      EXPECT_LT(MaxAbsDiff(grads[0][g], grads[1][g]), 1e-5) << "gradient " << g;
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST(FlashAttentionMasksTest, BadMasks) {
+  RUN_ON_DEVICES({
+    std::vector<float> q(2 * 4 * 8 * 16), out(q.size()), ab(2 * 4 * 8 * 8);
+    std::vector<int32_t> seg(2 * 8);
+    const ArrayRef qv = View(q, {2, 4, 8, 16}), ov = View(out, {2, 4, 8, 16});
+    const ArrayRef seg_ref = View(seg, {2, 8}), bad_seg = View(seg, {1, 16}),
+                   ab_ref = View(ab, {2, 4, 8, 8}),
+                   bad_ab = View(ab, {2, 4, 64});
+    FlashAttentionMasks m;
+    m.q_segment_ids = &seg_ref;
+    absl::Status s = FlashAttention(qv, qv, qv, ov, {}, nullptr, m);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("only 'q_segment_ids' is given"));
+    m.kv_segment_ids = &bad_seg;
+    s = FlashAttention(qv, qv, qv, ov, {}, nullptr, m);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("'kv_segment_ids' is i32[1,16], expected i32[2,8]"));
+    m = {};
+    m.ab = &bad_ab;
+    s = FlashAttention(qv, qv, qv, ov, {}, nullptr, m);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("'ab' is f32[2,4,64], expected f32[2,4,8,8]"));
+    m.ab = &ab_ref;
+    m.q_segment_ids = m.kv_segment_ids = &seg_ref;
+    return FlashAttention(qv, qv, qv, ov, {}, nullptr, m);
   });
 }
 

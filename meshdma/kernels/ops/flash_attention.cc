@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/internal/attention_masks.h"
 #include "meshdma/kernels/internal/vector_math.h"
 
 namespace meshdma {
@@ -21,6 +22,9 @@ struct Geometry {
   DType dtype;
   int q_axis, k_axis;  // Grid axes of the query and key blocks.
   bool has_lse;
+  // Inputs of the masks (FlashAttentionMasks), -1 when absent: the query's
+  // segment ids (the keys' are the next input) and the bias.
+  int q_segment_input = -1, ab_input = -1;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -58,6 +62,16 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
   return buf;
 }
 
+kernels_internal::TileMasks Masks(const Geometry& g, const KernelArgs& a) {
+  kernels_internal::TileMasks m;
+  if (g.q_segment_input >= 0) {
+    m.q_segment_ids = a.input(g.q_segment_input).data_as<int32_t>();
+    m.kv_segment_ids = a.input(g.q_segment_input + 1).data_as<int32_t>();
+  }
+  if (g.ab_input >= 0) m.ab = a.input(g.ab_input).data_as<float>();
+  return m;
+}
+
 absl::Status Body(const Geometry& g, const KernelArgs& a) {
   const int64_t i = program_id(g.q_axis);
   const int64_t j = program_id(g.k_axis);
@@ -83,6 +97,7 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
     const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
     const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
     Gemm(false, true, bq, bk, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+    kernels_internal::ApplyTileMasks(Masks(g, a), g.scale, bq, bk, s);
     const int64_t kv_valid = a.in_valid(1, 0);
     for (int64_t r = 0; r < bq; ++r) {
       float* row = s + r * bk;
@@ -187,39 +202,118 @@ absl::StatusOr<Kernel> FlashAttentionKernel(int64_t sq, int64_t skv, int64_t d,
   return kernel;
 }
 
-absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
-                            const ArrayRef& v, const ArrayRef& out,
-                            const FlashAttentionOptions& o,
-                            const ArrayRef* lse) {
+namespace {
+
+template <typename... Parts>
+absl::Status Error(const Parts&... parts) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("kernel 'flash_attention': ", parts...));
+}
+
+// q [B, H, Sq, D]; k and v [B, Hkv, Skv, D] of q's dtype, H a multiple of Hkv.
+absl::Status CheckOperands(const ArrayRef& q, const ArrayRef& k,
+                           const ArrayRef& v) {
   MESHDMA_RETURN_IF_ERROR(CheckDtype(q.dtype()));
-  auto err = [&](auto&&... parts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel 'flash_attention': ", parts...));
-  };
   if (q.rank() != 4)
-    return err("input 0 ('q') is ", q.ToString(), ", expected [B, H, Sq, D]");
-  const int64_t b = q.dim(0), h = q.dim(1), sq = q.dim(2), d = q.dim(3);
+    return Error("input 0 ('q') is ", q.ToString(), ", expected [B, H, Sq, D]");
+  const int64_t b = q.dim(0), h = q.dim(1), d = q.dim(3);
   const std::pair<const ArrayRef*, const char*> kv[] = {{&k, "input 1 ('k')"},
                                                         {&v, "input 2 ('v')"}};
   for (const auto& [ref, name] : kv) {
     if (ref->dtype() != q.dtype()) {
-      return err(name, " is ", ref->ToString(), " but q is ", q.ToString());
+      return Error(name, " is ", ref->ToString(), " but q is ", q.ToString());
     }
     if (ref->rank() != 4 || ref->dim(0) != b || ref->dim(3) != d ||
         ref->dim(1) == 0 || h % ref->dim(1) != 0 || ref->dim(2) != k.dim(2) ||
         ref->dim(1) != k.dim(1)) {
-      return err(name, " is ", ref->ToString(), "; with q ", q.ToString(),
-                 " it must be [B, Hkv, Skv, D] with H a multiple of Hkv");
+      return Error(name, " is ", ref->ToString(), "; with q ", q.ToString(),
+                   " it must be [B, Hkv, Skv, D] with H a multiple of Hkv");
     }
   }
-  const int64_t hkv = k.dim(1), skv = k.dim(2);
-  if (sq == 0 || skv == 0 || d == 0)
-    return err("empty q ", q.ToString(), " or k ", k.ToString());
-  const int64_t group = h / hkv;
+  if (q.dim(2) == 0 || k.dim(2) == 0 || d == 0)
+    return Error("empty q ", q.ToString(), " or k ", k.ToString());
+  return absl::OkStatus();
+}
+
+absl::Status CheckMask(const ArrayRef* mask, const char* name, DType dtype,
+                       std::vector<int64_t> shape) {
+  if (mask->dtype() == dtype &&
+      std::equal(shape.begin(), shape.end(), mask->shape().begin(),
+                 mask->shape().end())) {
+    return absl::OkStatus();
+  }
+  std::string want;
+  for (int64_t n : shape) absl::StrAppend(&want, want.empty() ? "" : ",", n);
+  return Error("'", name, "' is ", mask->ToString(), ", expected ",
+               DTypeName(dtype), "[", want, "]");
+}
+
+absl::Status CheckMasks(const ArrayRef& q, const ArrayRef& k,
+                        const FlashAttentionMasks& m) {
+  const int64_t b = q.dim(0), h = q.dim(1), sq = q.dim(2), skv = k.dim(2);
+  if ((m.q_segment_ids == nullptr) != (m.kv_segment_ids == nullptr)) {
+    return Error("'q_segment_ids' and 'kv_segment_ids' come together; only '",
+                 m.q_segment_ids ? "q" : "kv", "_segment_ids' is given");
+  }
+  if (m.q_segment_ids != nullptr) {
+    MESHDMA_RETURN_IF_ERROR(
+        CheckMask(m.q_segment_ids, "q_segment_ids", DType::kI32, {b, sq}));
+    MESHDMA_RETURN_IF_ERROR(
+        CheckMask(m.kv_segment_ids, "kv_segment_ids", DType::kI32, {b, skv}));
+  }
+  if (m.ab != nullptr) {
+    MESHDMA_RETURN_IF_ERROR(
+        CheckMask(m.ab, "ab", DType::kF32, {b, h, sq, skv}));
+  }
+  return absl::OkStatus();
+}
+
+// Appends the masks' operands and block specs (grid (b, h, i, j)); key blocks
+// above the causal diagonal repeat the last one needed, as k's do.
+void AddMaskOperands(const FlashAttentionMasks& m, Geometry& g,
+                     PallasCallParams& p, std::vector<ArrayRef>& ins) {
+  using G = std::span<const int64_t>;
+  using V = std::vector<int64_t>;
+  auto key_block = [g](G x) { return std::min(x[3], LastKeyBlock(g, x[2])); };
+  if (m.q_segment_ids != nullptr) {
+    g.q_segment_input = static_cast<int>(ins.size());
+    ins.push_back(*m.q_segment_ids);
+    ins.push_back(*m.kv_segment_ids);
+    p.in_specs.push_back({{kSqueezed, g.bq}, [](G x) {
+                            return V{x[0], x[2]};
+                          }});
+    p.in_specs.push_back({{kSqueezed, g.bk}, [key_block](G x) {
+                            return V{x[0], key_block(x)};
+                          }});
+    p.input_names.push_back("q_segment_ids");
+    p.input_names.push_back("kv_segment_ids");
+  }
+  if (m.ab != nullptr) {
+    g.ab_input = static_cast<int>(ins.size());
+    ins.push_back(*m.ab);
+    p.in_specs.push_back({{kSqueezed, kSqueezed, g.bq, g.bk}, [key_block](G x) {
+                            return V{x[0], x[1], x[2], key_block(x)};
+                          }});
+    p.input_names.push_back("ab");
+  }
+}
+
+}  // namespace
+
+absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
+                            const ArrayRef& v, const ArrayRef& out,
+                            const FlashAttentionOptions& o, const ArrayRef* lse,
+                            const FlashAttentionMasks& masks) {
+  // Step 1: check the operands and the masks.
+  MESHDMA_RETURN_IF_ERROR(CheckOperands(q, k, v));
+  MESHDMA_RETURN_IF_ERROR(CheckMasks(q, k, masks));
+  const int64_t b = q.dim(0), h = q.dim(1), sq = q.dim(2), d = q.dim(3);
+  const int64_t skv = k.dim(2), group = h / k.dim(1);
   Geometry g = MakeGeometry(sq, skv, d, q.dtype(), o);
   g.q_axis = 2;
   g.k_axis = 3;
   g.has_lse = lse != nullptr;
+  // Step 2: the grid (b, h, query block, key block) and the block specs.
   PallasCallParams p;
   p.name = "flash_attention";
   p.grid = {b, h, CeilDiv(sq, g.bq), CeilDiv(skv, g.bk)};
@@ -232,22 +326,24 @@ absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
   const std::vector<int64_t> q_block = {kSqueezed, kSqueezed, g.bq, d};
   const std::vector<int64_t> k_block = {kSqueezed, kSqueezed, g.bk, d};
   p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map}};
+  p.input_names = {"q", "k", "v"};
+  std::vector<ArrayRef> ins = {q, k, v};
+  AddMaskOperands(masks, g, p, ins);
+  // Step 3: the outputs: out, and the log-sum-exp when asked for.
   p.out_specs = {{q_block, q_map}};
   p.out_shape = {{q.dtype(), {b, h, sq, d}}};
   p.output_names = {"out"};
+  std::vector<ArrayRef> outs = {out};
   if (lse != nullptr) {
     p.out_specs.push_back({{kSqueezed, kSqueezed, g.bq}, [](G x) {
                              return std::vector<int64_t>{x[0], x[1], x[2]};
                            }});
     p.out_shape.push_back({DType::kF32, {b, h, sq}});
     p.output_names.push_back("lse");
+    outs.push_back(*lse);
   }
   p.scratch_shapes = Scratch(g);
-  p.input_names = {"q", "k", "v"};
   p.stats = o.stats;
-  const ArrayRef ins[] = {q, k, v};
-  std::vector<ArrayRef> outs = {out};
-  if (lse != nullptr) outs.push_back(*lse);
   return pallas_call(
       p, [g](const KernelArgs& a) { return Body(g, a); }, ins, outs);
 }

@@ -35,12 +35,28 @@ struct FlashAttentionOptions {
   PipelineStats* stats = nullptr;
 };
 
-// out = softmax(scale * q k^T [+ causal mask]) v. `lse`, when given, is an
-// f32 [B, H, Sq] output receiving the row log-sum-exp (for the backward).
+// The optional inputs of the batched kernels (JAX's and PyTorch/XLA's
+// `flash_attention`), each null when absent:
+//   q_segment_ids i32 [B, Sq] and kv_segment_ids i32 [B, Skv], both or
+//     neither: query row r attends to key c only where their ids are equal
+//     (packed sequences);
+//   ab f32 [B, H, Sq, Skv]: a bias added before the scale, so the logits are
+//     scale * (q k^T + ab).
+// A query row with every key masked gets a zero output and an lse of -inf.
+struct FlashAttentionMasks {
+  const ArrayRef* q_segment_ids = nullptr;
+  const ArrayRef* kv_segment_ids = nullptr;
+  const ArrayRef* ab = nullptr;
+};
+
+// out = softmax(scale * (q k^T [+ ab]) [+ causal and segment masks]) v.
+// `lse`, when given, is an f32 [B, H, Sq] output receiving the row
+// log-sum-exp (for the backward).
 absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
                             const ArrayRef& v, const ArrayRef& out,
                             const FlashAttentionOptions& options = {},
-                            const ArrayRef* lse = nullptr);
+                            const ArrayRef* lse = nullptr,
+                            const FlashAttentionMasks& masks = {});
 
 // The single-sequence kernel: q [Sq, D], k and v [Skv, D] -> out [Sq, D], as
 // in the Pallas talk. MHA is `vmap(kernel, {0, 0, 0})`, batched MHA vmaps

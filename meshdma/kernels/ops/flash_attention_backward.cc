@@ -1,12 +1,15 @@
 #include "meshdma/kernels/ops/flash_attention_backward.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/internal/attention_masks.h"
 #include "meshdma/kernels/internal/vector_math.h"
 
 namespace meshdma {
@@ -19,6 +22,9 @@ struct Geometry {
   float scale;
   bool causal;
   DType dtype;
+  // Inputs of the masks, -1 when absent: the query's segment ids (the keys'
+  // are the next input) and the bias.
+  int q_segment_input = -1, ab_input = -1;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -102,7 +108,17 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
           a.input(5).data_as<float>()};
 }
 
-// P = exp(scale Q K^T - lse) (masked entries 0) into scratch kP, and
+kernels_internal::TileMasks Masks(const Geometry& g, const KernelArgs& a) {
+  kernels_internal::TileMasks m;
+  if (g.q_segment_input >= 0) {
+    m.q_segment_ids = a.input(g.q_segment_input).data_as<int32_t>();
+    m.kv_segment_ids = a.input(g.q_segment_input + 1).data_as<int32_t>();
+  }
+  if (g.ab_input >= 0) m.ab = a.input(g.ab_input).data_as<float>();
+  return m;
+}
+
+// P = exp(scale (Q K^T + ab) - lse) (masked entries 0) into scratch kP, and
 // dS = P * (dO V^T - rowsum(dO * O)) into scratch kDs.
 void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
                 int64_t i, int64_t j) {
@@ -113,6 +129,7 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   const int64_t q_valid = a.in_valid(0, 0);
   const int64_t kv_valid = a.in_valid(1, 0);
   Gemm(false, true, bq, bk, d, g.scale, t.q, d, t.k, d, 0.0f, p, bk);
+  kernels_internal::ApplyTileMasks(Masks(g, a), g.scale, bq, bk, p);
   for (int64_t r = 0; r < bq; ++r) {
     float* row = p + r * bk;
     int64_t limit = r < q_valid && t.lse[r] != kNegInf ? kv_valid : 0;
@@ -189,14 +206,12 @@ absl::Status CheckShape(const ArrayRef& a, const char* name, DType dtype,
                want, "]");
 }
 
-}  // namespace
-
-absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
-                                    const ArrayRef& v, const ArrayRef& out,
-                                    const ArrayRef& d_out, const ArrayRef& lse,
-                                    const ArrayRef& dq, const ArrayRef& dk,
-                                    const ArrayRef& dv,
-                                    const FlashAttentionOptions& o) {
+// The operands of FlashAttentionBackward, as its header states them.
+absl::Status CheckOperands(const ArrayRef& q, const ArrayRef& k,
+                           const ArrayRef& v, const ArrayRef& out,
+                           const ArrayRef& d_out, const ArrayRef& lse,
+                           const ArrayRef& dq, const ArrayRef& dk,
+                           const ArrayRef& dv, const FlashAttentionMasks& m) {
   const DType dt = q.dtype();
   if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) {
     return Error("input 0 ('q') has dtype ", DTypeName(dt),
@@ -217,9 +232,6 @@ absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
     return Error("empty input 0 ('q') ", q.ToString(), " or input 1 ('k') ",
                  k.ToString());
   }
-  if (o.block_q <= 0 || o.block_k <= 0) {
-    return Error("blocks (", o.block_q, ", ", o.block_k, ") must be positive");
-  }
   MESHDMA_RETURN_IF_ERROR(CheckShape(k, "input 1 ('k')", dt, {b, hkv, skv, d}));
   MESHDMA_RETURN_IF_ERROR(CheckShape(v, "input 2 ('v')", dt, {b, hkv, skv, d}));
   MESHDMA_RETURN_IF_ERROR(
@@ -233,73 +245,162 @@ absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
       CheckShape(dk, "output 1 ('dk')", dt, {b, hkv, skv, d}));
   MESHDMA_RETURN_IF_ERROR(
       CheckShape(dv, "output 2 ('dv')", dt, {b, hkv, skv, d}));
+  if ((m.q_segment_ids == nullptr) != (m.kv_segment_ids == nullptr)) {
+    return Error("'q_segment_ids' and 'kv_segment_ids' come together");
+  }
+  if (m.q_segment_ids != nullptr) {
+    MESHDMA_RETURN_IF_ERROR(
+        CheckShape(*m.q_segment_ids, "'q_segment_ids'", DType::kI32, {b, sq}));
+    MESHDMA_RETURN_IF_ERROR(CheckShape(*m.kv_segment_ids, "'kv_segment_ids'",
+                                       DType::kI32, {b, skv}));
+  }
+  if (m.ab != nullptr) {
+    MESHDMA_RETURN_IF_ERROR(
+        CheckShape(*m.ab, "'ab'", DType::kF32, {b, h, sq, skv}));
+  }
+  return absl::OkStatus();
+}
 
+Geometry MakeGeometry(const ArrayRef& q, const ArrayRef& k,
+                      const FlashAttentionOptions& o) {
   Geometry g;
-  g.b = b;
-  g.h = h;
-  g.hkv = hkv;
-  g.group = h / hkv;
-  g.sq = sq;
-  g.skv = skv;
-  g.d = d;
-  g.bq = std::min(o.block_q, sq);
-  g.bk = std::min(o.block_k, skv);
-  g.nq = CeilDiv(sq, g.bq);
-  g.nk = CeilDiv(skv, g.bk);
-  g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  g.b = q.dim(0);
+  g.h = q.dim(1);
+  g.hkv = k.dim(1);
+  g.group = g.h / g.hkv;
+  g.sq = q.dim(2);
+  g.skv = k.dim(2);
+  g.d = q.dim(3);
+  g.bq = std::min(o.block_q, g.sq);
+  g.bk = std::min(o.block_k, g.skv);
+  g.nq = CeilDiv(g.sq, g.bq);
+  g.nk = CeilDiv(g.skv, g.bk);
+  g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(g.d)));
   g.causal = o.causal;
-  g.dtype = dt;
+  g.dtype = q.dtype();
+  return g;
+}
 
-  using G = std::span<const int64_t>;
-  using V = std::vector<int64_t>;
-  const V q_block = {kSqueezed, kSqueezed, g.bq, d};
-  const V k_block = {kSqueezed, kSqueezed, g.bk, d};
-  const V lse_block = {kSqueezed, kSqueezed, g.bq};
-  const ArrayRef ins[] = {q, k, v, out, d_out, lse};
-  const std::vector<std::string> in_names = {"q",   "k",     "v",
-                                             "out", "d_out", "lse"};
+using G = std::span<const int64_t>;
+using V = std::vector<int64_t>;
+// Where a kernel's grid point reads: batch, query head, query block, key
+// block.
+using TileMap = std::function<std::array<int64_t, 4>(G)>;
 
-  // Kernel 1: dk, dv. Query blocks a key block does not need map to the
-  // first one it needs, so they are not copied again.
+// The inputs both kernels read, in the order LoadTile expects, with their
+// block specs from `tile`; then the masks' (setting their input indices).
+void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
+               const TileMap& tile, Geometry& g, PallasCallParams& p,
+               std::vector<ArrayRef>& ins) {
+  const int64_t group = g.group;
+  auto q_map = [tile](G x) {
+    const auto t = tile(x);
+    return V{t[0], t[1], t[2], 0};
+  };
+  auto k_map = [tile, group](G x) {
+    const auto t = tile(x);
+    return V{t[0], t[1] / group, t[3], 0};
+  };
+  auto lse_map = [tile](G x) {
+    const auto t = tile(x);
+    return V{t[0], t[1], t[2]};
+  };
+  const V q_block = {kSqueezed, kSqueezed, g.bq, g.d};
+  const V k_block = {kSqueezed, kSqueezed, g.bk, g.d};
+  p.in_specs = {{q_block, q_map}, {k_block, k_map},
+                {k_block, k_map}, {q_block, q_map},
+                {q_block, q_map}, {{kSqueezed, kSqueezed, g.bq}, lse_map}};
+  p.input_names = {"q", "k", "v", "out", "d_out", "lse"};
+  ins.assign(std::begin(operands), std::end(operands));
+  if (m.q_segment_ids != nullptr) {
+    g.q_segment_input = static_cast<int>(ins.size());
+    ins.push_back(*m.q_segment_ids);
+    ins.push_back(*m.kv_segment_ids);
+    p.in_specs.push_back({{kSqueezed, g.bq}, [tile](G x) {
+                            const auto t = tile(x);
+                            return V{t[0], t[2]};
+                          }});
+    p.in_specs.push_back({{kSqueezed, g.bk}, [tile](G x) {
+                            const auto t = tile(x);
+                            return V{t[0], t[3]};
+                          }});
+    p.input_names.push_back("q_segment_ids");
+    p.input_names.push_back("kv_segment_ids");
+  }
+  if (m.ab != nullptr) {
+    g.ab_input = static_cast<int>(ins.size());
+    ins.push_back(*m.ab);
+    p.in_specs.push_back({{kSqueezed, kSqueezed, g.bq, g.bk}, [tile](G x) {
+                            const auto t = tile(x);
+                            return V{t[0], t[1], t[2], t[3]};
+                          }});
+    p.input_names.push_back("ab");
+  }
+}
+
+}  // namespace
+
+absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
+                                    const ArrayRef& v, const ArrayRef& out,
+                                    const ArrayRef& d_out, const ArrayRef& lse,
+                                    const ArrayRef& dq, const ArrayRef& dk,
+                                    const ArrayRef& dv,
+                                    const FlashAttentionOptions& o,
+                                    const FlashAttentionMasks& masks) {
+  // Step 1: check every operand.
+  MESHDMA_RETURN_IF_ERROR(
+      CheckOperands(q, k, v, out, d_out, lse, dq, dk, dv, masks));
+  if (o.block_q <= 0 || o.block_k <= 0) {
+    return Error("blocks (", o.block_q, ", ", o.block_k, ") must be positive");
+  }
+  const Geometry geometry = MakeGeometry(q, k, o);
+  const ArrayRef operands[6] = {q, k, v, out, d_out, lse};
+
+  // Step 2: kernel 1, dk and dv, grid (b, kv head, j, (head in group, i)).
+  // Query blocks a key block does not need map to the first one it needs,
+  // so they are not copied again.
   {
+    Geometry g = geometry;
     PallasCallParams p;
+    std::vector<ArrayRef> ins;
+    AddInputs(
+        operands, masks,
+        [g](G x) {
+          const int64_t i = std::max(x[3] % g.nq, FirstQueryBlock(g, x[2]));
+          return std::array<int64_t, 4>{x[0], x[1] * g.group + x[3] / g.nq, i,
+                                        x[2]};
+        },
+        g, p, ins);
     p.name = "flash_attention_bwd_dkdv";
-    p.grid = {b, hkv, g.nk, g.group * g.nq};
-    auto q_map = [g](G x) {
-      const int64_t i = std::max(x[3] % g.nq, FirstQueryBlock(g, x[2]));
-      return V{x[0], x[1] * g.group + x[3] / g.nq, i, 0};
-    };
-    auto lse_map = [q_map](G x) {
-      V r = q_map(x);
-      r.pop_back();
-      return r;
-    };
+    p.grid = {g.b, g.hkv, g.nk, g.group * g.nq};
     auto k_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
-    p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map},
-                  {q_block, q_map}, {q_block, q_map}, {lse_block, lse_map}};
+    const V k_block = {kSqueezed, kSqueezed, g.bk, g.d};
     p.out_specs = {{k_block, k_map}, {k_block, k_map}};
     p.scratch_shapes = Scratch(g, true);
-    p.input_names = in_names;
     p.output_names = {"dk", "dv"};
     p.stats = o.stats;
     const ArrayRef outs[] = {dk, dv};
     MESHDMA_RETURN_IF_ERROR(pallas_call(
         p, [g](const KernelArgs& a) { return DkDvBody(g, a); }, ins, outs));
   }
-  // Kernel 2: dq. Key blocks above the diagonal repeat the last needed one.
+  // Step 3: kernel 2, dq, grid (b, head, i, j). Key blocks above the
+  // diagonal repeat the last needed one.
+  Geometry g = geometry;
   PallasCallParams p;
+  std::vector<ArrayRef> ins;
+  AddInputs(
+      operands, masks,
+      [g](G x) {
+        return std::array<int64_t, 4>{x[0], x[1], x[2],
+                                      std::min(x[3], LastKeyBlock(g, x[2]))};
+      },
+      g, p, ins);
   p.name = "flash_attention_bwd_dq";
-  p.grid = {b, h, g.nq, g.nk};
-  auto q_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
-  auto lse_map = [](G x) { return V{x[0], x[1], x[2]}; };
-  auto k_map = [g](G x) {
-    return V{x[0], x[1] / g.group, std::min(x[3], LastKeyBlock(g, x[2])), 0};
-  };
-  p.in_specs = {{q_block, q_map}, {k_block, k_map}, {k_block, k_map},
-                {q_block, q_map}, {q_block, q_map}, {lse_block, lse_map}};
-  p.out_specs = {{q_block, q_map}};
+  p.grid = {g.b, g.h, g.nq, g.nk};
+  p.out_specs = {{{kSqueezed, kSqueezed, g.bq, g.d}, [](G x) {
+                    return V{x[0], x[1], x[2], 0};
+                  }}};
   p.scratch_shapes = Scratch(g, false);
-  p.input_names = in_names;
   p.output_names = {"dq"};
   return pallas_call(p, [g](const KernelArgs& a) { return DqBody(g, a); }, ins,
                      {&dq, 1});

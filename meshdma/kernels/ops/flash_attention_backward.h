@@ -20,7 +20,8 @@
 // (f32, bf16 or f16; bf16/f16 are widened per block, accumulation is f32);
 // lse f32 [B, H, Sq]. Any Sq, Skv (ragged blocks are masked). Options are the
 // forward's (`block_q`, `block_k`, `causal`, `sm_scale`), and must match the
-// forward's `causal` and `sm_scale`.
+// forward's `causal` and `sm_scale`; `masks` must be the forward's (no
+// gradient flows to `ab`).
 #ifndef MESHDMA_KERNELS_OPS_FLASH_ATTENTION_BACKWARD_H_
 #define MESHDMA_KERNELS_OPS_FLASH_ATTENTION_BACKWARD_H_
 
@@ -35,7 +36,8 @@ absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
                                     const ArrayRef& d_out, const ArrayRef& lse,
                                     const ArrayRef& dq, const ArrayRef& dk,
                                     const ArrayRef& dv,
-                                    const FlashAttentionOptions& options = {});
+                                    const FlashAttentionOptions& options = {},
+                                    const FlashAttentionMasks& masks = {});
 
 }  // namespace meshdma
 

@@ -1,0 +1,40 @@
+// The optional masking inputs of flash attention's forward and backward
+// (`FlashAttentionMasks`, kernels/ops/flash_attention.h) on one score tile.
+#ifndef MESHDMA_KERNELS_INTERNAL_ATTENTION_MASKS_H_
+#define MESHDMA_KERNELS_INTERNAL_ATTENTION_MASKS_H_
+
+#include <cstdint>
+#include <limits>
+
+namespace meshdma::kernels_internal {
+
+// One [rows, cols] tile's blocks of the masking inputs; null when absent.
+struct TileMasks {
+  const int32_t* q_segment_ids = nullptr;   // [rows]
+  const int32_t* kv_segment_ids = nullptr;  // [cols]
+  const float* ab = nullptr;                // [rows, cols]
+};
+
+// On scores s = scale * q k^T: s += scale * ab, and -inf where the query's
+// and the key's segments differ.
+inline void ApplyTileMasks(const TileMasks& m, float scale, int64_t rows,
+                           int64_t cols, float* s) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * cols;
+    if (m.ab != nullptr) {
+      const float* bias = m.ab + r * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] += scale * bias[c];
+    }
+    if (m.q_segment_ids != nullptr) {
+      const int32_t segment = m.q_segment_ids[r];
+      for (int64_t c = 0; c < cols; ++c) {
+        if (m.kv_segment_ids[c] != segment) row[c] = kNegInf;
+      }
+    }
+  }
+}
+
+}  // namespace meshdma::kernels_internal
+
+#endif  // MESHDMA_KERNELS_INTERNAL_ATTENTION_MASKS_H_
