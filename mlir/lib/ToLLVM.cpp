@@ -26,6 +26,7 @@
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
@@ -475,8 +476,8 @@ struct ConvertMeshDmaToLLVMPass
 
   StringRef getArgument() const final { return "convert-meshdma-to-llvm"; }
   StringRef getDescription() const final {
-    return "Lowers meshdma ops (and func, arith, cf, index, memref) to LLVM "
-           "calls into the meshdma C ABI";
+    return "Lowers meshdma ops (and func, arith, math, cf, index, memref) to "
+           "LLVM calls into the meshdma C ABI";
   }
   void getDependentDialects(DialectRegistry& registry) const override {
     registry.insert<LLVM::LLVMDialect>();
@@ -501,6 +502,7 @@ struct ConvertMeshDmaToLLVMPass
     // evaluates also lowers).
     arith::populateCeilFloorDivExpandOpsPatterns(patterns);
     arith::populateArithToLLVMConversionPatterns(tc, patterns);
+    populateMathToLLVMConversionPatterns(tc, patterns);
     cf::populateControlFlowToLLVMConversionPatterns(tc, patterns);
     index::populateIndexToLLVMConversionPatterns(tc, patterns);
     populateFinalizeMemRefToLLVMConversionPatterns(tc, patterns);

@@ -431,11 +431,7 @@ class DeviceTracer {
             ExecMeshDma(op);
             return;
           }
-          if (op->getDialect() &&
-              (op->getDialect()->getNamespace() == "arith" ||
-               op->getDialect()->getNamespace() == "index") &&
-              ExecIntOp(op))
-            return;
+          if (IsIntegerDialectOp(op) && ExecIntOp(op)) return;
           ExecOther(op);
         });
   }
@@ -444,8 +440,8 @@ class DeviceTracer {
   // memoised: it holds a meshdma op, an op that takes a semaphore, an
   // indirect or foreign call, a call of a function that may communicate
   // (recursion counts as communicating), or a call that hands a semaphore or
-  // buffer to a function without a body. Code that does not only computes on
-  // memory, which the checker treats as data anyway.
+  // buffer to a function without a body. Code that does not communicate only
+  // computes on memory, which the checker treats as data anyway.
   bool Communicates(Operation* op) {
     auto it = communicates_.find(op);
     if (it != communicates_.end()) return it->second;
@@ -507,7 +503,9 @@ class DeviceTracer {
       }
     }
     for (Value r : loop->getResults())
-      Set(r, NewData(loop, "the result of a loop that only computes"));
+      Set(r, NewData(loop, "the result of '" +
+                               loop->getName().getStringRef().str() +
+                               "', which only computes"));
     return true;
   }
 
@@ -523,13 +521,26 @@ class DeviceTracer {
     int64_t step = Known(f.getStep(), op, "the loop's step");
     if (step <= 0)
       Fail(op, "loop step must be positive, got " + std::to_string(step));
+    // The lowered loop steps with a wrapping add at the induction variable's
+    // width: a step past its largest value wraps and goes on.
+    unsigned width = Width(f.getInductionVar().getType());
+    if (width < 2)
+      Fail(op, "unverifiable: a loop over i" + std::to_string(width));
     llvm::SmallVector<AVal> carried = Vals(f.getInitArgs());
     llvm::SmallVector<AVal> args;
-    for (int64_t iv = lb; iv < ub; iv += step) {
+    for (int64_t iv = lb; iv < ub;) {
       args.clear();
       args.push_back(Int(iv));
       args.append(carried.begin(), carried.end());
       RunRegion(f.getRegion(), args, carried);
+      int64_t last = iv;
+      if (llvm::AddOverflow(last, step, iv) ||
+          (width < 64 && !llvm::isIntN(width, iv)))
+        Fail(op,
+             "unverifiable: the loop's induction variable wraps around "
+             "after " +
+                 std::to_string(last) + " (step " + std::to_string(step) +
+                 ", " + std::to_string(width) + " bits)");
     }
     SetResults(op, carried);
   }
@@ -658,9 +669,20 @@ class DeviceTracer {
     Set(s.getResult(), NewBuf(std::move(out)));
   }
 
-  // An integer op of `arith` or `index` (every operand and result an integer
-  // or index), evaluated by the op's own folder: the compiler's semantics at
-  // every width. Returns false for other ops.
+  // The ops ExecIntOp evaluates: those of `arith` and `index`, and math's
+  // integer ops (the ones the JIT lowers).
+  static bool IsIntegerDialectOp(Operation* op) {
+    if (!op->getDialect()) return false;
+    llvm::StringRef ns = op->getDialect()->getNamespace();
+    if (ns == "arith" || ns == "index") return true;
+    return llvm::is_contained(
+        {"math.absi", "math.ctlz", "math.cttz", "math.ctpop"},
+        op->getName().getStringRef());
+  }
+
+  // An integer op of `arith`, `index` or `math` (every operand and result an
+  // integer or index), evaluated by the op's own folder: the compiler's
+  // semantics at every width. Returns false for other ops.
   // 1. Any operand that is data makes every result data.
   // 2. The operands become attributes and the op folds; an op that does not
   //    fold on known operands has no defined value for them (a division by

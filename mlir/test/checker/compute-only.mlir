@@ -99,7 +99,7 @@ func.func @id_from_data_loop(%sizes: memref<1xindex>) attributes {meshdma.kernel
   }
   %id = arith.index_cast %last : index to i32
   %sem = meshdma.sem_alloc : !reg
-  // DATA: compute-only.mlir:[[@LINE+1]]:3: error: unverifiable: the device id depends on data (the result of a loop that only computes)
+  // DATA: compute-only.mlir:[[@LINE+1]]:3: error: unverifiable: the device id depends on data (the result of 'scf.for', which only computes)
   meshdma.sem_signal %sem, %one device(%id) : !reg
   // DATA: compute-only.mlir:[[@LINE-7]]:11: note: the data comes from here
   meshdma.sem_wait %sem, %one : !reg

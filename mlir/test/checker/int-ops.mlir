@@ -4,7 +4,7 @@
 // and signals device 1000 + k (off the mesh). The checker must prove the
 // kernel (it evaluates every case as expected), and the JIT must lower every
 // op and compute the same values (registered as mlir.jit.int_ops.*: the
-// output must equal the input, `--reference=shift:0`). 79 cases.
+// output must equal the input, `--reference=shift:0`). 84 cases.
 // RUN: meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 stats=true})' \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s
@@ -167,6 +167,18 @@ func.func @int_ops(%in: memref<128xi64>, %out: memref<128xi64>)
   %index_76 = arith.constant 76 : index
   %index_77 = arith.constant 77 : index
   %index_78 = arith.constant 78 : index
+  %i8_m5 = arith.constant -5 : i8
+  %i8_5 = arith.constant 5 : i8
+  %index_79 = arith.constant 79 : index
+  %i32_31 = arith.constant 31 : i32
+  %index_80 = arith.constant 80 : index
+  %i32_0 = arith.constant 0 : i32
+  %i32_32 = arith.constant 32 : i32
+  %index_81 = arith.constant 81 : index
+  %i32_8 = arith.constant 8 : i32
+  %index_82 = arith.constant 82 : index
+  %i8_8 = arith.constant 8 : i8
+  %index_83 = arith.constant 83 : index
   // case 0
   %r0 = arith.addi %i8_127, %i8_1 : i8
   %ok0 = arith.cmpi eq, %r0, %i8_m128 : i8
@@ -483,5 +495,25 @@ func.func @int_ops(%in: memref<128xi64>, %out: memref<128xi64>)
   %r78 = index.bool.constant true
   %ok78 = arith.cmpi eq, %r78, %i1_1 : i1
   func.call @expect(%ok78, %index_78, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
+  // case 79
+  %r79 = math.absi %i8_m5 : i8
+  %ok79 = arith.cmpi eq, %r79, %i8_5 : i8
+  func.call @expect(%ok79, %index_79, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
+  // case 80
+  %r80 = math.ctlz %i32_1 : i32
+  %ok80 = arith.cmpi eq, %r80, %i32_31 : i32
+  func.call @expect(%ok80, %index_80, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
+  // case 81
+  %r81 = math.ctlz %i32_0 : i32
+  %ok81 = arith.cmpi eq, %r81, %i32_32 : i32
+  func.call @expect(%ok81, %index_81, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
+  // case 82
+  %r82 = math.cttz %i32_8 : i32
+  %ok82 = arith.cmpi eq, %r82, %i32_3 : i32
+  func.call @expect(%ok82, %index_82, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
+  // case 83
+  %r83 = math.ctpop %i8_m1 : i8
+  %ok83 = arith.cmpi eq, %r83, %i8_8 : i8
+  func.call @expect(%ok83, %index_83, %out, %sem) : (i1, index, memref<128xi64>, !reg) -> ()
   return
 }

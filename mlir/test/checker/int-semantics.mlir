@@ -2,7 +2,8 @@
 // -1, so every device signalling device extsi(true) goes off the mesh, and
 // extsi(true) + 1 is device 0. Pure integer arithmetic (`arith.ceildivui`,
 // the `index` dialect's ops and casts) is evaluated, not taken for data; an
-// op with no defined value for its operands is reported.
+// op with no defined value for its operands is reported, and so is a loop
+// whose induction variable wraps around its width.
 // RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=extsi_off_mesh})' \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=OFF
@@ -17,6 +18,9 @@
 // RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=div_zero})' \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
+// RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=loop_wraps})' \
+// RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=WRAP
 !reg = !meshdma.semaphore<regular>
 mesh.mesh @ring(shape = ?) {meshdma.axes = ["x"]}
 
@@ -100,5 +104,21 @@ func.func @div_zero() attributes {meshdma.kernel, meshdma.mesh = @ring} {
   %sem = meshdma.sem_alloc : !reg
   meshdma.sem_signal %sem, %q : !reg
   meshdma.sem_wait %sem, %q : !reg
+  return
+}
+
+// 0, 100, then 100 + 100 wraps to -56 in i8, still below the bound: the
+// lowered loop goes on where a loop over unbounded integers would stop.
+func.func @loop_wraps() attributes {meshdma.kernel, meshdma.mesh = @ring} {
+  %c0 = arith.constant 0 : i8
+  %c100 = arith.constant 100 : i8
+  %c120 = arith.constant 120 : i8
+  %one = arith.constant 1 : i32
+  %sem = meshdma.sem_alloc : !reg
+  // WRAP: int-semantics.mlir:[[@LINE+1]]:3: error: unverifiable: the loop's induction variable wraps around after 100 (step 100, 8 bits)
+  scf.for %i = %c0 to %c120 step %c100 : i8 {
+    meshdma.sem_signal %sem, %one : !reg
+    meshdma.sem_wait %sem, %one : !reg
+  }
   return
 }
