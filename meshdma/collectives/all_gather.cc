@@ -57,6 +57,8 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(kName, g, options));
   const int n = g.size();
   std::vector<int64_t> want(input.shape().begin(), input.shape().end());
   if (tiled) {

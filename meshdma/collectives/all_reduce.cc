@@ -213,10 +213,11 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                         const ArrayRef& output,
                         const std::vector<std::string>& axes,
                         const CollectiveOptions& options) {
-  const absl::string_view name = op == ReduceOp::kSum   ? "psum"
-                                 : op == ReduceOp::kMax ? "pmax"
-                                 : op == ReduceOp::kMin ? "pmin"
-                                                        : "pmean";
+  const absl::string_view name = op == ReduceOp::kSum    ? "psum"
+                                 : op == ReduceOp::kMax  ? "pmax"
+                                 : op == ReduceOp::kMin  ? "pmin"
+                                 : op == ReduceOp::kMean ? "pmean"
+                                                         : "all_reduce";
   using collectives_internal::ChannelCall;
   const collectives_internal::CollectiveKind kind =
       collectives_internal::CollectiveKind::kAllReduce;
@@ -242,6 +243,8 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   }
   MESHDMA_ASSIGN_OR_RETURN(Group g,
                            collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(name, g, options, &op));
   MESHDMA_ASSIGN_OR_RETURN(
       ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
   MESHDMA_ASSIGN_OR_RETURN(
@@ -255,13 +258,6 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
   }
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(name, g, "output", output));
-  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
-    return collectives_internal::CollectiveError(
-        name, g,
-        absl::StrCat("chunk_bytes (", options.chunk_bytes,
-                     ") and num_buffers (", options.num_buffers,
-                     ") must be >= 1"));
-  }
   collectives_internal::HostLayout layout;
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,

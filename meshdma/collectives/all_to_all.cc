@@ -80,6 +80,8 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(kName, g, options));
   const int n = g.size();
   const int r = g.index;
   const int rank = input.rank();

@@ -12,6 +12,12 @@ namespace meshdma {
 // group size; on integer types the division truncates toward zero.
 enum class ReduceOp { kSum, kMax, kMin, kMean };
 absl::string_view ReduceOpName(ReduceOp op);  // "sum", "max", ...
+// Whether `op` is one of the enumerators above. Every collective rejects any
+// other value (an integer cast to the enum) with InvalidArgument naming it.
+constexpr bool IsValidReduceOp(ReduceOp op) {
+  return static_cast<int>(op) >= 0 &&
+         static_cast<int>(op) <= static_cast<int>(ReduceOp::kMean);
+}
 
 // With kAuto, a call whose largest block per peer is at most this many bytes
 // goes through the group's persistent channel instead of any algorithm
@@ -105,6 +111,12 @@ enum class CollectiveAlgorithm {
   kDirect,
 };
 absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a);
+// Whether `a` is one of the enumerators above; every collective rejects any
+// other value with InvalidArgument naming it.
+constexpr bool IsValidCollectiveAlgorithm(CollectiveAlgorithm a) {
+  return static_cast<int>(a) >= 0 &&
+         static_cast<int>(a) <= static_cast<int>(CollectiveAlgorithm::kDirect);
+}
 
 struct CollectiveOptions {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;

@@ -79,6 +79,8 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   }
   MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
                            collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(kName, g, options));
   const int n = g.size();
   MESHDMA_ASSIGN_OR_RETURN(
       ArrayRef in, collectives_internal::Flatten(input, kName, "input", g));

@@ -122,9 +122,10 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                             const CollectiveOptions& options) {
   const absl::string_view name = op == ReduceOp::kSum   ? "psum_scatter"
                                  : op == ReduceOp::kMax ? "reduce_scatter(max)"
-                                 : op == ReduceOp::kMin
-                                     ? "reduce_scatter(min)"
-                                     : "reduce_scatter(mean)";
+                                 : op == ReduceOp::kMin ? "reduce_scatter(min)"
+                                 : op == ReduceOp::kMean
+                                     ? "reduce_scatter(mean)"
+                                     : "reduce_scatter";
   constexpr collectives_internal::CollectiveKind kKind =
       collectives_internal::CollectiveKind::kReduceScatter;
   // Small: member j gets segment j of my input over the group's channel.
@@ -155,6 +156,8 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   }
   MESHDMA_ASSIGN_OR_RETURN(Group g,
                            collectives_internal::ResolveGroup(name, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(name, g, options, &op));
   MESHDMA_ASSIGN_OR_RETURN(
       ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
   MESHDMA_ASSIGN_OR_RETURN(
@@ -178,13 +181,6 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
       output, (in.num_elements() + n - 1) / n *
                   static_cast<int64_t>(DTypeSize(in.dtype()))));
-  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
-    return collectives_internal::CollectiveError(
-        name, g,
-        absl::StrCat("chunk_bytes (", options.chunk_bytes,
-                     ") and num_buffers (", options.num_buffers,
-                     ") must be >= 1"));
-  }
   collectives_internal::HostLayout layout;
   MESHDMA_ASSIGN_OR_RETURN(
       const int even_hosts,

@@ -87,7 +87,8 @@ int meshdma_mesh_device_id(const int32_t* coords, int32_t n, int32_t* out);
 
 /* Collectives (meshdma/collectives/), called SPMD by every device of the
  * current mesh. `axes` names the group's mesh axes, comma-separated ("x" or
- * "x,y"). Reductions: 0 sum, 1 max, 2 min, 3 mean (meshdma::ReduceOp).
+ * "x,y"). Reductions: 0 sum, 1 max, 2 min, 3 mean (meshdma::ReduceOp); any
+ * other `op` returns InvalidArgument (3), naming it and the device.
  * Defined by the collectives layer (meshdma/collectives/c_api.cc). */
 int meshdma_ppermute(const meshdma_view* in, const meshdma_view* out,
                      const char* axes, const int64_t* pairs, int32_t n_pairs);

@@ -157,7 +157,15 @@ TEST_F(CApiTest, Collectives) {
 
     EXPECT_EQ(meshdma_all_reduce(7, &vin, &vout, "x"),
               static_cast<int>(absl::StatusCode::kInvalidArgument));
-    EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("reduction 7"));
+    // Named with the device, by the collective's own check (one place).
+    EXPECT_THAT(
+        meshdma_last_error(),
+        ::testing::HasSubstr("reduction op (ReduceOp) 7 is not one of"));
+    EXPECT_THAT(meshdma_last_error(), ::testing::HasSubstr("on device"));
+    EXPECT_EQ(meshdma_reduce_scatter(-1, &vin, &vout, "x"),
+              static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(meshdma_last_error(),
+                ::testing::HasSubstr("reduction op (ReduceOp) -1"));
     EXPECT_NE(meshdma_all_gather(&vin, &vg, "nope", 1), 0);
     return absl::OkStatus();
   });

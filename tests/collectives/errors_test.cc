@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "collectives_test_util.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
@@ -180,6 +181,74 @@ TEST(CollectiveErrors, RememberedPpermuteRechecksPermutation) {
   };
   ExpectError(run(/*in_place=*/false), "repeats a destination");
   ExpectError(run(/*in_place=*/true), "does not run in place");
+}
+
+// A ReduceOp outside the enum (an integer cast to it) is an error naming the
+// value and the device, on the one-shot path (8 floats) and on the kernel
+// paths (1 MiB), never a silent copy of each device's own input.
+TEST(CollectiveErrors, ReduceOpOutsideTheEnum) {
+  for (const int64_t count : {int64_t{8}, int64_t{1} << 18}) {
+    for (const int op : {4, -1, 99}) {
+      absl::Status s = RunFresh([count, op]() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({count}));
+        MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({count}));
+        return all_reduce(static_cast<ReduceOp>(op), a, b, {"x"});
+      });
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      ExpectError(s, absl::StrCat("all_reduce on device "));
+      ExpectError(s, absl::StrCat("reduction op (ReduceOp) ", op,
+                                  " is not one of sum (0)"));
+    }
+  }
+  ExpectError(RunFresh([]() -> absl::Status {
+                MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+                MESHDMA_ASSIGN_OR_RETURN(auto a,
+                                         AllocateSymmetric<float>({8 * n}));
+                MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({8}));
+                return reduce_scatter(static_cast<ReduceOp>(5), a, b, {"x"});
+              }),
+              "reduce_scatter on device");
+}
+
+// A CollectiveAlgorithm outside the enum is an error naming the value, in
+// every collective.
+TEST(CollectiveErrors, AlgorithmOutsideTheEnum) {
+  CollectiveOptions bad;
+  bad.algorithm = static_cast<CollectiveAlgorithm>(42);
+  const std::string why =
+      "options.algorithm (CollectiveAlgorithm) 42 is not one of auto (0)";
+  auto run = [&](auto call) {
+    return RunFresh([&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+      MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({8 * n}));
+      MESHDMA_ASSIGN_OR_RETURN(auto b, AllocateSymmetric<float>({8 * n}));
+      MESHDMA_ASSIGN_OR_RETURN(auto c, AllocateSymmetric<float>({8 * n * n}));
+      MESHDMA_ASSIGN_OR_RETURN(auto d, AllocateSymmetric<float>({8}));
+      return call(a, b, c, d, n);
+    });
+  };
+  ExpectError(run([&](auto& a, auto& b, auto&, auto&, int) {
+                return psum(a, b, {"x"}, bad);
+              }),
+              why);
+  ExpectError(run([&](auto& a, auto&, auto&, auto& d, int) {
+                return psum_scatter(a, d, {"x"}, bad);
+              }),
+              why);
+  ExpectError(run([&](auto& a, auto&, auto& c, auto&, int) {
+                return all_gather(a, c, {"x"}, /*tiled=*/true, bad);
+              }),
+              why);
+  ExpectError(run([&](auto& a, auto& b, auto&, auto&, int) {
+                return all_to_all(a, b, {"x"}, 0, 0, bad);
+              }),
+              why);
+  ExpectError(run([&](auto& a, auto& b, auto&, auto&, int n) {
+                std::vector<std::pair<int, int>> shift;
+                for (int i = 0; i < n; ++i) shift.push_back({i, (i + 1) % n});
+                return ppermute(a, b, {"x"}, shift, bad);
+              }),
+              why);
 }
 
 }  // namespace

@@ -132,6 +132,32 @@ absl::Status CollectiveError(absl::string_view collective, const Group& group,
       absl::StrCat(collective, " on ", group.Describe(), ": ", message));
 }
 
+absl::Status CheckArguments(absl::string_view collective, const Group& group,
+                            const CollectiveOptions& options,
+                            const ReduceOp* op) {
+  if (op != nullptr && !IsValidReduceOp(*op)) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat("reduction op (ReduceOp) ", static_cast<int>(*op),
+                     " is not one of sum (0), max (1), min (2), mean (3)"));
+  }
+  if (!IsValidCollectiveAlgorithm(options.algorithm)) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat("options.algorithm (CollectiveAlgorithm) ",
+                     static_cast<int>(options.algorithm),
+                     " is not one of auto (0), ring (1), bidirectional_ring "
+                     "(2), one_shot (3), hierarchical (4), direct (5)"));
+  }
+  if (options.chunk_bytes < 1 || options.num_buffers < 1) {
+    return CollectiveError(collective, group,
+                           absl::StrCat("chunk_bytes (", options.chunk_bytes,
+                                        ") and num_buffers (",
+                                        options.num_buffers, ") must be >= 1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ArrayRef> Flatten(const ArrayRef& a,
                                  absl::string_view collective,
                                  absl::string_view operand,

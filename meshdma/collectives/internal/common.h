@@ -55,6 +55,16 @@ int64_t HeapBytes();
 absl::Status CollectiveError(absl::string_view collective, const Group& group,
                              absl::string_view message);
 
+// The checks every collective makes at entry, right after `ResolveGroup`, of
+// its arguments that are not operands: `options.algorithm` and, for the
+// reductions, `*op` must be enumerators of their enums (not integers cast to
+// them), and `options.chunk_bytes` and `options.num_buffers` at least 1.
+// Otherwise InvalidArgument naming `collective`, the device, the argument and
+// its value.
+absl::Status CheckArguments(absl::string_view collective, const Group& group,
+                            const CollectiveOptions& options,
+                            const ReduceOp* op = nullptr);
+
 // `output` must be in the symmetric heap so peers can push into it.
 absl::Status RequireSymmetric(absl::string_view collective, const Group& group,
                               absl::string_view operand, const ArrayRef& a);
