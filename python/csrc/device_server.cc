@@ -61,7 +61,6 @@ void Completion::Then(std::function<void(const absl::Status&)> fn) {
 
 absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
     std::shared_ptr<KeyValueStore> store, Options options) {
-  // Step 1: the processes, through the launcher's store.
   StoreProcessGroupOptions group;
   group.rank = options.rank;
   group.size = options.size;
@@ -69,7 +68,19 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
   group.exchange_timeout = options.timeout;
   MESHDMA_ASSIGN_OR_RETURN(std::unique_ptr<ProcessGroup> processes,
                            MakeStoreProcessGroup(std::move(store), group));
-  // Step 2: the runtime, one device per process.
+  return StartOn(std::move(processes), options);
+}
+
+absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::StartAlone(
+    Options options) {
+  options.rank = 0;
+  options.size = 1;
+  return StartOn(MakeSingleProcessGroup(), options);
+}
+
+absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::StartOn(
+    std::unique_ptr<ProcessGroup> processes, Options options) {
+  // Step 1: the runtime over `processes`, one device per process.
   RuntimeOptions runtime_options;
   runtime_options.processes = std::move(processes);
   runtime_options.launch.devices_per_process = 1;
@@ -84,7 +95,7 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
   std::shared_ptr<DeviceServer> server(new DeviceServer(options));
   MESHDMA_ASSIGN_OR_RETURN(server->runtime_,
                            Runtime::Create(std::move(runtime_options)));
-  // Step 3: a 1-D mesh "x" whose positions are the torch ranks.
+  // Step 2: a 1-D mesh "x" whose positions are the torch ranks.
   const Launch& launch = server->runtime_->launch();
   std::vector<int> devices;
   for (int r = 0; r < launch.num_processes(); ++r) {
@@ -92,14 +103,14 @@ absl::StatusOr<std::shared_ptr<DeviceServer>> DeviceServer::Start(
   }
   MESHDMA_ASSIGN_OR_RETURN(
       Mesh mesh, Mesh::Create({{"x", launch.num_processes()}}, devices));
-  // Step 4: the serving Run, on a thread of its own that waits for it.
+  // Step 3: the serving Run, on a thread of its own that waits for it.
   DeviceServer* self = server.get();
   server->run_thread_ = std::thread([self, mesh = std::move(mesh)] {
     absl::Status s =
         self->runtime_->Run(mesh, [self] { return self->Serve(); });
     if (!s.ok()) self->FailPending(s);
   });
-  // Step 5: the Run serves once its mailbox and tensor region exist.
+  // Step 4: the Run serves once its mailbox and tensor region exist.
   {
     std::unique_lock<std::mutex> lock(server->mu_);
     server->cv_.wait(

@@ -76,6 +76,10 @@ class DeviceServer {
   // serving Run, and returns once it serves.
   static absl::StatusOr<std::shared_ptr<DeviceServer>> Start(
       std::shared_ptr<KeyValueStore> store, Options options);
+  // A server of this process alone (no launch, no store, no peers): the
+  // device of kernels called outside any meshdma process group.
+  static absl::StatusOr<std::shared_ptr<DeviceServer>> StartAlone(
+      Options options);
   // Ends the Run and shuts the runtime down (collective).
   ~DeviceServer();
 
@@ -106,6 +110,8 @@ class DeviceServer {
     bool stop = false;
   };
   explicit DeviceServer(Options options) : options_(options) {}
+  static absl::StatusOr<std::shared_ptr<DeviceServer>> StartOn(
+      std::unique_ptr<ProcessGroup> processes, Options options);
   // The Run's function on the device: take, run, complete, until stopped or
   // a call fails.
   absl::Status Serve();

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
+#include "python/csrc/process_device.h"
 
 namespace meshdma::torch_backend {
 namespace {
@@ -59,11 +60,6 @@ class C10dStore : public KeyValueStore {
  private:
   c10::intrusive_ptr<c10d::Store> store_;
 };
-
-// One device per process, shared by every group of the process; started by
-// the default group and stopped when the last group is destroyed.
-std::mutex g_server_mu;
-std::weak_ptr<DeviceServer> g_server;
 
 [[noreturn]] void Throw(const absl::Status& s) {
   TORCH_CHECK(false, s.message());
@@ -260,35 +256,33 @@ ProcessGroupMeshdma::ProcessGroupMeshdma(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout, std::vector<int> launch_ranks)
     : c10d::ProcessGroup(rank, size), timeout_(timeout) {
-  // Step 1: the device, started by the default group (a collective launch).
-  {
-    std::lock_guard<std::mutex> lock(g_server_mu);
-    server_ = g_server.lock();
-    if (server_ == nullptr) {
-      // The first group starts the device: the default group, or a group of
-      // every rank in launch order (the default group being another
-      // backend's).
-      bool whole = launch_ranks.empty();
-      if (static_cast<int>(launch_ranks.size()) == size) {
-        whole = true;
-        for (int r = 0; r < size; ++r) whole &= launch_ranks[r] == r;
-      }
-      TORCH_CHECK(whole,
-                  "meshdma: the first meshdma group of a process must "
-                  "hold every rank of the launch (it starts meshdma's "
-                  "runtime); this one holds ",
-                  size, " ranks");
-      DeviceServer::Options options;
-      options.rank = rank;
-      options.size = size;
-      options.timeout = absl::FromChrono(timeout);
-      absl::StatusOr<std::shared_ptr<DeviceServer>> started =
-          DeviceServer::Start(std::make_shared<C10dStore>(store), options);
-      if (!started.ok()) Throw(started.status());
-      server_ = *started;
-      g_server = server_;
-    }
-  }
+  // Step 1: the device, started by the default group (a collective launch)
+  // and shared by every group of the process (process_device.h).
+  absl::StatusOr<std::shared_ptr<DeviceServer>> device = LaunchDeviceOrStart(
+      [&]() -> absl::StatusOr<std::shared_ptr<DeviceServer>> {
+        // The first group starts the device: the default group, or a group
+        // of every rank in launch order (the default group being another
+        // backend's).
+        bool whole = launch_ranks.empty();
+        if (static_cast<int>(launch_ranks.size()) == size) {
+          whole = true;
+          for (int r = 0; r < size; ++r) whole &= launch_ranks[r] == r;
+        }
+        if (!whole) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "meshdma: the first meshdma group of a process must hold every "
+              "rank of the launch (it starts meshdma's runtime); this one "
+              "holds ",
+              size, " ranks"));
+        }
+        DeviceServer::Options options;
+        options.rank = rank;
+        options.size = size;
+        options.timeout = absl::FromChrono(timeout);
+        return DeviceServer::Start(std::make_shared<C10dStore>(store), options);
+      });
+  if (!device.ok()) Throw(device.status());
+  server_ = *std::move(device);
   // Step 2: this group's members as launch ranks.
   if (launch_ranks.empty()) {
     for (int r = 0; r < size; ++r) launch_ranks.push_back(r);
@@ -699,11 +693,7 @@ void ProcessGroupMeshdma::monitoredBarrier(const c10d::BarrierOptions& opts,
 }
 
 at::Tensor AllocateHeapTensor(int64_t bytes) {
-  std::shared_ptr<DeviceServer> server;
-  {
-    std::lock_guard<std::mutex> lock(g_server_mu);
-    server = g_server.lock();
-  }
+  std::shared_ptr<DeviceServer> server = LaunchDevice();
   TORCH_CHECK(server != nullptr,
               "meshdma heap tensor: no meshdma process group is alive in "
               "this process (init_process_group(\"meshdma\") first)");

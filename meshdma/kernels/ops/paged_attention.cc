@@ -20,6 +20,7 @@ struct Geometry {
   int64_t page_size, pages_per_seq, ppcb;
   int64_t bt;  // Tokens per compute block: ppcb * page_size.
   float scale;
+  float soft_cap;  // 0: none.
   DType dtype;
   int64_t* pages_copied;
 };
@@ -126,8 +127,8 @@ absl::Status PageCopies(const Geometry& g, const KernelArgs& a,
   return absl::OkStatus();
 }
 
-// One compute block: S = scale * Q K^T over its valid tokens, then the online
-// softmax update of m, l and acc with P V.
+// One compute block: S = scale * Q K^T over its valid tokens (capped: cap *
+// tanh(S / cap)), then the online softmax update of m, l and acc with P V.
 void Compute(const Geometry& g, const KernelArgs& a, int slot, int64_t valid) {
   const int64_t group = g.group, d = g.d, bt = g.bt;
   float* m = F32(a, kM);
@@ -146,6 +147,10 @@ void Compute(const Geometry& g, const KernelArgs& a, int slot, int64_t valid) {
   Gemm(false, true, group, valid, d, g.scale, qp, d, kp, d, 0.0f, s, bt);
   for (int64_t r = 0; r < group; ++r) {
     float* row = s + r * bt;
+    if (g.soft_cap > 0) {
+      for (int64_t c = 0; c < valid; ++c)
+        row[c] = g.soft_cap * std::tanh(row[c] / g.soft_cap);
+    }
     const float m_new = std::max(m[r], kernels_internal::RowMax(row, valid));
     const float alpha = std::exp(m[r] - m_new);
     l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, valid, m_new);
@@ -284,6 +289,10 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
     return Error("pages_per_compute_block is ", o.pages_per_compute_block,
                  ", must be positive");
   }
+  if (o.logits_soft_cap.has_value() && !(*o.logits_soft_cap > 0)) {
+    return Error("logits_soft_cap is ", *o.logits_soft_cap,
+                 ", must be positive (or unset)");
+  }
   const int64_t pps = block_tables.dim(1);
   // The data the body trusts: every length in range, every page it will copy
   // inside the cache.
@@ -315,6 +324,7 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
   g.ppcb = std::min(o.pages_per_compute_block, pps);
   g.bt = g.ppcb * page_size;
   g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  g.soft_cap = o.logits_soft_cap.value_or(0.0f);
   g.dtype = dt;
   g.pages_copied = o.pages_copied;
   if (g.pages_copied != nullptr) *g.pages_copied = 0;

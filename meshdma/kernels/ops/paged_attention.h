@@ -47,6 +47,9 @@ namespace meshdma {
 struct PagedAttentionOptions {
   int64_t pages_per_compute_block = 4;
   std::optional<float> sm_scale;  // Default 1 / sqrt(head_dim).
+  // When set (> 0), scores are capped: cap * tanh(scale * q k / cap), as
+  // PyTorch/XLA's `attn_logits_soft_cap`.
+  std::optional<float> logits_soft_cap;
   PipelineStats* stats = nullptr;
   // When set, receives the number of pages copied from each cache.
   int64_t* pages_copied = nullptr;

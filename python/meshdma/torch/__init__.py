@@ -41,7 +41,10 @@ def _create_process_group(store, rank, size, timeout):
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
 
-__all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros"]
+from meshdma.torch.kernels import flash_attention, paged_attention  # noqa: E402
+
+__all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros",
+           "flash_attention", "paged_attention"]
 
 
 def empty(*size, dtype=torch.float32):
