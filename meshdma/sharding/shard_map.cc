@@ -146,6 +146,13 @@ absl::StatusOr<ShardedArray> ShardedArray::Zeros(
 absl::StatusOr<ShardedArray> ShardedArray::FromHost(
     const Runtime& runtime, const Mesh& mesh, PartitionSpec spec,
     const ArrayRef& host, const FromHostOptions& options) {
+  // Step 0: a root must be a rank of the launch, checked on every process
+  // before any message (all pass the same root, so all fail alike).
+  if (options.root.has_value()) {
+    MESHDMA_RETURN_IF_ERROR(AddContext(
+        runtime.processes().CheckRoot("FromHostOptions::root", *options.root),
+        absl::StrCat("FromHost('", options.name, "')")));
+  }
   const bool multi = MultiProcess(runtime);
   const bool is_root =
       !options.root.has_value() || *options.root == runtime.launch().rank();

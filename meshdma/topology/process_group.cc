@@ -1,5 +1,7 @@
 #include "meshdma/topology/process_group.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace meshdma {
 namespace {
 
@@ -13,17 +15,11 @@ class SingleProcessGroup : public ProcessGroup {
   }
   absl::StatusOr<std::vector<std::string>> Gather(absl::string_view mine,
                                                   int root) override {
-    if (root != 0) {
-      return absl::InvalidArgumentError(
-          "Gather: root must be 0 in a single-process group");
-    }
+    if (absl::Status s = CheckRoot("Gather", root); !s.ok()) return s;
     return AllGather(mine);
   }
   absl::Status Broadcast(std::string& bytes, int root) override {
-    if (root != 0) {
-      return absl::InvalidArgumentError(
-          "Broadcast: root must be 0 in a single-process group");
-    }
+    if (absl::Status s = CheckRoot("Broadcast", root); !s.ok()) return s;
     return absl::OkStatus();
   }
   absl::Status Barrier(absl::string_view, absl::Duration) override {
@@ -37,6 +33,13 @@ class SingleProcessGroup : public ProcessGroup {
 };
 
 }  // namespace
+
+absl::Status ProcessGroup::CheckRoot(absl::string_view call, int root) const {
+  if (root >= 0 && root < size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(call, ": root ", root, " is not a rank of this launch (",
+                   size(), size() == 1 ? " process)" : " processes)"));
+}
 
 std::unique_ptr<ProcessGroup> MakeSingleProcessGroup() {
   return std::make_unique<SingleProcessGroup>();

@@ -52,6 +52,12 @@ class ProcessGroup {
   // with status 1 at exit instead of finalising MPI, which would wait for
   // that peer. A no-op where nothing waits for peers at exit.
   virtual void MarkPeersLost(const std::string& reason) {}
+
+  // OK when `root` is a rank of this group, else InvalidArgument naming
+  // `call`, the root and the group's size. Every implementation of `Gather`
+  // and `Broadcast` checks its root with it before any message (under MPI, a
+  // bad root would be MPI's error, fatal to the whole job).
+  absl::Status CheckRoot(absl::string_view call, int root) const;
 };
 
 // The group of this process alone: exchanges return its own bytes.

@@ -76,13 +76,6 @@ class StoreProcessGroup : public ProcessGroup {
   }
 
  private:
-  absl::Status CheckRoot(absl::string_view call, int root) const {
-    if (root >= 0 && root < size()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(call, ": root ", root, " is not a rank of this launch (",
-                     size(), " processes)"));
-  }
-
   std::string Key(int64_t exchange, int r) const {
     return absl::StrCat(options_.prefix, "/", exchange, "/", r);
   }

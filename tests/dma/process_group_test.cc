@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "meshdma/dma/transport/mpi/mpi_process_group.h"
 
@@ -32,6 +34,30 @@ class ProcessGroupTest : public ::testing::TestWithParam<int64_t> {
   }
   std::unique_ptr<MpiProcessGroup> group_;
 };
+
+// A root outside the group is an error on every rank before any message,
+// and an MPI error on the group's communicator comes back as a code instead
+// of ending the job (MPI_ERRORS_RETURN).
+TEST_P(ProcessGroupTest, BadRootIsAStatusNotAnAbort) {
+  const int n = group_->size();
+  for (const int root : {n, -1}) {
+    std::string bytes = "x";
+    absl::Status s = group_->Broadcast(bytes, root);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr(absl::StrCat(
+                    "Broadcast: root ", root, " is not a rank of this launch (",
+                    n, " processes)")));
+    auto gathered = group_->Gather("x", root);
+    EXPECT_EQ(gathered.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  int64_t word = 0;
+  EXPECT_NE(MPI_Bcast(&word, 1, MPI_INT64_T, n, group_->comm()), MPI_SUCCESS);
+  // The group still works.
+  std::string bytes = group_->rank() == 0 ? "kept" : "";
+  ASSERT_TRUE(group_->Broadcast(bytes, 0).ok());
+  EXPECT_EQ(bytes, "kept");
+}
 
 TEST_P(ProcessGroupTest, AllGatherInRounds) {
   auto all = group_->AllGather(Contribution(group_->rank()));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
@@ -98,6 +99,32 @@ TEST(ShardedArray, FromHostOnRootIsBroadcast) {
                                   {.name = "h", .root = 0});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a->ToHost<float>(), host);
+}
+
+// A root outside the launch is an error on every process before any message
+// (under mpirun it would otherwise reach MPI_Bcast, whose error ends every
+// rank), and the runtime stays usable.
+TEST(ShardedArray, FromHostRootOutsideTheLaunch) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = Mesh1D();
+  const int n = mesh.size();
+  const int processes = rt.launch().num_processes();
+  std::vector<float> host = RandomVector(2 * n * 5, 7);
+  for (const int root : {processes, -1, 1 << 30}) {
+    auto a = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, host,
+                                    {2 * n, 5}, {.name = "h", .root = root});
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        std::string(a.status().message()),
+        HasSubstr(absl::StrCat("FromHostOptions::root: root ", root,
+                               " is not a rank of this launch (", processes)));
+    EXPECT_THAT(std::string(a.status().message()), HasSubstr("'h'"));
+  }
+  auto good = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, host,
+                                     {2 * n, 5}, {.name = "h", .root = 0});
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(*good->ToHost<float>(), host);
 }
 
 TEST(ShardedArray, ErrorsNameArrayDimensionAndAxis) {

@@ -300,7 +300,7 @@ absl::StatusOr<bool> MpiBarrier::Test() {
   for (int r = 0; r < s.size; ++r) {
     if (s.recvs[r] != MPI_REQUEST_NULL) {
       int done = 0;
-      MPI_Test(&s.recvs[r], &done, MPI_STATUS_IGNORE);
+      MESHDMA_MPI_CALL(MPI_Test(&s.recvs[r], &done, MPI_STATUS_IGNORE));
       if (done) {
         const int64_t theirs = s.Received(r)[0];
         if (theirs < s.epoch) {
@@ -318,7 +318,7 @@ absl::StatusOr<bool> MpiBarrier::Test() {
     }
     if (s.sends[r] != MPI_REQUEST_NULL) {
       int done = 0;
-      MPI_Test(&s.sends[r], &done, MPI_STATUS_IGNORE);
+      MESHDMA_MPI_CALL(MPI_Test(&s.sends[r], &done, MPI_STATUS_IGNORE));
     }
     all = all && s.arrived[r] && s.sends[r] == MPI_REQUEST_NULL;
   }
@@ -371,6 +371,10 @@ absl::Status WaitForBarrier(MpiBarrier& barrier, absl::string_view what,
 
 MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, int64_t max_message_bytes)
     : comm_(comm), max_message_bytes_(max_message_bytes) {
+  // An MPI error on this communicator comes back as a code that
+  // MESHDMA_MPI_CALL turns into a Status, instead of ending every process
+  // (MPI's default). Its calls see only checked arguments (`CheckRoot`).
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
@@ -438,10 +442,12 @@ absl::StatusOr<std::vector<std::string>> MpiProcessGroup::AllGather(
 
 absl::StatusOr<std::vector<std::string>> MpiProcessGroup::Gather(
     absl::string_view mine, int root) {
+  MESHDMA_RETURN_IF_ERROR(CheckRoot("Gather", root));
   return Exchange(mine, root);
 }
 
 absl::Status MpiProcessGroup::Broadcast(std::string& bytes, int root) {
+  MESHDMA_RETURN_IF_ERROR(CheckRoot("Broadcast", root));
   int64_t len = static_cast<int64_t>(bytes.size());
   MESHDMA_MPI_CALL(MPI_Bcast(&len, 1, MPI_INT64_T, root, comm_));
   bytes.resize(len);

@@ -870,6 +870,10 @@ std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
                                             std::vector<MpiPeerLimits> limits) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
+  // The duplicate inherits the process group's MPI_ERRORS_RETURN, but the
+  // transport's calls carry only meshdma's own arguments and leave their codes
+  // unchecked: a failure there (a lost network) stays fatal, as MPI's default.
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
   return std::make_unique<MpiTransport>(host, comm, std::move(limits));
 }
 
