@@ -62,6 +62,11 @@ enum class DmaMode {
 // Environment variables read when the matching option is unset.
 inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
 inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
+// The range of the heap per device (RuntimeOptions::heap_bytes,
+// MESHDMA_HEAP_BYTES, a program's --heap-bytes): room above the semaphores
+// meshdma reserves at its bottom, and 1 TiB.
+inline constexpr int64_t kMinHeapBytes = 16 << 10;
+inline constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
 inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
 inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
 // Overrides remote_spin_ns.

@@ -206,6 +206,12 @@ absl::StatusOr<int> Mesh::Resolve(int caller, const DeviceId& id,
         "caller ", caller, " resolving device id ", id.ToString(),
         " is out of range [0, ", size(), ") in mesh ", ToString()));
   }
+  if (type != DeviceIdType::kMesh && type != DeviceIdType::kLogical) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device id type (DeviceIdType) ", static_cast<int>(type),
+                     " of device id ", id.ToString(),
+                     " is not one of kMesh (0), kLogical (1)"));
+  }
   const auto& v = id.value();
 
   // LOGICAL: the linear index itself, given as a scalar.

@@ -238,6 +238,43 @@ TEST(RuntimeLifecycleTest, BadOptions) {
   EXPECT_THAT(rt.status().message(), HasSubstr("MESHDMA_REMOTE_SPIN_NS"));
 }
 
+// The enums of RuntimeOptions hold one of their enumerators, and a heap size
+// out of range names where it came from (the option or the variable).
+TEST(RuntimeLifecycleTest, OptionEnumsAndHeapSizeAreNamed) {
+  RuntimeOptions mode = testing::TierOptions(DmaMode::kAsync);
+  mode.dma_mode = static_cast<DmaMode>(9);
+  auto rt = Runtime::Create(mode);
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("RuntimeOptions::dma_mode 9 is not one of kAsync"));
+  RuntimeOptions remote = testing::TierOptions(DmaMode::kAsync);
+  remote.remote_transport = static_cast<RemoteTransport>(-3);
+  rt = Runtime::Create(remote);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("RuntimeOptions::remote_transport -3 is not one of"));
+  RuntimeOptions check = testing::TierOptions(DmaMode::kAsync);
+  check.check = static_cast<CheckMode>(2);
+  rt = Runtime::Create(check);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("RuntimeOptions::check 2 is not one of kOff"));
+
+  for (const char* bad : {"1", "0", "2199023255553", "lots"}) {
+    setenv(kHeapBytesEnv, bad, 1);
+    RuntimeOptions o = testing::TierOptions(DmaMode::kAsync);
+    o.heap_bytes.reset();
+    rt = Runtime::Create(o);
+    EXPECT_EQ(rt.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(rt.status().message(),
+                HasSubstr(absl::StrCat("MESHDMA_HEAP_BYTES='", bad, "'")));
+  }
+  unsetenv(kHeapBytesEnv);
+  RuntimeOptions small = testing::TierOptions(DmaMode::kAsync);
+  small.heap_bytes = kMinHeapBytes - 1;
+  rt = Runtime::Create(small);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("(RuntimeOptions::heap_bytes) is outside [16384, "));
+}
+
 // MESHDMA_WAIT_TIMEOUT_S=inf (or an infinite option) means no timeout: a wait
 // on the slow path must not fail at once because its deadline overflowed.
 // NaN, non-positive and absurd values are rejected naming the variable.
@@ -456,6 +493,11 @@ TEST_F(ErrorsTest, ForgedHandlesAndBadEnumsAreErrors) {
     auto bad_dtype = AllocateSymmetric(static_cast<DType>(42), {4});
     EXPECT_EQ(bad_dtype.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(bad_dtype.status().message(), HasSubstr("invalid dtype 42"));
+    // A DeviceIdType outside the enum is an error, not a MESH id.
+    s = semaphore_signal(reg, 1, DeviceId(me), static_cast<DeviceIdType>(5));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                HasSubstr("device id type (DeviceIdType) 5 of device id"));
     // A symmetric view forged at offset 0 (the barrier cells) cannot be a
     // DMA's destination, on this device or a peer.
     MESHDMA_ASSIGN_OR_RETURN(

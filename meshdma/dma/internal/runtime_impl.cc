@@ -40,6 +40,34 @@ std::atomic<bool> g_runtime_alive{false};
 // A Run whose only failure is races (RaceChecker::TakeReport's code).
 constexpr absl::StatusCode kRaceCode = absl::StatusCode::kFailedPrecondition;
 
+// The enums of `options` that are set must hold one of their enumerators
+// (not an integer cast to the enum): InvalidArgument naming the option and
+// its value.
+absl::Status CheckOptionEnums(const RuntimeOptions& options) {
+  auto bad = [](absl::string_view option, int value, absl::string_view valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::", option, " ", value, " is not one of ", valid));
+  };
+  if (options.dma_mode.has_value() && *options.dma_mode != DmaMode::kAsync &&
+      *options.dma_mode != DmaMode::kEager) {
+    return bad("dma_mode", static_cast<int>(*options.dma_mode),
+               "kAsync (0), kEager (1)");
+  }
+  if (options.remote_transport.has_value() &&
+      *options.remote_transport != RemoteTransport::kAuto &&
+      *options.remote_transport != RemoteTransport::kTcp &&
+      *options.remote_transport != RemoteTransport::kMpi) {
+    return bad("remote_transport", static_cast<int>(*options.remote_transport),
+               "kAuto (0), kTcp (1), kMpi (2)");
+  }
+  if (options.check.has_value() && *options.check != CheckMode::kOff &&
+      *options.check != CheckMode::kRaces) {
+    return bad("check", static_cast<int>(*options.check),
+               "kOff (0), kRaces (1)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(RuntimeOptions options)
@@ -115,14 +143,16 @@ absl::Status RuntimeImpl::ReadOptions() {
   using base_internal::EnvSeconds;
   using base_internal::EnvString;
   using base_internal::Resolve;
-  constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
+  static_assert(kMinHeapBytes >= kReservedHeapBytes + 4096);
+  MESHDMA_RETURN_IF_ERROR(CheckOptionEnums(options_));
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
-                           EnvInt(kHeapBytesEnv, 0, kMaxHeapBytes));
+                           EnvInt(kHeapBytesEnv, kMinHeapBytes, kMaxHeapBytes));
   heap_bytes_ = Resolve(options_.heap_bytes, heap_env, int64_t{256} << 20);
-  if (heap_bytes_ < kReservedHeapBytes + 4096 || heap_bytes_ > kMaxHeapBytes) {
+  if (heap_bytes_ < kMinHeapBytes || heap_bytes_ > kMaxHeapBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("heap size ", heap_bytes_, " bytes is outside [",
-                     kReservedHeapBytes + 4096, ", 2^40]"));
+        absl::StrCat("heap size ", heap_bytes_,
+                     " bytes (RuntimeOptions::heap_bytes) is outside [",
+                     kMinHeapBytes, ", ", kMaxHeapBytes, "]"));
   }
   heap_bytes_ = (heap_bytes_ + 4095) & ~int64_t{4095};
 
