@@ -222,16 +222,12 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
                            ParseAlgorithm(cfg.algorithm));
   CollectiveOptions options;
   options.algorithm = algorithm;
-  // Pipelining knobs of CollectiveOptions, for tuning sweeps.
-  if (const char* v = std::getenv("MESHDMA_BENCH_CHUNK_BYTES")) {
-    options.chunk_bytes = std::atoll(v);
-  }
-  if (const char* v = std::getenv("MESHDMA_BENCH_NUM_BUFFERS")) {
-    options.num_buffers = std::atoi(v);
-  }
-  if (const char* v = std::getenv("MESHDMA_BENCH_LANE_CHUNK_BYTES")) {
-    options.lane_chunk_bytes = std::atoll(v);
-  }
+  // Pipelining knobs of CollectiveOptions (checked by ParseArgs).
+  options.chunk_bytes = cfg.chunk_bytes.value_or(options.chunk_bytes);
+  options.num_buffers =
+      static_cast<int>(cfg.num_buffers.value_or(options.num_buffers));
+  options.lane_chunk_bytes =
+      cfg.lane_chunk_bytes.value_or(options.lane_chunk_bytes);
   const char* name = op == Op::kAllReduce       ? "all_reduce"
                      : op == Op::kAllGather     ? "all_gather"
                      : op == Op::kReduceScatter ? "reduce_scatter"

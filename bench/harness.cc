@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/kernel.h"
@@ -126,7 +127,13 @@ const cli::Program& Program() {
           "nccl-tests:\nall_reduce x 2(n-1)/n; all_gather, reduce_scatter, "
           "all_to_all x (n-1)/n with\nsize the total; ppermute x 1. Exit "
           "status: 0, 1 if a run failed or data was\nwrong, 2 for a bad "
-          "command line.\n"};
+          "command line.\n",
+      // As MESHDMA_WAIT_TIMEOUT_S: up to 1e9 s, or inf for none.
+      .ranges = {{"timeout", 0, 1'000'000'000, /*infinite=*/true}},
+      .choices = {{"algo",
+                   {"auto", "ring", "bidirectional_ring", "bidir", "one_shot",
+                    "hierarchical", "direct"}},
+                  {"input", {"symmetric", "private"}}}};
   return *program;
 }
 
@@ -349,11 +356,17 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
     }
     c.devices_per_process = c.nthreads * c.ngpus;
   }
-  c.timeout_s = absl::GetFlag(FLAGS_timeout);
-  if (!std::isfinite(c.timeout_s) || c.timeout_s < 0) {
-    return FlagError("-T (--timeout)", absl::StrCat(c.timeout_s),
-                     "need a finite number of seconds >= 0");
-  }
+  c.timeout_s = absl::GetFlag(FLAGS_timeout);  // Range checked by Parse.
+  // The variables of the tuning knobs, each in its range, named in errors.
+  constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
+  CLI_ASSIGN_OR_RETURN(
+      c.chunk_bytes,
+      base_internal::EnvInt("MESHDMA_BENCH_CHUNK_BYTES", 1, kMaxChunkBytes));
+  CLI_ASSIGN_OR_RETURN(
+      c.num_buffers, base_internal::EnvInt("MESHDMA_BENCH_NUM_BUFFERS", 1, 64));
+  CLI_ASSIGN_OR_RETURN(c.lane_chunk_bytes,
+                       base_internal::EnvInt("MESHDMA_BENCH_LANE_CHUNK_BYTES",
+                                             1, kMaxChunkBytes));
   CLI_ASSIGN_OR_RETURN(c.dtypes, ParseDTypes(absl::GetFlag(FLAGS_datatype)));
   CLI_ASSIGN_OR_RETURN(c.redops, ParseRedops(absl::GetFlag(FLAGS_op)));
   if (Registry().at(c.collective).reduces && c.dtypes.size() == 1 &&
@@ -369,9 +382,6 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
   c.plot = absl::GetFlag(FLAGS_plot);
   c.baseline = !absl::GetFlag(FLAGS_no_baseline);
   c.input = absl::GetFlag(FLAGS_input);
-  if (c.input != "symmetric" && c.input != "private") {
-    return FlagError("--input", c.input, "need symmetric or private");
-  }
   if (cli::Given("output_file") && c.json.empty()) {
     return FlagError("-J (--output_file)", "", "need a file name");
   }

@@ -468,6 +468,22 @@ absl::Status Main(const RuntimeOptions& options) {
 int main(int argc, char** argv) {
   const meshdma::RuntimeOptions options =
       meshdma::cli::ParseRuntimeOptionsOrExit(meshdma::kProgram, argc, argv);
+  // Flags that depend on each other, checked before anything is allocated:
+  // a sweep that runs at least once, and a KV cache (K and V of f32 per
+  // layer, head, token and dimension) that fits in this host's memory.
+  absl::Status flags =
+      meshdma::cli::CheckOrder(meshdma::kProgram, "seq_min", "seq_max");
+  if (flags.ok()) {
+    flags = meshdma::cli::CheckProduct(
+        meshdma::kProgram,
+        {{"layers", absl::GetFlag(FLAGS_layers)},
+         {"kv_heads", absl::GetFlag(FLAGS_kv_heads)},
+         {"seq_max", absl::GetFlag(FLAGS_seq_max)},
+         {"dim", absl::GetFlag(FLAGS_dim)},
+         {nullptr, 8, "bytes of K and V"}},
+        "the KV cache", meshdma::cli::HostMemoryBytes(), "this host's memory");
+  }
+  if (!flags.ok()) meshdma::cli::ExitWithStatus(meshdma::kProgram, flags);
   const absl::Status s = meshdma::Main(options);
   if (s.ok()) return 0;
   std::fprintf(stderr, "meshdma-bench-kv: %s\n",

@@ -5,6 +5,7 @@
 //   mpirun -np 2 meshdma-bench --collective ppermute -J out.json --plot out.png
 // Exit status: 0; 1 when a run fails, a file cannot be written or data is
 // wrong; 2 for a bad command line.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -32,7 +33,9 @@ int main(int argc, char** argv) {
   options.heap_bytes =
       std::max<int64_t>(256ll << 20, 4 * config->max_bytes + (64 << 20));
   options.launch.devices_per_process = config->devices_per_process;
-  if (config->timeout_s > 0) {
+  if (std::isinf(config->timeout_s)) {
+    options.wait_timeout = absl::InfiniteDuration();
+  } else if (config->timeout_s > 0) {
     options.wait_timeout = absl::Seconds(config->timeout_s);
   }
   auto runtime = meshdma::Runtime::Create(options);

@@ -130,6 +130,22 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
     return absl::InvalidArgumentError(
         "--seq must be a multiple of 2 x the number of devices");
   }
+  // q, k and v of every head and token, before anything is allocated.
+  using meshdma::cli::Factor;
+  const Factor seq =
+      flags.seq > 0 ? Factor{"seq", s} : Factor{nullptr, s, "rows"};
+  if (absl::Status fits = meshdma::examples::CheckArraySizes(
+          kProgram,
+          {{{{"heads", h}, seq, {"dim", d}, {nullptr, 4, "bytes per float"}},
+            "q"},
+           {{{"kv_heads", hkv},
+             seq,
+             {"dim", d},
+             {nullptr, 4, "bytes per float"}},
+            "k and v"}});
+      !fits.ok()) {
+    return fits;
+  }
   const SequenceLayout layout =
       flags.zigzag ? SequenceLayout::kZigZag : SequenceLayout::kContiguous;
 

@@ -142,6 +142,18 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
   if (m % nd != 0 || k % nd != 0) {
     return absl::InvalidArgumentError("--m and --k must divide by the devices");
   }
+  // x, w and their product, before anything is allocated.
+  using meshdma::cli::Factor;
+  const Factor m_rows =
+      flags.m > 0 ? Factor{"m", m} : Factor{nullptr, m, "rows"};
+  const Factor bytes{nullptr, 4, "bytes per float"};
+  if (absl::Status fits = meshdma::examples::CheckArraySizes(
+          kProgram, {{{m_rows, {"k", k}, bytes}, "x"},
+                     {{{"k", k}, {"n", n}, bytes}, "w"},
+                     {{m_rows, {"n", n}, bytes}, "the product"}});
+      !fits.ok()) {
+    return fits;
+  }
   // Step 1: the unsharded operands (same seeds everywhere) and the
   // reference product.
   std::vector<float> x = Random(m * k, 1), w = Random(k * n, 2);

@@ -175,6 +175,29 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
   MESHDMA_ASSIGN_OR_RETURN(meshdma::Mesh mesh,
                            rt.MakeMesh({{"stage", 2}, {"x", pairs}}));
   const bool root = rt.launch().rank() == 0;
+  // The weights, prompts and KV cache, before anything is allocated.
+  using meshdma::cli::Factor;
+  const Factor layers{"layers", flags.layers}, model_dim{"model", flags.model},
+      seq{"seq", flags.seq}, dim{"dim", flags.dim},
+      bytes{nullptr, 4, "bytes per float"};
+  if (absl::Status fits = meshdma::examples::CheckArraySizes(
+          kProgram,
+          {{{layers, model_dim, {"heads", flags.heads}, dim, bytes},
+            "wq and wo"},
+           {{layers, model_dim, {"kv_heads", flags.kv_heads}, dim, bytes},
+            "wk and wv"},
+           {{seq, model_dim, bytes}, "a prompt"},
+           {{{"heads", flags.heads}, seq, dim, bytes}, "q and o"},
+           {{layers,
+             {"kv_heads", flags.kv_heads},
+             seq,
+             dim,
+             {nullptr, 2, "K and V"},
+             bytes},
+            "the KV cache"}});
+      !fits.ok()) {
+    return fits;
+  }
   const Model model(flags);
   const int64_t s = flags.seq, ps = flags.page, hkv = flags.kv_heads,
                 d = flags.dim, h = flags.heads;

@@ -248,6 +248,23 @@ absl::Status TensorParallelBlock(const Flags& f, std::span<const ArrayRef> in,
   return absl::OkStatus();
 }
 
+// The arrays of the block (the reference holds them all on one device),
+// checked against this host's memory before anything is allocated.
+absl::Status CheckSizes(const Flags& f, int64_t s) {
+  using meshdma::cli::Factor;
+  const Factor seq = f.seq > 0 ? Factor{"seq", s} : Factor{nullptr, s, "rows"};
+  const Factor model{"model", f.model}, ffn{"ffn", f.ffn};
+  const Factor width{nullptr, (f.heads + 2 * f.kv_heads) * f.dim,
+                     "q, k and v columns"};
+  const Factor bytes{nullptr, 4, "bytes per float"};
+  return meshdma::examples::CheckArraySizes(
+      kProgram, {{{seq, model, bytes}, "x"},
+                 {{model, ffn, bytes}, "w1 and w2"},
+                 {{seq, ffn, bytes}, "the MLP activations"},
+                 {{seq, width, bytes}, "qkv"},
+                 {{model, width, bytes}, "wq, wk and wv"}});
+}
+
 absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
   MESHDMA_ASSIGN_OR_RETURN(auto runtime, meshdma::Runtime::Create(options));
   meshdma::Runtime& rt = *runtime;
@@ -262,6 +279,7 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
         "--seq, --heads, --kv-heads and --ffn must divide by the devices, "
         "and --kv-heads must divide --heads");
   }
+  if (absl::Status fits = CheckSizes(flags, s); !fits.ok()) return fits;
   // Step 0: the unsharded input and weights (same seeds on every process).
   const float ws = 1.0f / std::sqrt(float(dm));
   Weights w{Random(dm * h * d, 2, ws),   Random(dm * hkv * d, 3, ws),

@@ -29,6 +29,27 @@ inline cli::Program ExampleProgram(const char* name, const char* summary,
           .ranges = std::move(ranges)};
 }
 
+// One array an example allocates: its size as a product of flags (and
+// constants such as bytes per float), and what it holds.
+struct ArraySize {
+  std::vector<cli::Factor> factors;
+  const char* what;
+};
+
+// Every array of `arrays` must fit in this host's memory, each flag being in
+// its range: an InvalidArgument naming the flags of the first that does not
+// (`cli::CheckProduct`), checked before anything is allocated.
+inline absl::Status CheckArraySizes(const cli::Program& program,
+                                    const std::vector<ArraySize>& arrays) {
+  const int64_t memory = cli::HostMemoryBytes();
+  for (const ArraySize& a : arrays) {
+    absl::Status fits = cli::CheckProduct(program, a.factors, a.what, memory,
+                                          "this host's memory");
+    if (!fits.ok()) return fits;
+  }
+  return absl::OkStatus();
+}
+
 // Uniform values in [-scale, scale], reproducible from `seed`.
 inline std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 gen(seed);

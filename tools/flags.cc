@@ -1,5 +1,7 @@
 #include "tools/flags.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -106,7 +109,8 @@ std::string FormatBound(const absl::CommandLineFlag& flag, int64_t bound) {
 
 std::string RangeText(const absl::CommandLineFlag& flag, const Range& range) {
   return absl::StrCat("[", FormatBound(flag, range.min), ", ",
-                      FormatBound(flag, range.max), "]");
+                      FormatBound(flag, range.max), "]",
+                      range.infinite ? " or inf" : "");
 }
 
 const Range* RangeOf(const Program& program, absl::string_view flag) {
@@ -116,19 +120,57 @@ const Range* RangeOf(const Program& program, absl::string_view flag) {
   return nullptr;
 }
 
-absl::Status CheckRanges(const Program& program) {
+// A given value of `range.flag` must lie in the range: integers and sizes
+// exactly, floating point with NaN outside every range.
+absl::Status CheckRange(const Program& program, const Range& range) {
+  absl::CommandLineFlag* flag = Find(range.flag);
+  const std::optional<int64_t> v =
+      flag == nullptr ? std::nullopt : IntegerValue(*flag);
+  std::optional<double> x;
+  if (flag != nullptr) {
+    if (auto got = flag->TryGet<double>()) x = *got;
+  }
+  if (!v.has_value() && !x.has_value()) {
+    return absl::InternalError(
+        absl::StrCat("range for --", range.flag, " names no numeric flag"));
+  }
+  if (!Given(range.flag)) return absl::OkStatus();
+  const bool in = v.has_value()
+                      ? *v >= range.min && *v <= range.max
+                      : (range.infinite && std::isinf(*x) && *x > 0) ||
+                            (*x >= static_cast<double>(range.min) &&
+                             *x <= static_cast<double>(range.max));
+  if (in) return absl::OkStatus();
+  return BadValue(program, range.flag,
+                  absl::StrCat("not in ", RangeText(*flag, range)));
+}
+
+// A given value of `choice.flag` must be one of its words.
+absl::Status CheckChoice(const Program& program, const Choice& choice) {
+  absl::CommandLineFlag* flag = Find(choice.flag);
+  std::optional<std::string> value;
+  if (flag != nullptr) {
+    if (auto got = flag->TryGet<std::string>()) value = *got;
+  }
+  if (!value.has_value()) {
+    return absl::InternalError(
+        absl::StrCat("choice for --", choice.flag, " names no string flag"));
+  }
+  if (!Given(choice.flag)) return absl::OkStatus();
+  for (const char* word : choice.words) {
+    if (*value == word) return absl::OkStatus();
+  }
+  return BadValue(
+      program, choice.flag,
+      absl::StrCat("expected one of ", absl::StrJoin(choice.words, ", ")));
+}
+
+absl::Status CheckRangesAndChoices(const Program& program) {
   for (const Range& range : program.ranges) {
-    absl::CommandLineFlag* flag = Find(range.flag);
-    const std::optional<int64_t> v =
-        flag == nullptr ? std::nullopt : IntegerValue(*flag);
-    if (!v.has_value()) {
-      return absl::InternalError(
-          absl::StrCat("range for --", range.flag, " names no integer flag"));
-    }
-    if (Given(range.flag) && (*v < range.min || *v > range.max)) {
-      return BadValue(program, range.flag,
-                      absl::StrCat("not in ", RangeText(*flag, range)));
-    }
+    if (absl::Status s = CheckRange(program, range); !s.ok()) return s;
+  }
+  for (const Choice& choice : program.choices) {
+    if (absl::Status s = CheckChoice(program, choice); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -225,7 +267,7 @@ absl::StatusOr<std::vector<std::string>> Parse(const Program& program, int argc,
     }
     if (absl::Status s = SetFlag(program, *flag, value); !s.ok()) return s;
   }
-  if (absl::Status s = CheckRanges(program); !s.ok()) return s;
+  if (absl::Status s = CheckRangesAndChoices(program); !s.ok()) return s;
   return positional;
 }
 
@@ -343,6 +385,56 @@ absl::Status BadValue(const Program& program, absl::string_view name,
 
 bool Given(absl::string_view name) {
   return GivenFlags().count(std::string(name)) != 0;
+}
+
+absl::Status CheckOrder(const Program& program, absl::string_view low,
+                        absl::string_view high) {
+  absl::CommandLineFlag* lo = Find(low);
+  absl::CommandLineFlag* hi = Find(high);
+  const std::optional<int64_t> a =
+      lo == nullptr ? std::nullopt : IntegerValue(*lo);
+  const std::optional<int64_t> b =
+      hi == nullptr ? std::nullopt : IntegerValue(*hi);
+  if (!a.has_value() || !b.has_value()) {
+    return absl::InternalError(absl::StrCat("order of --", low, " and --", high,
+                                            " names no integer flags"));
+  }
+  if (*a <= *b) return absl::OkStatus();
+  return BadValue(program, low,
+                  absl::StrCat("more than ", Spelling(program, high), " (",
+                               FormatBound(*hi, *b), ")"));
+}
+
+absl::Status CheckProduct(const Program& program,
+                          const std::vector<Factor>& factors,
+                          absl::string_view what, int64_t limit,
+                          absl::string_view limit_what) {
+  // Step 1: the product, saturated at overflow.
+  int64_t product = 1;
+  bool overflow = false;
+  std::vector<std::string> terms;
+  for (const Factor& f : factors) {
+    terms.push_back(
+        f.flag != nullptr
+            ? absl::StrCat(Spelling(program, f.flag), " '", f.value, "'")
+            : absl::StrCat(f.value, " (", f.what, ")"));
+    overflow = overflow || f.value < 0 ||
+               __builtin_mul_overflow(product, f.value, &product);
+  }
+  if (!overflow && product <= limit) return absl::OkStatus();
+  // Step 2: the error names every flag of the product.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "flags ", absl::StrJoin(terms, " x "), " = ",
+      overflow ? std::string("more than 2^63") : FormatBytes(product),
+      " bytes for ", what, ", more than ", limit_what, " (", FormatBytes(limit),
+      ")"));
+}
+
+int64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(pages) * page;
 }
 
 int LauncherRank() {

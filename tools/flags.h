@@ -35,12 +35,22 @@ struct Alias {
   const char* flag;
 };
 
-// The values an integer or `ByteSize` flag may take when given: {"page", 1,
-// 4096} makes `--page 0` an error naming the flag and the value.
+// The values an integer, `ByteSize` or floating-point flag may take when
+// given: {"page", 1, 4096} makes `--page 0` an error naming the flag and the
+// value (a floating-point flag also rejects NaN; with `infinite`, "inf" is
+// taken too, as the variables of seconds take it).
 struct Range {
   const char* flag;
   int64_t min;
   int64_t max;
+  bool infinite = false;
+};
+
+// The words a string flag may take when given: {"algo", {"auto", "ring"}}
+// makes `--algo bogus` an error naming the flag, the value and the words.
+struct Choice {
+  const char* flag;
+  std::vector<const char*> words;
 };
 
 struct Program {
@@ -49,7 +59,8 @@ struct Program {
   const char* summary;   // One paragraph printed above the flags.
   std::vector<Alias> aliases;
   const char* footer = "";  // Printed after the flags (environment, ...).
-  std::vector<Range> ranges = {};  // Checked by `Parse`, listed by `Usage`.
+  std::vector<Range> ranges = {};    // Checked by `Parse`, listed by `Usage`.
+  std::vector<Choice> choices = {};  // The same.
 };
 
 // Parses `argv` into the program's Abseil flags and returns the positional
@@ -88,6 +99,31 @@ absl::Status BadValue(const Program& program, absl::string_view name,
 // Whether flag `name` was set on the command line by the last `Parse` (by any
 // spelling).
 bool Given(absl::string_view name);
+
+// Checks that depend on several flags, made after `Parse` and before
+// anything is allocated; errors name every flag involved and its value.
+//
+// `low` must not exceed `high` (two integer or ByteSize flags):
+// "flag --seq-min: bad value '100': more than --seq-max (10)".
+absl::Status CheckOrder(const Program& program, absl::string_view low,
+                        absl::string_view high);
+// One factor of a size: the value of a flag, or a constant (`flag` null,
+// `what` naming it, such as "bytes per float").
+struct Factor {
+  const char* flag;
+  int64_t value;
+  const char* what = "";
+};
+// The product of `factors` (each >= 0) must not overflow and must not
+// exceed `limit` bytes (`limit_what` names it, such as "this host's
+// memory"): "flags --seq '1048576' x --ffn '1048576' x 4 (bytes per float) =
+// 4T bytes for the MLP activations, more than this host's memory (62G)".
+absl::Status CheckProduct(const Program& program,
+                          const std::vector<Factor>& factors,
+                          absl::string_view what, int64_t limit,
+                          absl::string_view limit_what);
+// This host's physical memory in bytes (a large value when unknown).
+int64_t HostMemoryBytes();
 
 // The rank mpirun gave this process (from the launcher's environment, so it
 // is known before MPI_Init), or 0.

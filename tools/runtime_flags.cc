@@ -1,8 +1,10 @@
 #include "tools/runtime_flags.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 ABSL_FLAG(int, devices_per_process, 0,
@@ -13,9 +15,11 @@ ABSL_FLAG(bool, force_interhost, false,
 ABSL_FLAG(std::string, dma_mode, "",
           "async or eager; empty: MESHDMA_DMA_MODE, else async");
 ABSL_FLAG(meshdma::cli::ByteSize, heap_bytes, meshdma::cli::ByteSize{0},
-          "symmetric heap per device; 0: MESHDMA_HEAP_BYTES, else 256M");
+          "symmetric heap per device, 16K..1T; 0: MESHDMA_HEAP_BYTES, else "
+          "256M");
 ABSL_FLAG(double, wait_timeout_s, 0,
-          "wait timeout in seconds; 0: MESHDMA_WAIT_TIMEOUT_S, else 120");
+          "wait timeout in seconds, or inf for none; 0: "
+          "MESHDMA_WAIT_TIMEOUT_S, else 120");
 
 namespace meshdma::cli {
 
@@ -46,15 +50,27 @@ absl::StatusOr<RuntimeOptions> RuntimeOptionsFromFlags(const Program& program) {
     options.dma_mode = mode == "async" ? DmaMode::kAsync : DmaMode::kEager;
   }
   if (Given("heap_bytes")) {
+    // 0 leaves the heap to MESHDMA_HEAP_BYTES; else the runtime's range.
     const int64_t bytes = absl::GetFlag(FLAGS_heap_bytes).bytes;
+    if (bytes != 0 && (bytes < kMinHeapBytes || bytes > kMaxHeapBytes)) {
+      return BadValue(
+          program, "heap_bytes",
+          absl::StrCat("not 0 and not in [", FormatBytes(kMinHeapBytes), ", ",
+                       FormatBytes(kMaxHeapBytes), "]"));
+    }
     if (bytes > 0) options.heap_bytes = bytes;
   }
   if (Given("wait_timeout_s")) {
+    // As MESHDMA_WAIT_TIMEOUT_S: seconds up to 1e9, or inf for no timeout;
+    // 0 leaves it to that variable.
     const double seconds = absl::GetFlag(FLAGS_wait_timeout_s);
-    if (!(seconds >= 0) || seconds > 1e9) {
-      return BadValue(program, "wait_timeout_s", "not in [0, 1e9]");
+    if (std::isinf(seconds) && seconds > 0) {
+      options.wait_timeout = absl::InfiniteDuration();
+    } else if (!(seconds >= 0) || seconds > 1e9) {
+      return BadValue(program, "wait_timeout_s", "not in [0, 1e9] or inf");
+    } else if (seconds > 0) {
+      options.wait_timeout = absl::Seconds(seconds);
     }
-    if (seconds > 0) options.wait_timeout = absl::Seconds(seconds);
   }
   return options;
 }
