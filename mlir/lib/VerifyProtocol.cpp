@@ -468,12 +468,17 @@ class DeviceTracer {
     if (callee.isExternal()) return EscapingOperand(op) >= 0;
     return Communicates(callee);
   }
-  // The first operand of `op` that is a semaphore or a buffer, or -1.
+  // The first operand of `op` that is a semaphore, a buffer or a function
+  // (code that could communicate when called back), or -1.
   static int EscapingOperand(Operation* op) {
     for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
-      if (llvm::isa<SemaphoreType, BaseMemRefType>(t))
+      if (llvm::isa<SemaphoreType, BaseMemRefType, FunctionType>(t))
         return static_cast<int>(i);
     return -1;
+  }
+  static const char* HandleKind(Type t) {
+    if (llvm::isa<SemaphoreType>(t)) return "semaphore";
+    return llvm::isa<FunctionType>(t) ? "function" : "buffer";
   }
 
   // A loop or branch that only computes: skipped when none of its results is
@@ -566,8 +571,8 @@ class DeviceTracer {
     SetResults(op, res);
   }
 
-  // 1. A function without a body must not receive a semaphore or a buffer
-  //    (it could communicate with them); its results are data.
+  // 1. A function without a body must not receive a semaphore, a buffer or
+  //    a function (it could communicate with them); its results are data.
   // 2. A function that only computes and returns nothing is skipped.
   // 3. Otherwise the body is interpreted.
   void ExecCall(func::CallOp call) {
@@ -580,10 +585,7 @@ class DeviceTracer {
     if (callee.isExternal()) {
       if (int i = EscapingOperand(op); i >= 0)
         Fail(op, "unverifiable: 'func.call' hands a " +
-                     llvm::Twine(
-                         llvm::isa<SemaphoreType>(op->getOperand(i).getType())
-                             ? "semaphore"
-                             : "buffer") +
+                     llvm::Twine(HandleKind(op->getOperand(i).getType())) +
                      " (operand #" + llvm::Twine(i) + ") to @" +
                      call.getCallee() +
                      ", a function without a body: the checker cannot see "

@@ -1,7 +1,7 @@
 // The checker proves only what it has seen. An indirect call of a
 // func.constant is followed (the leak inside is found); an indirect call it
-// cannot resolve, a semaphore or a buffer handed to a function without a
-// body, and an unknown op that takes a semaphore are unverifiable, naming
+// cannot resolve, a semaphore, a buffer or a function handed to a function
+// without a body, and an unknown op that takes a semaphore are unverifiable, naming
 // the op.
 // RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=indirect_leak})' \
@@ -19,6 +19,9 @@
 // RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=external_buffer_in_loop})' \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXTBUF
+// RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
+// RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=external_callback})' \
+// RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=CALLBACK
 // RUN: not meshdma-opt %s --mlir-print-op-on-diagnostic=false \
 // RUN:   --pass-pipeline='builtin.module(meshdma-verify-protocol{mesh-shape=2 kernel=cast_semaphore})' \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=CAST
@@ -39,6 +42,7 @@ func.func private @signal_and_wait(%sem: !reg) {
 func.func private @external(%sem: !reg)
 func.func private @external_compute(%buf: memref<4xf32>)
 func.func private @external_pure(%x: i32) -> i32
+func.func private @external_apply(%f: (!reg) -> (), %x: i32)
 
 func.func @indirect_leak() attributes {meshdma.kernel, meshdma.mesh = @ring} {
   // LEAK: escapes.mlir:[[@LINE+1]]:10: error: semaphore #0 (regular) of device 0 holds 1 at exit, the exit contract needs 0 (2 devices)
@@ -94,6 +98,15 @@ func.func @external_buffer_in_loop(%buf: memref<4xf32>) attributes {meshdma.kern
     // EXTBUF: escapes.mlir:[[@LINE+1]]:5: error: unverifiable: 'func.call' hands a buffer (operand #0) to @external_compute, a function without a body: the checker cannot see what it does with it
     func.call @external_compute(%buf) : (memref<4xf32>) -> ()
   }
+  return
+}
+
+// The external function may call the function it is handed.
+func.func @external_callback() attributes {meshdma.kernel, meshdma.mesh = @ring} {
+  %c1 = arith.constant 1 : i32
+  %f = func.constant @signal_only : (!reg) -> ()
+  // CALLBACK: escapes.mlir:[[@LINE+1]]:3: error: unverifiable: 'func.call' hands a function (operand #0) to @external_apply, a function without a body: the checker cannot see what it does with it
+  func.call @external_apply(%f, %c1) : ((!reg) -> (), i32) -> ()
   return
 }
 
