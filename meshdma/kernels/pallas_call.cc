@@ -82,7 +82,9 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
   for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
     const ScratchShape& s = params.scratch_shapes[i];
     if (const auto* b = std::get_if<BufferScratch>(&s)) {
-      bool bad = b->memory_space == MemorySpace::kAny ||
+      // kVmem or kSmem; kAny and values outside the enum are not buffers.
+      bool bad = (b->memory_space != MemorySpace::kVmem &&
+                  b->memory_space != MemorySpace::kSmem) ||
                  b->shape.size() > static_cast<size_t>(kMaxRank);
       for (int64_t d : b->shape) bad = bad || d < 0;
       if (bad) {

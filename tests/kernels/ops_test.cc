@@ -106,6 +106,18 @@ std::vector<float> NaiveMatmul(const std::vector<float>& x,
   return o;
 }
 
+// An Activation outside the enum is an error naming its value, not a matmul
+// without one.
+TEST(MatmulTest, ActivationOutsideTheEnum) {
+  MatmulOptions opts{16, 16, 16, static_cast<Activation>(7)};
+  auto kernel = MatmulKernel(8, 8, 8, opts);
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(kernel.status().message())
+                .find("activation (Activation) 7 is not one of none (0)"),
+            std::string::npos)
+      << kernel.status();
+}
+
 TEST(MatmulTest, ShapesBlocksActivations) {
   RUN_ON_DEVICES({
     struct Case {

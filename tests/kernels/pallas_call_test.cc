@@ -482,6 +482,12 @@ TEST_F(BadInputTest, Messages) {
   p = Base();
   p.scratch_shapes = {VMEM({-1}, DType::kF32)};
   expect(p, {"kernel 'k'", "scratch 0"});
+  // A MemorySpace outside the enum is not a buffer request.
+  p = Base();
+  p.scratch_shapes = {VMEM({4}, DType::kF32)};
+  std::get<BufferScratch>(p.scratch_shapes[0]).memory_space =
+      static_cast<MemorySpace>(9);
+  expect(p, {"kernel 'k'", "scratch 0", "not a valid VMEM/SMEM"});
   p = Base();
   expect(p, {"kernel 'k'", "grid point (1)", "boom"},
          [](const KernelArgs&) -> absl::Status {

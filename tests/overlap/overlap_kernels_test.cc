@@ -148,6 +148,40 @@ TEST(RingAttention, BadShapesNameTheOperand) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// An OverlapMode or SequenceLayout outside its enum is an error naming the
+// value, in every fused kernel, before anything moves.
+TEST(FusedKernels, EnumsOutsideTheEnum) {
+  Runtime& rt = TestRuntime();
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    std::vector<float> q(2 * 8 * 4), o(2 * 8 * 4), x(8 * 8), w(8 * 8);
+    auto qr = *ArrayRef::FromPointer(q.data(), DType::kF32,
+                                     std::vector<int64_t>{2, 8, 4});
+    auto orf = *ArrayRef::FromPointer(o.data(), DType::kF32,
+                                      std::vector<int64_t>{2, 8, 4});
+    auto xr = *ArrayRef::FromPointer(x.data(), DType::kF32,
+                                     std::vector<int64_t>{8, 8});
+    auto wr = *ArrayRef::FromPointer(w.data(), DType::kF32,
+                                     std::vector<int64_t>{8, 8});
+    const auto bad_mode = static_cast<OverlapMode>(11);
+    auto expect = [](const absl::Status& st, const std::string& needle) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_NE(std::string(st.message()).find(needle), std::string::npos)
+          << st;
+    };
+    expect(RingAttention(qr, qr, qr, orf, {.mode = bad_mode}),
+           "options.mode (OverlapMode) 11 is not one of");
+    expect(RingAttention(qr, qr, qr, orf,
+                         {.layout = static_cast<SequenceLayout>(3)}),
+           "options.layout (SequenceLayout) 3 is not one of");
+    expect(AllGatherMatmul(xr, wr, xr, {.mode = bad_mode}),
+           "kernel 'all_gather_matmul': options.mode (OverlapMode) 11");
+    expect(MatmulReduceScatter(xr, wr, xr, {.mode = bad_mode}),
+           "kernel 'matmul_reduce_scatter': options.mode (OverlapMode) 11");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 class CollectiveMatmulTest : public ::testing::TestWithParam<OverlapMode> {};
 
 TEST_P(CollectiveMatmulTest, AllGatherMatmulMatchesUnsharded) {

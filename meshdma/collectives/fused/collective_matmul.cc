@@ -45,6 +45,7 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
                              const ArrayRef& out,
                              const CollectiveMatmulOptions& o) {
   constexpr absl::string_view kName = "all_gather_matmul";
+  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode(kName, o.mode));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
@@ -118,6 +119,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
                                  const ArrayRef& out,
                                  const CollectiveMatmulOptions& o) {
   constexpr absl::string_view kName = "matmul_reduce_scatter";
+  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode(kName, o.mode));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
   MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));

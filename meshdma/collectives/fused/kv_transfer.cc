@@ -109,6 +109,7 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
     return absl::InvalidArgumentError(
         absl::StrCat("kernel 'kv_transfer': ", parts...));
   };
+  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode("kv_transfer", o.mode));
   MESHDMA_ASSIGN_OR_RETURN(int role, axis_index(o.role_axis));
   MESHDMA_ASSIGN_OR_RETURN(int roles, axis_size(o.role_axis));
   if (roles != 2) {

@@ -16,6 +16,8 @@
 #ifndef MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
 #define MESHDMA_COLLECTIVES_FUSED_OVERLAP_H_
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace meshdma {
@@ -39,6 +41,23 @@ inline absl::string_view OverlapModeName(OverlapMode mode) {
       return "communication-only";
   }
   return "?";
+}
+
+// OK when `mode` is one of the enumerators (not an integer cast to the
+// enum), else InvalidArgument naming `kernel` and the value. Every fused
+// kernel checks its mode with it at entry.
+inline absl::Status CheckOverlapMode(absl::string_view kernel,
+                                     OverlapMode mode) {
+  if (static_cast<int>(mode) >= 0 &&
+      static_cast<int>(mode) <=
+          static_cast<int>(OverlapMode::kCommunicationOnly)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "kernel '", kernel, "': options.mode (OverlapMode) ",
+      static_cast<int>(mode),
+      " is not one of overlapped (0), sequential (1), compute-only (2), "
+      "communication-only (3)"));
 }
 
 inline bool Computes(OverlapMode mode) {

@@ -47,7 +47,13 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
     return absl::InvalidArgumentError(
         absl::StrCat("kernel 'ring_attention': ", parts...));
   };
-  // Step 0: check the operands.
+  // Step 0: check the options' enums and the operands.
+  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode("ring_attention", o.mode));
+  if (o.layout != SequenceLayout::kContiguous &&
+      o.layout != SequenceLayout::kZigZag) {
+    return err("options.layout (SequenceLayout) ", static_cast<int>(o.layout),
+               " is not one of kContiguous (0), kZigZag (1)");
+  }
   const std::pair<const char*, const ArrayRef*> operands[] = {
       {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}};
   for (const auto& [name, a] : operands) {

@@ -40,6 +40,12 @@ float ApplyActivation(Activation a, float v) {
 
 absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
                                     const MatmulOptions& o) {
+  if (ActivationName(o.activation) == "?") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'matmul': activation (Activation) ",
+                     static_cast<int>(o.activation),
+                     " is not one of none (0), relu (1), gelu (2), silu (3)"));
+  }
   if (o.block_m <= 0 || o.block_n <= 0 || o.block_k <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel 'matmul': block sizes (", o.block_m, ", ",
