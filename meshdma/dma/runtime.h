@@ -105,6 +105,11 @@ enum class RemoteTransport {
 inline constexpr char kRemoteTransportEnv[] = "MESHDMA_REMOTE_TRANSPORT";
 // Overrides tcp_congestion: a congestion control's name, or "system".
 inline constexpr char kTcpCongestionEnv[] = "MESHDMA_TCP_CONGESTION";
+// "auto" or "dma": the rows of the collectives' channels
+// (collectives/internal/channel.h). Read there, and checked by
+// `Runtime::Create` so that a bad value fails at once in every program, also
+// one that never uses a channel.
+inline constexpr char kChannelProtocolEnv[] = "MESHDMA_CHANNEL_PROTOCOL";
 // Overrides cross_memory_attach: 1/true/yes or 0/false/no.
 inline constexpr char kCrossMemoryEnv[] = "MESHDMA_CROSS_MEMORY";
 

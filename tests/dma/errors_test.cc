@@ -268,6 +268,12 @@ TEST(RuntimeLifecycleTest, OptionEnumsAndHeapSizeAreNamed) {
                 HasSubstr(absl::StrCat("MESHDMA_HEAP_BYTES='", bad, "'")));
   }
   unsetenv(kHeapBytesEnv);
+  // A variable that only the collectives read is checked at Create too.
+  setenv(kChannelProtocolEnv, "bogus", 1);
+  rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  unsetenv(kChannelProtocolEnv);
+  EXPECT_THAT(rt.status().message(),
+              HasSubstr("MESHDMA_CHANNEL_PROTOCOL='bogus' is not one of auto"));
   RuntimeOptions small = testing::TierOptions(DmaMode::kAsync);
   small.heap_bytes = kMinHeapBytes - 1;
   rt = Runtime::Create(small);

@@ -53,7 +53,7 @@ AsyncCopyDescriptor WaitFor(const ArrayRef& bytes_view, Semaphore send_sem,
 absl::StatusOr<bool> UseFlaggedRows(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(
       std::optional<std::string> protocol,
-      base_internal::EnvChoice("MESHDMA_CHANNEL_PROTOCOL", {"auto", "dma"}));
+      base_internal::EnvChoice(kChannelProtocolEnv, {"auto", "dma"}));
   if (protocol.value_or("auto") == "dma") return false;
   for (int j = 0; j < g.size(); ++j) {
     if (j == g.index) continue;

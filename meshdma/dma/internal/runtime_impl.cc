@@ -174,6 +174,8 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   remote_choice_ = Resolve(options_.remote_transport, remote_from_env,
                            RemoteTransport::kAuto);
+  MESHDMA_RETURN_IF_ERROR(
+      EnvChoice(kChannelProtocolEnv, {"auto", "dma"}).status());
   if (options_.tcp_congestion.has_value()) {
     tcp_congestion_asked_ = *options_.tcp_congestion;
     tcp_congestion_source_ = "RuntimeOptions::tcp_congestion";
