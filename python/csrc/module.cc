@@ -9,6 +9,7 @@
 #include <chrono>
 #include <vector>
 
+#include "python/csrc/fused_ops.h"
 #include "python/csrc/process_group_meshdma.h"
 
 namespace py = pybind11;
@@ -28,6 +29,18 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"),
            py::arg("timeout"), py::arg("launch_ranks") = std::vector<int>{},
            py::call_guard<py::gil_scoped_release>());
+  // The fused kernels (fused_ops.h); the GIL is released while the device
+  // runs them.
+  m.def("_all_gather_matmul", &meshdma::torch_backend::AllGatherMatmul,
+        py::arg("group"), py::arg("x"), py::arg("w"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_matmul_reduce_scatter", &meshdma::torch_backend::MatmulReduceScatter,
+        py::arg("group"), py::arg("x"), py::arg("w"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_ring_attention", &meshdma::torch_backend::RingAttention,
+        py::arg("group"), py::arg("q"), py::arg("k"), py::arg("v"),
+        py::arg("causal"), py::arg("sm_scale"), py::arg("layout"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("_heap_bytes", &meshdma::torch_backend::AllocateHeapTensor,
         py::arg("nbytes"),
         "A uint8 tensor of nbytes in this process's symmetric heap");

@@ -325,6 +325,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
       rank_, type, name, std::move(completion), std::move(outputs));
 }
 
+absl::Status ProcessGroupMeshdma::RunCollectiveKernel(
+    const char* name, std::function<absl::Status()> kernel) {
+  if (!members_.whole) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "meshdma.", name, " on rank ", rank_, ": the group of ", size_,
+        " ranks is not the launch (", server_->size(),
+        " ranks in launch order); meshdma's fused kernels run over the "
+        "whole launch"));
+  }
+  ++calls_;
+  return server_->Call(std::move(kernel));
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   CheckOne(tensors, "broadcast", rank_);

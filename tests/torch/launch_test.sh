@@ -4,10 +4,14 @@
 # nodes of one machine (forced apart, so meshdma's TCP path carries the
 # data), and mpirun (torch's env:// filled from MPI's variables).
 #   launch_test.sh MODE PROGRAM PYTHON [MPIEXEC FLAGS...]
-# MODE: torchrun | nnodes2 | mpirun. Passes when every rank prints OK.
+# MODE: torchrun | nnodes2 | mpirun. Passes when every rank prints
+# LAUNCH_EXPECT (default: the README program's OK line); LAUNCH_ARGS are the
+# program's arguments.
 set -euo pipefail
 mode=$1 program=$2 python=$3
 shift 3
+expect=${LAUNCH_EXPECT:-all_reduce and all_gather OK}
+read -r -a args <<<"${LAUNCH_ARGS:-}"
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -17,20 +21,21 @@ run=("$python" -m torch.distributed.run --redirects 1 --tee 1)
 case "$mode" in
   torchrun)
     "${run[@]}" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port" \
-      "$program" >"$log" 2>&1 ;;
+      "$program" "${args[@]}" >"$log" 2>&1 ;;
   nnodes2)
     for node in 0 1; do
       MESHDMA_FORCE_INTERHOST=1 MESHDMA_DEBUG=INFO MESHDMA_DEBUG_SUBSYS=transport "${run[@]}" --nnodes 2 --node_rank "$node" \
         --nproc_per_node 1 --master_addr 127.0.0.1 --master_port "$port" \
-        "$program" >>"$log" 2>&1 &
+        "$program" "${args[@]}" >>"$log" 2>&1 &
     done
     wait ;;
   mpirun)
-    "$@" -np 2 -x MASTER_PORT="$port" "$python" "$program" >"$log" 2>&1 ;;
+    "$@" -np 2 -x MASTER_PORT="$port" "$python" "$program" "${args[@]}" \
+      >"$log" 2>&1 ;;
   *) echo "launch_test.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 cat "$log"
-oks=$(grep -c "all_reduce and all_gather OK" "$log" || true)
+oks=$(grep -c "$expect" "$log" || true)
 if [ "$oks" -ne 2 ]; then
   echo "launch_test.sh $mode: $oks of 2 ranks said OK" >&2
   exit 1

@@ -42,9 +42,12 @@ if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
 
 from meshdma.torch.kernels import flash_attention, paged_attention  # noqa: E402
+from meshdma.torch.fused import (  # noqa: E402
+    all_gather_matmul, matmul_reduce_scatter, ring_attention)
 
 __all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros",
-           "flash_attention", "paged_attention"]
+           "flash_attention", "paged_attention", "all_gather_matmul",
+           "matmul_reduce_scatter", "ring_attention"]
 
 
 def empty(*size, dtype=torch.float32):

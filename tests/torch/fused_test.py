@@ -1,0 +1,141 @@
+"""meshdma.torch's fused communication kernels against torch's unfused
+computation, on ranks started by torch.multiprocessing (FileStore, no MPI).
+
+Every rank rebuilds every rank's inputs from seeds, so each checks its
+result against torch on the whole problem: all_gather_matmul against
+torch.cat(x blocks) @ w, matmul_reduce_scatter against the rows of the sum
+of the partial products, ring_attention (contiguous and zig-zag layouts,
+causal or not, MQA) against attention over the whole sequence. Also: bad
+arguments raise on the rank before anything runs, a group that is not the
+launch is refused, and the group serves after both.
+
+Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/fused_test.py
+(MESHDMA_TORCH_TEST_WORLD=4 for four ranks).
+"""
+import os
+import tempfile
+import traceback
+import unittest
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import meshdma.torch
+
+WORLD = int(os.environ.get("MESHDMA_TORCH_TEST_WORLD", "2"))
+
+
+def rand(seed, *shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def close(got, want, what, tol=1e-4):
+    err = (got.double() - want.double()).abs().max().item()
+    assert got.shape == want.shape, f"{what}: {tuple(got.shape)} vs {tuple(want.shape)}"
+    assert err < tol, f"{what}: max error {err}"
+
+
+def attention(q, k, v, causal, scale):
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    logits = torch.matmul(q.double(), k.double().transpose(-1, -2)) * scale
+    if causal:
+        n = q.shape[2]
+        logits = logits.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.matmul(torch.softmax(logits, dim=-1), v.double())
+
+
+def rows_of(rank, world, seq, layout):
+    """The global rows rank holds in `layout`."""
+    if layout == "contiguous":
+        per = seq // world
+        return list(range(rank * per, (rank + 1) * per))
+    chunk = seq // (2 * world)
+    return [r for c in (rank, 2 * world - 1 - rank)
+            for r in range(c * chunk, (c + 1) * chunk)]
+
+
+def check_collective_matmuls(rank, world):
+    m, k, n_out = 12 * world, 40, 24
+    xs = [rand(10 + r, m // world, k) for r in range(world)]
+    w = rand(1, k, n_out)
+    got = meshdma.torch.all_gather_matmul(xs[rank], w)
+    close(got, torch.cat(xs) @ w, "all_gather_matmul")
+    xs = [rand(20 + r, m, k // world) for r in range(world)]
+    ws = [rand(30 + r, k // world, n_out) for r in range(world)]
+    got = meshdma.torch.matmul_reduce_scatter(xs[rank], ws[rank])
+    total = sum(x @ w for x, w in zip(xs, ws))
+    per = m // world
+    close(got, total[rank * per:(rank + 1) * per], "matmul_reduce_scatter")
+
+
+def check_ring_attention(rank, world):
+    batch, heads, kv_heads, seq, d = 2, 4, 2, 16 * world, 16
+    q, k, v = rand(40, batch, heads, seq, d), rand(41, batch, kv_heads, seq, d), \
+        rand(42, batch, kv_heads, seq, d)
+    for layout, causal in [("contiguous", False), ("contiguous", True), ("zigzag", True)]:
+        rows = rows_of(rank, world, seq, layout)
+        got = meshdma.torch.ring_attention(q[:, :, rows], k[:, :, rows], v[:, :, rows],
+                                           causal=causal, layout=layout)
+        want = attention(q, k, v, causal, d ** -0.5)[:, :, rows]
+        close(got, want, f"ring_attention {layout} causal={causal}")
+
+
+def check_refusals(rank, world):
+    w = torch.ones(8, 4)
+    for call, error, text in [
+            (lambda: meshdma.torch.all_gather_matmul(torch.ones(2, 8, dtype=torch.float64), w),
+             TypeError, "'x' is Double"),
+            (lambda: meshdma.torch.all_gather_matmul(torch.ones(2, 7), w),
+             ValueError, "x's columns must be w's rows"),
+            (lambda: meshdma.torch.matmul_reduce_scatter(torch.ones(2 * world + 1, 8), w),
+             ValueError, f"multiple of the group's {world} ranks"),
+            (lambda: meshdma.torch.ring_attention(*[torch.ones(1, 2, 4, 8)] * 3, layout="spiral"),
+             ValueError, "layout 'spiral'")]:
+        try:
+            call()
+            raise AssertionError(f"accepted: {text}")
+        except error as e:
+            assert text in str(e) and f"rank {rank}" in str(e) or "layout" in text, str(e)
+    part = dist.new_group([0])
+    if rank == 0:
+        try:
+            meshdma.torch.all_gather_matmul(torch.ones(2, 8), w, group=part)
+            raise AssertionError("a group that is not the launch was accepted")
+        except RuntimeError as e:
+            assert "is not the launch" in str(e), str(e)
+    # The group still serves.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [world] * 3
+
+
+def run_checks(rank, world, store_path, failures):
+    try:
+        dist.init_process_group("meshdma", store=dist.FileStore(store_path, world),
+                                rank=rank, world_size=world)
+        for check in (check_collective_matmuls, check_ring_attention, check_refusals):
+            check(rank, world)
+        dist.destroy_process_group()
+    except Exception:
+        failures.put(f"rank {rank}: {traceback.format_exc()}")
+        raise
+
+
+class FusedTest(unittest.TestCase):
+    def test_fused_kernels_against_torch(self):
+        failures = mp.get_context("spawn").SimpleQueue()
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                mp.spawn(run_checks, args=(WORLD, os.path.join(tmp, "store"), failures),
+                         nprocs=WORLD, join=True)
+            except Exception:
+                msgs = []
+                while not failures.empty():
+                    msgs.append(failures.get())
+                self.fail("\n".join(msgs) or "a rank failed")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
