@@ -274,6 +274,17 @@ TEST(RuntimeLifecycleTest, OptionEnumsAndHeapSizeAreNamed) {
   unsetenv(kChannelProtocolEnv);
   EXPECT_THAT(rt.status().message(),
               HasSubstr("MESHDMA_CHANNEL_PROTOCOL='bogus' is not one of auto"));
+  // So is a TCP congestion control the kernel refuses, without TCP.
+  setenv(kTcpCongestionEnv, "meshdma-none", 1);
+  rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  EXPECT_THAT(
+      rt.status().message(),
+      HasSubstr("MESHDMA_TCP_CONGESTION=meshdma-none: the kernel refused it"));
+  setenv(kTcpCongestionEnv, "system", 1);
+  rt = Runtime::Create(testing::TierOptions(DmaMode::kAsync));
+  EXPECT_TRUE(rt.ok()) << rt.status();
+  rt = absl::InternalError("released");
+  unsetenv(kTcpCongestionEnv);
   RuntimeOptions small = testing::TierOptions(DmaMode::kAsync);
   small.heap_bytes = kMinHeapBytes - 1;
   rt = Runtime::Create(small);

@@ -183,6 +183,10 @@ absl::Status RuntimeImpl::ReadOptions() {
     tcp_congestion_asked_ = *env;
     tcp_congestion_source_ = kTcpCongestionEnv;
   }
+  // A named congestion control the kernel refuses is an error at once, also
+  // in a launch that will not use TCP (uniform on every process of a host).
+  MESHDMA_RETURN_IF_ERROR(CheckTcpCongestion(
+      TcpCongestion{tcp_congestion_asked_, tcp_congestion_source_}));
 
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.

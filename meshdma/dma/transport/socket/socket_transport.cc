@@ -1075,6 +1075,11 @@ class FdCloser {
 
 }  // namespace
 
+absl::Status CheckTcpCongestion(const TcpCongestion& congestion) {
+  if (congestion.name.empty()) return absl::OkStatus();
+  return CongestionControl(congestion).status();
+}
+
 absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     TransportHost* host, ProcessGroup& processes, bool one_machine,
     absl::Duration timeout, const TcpCongestion& asked) {

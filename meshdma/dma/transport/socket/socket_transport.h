@@ -66,6 +66,11 @@ struct TcpCongestion {
   std::string source;
 };
 
+// OK when the kernel takes `congestion` (or it is empty or "system"), else
+// the InvalidArgument naming its source. `Runtime::Create` checks a named one
+// on every process, also where no connection will use it.
+absl::Status CheckTcpCongestion(const TcpCongestion& congestion);
+
 // True when this host has an RDMA device (a non-empty /sys/class/infiniband):
 // there MPI's path between hosts is not TCP, and the default remote
 // transport is MPI's.
