@@ -183,6 +183,13 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
       return absl::InvalidArgumentError(errors);
   }
 
+  if (options.verify_protocol) {
+    mlir::PassManager pm(ctx.get());
+    pm.addPass(ir::CreateVerifyProtocolPass());
+    if (mlir::failed(pm.run(*module)))
+      return absl::FailedPreconditionError(errors);
+  }
+
   auto impl = std::make_unique<Impl>();
   bool bad_signature = false;
   module->walk([&](mlir::func::FuncOp f) {

@@ -10,6 +10,8 @@
 // error is its caller's alone: it raises (ValueError for shapes and values,
 // TypeError for dtypes, with the kernel's message) and leaves the device,
 // and any process group on it, serving.
+#include "python/csrc/kernel_ops.h"
+
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
@@ -24,11 +26,7 @@
 #include "python/csrc/process_device.h"
 
 namespace meshdma::torch_backend {
-namespace {
 
-using OptionalTensor = c10::optional<at::Tensor>;
-
-// Runs `kernel` on the process's device; its failure raises here.
 void RunKernel(const std::function<absl::Status()>& kernel) {
   absl::StatusOr<std::shared_ptr<DeviceServer>> device = KernelDevice();
   TORCH_CHECK(device.ok(), device.status().message());
@@ -43,16 +41,40 @@ void RunKernel(const std::function<absl::Status()>& kernel) {
   TORCH_CHECK_VALUE(result.ok(), result.message());
 }
 
-// A contiguous CPU tensor's memory, as the kernels take it.
-ArrayRef ViewOf(const at::Tensor& t) {
+at::ScalarType TorchDType(DType t) {
+  switch (t) {
+    case DType::kU8:
+      return at::kByte;
+    case DType::kI32:
+      return at::kInt;
+    case DType::kI64:
+      return at::kLong;
+    case DType::kF16:
+      return at::kHalf;
+    case DType::kBF16:
+      return at::kBFloat16;
+    case DType::kF32:
+      return at::kFloat;
+    case DType::kF64:
+      return at::kDouble;
+  }
+  TORCH_CHECK_TYPE(false, "meshdma: dtype ", DTypeName(t),
+                   " has no torch dtype");
+}
+
+ArrayRef KernelView(const at::Tensor& t) {
   absl::StatusOr<DType> dtype = DTypeOfTensor(t);
-  TORCH_CHECK_TYPE(dtype.ok(), dtype.status().message());
+  TORCH_CHECK_TYPE(dtype.ok(), "meshdma: ", dtype.status().message());
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   absl::StatusOr<ArrayRef> ref =
       ArrayRef::FromPointer(t.data_ptr(), *dtype, shape);
   TORCH_CHECK_VALUE(ref.ok(), ref.status().message());
   return *ref;
 }
+
+namespace {
+
+using OptionalTensor = c10::optional<at::Tensor>;
 
 void CheckCpu(const at::Tensor& t, const char* op, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), "meshdma.", op, ": '", name,
@@ -111,13 +133,13 @@ struct Masks {
     if (q_seg.has_value()) {
       q_segment_ids = Int32(*q_seg, "flash_attention", "q_segment_ids");
       kv_segment_ids = Int32(*kv_seg, "flash_attention", "kv_segment_ids");
-      q_view = ViewOf(q_segment_ids);
-      kv_view = ViewOf(kv_segment_ids);
+      q_view = KernelView(q_segment_ids);
+      kv_view = KernelView(kv_segment_ids);
     }
     if (bias.has_value()) {
       CheckCpu(*bias, "flash_attention", "ab");
       ab = bias->to(at::kFloat).contiguous();
-      ab_view = ViewOf(ab);
+      ab_view = KernelView(ab);
     }
   }
   FlashAttentionMasks Get() const {
@@ -157,11 +179,11 @@ std::tuple<at::Tensor, at::Tensor> FlashForward(
   at::Tensor out = at::empty_like(qc);
   at::Tensor lse = at::empty({q.size(0), q.size(1), q.size(2)},
                              qc.options().dtype(at::kFloat));
-  const ArrayRef lse_view = ViewOf(lse);
+  const ArrayRef lse_view = KernelView(lse);
   RunKernel([&] {
-    return FlashAttention(ViewOf(qc), ViewOf(kc), ViewOf(vc), ViewOf(out),
-                          FlashOptions(causal, sm_scale), &lse_view,
-                          masks.Get());
+    return FlashAttention(KernelView(qc), KernelView(kc), KernelView(vc),
+                          KernelView(out), FlashOptions(causal, sm_scale),
+                          &lse_view, masks.Get());
   });
   return {out.to(q.scalar_type()), lse};
 }
@@ -185,10 +207,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> FlashBackward(
   at::Tensor dq = at::empty_like(qc), dk = at::empty_like(kc),
              dv = at::empty_like(vc);
   RunKernel([&] {
-    return FlashAttentionBackward(ViewOf(qc), ViewOf(kc), ViewOf(vc),
-                                  ViewOf(oc), ViewOf(dout), ViewOf(lse_c),
-                                  ViewOf(dq), ViewOf(dk), ViewOf(dv),
-                                  FlashOptions(causal, sm_scale), masks.Get());
+    return FlashAttentionBackward(
+        KernelView(qc), KernelView(kc), KernelView(vc), KernelView(oc),
+        KernelView(dout), KernelView(lse_c), KernelView(dq), KernelView(dk),
+        KernelView(dv), FlashOptions(causal, sm_scale), masks.Get());
   });
   const at::ScalarType t = q.scalar_type();
   return {dq.to(t), dk.to(t), dv.to(t)};
@@ -284,8 +306,9 @@ at::Tensor PagedAttentionOp(const at::Tensor& q, const at::Tensor& k_pages,
   }
   at::Tensor out = at::empty_like(qc);
   RunKernel([&] {
-    return PagedAttention(ViewOf(qc), ViewOf(kc), ViewOf(vc), ViewOf(lens),
-                          ViewOf(table), ViewOf(out), o);
+    return PagedAttention(KernelView(qc), KernelView(kc), KernelView(vc),
+                          KernelView(lens), KernelView(table), KernelView(out),
+                          o);
   });
   return out.to(q.scalar_type());
 }

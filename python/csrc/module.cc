@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "python/csrc/fused_ops.h"
+#include "python/csrc/make_kernel.h"
 #include "python/csrc/process_group_meshdma.h"
 
 namespace py = pybind11;
@@ -41,6 +42,21 @@ PYBIND11_MODULE(_C, m) {
         py::arg("group"), py::arg("q"), py::arg("k"), py::arg("v"),
         py::arg("causal"), py::arg("sm_scale"), py::arg("layout"),
         py::call_guard<py::gil_scoped_release>());
+  // make_kernel's kernels (make_kernel.h).
+  m.def("_call_registered_op", &meshdma::torch_backend::CallRegisteredOp,
+        py::arg("name"), py::arg("inputs"), py::arg("attrs"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_registered_ops", &meshdma::torch_backend::RegisteredOpDocs);
+#ifdef MESHDMA_TORCH_WITH_JIT
+  using meshdma::torch_backend::DialectKernel;
+  py::class_<DialectKernel, std::shared_ptr<DialectKernel>>(m, "_DialectKernel")
+      .def(py::init(&DialectKernel::Compile), py::arg("source"),
+           py::arg("name"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("name", &DialectKernel::name)
+      .def("signature", &DialectKernel::signature)
+      .def("run", &DialectKernel::Run, py::arg("group"), py::arg("args"),
+           py::call_guard<py::gil_scoped_release>());
+#endif
   m.def("_heap_bytes", &meshdma::torch_backend::AllocateHeapTensor,
         py::arg("nbytes"),
         "A uint8 tensor of nbytes in this process's symmetric heap");

@@ -35,6 +35,11 @@ struct JitOptions {
   // Run meshdma-expand-collectives first: ppermute and all_gather over one
   // axis become ring kernels of DMAs and semaphores instead of runtime calls.
   bool expand_collectives = false;
+  // Prove every kernel's semaphore protocol first (meshdma-verify-protocol
+  // with its defaults, for the kernel's mesh): a kernel the checker rejects
+  // or cannot verify fails Compile with FailedPrecondition carrying the
+  // checker's diagnostics, and is never compiled.
+  bool verify_protocol = false;
   // LLVM optimisation level of the generated code.
   int opt_level = 3;
 };

@@ -41,12 +41,14 @@ def _create_process_group(store, rank, size, timeout):
 if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, _create_process_group)
 
-from meshdma.torch.kernels import flash_attention, paged_attention  # noqa: E402
+from meshdma.torch.kernels import (  # noqa: E402
+    flash_attention, make_kernel, paged_attention, registered_ops)
 from meshdma.torch.fused import (  # noqa: E402
     all_gather_matmul, matmul_reduce_scatter, ring_attention)
 
 __all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros",
-           "flash_attention", "paged_attention", "all_gather_matmul",
+           "flash_attention", "paged_attention", "make_kernel", "registered_ops",
+           "all_gather_matmul",
            "matmul_reduce_scatter", "ring_attention"]
 
 

@@ -10,7 +10,7 @@ message.
 """
 import torch
 
-import meshdma.torch._C  # noqa: F401  registers torch.ops.meshdma
+from meshdma.torch import _C  # registers torch.ops.meshdma
 
 
 def flash_attention(q, k, v, causal=False, q_segment_ids=None,
@@ -53,3 +53,63 @@ def paged_attention(q, k_pages, v_pages, lengths, page_indices,
         q, k_pages, v_pages, lengths, page_indices,
         int(pages_per_compute_block),
         None if attn_logits_soft_cap is None else float(attn_logits_soft_cap))
+
+
+_compiled = {}
+
+
+def _dialect_kernel(source, name):
+    """The compiled kernel of `source` (once per process and text)."""
+    if not hasattr(_C, "_DialectKernel"):
+        raise RuntimeError("meshdma.make_kernel: this build of meshdma has no "
+                           "MLIR JIT (configure with MESHDMA_WITH_MLIR=ON)")
+    key = (source, name or "")
+    if key not in _compiled:
+        _compiled[key] = _C._DialectKernel(source, name or "")
+    return _compiled[key]
+
+
+def make_kernel(kernel, output_shape_dtype_fn, *, name=None, group=None, **attrs):
+    """A torch callable from a meshdma kernel, as PyTorch/XLA's
+    ``make_kernel_from_pallas(kernel, output_shape_dtype_fn)``.
+
+    ``kernel`` is either the name of an op of meshdma's registry
+    (``registered_ops()``: matmul, softmax, flash_attention, ...; ``attrs``
+    are its attributes), run on this rank's inputs on this process's meshdma
+    device; or the text of a module in meshdma's MLIR dialect, whose kernel
+    (``name``, or the module's only one) is proved by meshdma's protocol
+    checker for the module's mesh and compiled by the JIT once per process:
+    a checker's refusal raises ``ValueError`` with its diagnostics, and
+    nothing runs. A dialect kernel runs SPMD on every rank of ``group`` (a
+    meshdma process group of the whole launch; default: the default group),
+    a collective: every rank calls it with inputs of the same shapes.
+
+    ``output_shape_dtype_fn(*inputs)`` returns a list of ``(shape, dtype)``,
+    one per output. The callable takes the kernel's inputs as tensors and
+    returns its output (a tuple for several). A dialect kernel's memref
+    arguments are its inputs, then its outputs; outputs start zeroed.
+    """
+    is_dialect = "func.func" in kernel
+    compiled = _dialect_kernel(kernel, name) if is_dialect else None
+
+    def call(*inputs):
+        specs = [(tuple(shape), dtype) for shape, dtype in output_shape_dtype_fn(*inputs)]
+        if compiled is None:
+            outputs = _C._call_registered_op(kernel, list(inputs), attrs)
+            got = [(tuple(o.shape), o.dtype) for o in outputs]
+            if got != specs:
+                raise ValueError(f"meshdma.make_kernel('{kernel}'): the op gives "
+                                 f"{got}; output_shape_dtype_fn says {specs}")
+        else:
+            from meshdma.torch.fused import _meshdma_group
+            outputs = [torch.zeros(shape, dtype=dtype) for shape, dtype in specs]
+            compiled.run(_meshdma_group(group, "make_kernel"), list(inputs) + outputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    call.__name__ = compiled.name if compiled is not None else kernel
+    return call
+
+
+def registered_ops():
+    """The ops of meshdma's registry, by name, with their documentation."""
+    return dict(_C._registered_ops())
