@@ -13,15 +13,13 @@ Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/fused_test.py
 (MESHDMA_TORCH_TEST_WORLD=4 for four ranks).
 """
 import os
-import tempfile
-import traceback
 import unittest
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import meshdma.torch
+from ranks import run_ranks
 
 WORLD = int(os.environ.get("MESHDMA_TORCH_TEST_WORLD", "2"))
 
@@ -111,30 +109,14 @@ def check_refusals(rank, world):
     assert t.tolist() == [world] * 3
 
 
-def run_checks(rank, world, store_path, failures):
-    try:
-        dist.init_process_group("meshdma", store=dist.FileStore(store_path, world),
-                                rank=rank, world_size=world)
-        for check in (check_collective_matmuls, check_ring_attention, check_refusals):
-            check(rank, world)
-        dist.destroy_process_group()
-    except Exception:
-        failures.put(f"rank {rank}: {traceback.format_exc()}")
-        raise
+def run_checks(rank, world):
+    for check in (check_collective_matmuls, check_ring_attention, check_refusals):
+        check(rank, world)
 
 
 class FusedTest(unittest.TestCase):
     def test_fused_kernels_against_torch(self):
-        failures = mp.get_context("spawn").SimpleQueue()
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                mp.spawn(run_checks, args=(WORLD, os.path.join(tmp, "store"), failures),
-                         nprocs=WORLD, join=True)
-            except Exception:
-                msgs = []
-                while not failures.empty():
-                    msgs.append(failures.get())
-                self.fail("\n".join(msgs) or "a rank failed")
+        run_ranks(self, run_checks, WORLD)
 
 
 if __name__ == "__main__":

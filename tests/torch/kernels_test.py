@@ -9,17 +9,13 @@ whose collectives still work after a kernel refused its input.
 
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/kernels_test.py
 """
-import os
-import tempfile
-import traceback
 import unittest
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-import meshdma.torch
 from meshdma.torch import flash_attention, paged_attention
+from ranks import run_ranks
 
 
 def reference_attention(q, k, v, causal=False, q_segment_ids=None,
@@ -224,42 +220,32 @@ class PagedAttentionTest(unittest.TestCase):
             paged_attention(q, k_pages, v_pages, lengths, page_indices, 2, attn_logits_soft_cap=-1.0)
 
 
-def run_on_group(rank, world, store_path, failures):
+def run_on_group(rank, world, store_path):
     """The kernels on the process's own device, then on the process
-    group's (which replaces it), next to its collectives."""
+    group's (which replaces it), next to its collectives; rank 0 alone
+    calls one."""
+    q, k, v = qkv(1, 2, 2, 24, 24, 8, seed=rank)
+    flash_attention(q, k, v)
+    dist.init_process_group("meshdma", store=dist.FileStore(store_path, world),
+                            rank=rank, world_size=world)
+    got = flash_attention(q, k, v, causal=True)
+    assert (got.double() - reference_attention(q, k, v, causal=True)).abs().max() < 2e-5
     try:
-        q, k, v = qkv(1, 2, 2, 24, 24, 8, seed=rank)
+        flash_attention(q[0], k, v)
+        raise AssertionError("a 3-D q was accepted")
+    except ValueError:
+        pass
+    if rank == 0:
         flash_attention(q, k, v)
-        dist.init_process_group("meshdma", store=dist.FileStore(store_path, world),
-                                rank=rank, world_size=world)
-        got = flash_attention(q, k, v, causal=True)
-        assert (got.double() - reference_attention(q, k, v, causal=True)).abs().max() < 2e-5
-        try:
-            flash_attention(q[0], k, v)
-            raise AssertionError("a 3-D q was accepted")
-        except ValueError:
-            pass
-        t = torch.full((4,), float(rank + 1))
-        dist.all_reduce(t)
-        assert t.tolist() == [world * (world + 1) / 2] * 4, t
-        dist.destroy_process_group()
-    except Exception:
-        failures.put(f"rank {rank}: {traceback.format_exc()}")
-        raise
+    t = torch.full((4,), float(rank + 1))
+    dist.all_reduce(t)
+    assert t.tolist() == [world * (world + 1) / 2] * 4, t
+    dist.destroy_process_group()
 
 
 class OnAProcessGroupTest(unittest.TestCase):
     def test_kernels_share_the_groups_device(self):
-        failures = mp.get_context("spawn").SimpleQueue()
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                mp.spawn(run_on_group, args=(2, os.path.join(tmp, "store"), failures),
-                         nprocs=2, join=True)
-            except Exception:
-                msgs = []
-                while not failures.empty():
-                    msgs.append(failures.get())
-                self.fail("\n".join(msgs) or "a rank failed")
+        run_ranks(self, run_on_group, 2, init=False)
 
 
 if __name__ == "__main__":

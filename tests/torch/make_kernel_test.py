@@ -11,15 +11,13 @@ raises with the checker's message and runs nowhere.
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/make_kernel_test.py
 """
 import os
-import tempfile
-import traceback
 import unittest
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 import meshdma.torch
+from ranks import run_ranks
 
 KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                        "mlir", "test", "kernels")
@@ -72,16 +70,9 @@ def check_rejected_kernel(rank, world):
     assert t.tolist() == [world, world]
 
 
-def run_group(rank, world, store_path, failures):
-    try:
-        dist.init_process_group("meshdma", store=dist.FileStore(store_path, world),
-                                rank=rank, world_size=world)
-        check_tutorial_kernels(rank, world)
-        check_rejected_kernel(rank, world)
-        dist.destroy_process_group()
-    except Exception:
-        failures.put(f"rank {rank}: {traceback.format_exc()}")
-        raise
+def run_group(rank, world):
+    check_tutorial_kernels(rank, world)
+    check_rejected_kernel(rank, world)
 
 
 class MakeKernelTest(unittest.TestCase):
@@ -111,23 +102,11 @@ class MakeKernelTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "takes 2 inputs, got 3"):
             arity(a, a, a)
 
-    def spawn(self, world):
-        failures = mp.get_context("spawn").SimpleQueue()
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                mp.spawn(run_group, args=(world, os.path.join(tmp, "store"), failures),
-                         nprocs=world, join=True)
-            except Exception:
-                msgs = []
-                while not failures.empty():
-                    msgs.append(failures.get())
-                self.fail("\n".join(msgs) or "a rank failed")
-
     def test_tutorial_kernels_on_2_ranks(self):
-        self.spawn(2)
+        run_ranks(self, run_group, 2)
 
     def test_tutorial_kernels_on_4_ranks(self):
-        self.spawn(4)
+        run_ranks(self, run_group, 4)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ a plugin backend on this machine. With no -k, every selected test runs.
 
 MESHDMA_SUITE_AS=gloo with BACKEND=gloo runs meshdma under gloo's name: the
 suite then runs the tests it keeps for named backends (object collectives,
-coalesced all-reduces) on meshdma.
+coalesced all-reduces) on meshdma. --named-run selects those tests
+(`NAMED_RUN`); a run with --control leaves them to it.
 
 --results FILE writes each test's outcome (passed, skipped with the reason,
 failed) as JSON; --as-control makes the run pass once its results are
@@ -79,6 +80,11 @@ if os.environ.get("MESHDMA_SUITE_AS") == os.environ["BACKEND"]:
 # Skips of the suite that name the backends a test is for: such a test does
 # not run on a plugin backend at all, whatever it supports.
 NAME_GATED = ("Test requires backend to be one of", "Only Gloo and NCCL backends")
+NAMED_RUN_SKIP = "left to the run under gloo's name (--named-run)"
+
+# The tests the run under gloo's name covers (-k patterns): those the suite
+# keeps for named backends, and their neighbours.
+NAMED_RUN = ("object", "coalesced")
 
 # The suite's tests of what a CPU backend does (names are regexes).
 SELECTED = [
@@ -138,6 +144,9 @@ def load_tests(loader, tests, pattern):
             # The same machine skips it for any backend: no ranks to spawn.
             RecordingResult.outcomes[name] = f"{control[name]} (on the control)"
             continue
+        if control and any(p in name for p in NAMED_RUN):
+            RecordingResult.outcomes[name] = f"skipped: {NAMED_RUN_SKIP}"
+            continue
         suite.addTest(TestBackend(name))
     for why, names in excluded.items():
         print(f"excluded ({why}): {len(names)}: {' '.join(names)}", file=sys.stderr)
@@ -175,11 +184,15 @@ def _driver_flags():
     parser.add_argument("--control")
     parser.add_argument("--as-control", action="store_true",
                         help="a control run: report failures, exit 0 once results are written")
+    parser.add_argument("--named-run", action="store_true",
+                        help="only the tests of NAMED_RUN (with MESHDMA_SUITE_AS=gloo)")
     return parser
 
 
 def main():
     args, rest = _driver_flags().parse_known_args()
+    if args.named_run:
+        rest = [a for p in NAMED_RUN for a in ("-k", p)] + rest
     runner = unittest.TextTestRunner(verbosity=2, resultclass=RecordingResult)
     program = unittest.main(argv=[sys.argv[0]] + rest, testRunner=runner, exit=False)
     outcomes = RecordingResult.outcomes
@@ -192,13 +205,14 @@ def main():
             control = json.load(f)
         backend = os.environ["BACKEND"]
         gated = sorted(n for n, o in control.items()
-                       if o == "passed" and any(g in outcomes.get(n, "") for g in NAME_GATED))
+                       if o == "passed" and any(g in outcomes.get(n, "")
+                                                for g in NAME_GATED + (NAMED_RUN_SKIP,)))
         short = sorted(n for n, o in control.items()
                        if o == "passed" and n in outcomes and outcomes[n] != "passed"
                        and n not in gated)
         for name in gated:
-            print(f"{name}: passed on the control; the suite keeps it for named "
-                  f"backends (MESHDMA_SUITE_AS=gloo runs it on meshdma)")
+            print(f"{name}: passed on the control; the run under gloo's name "
+                  f"(--named-run, MESHDMA_SUITE_AS=gloo) runs it on meshdma")
         for name in short:
             print(f"{name}: passed on the control, {outcomes[name]} on {backend}")
         unmatched = sorted(set(outcomes) ^ set(control)) if "-k" not in rest else []
@@ -208,7 +222,7 @@ def main():
         passed = sum(o == "passed" for o in outcomes.values())
         print(f"{backend}: {passed} passed; the control passed "
               f"{sum(o == 'passed' for o in control.values())}, of which {len(gated)} "
-              f"run for named backends only; short of the rest: {len(short)}")
+              f"are left to the run under gloo's name; short of the rest: {len(short)}")
         ok = ok and not short and not unmatched
     if args.as_control and args.results:
         ok = True

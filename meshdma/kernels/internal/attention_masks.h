@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "meshdma/kernels/pallas_call.h"
+
 namespace meshdma::kernels_internal {
 
 // One [rows, cols] tile's blocks of the masking inputs; null when absent.
@@ -14,6 +16,20 @@ struct TileMasks {
   const int32_t* kv_segment_ids = nullptr;  // [cols]
   const float* ab = nullptr;                // [rows, cols]
 };
+
+// The masks of a grid point whose kernel takes the segment ids as inputs
+// `q_segment_input` and the next (-1: none) and the bias as input
+// `ab_input` (-1: none).
+inline TileMasks TileMasksOf(const KernelArgs& a, int q_segment_input,
+                             int ab_input) {
+  TileMasks m;
+  if (q_segment_input >= 0) {
+    m.q_segment_ids = a.input(q_segment_input).data_as<int32_t>();
+    m.kv_segment_ids = a.input(q_segment_input + 1).data_as<int32_t>();
+  }
+  if (ab_input >= 0) m.ab = a.input(ab_input).data_as<float>();
+  return m;
+}
 
 // On scores s = scale * q k^T: s += scale * ab, and -inf where the query's
 // and the key's segments differ.

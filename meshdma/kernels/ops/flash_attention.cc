@@ -62,16 +62,6 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
   return buf;
 }
 
-kernels_internal::TileMasks Masks(const Geometry& g, const KernelArgs& a) {
-  kernels_internal::TileMasks m;
-  if (g.q_segment_input >= 0) {
-    m.q_segment_ids = a.input(g.q_segment_input).data_as<int32_t>();
-    m.kv_segment_ids = a.input(g.q_segment_input + 1).data_as<int32_t>();
-  }
-  if (g.ab_input >= 0) m.ab = a.input(g.ab_input).data_as<float>();
-  return m;
-}
-
 absl::Status Body(const Geometry& g, const KernelArgs& a) {
   const int64_t i = program_id(g.q_axis);
   const int64_t j = program_id(g.k_axis);
@@ -97,7 +87,9 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
     const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
     const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
     Gemm(false, true, bq, bk, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
-    kernels_internal::ApplyTileMasks(Masks(g, a), g.scale, bq, bk, s);
+    kernels_internal::ApplyTileMasks(
+        kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input),
+        g.scale, bq, bk, s);
     const int64_t kv_valid = a.in_valid(1, 0);
     for (int64_t r = 0; r < bq; ++r) {
       float* row = s + r * bk;

@@ -108,16 +108,6 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
           a.input(5).data_as<float>()};
 }
 
-kernels_internal::TileMasks Masks(const Geometry& g, const KernelArgs& a) {
-  kernels_internal::TileMasks m;
-  if (g.q_segment_input >= 0) {
-    m.q_segment_ids = a.input(g.q_segment_input).data_as<int32_t>();
-    m.kv_segment_ids = a.input(g.q_segment_input + 1).data_as<int32_t>();
-  }
-  if (g.ab_input >= 0) m.ab = a.input(g.ab_input).data_as<float>();
-  return m;
-}
-
 // P = exp(scale (Q K^T + ab) - lse) (masked entries 0) into scratch kP, and
 // dS = P * (dO V^T - rowsum(dO * O)) into scratch kDs.
 void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
@@ -129,7 +119,9 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   const int64_t q_valid = a.in_valid(0, 0);
   const int64_t kv_valid = a.in_valid(1, 0);
   Gemm(false, true, bq, bk, d, g.scale, t.q, d, t.k, d, 0.0f, p, bk);
-  kernels_internal::ApplyTileMasks(Masks(g, a), g.scale, bq, bk, p);
+  kernels_internal::ApplyTileMasks(
+      kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
+      bq, bk, p);
   for (int64_t r = 0; r < bq; ++r) {
     float* row = p + r * bk;
     int64_t limit = r < q_valid && t.lse[r] != kNegInf ? kv_valid : 0;

@@ -230,13 +230,13 @@ absl::Status Error(const Parts&... parts) {
       absl::StrCat("kernel '", kName, "': ", parts...));
 }
 
-}  // namespace
-
-absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
-                            const ArrayRef& value_cache,
-                            const ArrayRef& context_lens,
-                            const ArrayRef& block_tables, const ArrayRef& out,
-                            const PagedAttentionOptions& o) {
+// The operands' shapes and dtypes, the options, and the data the body
+// trusts: every length in range, every page it will copy inside the cache.
+absl::Status CheckOperands(const ArrayRef& q, const ArrayRef& key_cache,
+                           const ArrayRef& value_cache,
+                           const ArrayRef& context_lens,
+                           const ArrayRef& block_tables,
+                           const PagedAttentionOptions& o) {
   const DType dt = q.dtype();
   if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) {
     return Error("input 0 ('query') has dtype ", DTypeName(dt),
@@ -294,8 +294,6 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
                  ", must be positive (or unset)");
   }
   const int64_t pps = block_tables.dim(1);
-  // The data the body trusts: every length in range, every page it will copy
-  // inside the cache.
   auto lens = *Ref<int32_t>::Of(context_lens);
   auto tables = *Ref<int32_t>::Of(block_tables);
   for (int64_t s = 0; s < num_seqs; ++s) {
@@ -314,6 +312,24 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
       }
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
+                            const ArrayRef& value_cache,
+                            const ArrayRef& context_lens,
+                            const ArrayRef& block_tables, const ArrayRef& out,
+                            const PagedAttentionOptions& o) {
+  // Step 1: check the operands and the tables.
+  MESHDMA_RETURN_IF_ERROR(
+      CheckOperands(q, key_cache, value_cache, context_lens, block_tables, o));
+  const DType dt = q.dtype();
+  const int64_t num_seqs = q.dim(0), h = q.dim(1), d = q.dim(2);
+  const int64_t hkv = key_cache.dim(0), page_size = key_cache.dim(2);
+  const int64_t pps = block_tables.dim(1);
+  // Step 2: the geometry and the pallas_call.
   Geometry g;
   g.num_seqs = num_seqs;
   g.num_kv_heads = hkv;
