@@ -50,9 +50,13 @@ DialectKernel::signature() const {
 }
 
 void DialectKernel::Run(ProcessGroupMeshdma& group,
-                        const std::vector<at::Tensor>& args) {
+                        const std::vector<at::Tensor>& args,
+                        int64_t num_inputs) {
   // Step 1: the arguments against the kernel's signature, on this rank.
   const auto want = signature();
+  TORCH_CHECK_VALUE(num_inputs >= 0 && num_inputs <= int64_t(args.size()),
+                    "meshdma.make_kernel: ", num_inputs, " inputs of ",
+                    args.size(), " arguments");
   TORCH_CHECK_VALUE(args.size() == want.size(), "meshdma.make_kernel: kernel '",
                     name_, "' takes ", want.size(), " memrefs (inputs, then ",
                     "outputs), got ", args.size(), " tensors");
@@ -85,13 +89,13 @@ void DialectKernel::Run(ProcessGroupMeshdma& group,
     }
     absl::Status ran = module_->Run(name_, staged);
     if (!ran.ok()) return ran;
-    for (size_t i = 0; i < held.size(); ++i) {
+    for (size_t i = num_inputs; i < held.size(); ++i) {
       std::memcpy(held[i].data_ptr(), staged[i].data(), staged[i].size_bytes());
     }
     return absl::OkStatus();
   });
   TORCH_CHECK(s.ok(), s.message());
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = num_inputs; i < args.size(); ++i) {
     if (!held[i].is_same(args[i])) args[i].copy_(held[i]);
   }
 }

@@ -53,8 +53,10 @@ class DialectKernel {
   std::vector<std::pair<std::vector<int64_t>, at::ScalarType>> signature()
       const;
   // Runs on every rank of `group` (collective): `args` are the kernel's
-  // arguments in order, inputs and outputs; the outputs are written.
-  void Run(ProcessGroupMeshdma& group, const std::vector<at::Tensor>& args);
+  // arguments in order, its `num_inputs` inputs, then its outputs; only the
+  // outputs are written (the inputs run on copies).
+  void Run(ProcessGroupMeshdma& group, const std::vector<at::Tensor>& args,
+           int64_t num_inputs);
 
  private:
   DialectKernel() = default;

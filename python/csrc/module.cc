@@ -55,7 +55,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("name", &DialectKernel::name)
       .def("signature", &DialectKernel::signature)
       .def("run", &DialectKernel::Run, py::arg("group"), py::arg("args"),
-           py::call_guard<py::gil_scoped_release>());
+           py::arg("num_inputs"), py::call_guard<py::gil_scoped_release>());
 #endif
   m.def("_heap_bytes", &meshdma::torch_backend::AllocateHeapTensor,
         py::arg("nbytes"),

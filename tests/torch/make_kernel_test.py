@@ -45,13 +45,17 @@ def check_tutorial_kernels(rank, world):
     assert torch.equal(got, torch.stack([block(r, 8, 128) for r in range(world)])), "all_gather"
 
     psum = meshdma.torch.make_kernel(kernel_text("ring_psum", world), lambda x: [(x.shape, f32)])
-    got = psum(block(rank, 8, 128))
+    x = block(rank, 8, 128)
+    got = psum(x)
+    assert torch.equal(x, block(rank, 8, 128)), "ring_psum wrote into its input"
     want = sum(block(r, 8, 128).double() for r in range(world))
     assert (got.double() - want).abs().max() < 1e-5, "ring_psum"
 
     reduce_scatter = meshdma.torch.make_kernel(
         kernel_text("reduce_scatter", world), lambda x: [((2, 64), f32)])
-    got = reduce_scatter(block(rank, world, 2, 64))
+    x = block(rank, world, 2, 64)
+    got = reduce_scatter(x)
+    assert torch.equal(x, block(rank, world, 2, 64)), "reduce_scatter wrote into its input"
     want = sum(block(r, world, 2, 64).double() for r in range(world))[rank]
     assert (got.double() - want).abs().max() < 1e-5, "reduce_scatter"
 

@@ -103,7 +103,8 @@ def make_kernel(kernel, output_shape_dtype_fn, *, name=None, group=None, **attrs
         else:
             from meshdma.torch.fused import _meshdma_group
             outputs = [torch.zeros(shape, dtype=dtype) for shape, dtype in specs]
-            compiled.run(_meshdma_group(group, "make_kernel"), list(inputs) + outputs)
+            compiled.run(_meshdma_group(group, "make_kernel"), list(inputs) + outputs,
+                         len(inputs))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     call.__name__ = compiled.name if compiled is not None else kernel
