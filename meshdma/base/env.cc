@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "meshdma/base/status_macros.h"
 
 namespace meshdma::base_internal {
 namespace {
@@ -15,6 +17,13 @@ absl::Status Invalid(const char* name, const std::string& value,
                      absl::string_view expected) {
   return absl::InvalidArgumentError(
       absl::StrCat(name, "='", value, "' is not ", expected));
+}
+
+absl::Status CheckType(const config::Variable& var, config::Type type) {
+  if (var.type == type) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(var.name, " is a ", config::TypeName(var.type),
+                   ", read as a ", config::TypeName(type)));
 }
 
 }  // namespace
@@ -85,6 +94,37 @@ absl::StatusOr<std::optional<std::string>> EnvChoice(
   }
   return Invalid(name, *v,
                  absl::StrCat("one of ", absl::StrJoin(choices, ", ")));
+}
+
+std::optional<std::string> EnvString(const config::Variable& var) {
+  return EnvString(var.name);
+}
+
+absl::StatusOr<std::optional<int64_t>> EnvInt(const config::Variable& var) {
+  MESHDMA_RETURN_IF_ERROR(CheckType(var, config::Type::kInt));
+  return EnvInt(var.name, var.min, var.max);
+}
+
+absl::StatusOr<std::optional<absl::Duration>> EnvSeconds(
+    const config::Variable& var) {
+  MESHDMA_RETURN_IF_ERROR(CheckType(var, config::Type::kSeconds));
+  return EnvSeconds(var.name, static_cast<double>(var.max));
+}
+
+absl::StatusOr<std::optional<bool>> EnvBool(const config::Variable& var) {
+  MESHDMA_RETURN_IF_ERROR(CheckType(var, config::Type::kBool));
+  return EnvBool(var.name);
+}
+
+absl::StatusOr<std::optional<std::string>> EnvChoice(
+    const config::Variable& var) {
+  MESHDMA_RETURN_IF_ERROR(CheckType(var, config::Type::kChoice));
+  std::optional<std::string> v = EnvString(var.name);
+  if (!v.has_value()) return std::nullopt;
+  for (absl::string_view c : absl::StrSplit(var.choices, '|')) {
+    if (*v == c) return v;
+  }
+  return Invalid(var.name, *v, absl::StrCat("one of ", config::RangeText(var)));
 }
 
 }  // namespace meshdma::base_internal

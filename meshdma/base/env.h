@@ -1,8 +1,11 @@
-// Options read from environment variables, parsed one way everywhere. Each
-// reader returns nullopt when the variable is unset or empty, the parsed value
-// when it is valid, and InvalidArgument naming the variable, its value and
-// what was expected otherwise. `Resolve` applies the precedence every option
-// keeps: an explicit option, else the environment, else the default.
+// Options read from environment variables, parsed one way everywhere. Code
+// reads a variable through its row of the configuration table (base/config.h),
+// which holds its range and choices; the readers by name below serve the table
+// and variables that are not the library's. Each reader returns nullopt when
+// the variable is unset or empty, the parsed value when it is valid, and
+// InvalidArgument naming the variable, its value and what was expected
+// otherwise. `Resolve` applies the precedence every option keeps: an explicit
+// option, else the environment, else the default.
 #ifndef MESHDMA_BASE_ENV_H_
 #define MESHDMA_BASE_ENV_H_
 
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "meshdma/base/config.h"
 
 namespace meshdma::base_internal {
 
@@ -36,6 +40,16 @@ absl::StatusOr<std::optional<bool>> EnvBool(const char* name);
 // One of `choices`.
 absl::StatusOr<std::optional<std::string>> EnvChoice(
     const char* name, std::initializer_list<absl::string_view> choices);
+
+// A variable of the configuration table, read with its row's type and range.
+// Reading a row with the reader of another type is InternalError (a bug).
+std::optional<std::string> EnvString(const config::Variable& var);
+absl::StatusOr<std::optional<int64_t>> EnvInt(const config::Variable& var);
+absl::StatusOr<std::optional<absl::Duration>> EnvSeconds(
+    const config::Variable& var);
+absl::StatusOr<std::optional<bool>> EnvBool(const config::Variable& var);
+absl::StatusOr<std::optional<std::string>> EnvChoice(
+    const config::Variable& var);
 
 template <typename T>
 T Resolve(const std::optional<T>& option, const std::optional<T>& env,

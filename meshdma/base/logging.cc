@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "meshdma/base/env.h"
 
 namespace meshdma {
 namespace {
@@ -29,11 +29,6 @@ constexpr SubsysName kSubsysNames[] = {
     {kLogCollectives, "collectives"},
     {kLogKernels, "kernels"},
 };
-
-const char* Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : nullptr;
-}
 
 std::string HostName() {
   char host[256] = {};
@@ -150,12 +145,18 @@ const LogConfig& GetLogConfig() {
   static const LogConfig* config = [] {
     auto* c = new LogConfig();
     std::string bad_level, bad_subsys;
-    if (const char* v = Env("MESHDMA_DEBUG"))
-      c->level = ParseLogLevel(v, &bad_level);
-    if (const char* v = Env("MESHDMA_DEBUG_SUBSYS")) {
-      c->subsys = ParseLogSubsys(v, &bad_subsys);
+    if (std::optional<std::string> v =
+            base_internal::EnvString(config::kDebug)) {
+      c->level = ParseLogLevel(*v, &bad_level);
     }
-    if (const char* v = Env("MESHDMA_DEBUG_FILE")) c->file = v;
+    if (std::optional<std::string> v =
+            base_internal::EnvString(config::kDebugSubsys)) {
+      c->subsys = ParseLogSubsys(*v, &bad_subsys);
+    }
+    if (std::optional<std::string> v =
+            base_internal::EnvString(config::kDebugFile)) {
+      c->file = *v;
+    }
     // Reported through the sink, which reads this config: after it is set.
     if (!bad_level.empty() || !bad_subsys.empty()) {
       std::fprintf(stderr,

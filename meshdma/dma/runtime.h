@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "meshdma/base/config.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/topology/host_topology.h"
 #include "meshdma/topology/launch.h"
@@ -59,22 +60,21 @@ enum class DmaMode {
   kEager,
 };
 
-// Environment variables read when the matching option is unset.
-inline constexpr char kDmaModeEnv[] = "MESHDMA_DMA_MODE";      // async|eager
-inline constexpr char kHeapBytesEnv[] = "MESHDMA_HEAP_BYTES";  // bytes
+// Environment variables read when the matching option is unset; each is a
+// row of the configuration table (base/config.h), which holds its range.
+inline constexpr const char* kDmaModeEnv = config::kDmaMode.name;
+inline constexpr const char* kHeapBytesEnv = config::kHeapBytes.name;
 // The range of the heap per device (RuntimeOptions::heap_bytes,
 // MESHDMA_HEAP_BYTES, a program's --heap-bytes): room above the semaphores
 // meshdma reserves at its bottom, and 1 TiB.
-inline constexpr int64_t kMinHeapBytes = 16 << 10;
-inline constexpr int64_t kMaxHeapBytes = int64_t{1} << 40;
-inline constexpr char kWaitTimeoutEnv[] = "MESHDMA_WAIT_TIMEOUT_S";  // seconds
-inline constexpr char kSpinNsEnv[] = "MESHDMA_SPIN_NS";  // overrides spin_ns
-// Overrides remote_spin_ns.
-inline constexpr char kRemoteSpinNsEnv[] = "MESHDMA_REMOTE_SPIN_NS";
-// Overrides streaming_min_bytes.
-inline constexpr char kStreamingMinBytesEnv[] = "MESHDMA_STREAMING_MIN_BYTES";
-// Overrides mpi_pieced_bytes.
-inline constexpr char kMpiPiecedBytesEnv[] = "MESHDMA_MPI_PIECED_BYTES";
+inline constexpr int64_t kMinHeapBytes = config::kHeapBytes.min;
+inline constexpr int64_t kMaxHeapBytes = config::kHeapBytes.max;
+inline constexpr const char* kWaitTimeoutEnv = config::kWaitTimeout.name;
+inline constexpr const char* kSpinNsEnv = config::kSpinNs.name;
+inline constexpr const char* kRemoteSpinNsEnv = config::kRemoteSpinNs.name;
+inline constexpr const char* kStreamingMinBytesEnv =
+    config::kStreamingMinBytes.name;
+inline constexpr const char* kMpiPiecedBytesEnv = config::kMpiPiecedBytes.name;
 // The default of mpi_pieced_bytes towards processes that MPI reaches over
 // the network (on other machines, or on this one when MPI's settings leave
 // it no shared memory): 256 KiB of data plus room for a small header in
@@ -102,21 +102,23 @@ enum class RemoteTransport {
   kMpi,
 };
 // Overrides remote_transport: "tcp", "mpi" or "auto".
-inline constexpr char kRemoteTransportEnv[] = "MESHDMA_REMOTE_TRANSPORT";
+inline constexpr const char* kRemoteTransportEnv =
+    config::kRemoteTransport.name;
 // Overrides tcp_congestion: a congestion control's name, or "system".
-inline constexpr char kTcpCongestionEnv[] = "MESHDMA_TCP_CONGESTION";
+inline constexpr const char* kTcpCongestionEnv = config::kTcpCongestion.name;
 // "auto" or "dma": the rows of the collectives' channels
 // (collectives/internal/channel.h). Read there, and checked by
 // `Runtime::Create` so that a bad value fails at once in every program, also
 // one that never uses a channel.
-inline constexpr char kChannelProtocolEnv[] = "MESHDMA_CHANNEL_PROTOCOL";
+inline constexpr const char* kChannelProtocolEnv =
+    config::kChannelProtocol.name;
 // Overrides cross_memory_attach: 1/true/yes or 0/false/no.
-inline constexpr char kCrossMemoryEnv[] = "MESHDMA_CROSS_MEMORY";
+inline constexpr const char* kCrossMemoryEnv = config::kCrossMemory.name;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
 enum class CheckMode { kOff, kRaces };
-inline constexpr char kCheckEnv[] = "MESHDMA_CHECK";
+inline constexpr const char* kCheckEnv = config::kCheck.name;
 
 struct RuntimeOptions {
   LaunchOptions launch;

@@ -18,11 +18,12 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "meshdma/base/config.h"
 
 namespace meshdma {
 
-inline constexpr char kTraceEnv[] = "MESHDMA_TRACE";
-inline constexpr char kTraceMaxEventsEnv[] = "MESHDMA_TRACE_MAX_EVENTS";
+inline constexpr const char* kTraceEnv = config::kTrace.name;
+inline constexpr const char* kTraceMaxEventsEnv = config::kTraceMaxEvents.name;
 
 // Marks the calling device's work between construction and destruction as a
 // named span ("flash_attention block 3"). A no-op when nobody observes.

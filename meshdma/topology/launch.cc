@@ -22,7 +22,7 @@
 namespace meshdma {
 namespace {
 
-constexpr int kMaxDevicesPerProcess = 1024;
+constexpr int kMaxDevicesPerProcess = config::kDevicesPerProcess.max;
 
 absl::StatusOr<std::string> Hostname() {
   char name[256] = {};
@@ -34,7 +34,7 @@ absl::StatusOr<std::string> Hostname() {
 
 absl::StatusOr<bool> ForceInterhost(const LaunchOptions& options) {
   MESHDMA_ASSIGN_OR_RETURN(std::optional<bool> env,
-                           base_internal::EnvBool(kForceInterhostEnv));
+                           base_internal::EnvBool(config::kForceInterhost));
   return base_internal::Resolve(options.force_interhost, env, false);
 }
 
@@ -46,8 +46,8 @@ absl::StatusOr<std::optional<int>> SimulatedHosts(const LaunchOptions& options,
   if (options.simulated_hosts.has_value()) {
     hosts = *options.simulated_hosts;
   } else {
-    MESHDMA_ASSIGN_OR_RETURN(
-        hosts, base_internal::EnvInt(kSimulatedHostsEnv, 1, 1 << 20));
+    MESHDMA_ASSIGN_OR_RETURN(hosts,
+                             base_internal::EnvInt(config::kSimulatedHosts));
   }
   if (!hosts.has_value()) return std::nullopt;
   if (*hosts < 1 || *hosts > num_processes) {
@@ -72,9 +72,8 @@ absl::StatusOr<std::optional<int>> ExplicitDevicesPerProcess(
     }
     return n;
   }
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::optional<int64_t> env,
-      base_internal::EnvInt(kDevicesPerProcessEnv, 1, kMaxDevicesPerProcess));
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> env,
+                           base_internal::EnvInt(config::kDevicesPerProcess));
   if (!env.has_value()) return std::nullopt;
   return static_cast<int>(*env);
 }

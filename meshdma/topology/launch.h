@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "meshdma/base/config.h"
 #include "meshdma/topology/host_topology.h"
 #include "meshdma/topology/process_group.h"
 
@@ -22,14 +23,15 @@ namespace meshdma {
 
 // Environment variables read by the launch description.
 // MESHDMA_DEVICES_PER_PROCESS: devices (threads) in each process.
-inline constexpr char kDevicesPerProcessEnv[] = "MESHDMA_DEVICES_PER_PROCESS";
+inline constexpr const char* kDevicesPerProcessEnv =
+    config::kDevicesPerProcess.name;
 // MESHDMA_FORCE_INTERHOST=1: every process is its own host, so peers in other
 // processes are reached through the inter-host (MPI) path even on one machine.
-inline constexpr char kForceInterhostEnv[] = "MESHDMA_FORCE_INTERHOST";
+inline constexpr const char* kForceInterhostEnv = config::kForceInterhost.name;
 // MESHDMA_HOSTS=N: group the processes into N simulated hosts, ranks in
 // contiguous blocks (rank r on host r * N / processes): shared memory inside
 // a simulated host, MPI between them, on one machine.
-inline constexpr char kSimulatedHostsEnv[] = "MESHDMA_HOSTS";
+inline constexpr const char* kSimulatedHostsEnv = config::kSimulatedHosts.name;
 
 // True when this process was started by mpirun/mpiexec (Open MPI, MPICH, or
 // a PMI/PMIx launcher), judged from the launcher's environment variables.

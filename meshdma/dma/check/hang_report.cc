@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "meshdma/base/deadline.h"
+#include "meshdma/base/env.h"
 
 namespace meshdma::dma_internal {
 namespace {
@@ -93,11 +94,8 @@ std::string LocalHost() {
 
 HangBoard::HangBoard(uint64_t tag, int rank, int num_processes)
     : tag_(tag), rank_(rank), num_processes_(num_processes) {
-  const char* dir = std::getenv("MESHDMA_HANG_DIR");
-  const char* tmp = std::getenv("TMPDIR");
-  dir_ = dir != nullptr && *dir != '\0'   ? dir
-         : tmp != nullptr && *tmp != '\0' ? tmp
-                                          : "/tmp";
+  dir_ = base_internal::EnvString(config::kHangDir)
+             .value_or(base_internal::EnvString("TMPDIR").value_or("/tmp"));
 }
 
 HangBoard::~HangBoard() {

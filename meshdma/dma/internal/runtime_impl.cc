@@ -146,7 +146,7 @@ absl::Status RuntimeImpl::ReadOptions() {
   static_assert(kMinHeapBytes >= kReservedHeapBytes + 4096);
   MESHDMA_RETURN_IF_ERROR(CheckOptionEnums(options_));
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
-                           EnvInt(kHeapBytesEnv, kMinHeapBytes, kMaxHeapBytes));
+                           EnvInt(config::kHeapBytes));
   heap_bytes_ = Resolve(options_.heap_bytes, heap_env, int64_t{256} << 20);
   if (heap_bytes_ < kMinHeapBytes || heap_bytes_ > kMaxHeapBytes) {
     return absl::InvalidArgumentError(
@@ -157,15 +157,14 @@ absl::Status RuntimeImpl::ReadOptions() {
   heap_bytes_ = (heap_bytes_ + 4095) & ~int64_t{4095};
 
   MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> mode_env,
-                           EnvChoice(kDmaModeEnv, {"async", "eager"}));
+                           EnvChoice(config::kDmaMode));
   std::optional<DmaMode> mode_from_env;
   if (mode_env.has_value()) {
     mode_from_env = *mode_env == "eager" ? DmaMode::kEager : DmaMode::kAsync;
   }
   dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::optional<std::string> remote_env,
-      EnvChoice(kRemoteTransportEnv, {"auto", "tcp", "mpi"}));
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> remote_env,
+                           EnvChoice(config::kRemoteTransport));
   std::optional<RemoteTransport> remote_from_env;
   if (remote_env.has_value()) {
     remote_from_env = *remote_env == "tcp"   ? RemoteTransport::kTcp
@@ -174,12 +173,12 @@ absl::Status RuntimeImpl::ReadOptions() {
   }
   remote_choice_ = Resolve(options_.remote_transport, remote_from_env,
                            RemoteTransport::kAuto);
-  MESHDMA_RETURN_IF_ERROR(
-      EnvChoice(kChannelProtocolEnv, {"auto", "dma"}).status());
+  MESHDMA_RETURN_IF_ERROR(EnvChoice(config::kChannelProtocol).status());
   if (options_.tcp_congestion.has_value()) {
     tcp_congestion_asked_ = *options_.tcp_congestion;
     tcp_congestion_source_ = "RuntimeOptions::tcp_congestion";
-  } else if (std::optional<std::string> env = EnvString(kTcpCongestionEnv)) {
+  } else if (std::optional<std::string> env =
+                 EnvString(config::kTcpCongestion)) {
     tcp_congestion_asked_ = *env;
     tcp_congestion_source_ = kTcpCongestionEnv;
   }
@@ -190,9 +189,9 @@ absl::Status RuntimeImpl::ReadOptions() {
 
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.
-  constexpr double kMaxTimeoutSeconds = 1e9;
+  constexpr double kMaxTimeoutSeconds = config::kWaitTimeout.max;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<absl::Duration> timeout_from_env,
-                           EnvSeconds(kWaitTimeoutEnv, kMaxTimeoutSeconds));
+                           EnvSeconds(config::kWaitTimeout));
   wait_timeout_ =
       Resolve(options_.wait_timeout, timeout_from_env, absl::Seconds(120));
   if (wait_timeout_ <= absl::ZeroDuration() ||
@@ -204,13 +203,12 @@ absl::Status RuntimeImpl::ReadOptions() {
         " s, or absl::InfiniteDuration() for no timeout"));
   }
 
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> streaming_env,
-                           EnvInt(kStreamingMinBytesEnv, 0, kMax));
+                           EnvInt(config::kStreamingMinBytes));
   if (streaming_env.has_value()) options_.streaming_min_bytes = *streaming_env;
-  constexpr int64_t kMaxPieced = int64_t{1} << 30;
+  constexpr int64_t kMaxPieced = config::kMpiPiecedBytes.max;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> pieced_env,
-                           EnvInt(kMpiPiecedBytesEnv, 0, kMaxPieced));
+                           EnvInt(config::kMpiPiecedBytes));
   if (!options_.mpi_pieced_bytes.has_value()) {
     options_.mpi_pieced_bytes = pieced_env;
   }
@@ -222,15 +220,15 @@ absl::Status RuntimeImpl::ReadOptions() {
         " must lie in [0, ", kMaxPieced, "]"));
   }
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> spin_env,
-                           EnvInt(kSpinNsEnv, 0, kMax));
+                           EnvInt(config::kSpinNs));
   if (spin_env.has_value()) options_.spin_ns = *spin_env;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> remote_spin_env,
-                           EnvInt(kRemoteSpinNsEnv, 0, kMax));
+                           EnvInt(config::kRemoteSpinNs));
   if (remote_spin_env.has_value()) {
     options_.remote_spin_ns = *remote_spin_env;
   }
   MESHDMA_ASSIGN_OR_RETURN(std::optional<bool> cross_memory_env,
-                           base_internal::EnvBool(kCrossMemoryEnv));
+                           base_internal::EnvBool(config::kCrossMemory));
   if (!options_.cross_memory_attach.has_value()) {
     options_.cross_memory_attach = cross_memory_env;
   }
@@ -288,21 +286,19 @@ absl::Status RuntimeImpl::DiscoverLaunch() {
 absl::Status RuntimeImpl::StartObservation() {
   observer_ = options_.observer;
   trace_path_ = options_.trace_path.value_or(
-      base_internal::EnvString(kTraceEnv).value_or(""));
+      base_internal::EnvString(config::kTrace).value_or(""));
   if (!trace_path_.empty()) {
     MESHDMA_RETURN_IF_ERROR(
         TimelineTracer::CheckWritable(trace_path_, *processes_));
-    MESHDMA_ASSIGN_OR_RETURN(
-        std::optional<int64_t> max_events,
-        base_internal::EnvInt(kTraceMaxEventsEnv, 1, int64_t{1} << 40));
+    MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> max_events,
+                             base_internal::EnvInt(config::kTraceMaxEvents));
     tracer_ = std::make_unique<TimelineTracer>(
         *launch_, options_.observer,
         max_events.value_or(TimelineTracer::kDefaultMaxEvents));
     observer_ = tracer_.get();
   }
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::optional<std::string> check_env,
-      base_internal::EnvChoice(kCheckEnv, {"off", "races"}));
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> check_env,
+                           base_internal::EnvChoice(config::kCheck));
   std::optional<CheckMode> check_from_env;
   if (check_env.has_value()) {
     check_from_env =

@@ -934,7 +934,9 @@ namespace {
 
 // The IPv4 address to listen on (see kSocketInterfaceEnv).
 absl::StatusOr<in_addr> ListenAddress(bool one_machine) {
-  const char* wanted = std::getenv(kSocketInterfaceEnv);
+  const std::optional<std::string> wanted_env =
+      base_internal::EnvString(config::kSocketInterface);
+  const char* wanted = wanted_env.has_value() ? wanted_env->c_str() : nullptr;
   in_addr addr{};
   if ((wanted == nullptr || *wanted == '\0') && one_machine) {
     addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -43,6 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "meshdma/base/config.h"
 #include "meshdma/dma/transport/transport.h"
 #include "meshdma/topology/process_group.h"
 
@@ -53,7 +54,8 @@ namespace meshdma::dma_internal {
 // every process runs on this machine, else the first interface that is up
 // and neither a loopback nor a container or VM bridge ("docker*", "virbr*",
 // "veth*").
-inline constexpr char kSocketInterfaceEnv[] = "MESHDMA_SOCKET_IFNAME";
+inline constexpr const char* kSocketInterfaceEnv =
+    config::kSocketInterface.name;
 
 // The congestion control asked of the connections
 // (`RuntimeOptions::tcp_congestion`): a name the kernel offers ("cubic",
