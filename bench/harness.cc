@@ -532,8 +532,7 @@ absl::Status BenchContext::TimeBound(int64_t bytes, int iters) {
   // page. Copied back and forth, 2 MiB ran at 50-57 GB/s between buffers at
   // the same offset in their pages and at 62-71 GB/s at other offsets, so
   // the bound moved with where the allocator put them; one way, at 52-54
-  // GB/s either way (BENCHMARKS.md, section "Every size, and the baselines
-  // in turns").
+  // GB/s either way.
   PageBuffer a(bytes, 1), b(bytes, 2);
   if (a.data() == nullptr || b.data() == nullptr) {
     return absl::ResourceExhaustedError(

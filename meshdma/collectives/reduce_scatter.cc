@@ -207,8 +207,9 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   // kAuto with one member per host: the flat ring. kHierarchical would pack
   // the whole input into scratch for the same ring between hosts, and zero
   // that scratch at its exit; between hosts over TCP the ring took 0.61x
-  // its time at 16 MiB and 0.80x at 4 MiB (BENCHMARKS.md, "Across hosts:
-  // reduce_scatter with one device per host takes the ring").
+  // its time at 16 MiB and 0.80x at 4 MiB (`mpirun -np 2 --mca btl
+  // self,tcp -x MESHDMA_FORCE_INTERHOST=1 meshdma-bench --collective
+  // reduce_scatter -b 256K -e 16M -f 4`).
   const int hierarchy_hosts =
       options.algorithm == CollectiveAlgorithm::kAuto && layout.per_host == 1
           ? 1

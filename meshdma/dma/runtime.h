@@ -138,26 +138,29 @@ struct RuntimeOptions {
   // Copy chunk size; chunks of one DMA may run on several threads.
   int64_t copy_chunk_bytes = 1 << 20;
   // DMAs at least this large are copied with non-temporal stores (the
-  // destination bypasses the caches). Off by default: on the machines
-  // measured for BENCHMARKS.md it was no faster. MESHDMA_STREAMING_MIN_BYTES
-  // overrides.
+  // destination bypasses the caches). Off by default: from 4 MiB on the
+  // 2-core development machine they reached 38-85% of `memcpy` against
+  // 55-113% for regular stores (`mpirun -np 2 -x MESHDMA_STREAMING_MIN_BYTES
+  // meshdma-bench --collective ppermute -b 4M -e 64M -f 4`, three rounds).
+  // MESHDMA_STREAMING_MIN_BYTES overrides.
   int64_t streaming_min_bytes = std::numeric_limits<int64_t>::max();
   // Copy worker threads per process (kAsync). 0: one per two local devices,
   // at least one.
   int copy_threads = 0;
   // How long a wait spins before it sleeps on a futex. Spinning answers a
   // signal within ~100 ns but holds a core; sleeping frees the core and costs
-  // a few microseconds to wake (BENCHMARKS.md compares them).
+  // 35-60 us to wake on a virtual machine; 20 us took 0.52-0.62 us per
+  // 8 B-4 KiB ppermute where 0, 2 us and 200 us took up to 1.4, 2.3 and 4.9
+  // (`MESHDMA_SPIN_NS=S mpirun -np 2 -x MESHDMA_SPIN_NS meshdma-bench
+  // --collective ppermute -b 8 -e 4K -f 8`).
   int64_t spin_ns = 20'000;
   // The spin of a wait in a launch with devices on other hosts, where the
   // waiter progresses MPI on every turn. MPI moves a message only while a
   // process polls (a rendezvous needs both sides), and a sleeping waiter is
   // woken only when the MPI progress thread gets to the message, so these
-  // waits spin longer (BENCHMARKS.md, "Waits across hosts spin longer"):
-  // until this long has passed without the transport moving anything, so
-  // that a wait whose bytes keep arriving keeps reading them itself
-  // ("Across hosts: waits spin while their bytes arrive"), or until the
-  // wait timeout.
+  // waits spin longer: until this long has passed without the transport moving anything, so
+  // that a wait whose bytes keep arriving keeps reading them itself, or
+  // until the wait timeout.
   int64_t remote_spin_ns = 1'000'000;
   // DMAs to another host's devices of more than one message's payload
   // (`Runtime::mpi_piece_bytes`: 60 KiB) and at most this many bytes leave
@@ -171,9 +174,14 @@ struct RuntimeOptions {
   // `--mca btl self,tcp`), a long message moves in one copy but waits for
   // the receiver to match it: there a message's payload is what fits in
   // MPI's eager size, and the default is 16 KiB where MPI tells that size
-  // (Open MPI), else 0 (BENCHMARKS.md, "Mid-size puts in pieces", "Across
-  // hosts through MPI's shared memory: pieces of its eager size"). At most
-  // 1 GiB.
+  // (Open MPI), else 0. Over TCP, thresholds of 1 and 4 MiB lost at 512 KiB
+  // and 1 MiB (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
+  // -x MESHDMA_MPI_PIECED_BYTES meshdma-bench --collective ppermute -b 32K
+  // -e 1M -f 2`); through shared memory, pieces of 16 KiB made 4-16 KiB
+  // calls 1.4-2.3x faster and pieces of 64 KiB made a 64 KiB put twice as
+  // slow (`mpirun -np 2 -x MESHDMA_FORCE_INTERHOST=1 -x
+  // MESHDMA_MPI_PIECED_BYTES meshdma-bench --collective OP -b 1K -e 64K -f
+  // 2`). At most 1 GiB.
   std::optional<int64_t> mpi_pieced_bytes;
   // The path to devices on other hosts. Unset: MESHDMA_REMOTE_TRANSPORT,
   // else kAuto. The processes agree at start-up: choices set by hand must be
@@ -186,17 +194,19 @@ struct RuntimeOptions {
   // kernel's default. Unset: MESHDMA_TCP_CONGESTION, else CUBIC where the
   // kernel allows it (else its default stays): under BBR one connection
   // carrying exchanges of 1 MiB or more both ways ran at about half the
-  // rate at random times (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's
-  // connections"). A name the kernel refuses fails `Create` on every
+  // rate at random times (`mpirun -np 2 --mca btl self,tcp
+  // socket-exchange-probe --congestion bbr|cubic`). A name the kernel refuses fails `Create` on every
   // process.
   std::optional<std::string> tcp_congestion;
   // Let devices read any memory of the other processes of their host
   // (cross-memory attach, `process_vm_readv`; dma/peer_view.h, contract 7),
   // so that the single-copy reductions read a private input where it is
   // instead of copying it for the peers. Unset: MESHDMA_CROSS_MEMORY, else
-  // false: on the machine measured for BENCHMARKS.md the kernel's copy ran
-  // at about half of memcpy's speed, and the copy for the peers was faster
-  // ("Cross-memory attach for a private input"). It is used only where every
+  // false: on the 2-core development machine the kernel's copy ran at about
+  // half of memcpy's speed, and the reductions 1.5-1.9x slower than with the
+  // copy for the peers (`mpirun -np 2 -x MESHDMA_CROSS_MEMORY=0|1
+  // meshdma-bench --collective all_reduce --input private -b 2M -e 64M -f
+  // 8`). It is used only where every
   // process of the launch asks for it and can read each process of its host
   // (a seccomp filter or Yama's ptrace_scope may refuse): one answer for the
   // launch, agreed at start-up.

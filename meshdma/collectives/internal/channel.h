@@ -124,7 +124,8 @@ class Channel {
   // a row with its header is one cache line: the header in flagged words
   // (32 bytes), the payload as their plain tail (flagged_copy.h, contract
   // 5). Longer rows are stored: the payload into the receiver's slot, then
-  // the header flagged, two lines or more (BENCHMARKS.md).
+  // the header flagged, two lines or more (`MESHDMA_CHANNEL_PROTOCOL=auto|dma
+  // mpirun -np 2 meshdma-bench --collective all_reduce -b 8 -e 4K -f 8`).
   static constexpr int64_t kFlaggedMaxPayloadBytes = 32;
   // A flagged row's head: the signature and call number. Every message
   // through the flagged rows has this head, so their tails never overlap a
@@ -293,7 +294,9 @@ class Channel {
   // a slot set and member are first used and again when the call's row
   // length there changes: a repeated call (a decode loop) starts and waits
   // on the same descriptors instead of slicing views and making new ones
-  // for every row (BENCHMARKS.md, "Across hosts: a small call's own work").
+  // for every row (`MPIRUN_ARGS="-x MESHDMA_FORCE_INTERHOST=1"
+  // bench/instructions_per_call.sh build/bench/meshdma-bench OP 8 2000`
+  // counts the instructions).
   struct RowDescriptor {
     int64_t bytes = -1;
     std::optional<AsyncCopyDescriptor> copy;
@@ -364,7 +367,8 @@ struct ChannelStage {
 // (forgotten with the channels), so that the same call again, the pattern of
 // a decode loop, skips resolving its axes, validating its operands, choosing
 // its algorithm and hashing its signature, which were about a third of an
-// 8-byte psum on one host (BENCHMARKS.md, "Small calls remembered").
+// 8-byte psum on one host (`mpirun -np 2 meshdma-bench --collective OP -b 8
+// -e 4K -f 8`).
 //
 // The key is everything those steps depend on: the collective and its `aux`
 // (operation, tiling), the operands' element type and shapes, whether the

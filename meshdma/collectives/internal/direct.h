@@ -40,8 +40,9 @@
 // of its own, reducing each chunk while it is in the caches. The input is
 // then read once, where a copy for the peers would write it and read it
 // again. Launches ask for it (`RuntimeOptions::cross_memory_attach`): on
-// the machine measured for BENCHMARKS.md the kernel's copy made it slower
-// than the copy for the peers ("Cross-memory attach for a private input").
+// the 2-core development machine the kernel's copy made the reductions
+// 1.5-1.9x slower than the copy for the peers (`mpirun -np 2 -x
+// MESHDMA_CROSS_MEMORY=0|1 meshdma-bench --input private -b 2M -e 64M`).
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
@@ -206,8 +207,9 @@ absl::Status DirectFinish(const Group& g, Semaphore done);
 // device store their outputs with streaming stores (reduce.h, `StreamStore`):
 // the outputs no longer fit the caches beside the inputs, and skipping the
 // read-for-ownership saves a third of the memory traffic. In place, the
-// output lines were just read, so regular stores are cheaper. Measured in
-// BENCHMARKS.md ("Single-copy collectives on one host").
+// output lines were just read, so regular stores are cheaper. Measured with
+// `mpirun -np 2 meshdma-bench --collective all_reduce|reduce_scatter -b 16K
+// -e 64M -f 4`, builds with the threshold at 8 MiB and with streaming off.
 inline constexpr int64_t kDirectStreamMinBytes = 8 << 20;
 inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
   const bool overlap = out.data() < in.data() + in.size_bytes() &&

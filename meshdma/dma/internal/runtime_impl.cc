@@ -650,8 +650,8 @@ absl::Status RuntimeImpl::StartRemoteTransport() {
 // up to kDefaultMpiSharedMemoryPiecedBytes (none where the size is unknown).
 // Not on an oversubscribed machine: there each piece costs its receiver a
 // poll that yields the core, and the pieces were slower than the rendezvous
-// (BENCHMARKS.md, "Across hosts through MPI's shared memory: pieces of its
-// eager size").
+// at 8-32 KiB in every round (`mpirun -np 4 --oversubscribe -x
+// MESHDMA_HOSTS=2 meshdma-bench --collective all_reduce -b 1K -e 64K -f 2`).
 std::vector<MpiPeerLimits> RuntimeImpl::MpiLimits() const {
   std::vector<MpiPeerLimits> limits(launch_->num_processes());
   const std::string& my_machine =
@@ -671,8 +671,8 @@ std::vector<MpiPeerLimits> RuntimeImpl::MpiLimits() const {
       // Two messages on MPI's fastest path instead of one just past it:
       // only oversubscribed, where that saved 1.5 us of an 8 us
       // all-reduce; with a core each, the second message cost 0.1 us
-      // (BENCHMARKS.md, "Across hosts through MPI's shared memory: two
-      // fast messages").
+      // (`mpirun -np 4 --oversubscribe -x MESHDMA_HOSTS=2 meshdma-bench
+      // --collective all_reduce -b 128 -e 512 -i 64`).
       l.fast_bytes = oversubscribed_ ? MpiSharedMemoryFastBytes() : 0;
       l.piece_bytes =
           eager_bytes > 0 ? MpiPieceBytesWithin(eager_bytes) : network_piece;

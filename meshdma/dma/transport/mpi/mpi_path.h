@@ -40,7 +40,7 @@ int64_t MpiSharedMemoryEagerBytes();
 // shared memory to a process of this machine: 256 bytes under Open MPI's
 // ob1 PML with its shared-memory BTL (measured on Open MPI 4.1: a message
 // of up to 256 bytes took 0.16-0.21 us one way, one of 288 bytes or more
-// 0.31-0.37 us: `mpi-path-probe`, BENCHMARKS.md); 0 where
+// 0.31-0.37 us: `mpirun -np 2 mpi-path-probe`); 0 where
 // MpiSharedMemoryEagerBytes is 0. After `ConnectMpiProcesses`.
 int64_t MpiSharedMemoryFastBytes();
 

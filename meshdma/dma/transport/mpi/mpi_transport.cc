@@ -214,8 +214,9 @@ void MpiTransport::Send(int dest_rank, const WireHeader& header,
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   // A device that sends counts as polling: it progresses MPI when it waits,
   // and until then (copying, reducing) the progress thread stays out of the
-  // lock and off the core (BENCHMARKS.md, "Across hosts: the progress
-  // thread leaves a sending device alone").
+  // lock and off the core: its wake-ups took the core from sending devices
+  // (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
+  // meshdma-bench --collective OP -b 256K -e 16M -f 2 -w 20`).
   NoteDevicePolling();
   {
     std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -742,8 +743,7 @@ void MpiTransport::ProgressMain() {
   // With traffic outstanding: how late the thread takes over from devices
   // that stopped polling (a device that sent, then computes). Every wake-up
   // while devices still poll takes a core from one of them: at 50 us there
-  // were about two per 512 KiB message over TCP (BENCHMARKS.md, "Across
-  // hosts: the progress thread leaves a sending device alone").
+  // were about two per 512 KiB message over TCP.
   constexpr int64_t kPendingPollUs = 250;
   constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;

@@ -11,7 +11,8 @@
 // it leaves the work to whoever holds it.
 //
 // Why two-sided and not MPI RMA: measured with bench/mpi_path_probe.cc
-// (BENCHMARKS.md). Over Open MPI 4.1 restricted to TCP no one-sided
+// (`mpirun -np 2 --mca btl self,tcp --mca osc pt2pt|rdma mpi-path-probe`).
+// Over Open MPI 4.1 restricted to TCP no one-sided
 // component creates a window at MPI_THREAD_MULTIPLE (osc/pt2pt refuses the
 // thread level, osc/rdma needs an RDMA-capable BTL), and through osc/ucx over
 // TCP a put, a remote atomic and the flushes cost several times a two-sided

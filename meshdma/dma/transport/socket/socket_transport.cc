@@ -156,7 +156,8 @@ struct IoCursor {
 // Writes what the socket takes of the `n` buffers at `iov` without
 // blocking: the bytes written, or -1 with errno. Whole messages in one call:
 // writes capped at 64 KiB to 1 MiB were 1.3-2x slower for a 2 MiB put
-// (BENCHMARKS.md, "Across hosts: meshdma's own TCP connections").
+// (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
+// meshdma-bench --collective ppermute -b 8 -e 16M -f 8`, a temporary cap).
 ssize_t WriteSome(int fd, const iovec* iov, int n) {
   msghdr msg{};
   msg.msg_iov = const_cast<iovec*>(iov);
@@ -996,7 +997,8 @@ std::string ProcNetIpv4(const char* name) {
 // kernel's default. CUBIC unless asked otherwise: the kernel's default here
 // was BBR, whose pacing held exchanges of 1-16 MiB over one connection each
 // way to about half the rate at random times, Open MPI's connections too
-// (BENCHMARKS.md, "Across hosts: CUBIC on meshdma's connections").
+// (`mpirun -np 2 --mca btl self,tcp socket-exchange-probe --rounds 3
+// --congestion bbr|cubic`).
 absl::StatusOr<std::string> CongestionControl(const TcpCongestion& asked) {
   constexpr char kDefault[] = "cubic";
   if (asked.name == "system") return std::string();
@@ -1025,8 +1027,8 @@ absl::StatusOr<std::string> CongestionControl(const TcpCongestion& asked) {
 // under the kernel's default BBR, CUBIC left a KV-cache transfer of 16 MiB
 // after an idle gap taking 2-3 times as long at random: the receiver got one
 // 64 KiB segment at a time at a rising rate, as from a paced sender
-// (BENCHMARKS.md, "Across hosts: the congestion control from the first
-// packet"). Refused only if the kernel changed its mind since
+// (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
+// meshdma-bench-kv --seq_min 16 --seq_max 1024`). Refused only if the kernel changed its mind since
 // CongestionControl: the connection keeps the default.
 void SetCongestion(int fd, const std::string& congestion) {
   if (fd < 0 || congestion.empty()) return;
