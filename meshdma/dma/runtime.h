@@ -158,9 +158,9 @@ struct RuntimeOptions {
   // waiter progresses MPI on every turn. MPI moves a message only while a
   // process polls (a rendezvous needs both sides), and a sleeping waiter is
   // woken only when the MPI progress thread gets to the message, so these
-  // waits spin longer: until this long has passed without the transport moving anything, so
-  // that a wait whose bytes keep arriving keeps reading them itself, or
-  // until the wait timeout.
+  // waits spin longer: until this long has passed without the transport moving
+  // anything, so that a wait whose bytes keep arriving keeps reading them
+  // itself, or until the wait timeout.
   int64_t remote_spin_ns = 1'000'000;
   // DMAs to another host's devices of more than one message's payload
   // (`Runtime::mpi_piece_bytes`: 60 KiB) and at most this many bytes leave
@@ -195,8 +195,8 @@ struct RuntimeOptions {
   // kernel allows it (else its default stays): under BBR one connection
   // carrying exchanges of 1 MiB or more both ways ran at about half the
   // rate at random times (`mpirun -np 2 --mca btl self,tcp
-  // socket-exchange-probe --congestion bbr|cubic`). A name the kernel refuses fails `Create` on every
-  // process.
+  // socket-exchange-probe --congestion bbr|cubic`). A name the kernel refuses
+  // fails `Create` on every process.
   std::optional<std::string> tcp_congestion;
   // Let devices read any memory of the other processes of their host
   // (cross-memory attach, `process_vm_readv`; dma/peer_view.h, contract 7),

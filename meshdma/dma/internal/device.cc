@@ -895,8 +895,8 @@ absl::Status Device::WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
   // moved nothing: a wait whose bytes keep arriving (a stream of puts from
   // another host) is not idle, and sleeping in it handed every later put to
   // the progress thread and its wake-ups (`mpirun -np 2 --mca btl self,tcp
-  // -x MESHDMA_FORCE_INTERHOST=1 meshdma-bench-kv --seq_max 1024`). It ends at the wait timeout, or
-  // once the launch is aborted, whatever moves.
+  // -x MESHDMA_FORCE_INTERHOST=1 meshdma-bench-kv --seq_max 1024`). It ends at
+  // the wait timeout, or once the launch is aborted, whatever moves.
   const int64_t spin_ns = runtime_->semaphore_spin_ns();
   const int64_t timeout_ns =
       runtime_->wait_timeout() == absl::InfiniteDuration()

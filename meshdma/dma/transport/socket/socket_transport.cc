@@ -1028,8 +1028,8 @@ absl::StatusOr<std::string> CongestionControl(const TcpCongestion& asked) {
 // after an idle gap taking 2-3 times as long at random: the receiver got one
 // 64 KiB segment at a time at a rising rate, as from a paced sender
 // (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
-// meshdma-bench-kv --seq_min 16 --seq_max 1024`). Refused only if the kernel changed its mind since
-// CongestionControl: the connection keeps the default.
+// meshdma-bench-kv --seq_min 16 --seq_max 1024`). Refused only if the kernel
+// changed its mind since CongestionControl: the connection keeps the default.
 void SetCongestion(int fd, const std::string& congestion) {
   if (fd < 0 || congestion.empty()) return;
   setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
