@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "ProtocolTrace.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -61,28 +62,6 @@ constexpr int kMaxCallDepth = 64;
 // The most back-to-back calls the entry-race check runs (option `calls`).
 constexpr int kMaxCalls = 8;
 constexpr int64_t kMaxDevices = 4096;
-// Slot 0 of every device is the barrier semaphore; sem_alloc k is slot k+1.
-constexpr int kBarrierSlot = 0;
-
-enum class EvKind : uint8_t {
-  kDmaStart,    // credits `send_slot` here (remote) and `slot` on `target`
-  kSignal,      // credits `slot` on `target` by `amount`
-  kWait,        // consumes `amount` from local `slot`
-  kWaitRecv,    // consumes `amount` bytes from local DMA `slot`
-  kWaitSend,    // same, on the send side
-  kBarrier,     // device barrier over the whole mesh
-  kCollective,  // a runtime collective over a group of the mesh
-};
-
-struct Event {
-  EvKind kind;
-  int32_t slot = -1;
-  int32_t send_slot = -1;
-  int32_t target = -1;
-  int64_t amount = 0;
-  Operation* op = nullptr;
-};
-
 // One abstract value of the interpreter.
 struct AVal {
   enum Kind : uint8_t { kNone, kInt, kData, kSem, kBuf, kFunc } kind = kNone;
@@ -103,27 +82,96 @@ struct Buffer {
   Operation* origin;  // the allocation (nullptr for kernel arguments)
   Type elem;
   llvm::SmallVector<int64_t, 4> shape;  // -1: unknown (dynamic)
-};
-constexpr int kLocalRootBase = 1 << 28;
-
-struct AllocRecord {
-  bool is_semaphore;
-  SemaphoreKind kind;
-  Type type;  // buffers
-  Operation* op;
+  // The elements the view covers: `offset` + sum of index * stride, in
+  // elements of the root buffer. Not `exact`: unknown (the whole root).
+  int64_t offset = 0;
+  llvm::SmallVector<int64_t, 4> strides;
+  bool exact = false;
 };
 
-struct CollectiveRecord {
-  Operation* op;
-  std::vector<int> members;  // group, in group order (includes this device)
-};
+// The most contiguous runs an access is tracked by; past it, by its hull.
+constexpr int64_t kMaxRuns = 4096;
+using ByteRanges = llvm::SmallVector<std::pair<int64_t, int64_t>, 1>;
 
-struct Trace {
-  std::vector<Event> events;
-  std::vector<AllocRecord> allocs;
-  std::vector<CollectiveRecord> collectives;
-  int num_slots = 1;
-};
+int64_t ElemSize(Type t) {
+  if (int64_t b = ElementBytes(t)) return b;
+  if (t.isIntOrFloat()) return (t.getIntOrFloatBitWidth() + 7) / 8;
+  return 8;  // index and anything else
+}
+
+// Row-major strides of `shape` (all static).
+llvm::SmallVector<int64_t, 4> RowMajor(llvm::ArrayRef<int64_t> shape) {
+  llvm::SmallVector<int64_t, 4> strides(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * std::max<int64_t>(shape[d + 1], 1);
+  return strides;
+}
+
+// A root buffer (a kernel argument or an allocation) starts at its own
+// byte 0; its strides are its type's when static.
+void RootLayout(Buffer& b, MemRefType t) {
+  b.offset = 0;
+  b.exact = false;
+  for (int64_t d : b.shape)
+    if (d < 0) return;
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(getStridesAndOffset(t, strides, offset))) return;
+  for (int64_t s : strides)
+    if (ShapedType::isDynamic(s)) return;
+  b.strides.assign(strides.begin(), strides.end());
+  b.exact = true;
+}
+
+// The bytes of the root that view `b` covers: its contiguous runs, merged
+// (the hull past kMaxRuns; everything when the layout is unknown).
+ByteRanges Covered(const Buffer& b) {
+  const ByteRanges all{{0, INT64_MAX}};
+  if (!b.exact || b.strides.size() != b.shape.size()) return all;
+  llvm::SmallVector<std::pair<int64_t, int64_t>, 4> dims;  // (size, stride)
+  for (auto [n, st] : llvm::zip(b.shape, b.strides)) {
+    if (n == 0) return {};
+    if (n > 1) dims.push_back({n, st});
+  }
+  int64_t run = 1, count = 1, last = b.offset;
+  while (!dims.empty() && dims.back().second == run) {
+    run *= dims.back().first;
+    dims.pop_back();
+  }
+  bool hull = false;
+  for (auto [n, st] : dims) {
+    hull |= llvm::MulOverflow(count, n, count) || count > kMaxRuns;
+    int64_t span;
+    if (llvm::MulOverflow(n - 1, st, span) ||
+        llvm::AddOverflow(last, span, last) || st < 0)
+      return all;
+  }
+  int64_t eb = ElemSize(b.elem), lo, hi;
+  auto bytes = [&](int64_t first, int64_t end) {
+    return !llvm::MulOverflow(first, eb, lo) && !llvm::MulOverflow(end, eb, hi);
+  };
+  if (hull) {
+    if (!bytes(b.offset, last + run)) return all;
+    return {{lo, hi}};
+  }
+  std::vector<int64_t> starts{b.offset};
+  for (auto [n, st] : dims) {
+    std::vector<int64_t> next;
+    for (int64_t s : starts)
+      for (int64_t i = 0; i < n; ++i) next.push_back(s + i * st);
+    starts.swap(next);
+  }
+  std::sort(starts.begin(), starts.end());
+  ByteRanges out;
+  for (int64_t s : starts) {
+    if (!bytes(s, s + run)) return all;
+    if (!out.empty() && out.back().second >= lo)
+      out.back().second = std::max(out.back().second, hi);
+    else
+      out.push_back({lo, hi});
+  }
+  return out;
+}
 
 // Everything that ends a device's interpretation: an error has been emitted.
 struct Abort {};
@@ -164,6 +212,7 @@ class DeviceTracer {
             -static_cast<int>(i) - 1, true, nullptr, type.getElementType(), {}};
         for (int64_t d : type.getShape())
           b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+        RootLayout(b, type);
         args.push_back(NewBuf(std::move(b)));
       } else {
         args.push_back(
@@ -286,6 +335,148 @@ class DeviceTracer {
         Fail(user, "unverifiable: the DMA size overflows 64 bits");
     }
     return n;
+  }
+
+  //===------------------------------------------------------------------===//
+  // Memory accesses
+  //===------------------------------------------------------------------===//
+
+  // Records an access of `bytes` of `b` in the memory of device `owner`,
+  // just before the next event (for a DMA: its dma_start, emitted next).
+  void Record(const Buffer& b, int owner, bool write, bool dma, Operation* op,
+              ByteRanges bytes) {
+    if (speculating_ || bytes.empty()) return;
+    trace_->accesses.push_back({static_cast<int32_t>(trace_->events.size()),
+                                owner, b.root, write, dma, op, b.origin,
+                                std::move(bytes)});
+  }
+
+  // Calls fn(operand, write) for each read and write `op` makes of a memref
+  // operand: as its MemoryEffectOpInterface says, else both.
+  template <typename F>
+  static void ForEachEffect(Operation* op, F fn) {
+    auto iface = llvm::dyn_cast<MemoryEffectOpInterface>(op);
+    llvm::SmallVector<MemoryEffects::EffectInstance> effects;
+    if (iface) iface.getEffects(effects);
+    for (Value v : op->getOperands()) {
+      if (!llvm::isa<BaseMemRefType>(v.getType())) continue;
+      bool read = !iface, write = !iface;
+      for (const MemoryEffects::EffectInstance& e : effects) {
+        if (e.getValue() && e.getValue() != v) continue;
+        read |= llvm::isa<MemoryEffects::Read>(e.getEffect());
+        write |= llvm::isa<MemoryEffects::Write>(e.getEffect());
+      }
+      if (read) fn(v, false);
+      if (write) fn(v, true);
+    }
+  }
+
+  // The accesses of an op the interpreter runs: one element for a load or
+  // store at known indices, else the whole view of each memref operand.
+  void RecordEffects(Operation* op) {
+    if (llvm::isa<ViewLikeOpInterface>(op)) return;
+    if (op->getNumRegions() != 0) RecordSkippedOp(op);
+    Value mem;
+    ValueRange indices;
+    if (auto l = llvm::dyn_cast<memref::LoadOp>(op)) {
+      mem = l.getMemRef();
+      indices = l.getIndices();
+    } else if (auto st = llvm::dyn_cast<memref::StoreOp>(op)) {
+      mem = st.getMemRef();
+      indices = st.getIndices();
+    }
+    AVal m = mem ? Get(mem) : AVal{};
+    if (m.kind == AVal::kBuf) {
+      const Buffer& b = buffers_[m.i];
+      int64_t x = b.offset;
+      bool known = b.exact && indices.size() == b.strides.size();
+      for (size_t i = 0; known && i < indices.size(); ++i) {
+        AVal v = Get(indices[i]);
+        known = v.kind == AVal::kInt && v.i >= 0 &&
+                (b.shape[i] < 0 || v.i < b.shape[i]);
+        if (known) x += v.i * b.strides[i];
+      }
+      int64_t eb = ElemSize(b.elem);
+      Record(b, device_, llvm::isa<memref::StoreOp>(op), false, op,
+             known ? ByteRanges{{x * eb, (x + 1) * eb}} : Covered(b));
+      return;
+    }
+    ForEachEffect(op, [&](Value v, bool write) {
+      AVal a = Get(v);
+      if (a.kind == AVal::kBuf)
+        Record(buffers_[a.i], device_, write, false, op,
+               Covered(buffers_[a.i]));
+    });
+  }
+
+  // Code the checker skips (it only computes) inside `scope`: a loop or
+  // branch of the kernel, or a function's body with its memref arguments
+  // bound in `args`.
+  struct SkipScope {
+    SkipScope(Operation* scope, Operation* site, int depth)
+        : scope(scope), site(site), depth(depth) {}
+    Operation* scope;
+    Operation* site;  // where accesses are reported (nullptr: the op)
+    int depth;
+    llvm::DenseMap<Value, int64_t> args;           // argument -> buffer
+    llvm::DenseSet<std::pair<int64_t, int>> seen;  // (buffer, write)
+  };
+  // The buffer behind `v` in `s`, through views, or -1 (a buffer made
+  // inside, or one the checker cannot trace).
+  int64_t ResolveBuffer(Value v, const SkipScope& s) {
+    for (int hops = 0; hops < 64; ++hops) {
+      auto it = s.args.find(v);
+      if (it != s.args.end()) return it->second;
+      Operation* parent = v.getParentRegion()->getParentOp();
+      if (!s.scope->isAncestor(parent)) {
+        AVal a = Get(v);
+        return a.kind == AVal::kBuf ? a.i : -1;
+      }
+      auto view = v.getDefiningOp<ViewLikeOpInterface>();
+      if (!view) return -1;
+      v = view.getViewSource();
+    }
+    return -1;
+  }
+  // Records each memory access inside skipped code as a read or write of
+  // the whole view of a buffer from outside, at the op (or the call site).
+  void RecordSkipped(SkipScope& s) {
+    s.scope->walk([&](Operation* inner) {
+      if (inner == s.scope || llvm::isa<ViewLikeOpInterface>(inner)) return;
+      if (auto call = llvm::dyn_cast<func::CallOp>(inner)) {
+        auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            inner, call.getCalleeAttr());
+        if (!callee || callee.isExternal() || s.depth >= kMaxCallDepth) return;
+        SkipScope sub(callee, s.site ? s.site : inner, s.depth + 1);
+        for (auto [arg, v] :
+             llvm::zip(callee.getArguments(), call.getOperands()))
+          if (int64_t b = ResolveBuffer(v, s); b >= 0) sub.args[arg] = b;
+        RecordSkipped(sub);
+        for (auto key : sub.seen) s.seen.insert(key);
+        return;
+      }
+      ForEachEffect(inner, [&](Value v, bool write) {
+        int64_t b = ResolveBuffer(v, s);
+        if (b < 0 || !s.seen.insert({b, write}).second) return;
+        Record(buffers_[b], device_, write, false, s.site ? s.site : inner,
+               Covered(buffers_[b]));
+      });
+    });
+  }
+  void RecordSkippedOp(Operation* op) {
+    if (speculating_) return;
+    SkipScope s(op, nullptr, 0);
+    RecordSkipped(s);
+  }
+  void RecordSkippedCall(Operation* call, func::FuncOp callee,
+                         ValueRange operands) {
+    if (speculating_) return;
+    SkipScope s(callee, call, 1);
+    for (auto [arg, v] : llvm::zip(callee.getArguments(), operands)) {
+      AVal a = Get(v);
+      if (a.kind == AVal::kBuf) s.args[arg] = a.i;
+    }
+    RecordSkipped(s);
   }
 
   static unsigned Width(Type t) {
@@ -415,14 +606,24 @@ class DeviceTracer {
             AVal n = ShapedType::isDynamic(d) ? Get(*sizes++) : Int(d);
             b.shape.push_back(n.kind == AVal::kInt ? n.i : -1);
           }
+          RootLayout(b, t);
           Set(a.getResult(), NewBuf(std::move(b)));
         })
         .Case<memref::CollapseShapeOp, memref::ExpandShapeOp>([&](auto r) {
           Buffer b = Buf(r.getSrc(), op);
           MemRefType t = r.getResultType();
+          // A reshape of a row-major view is the row-major view of the new
+          // shape; anything else is tracked as the whole root.
+          bool row_major =
+              b.exact &&
+              llvm::all_of(b.shape, [](int64_t d) { return d >= 0; }) &&
+              b.strides == RowMajor(b.shape);
           b.shape.clear();
           for (int64_t d : t.getShape())
             b.shape.push_back(ShapedType::isDynamic(d) ? -1 : d);
+          b.exact = row_major &&
+                    llvm::all_of(b.shape, [](int64_t d) { return d >= 0; });
+          if (b.exact) b.strides = RowMajor(b.shape);
           Set(r.getResult(), NewBuf(std::move(b)));
         })
         .Default([&](Operation* op) {
@@ -493,6 +694,7 @@ class DeviceTracer {
     if (Communicates(loop)) return false;
     bool integers = false;
     for (Type t : loop->getResultTypes()) integers |= t.isIntOrIndex();
+    RecordSkippedOp(loop);
     if (integers) {
       int64_t steps = steps_;
       int depth = depth_;
@@ -594,7 +796,8 @@ class DeviceTracer {
         Set(r, NewData(op, "the result of a call to an external function"));
       return;
     }
-    if (op->getNumResults() == 0 && !Communicates(callee)) return;
+    if (op->getNumResults() == 0 && !Communicates(callee))
+      return RecordSkippedCall(op, callee, call.getOperands());
     RunCallee(op, callee, Vals(call.getOperands()));
   }
 
@@ -650,6 +853,7 @@ class DeviceTracer {
     auto sizes = s.getMixedSizes();
     auto strides = s.getMixedStrides();
     llvm::SmallBitVector dropped = s.getDroppedDims();
+    out.strides.clear();
     auto value_of = [&](OpFoldResult f, llvm::StringRef what) -> int64_t {
       if (auto a = llvm::dyn_cast_if_present<Attribute>(f))
         return llvm::cast<IntegerAttr>(a).getInt();
@@ -667,6 +871,16 @@ class DeviceTracer {
                              ", stride " + std::to_string(st) +
                              " of a dimension of " + std::to_string(dim));
       if (!dropped.test(d)) out.shape.push_back(n);
+      if (!src.exact || d >= src.strides.size()) {
+        out.exact = false;
+        continue;
+      }
+      int64_t moved, stride;
+      if (llvm::MulOverflow(o, src.strides[d], moved) ||
+          llvm::AddOverflow(out.offset, moved, out.offset) ||
+          llvm::MulOverflow(st, src.strides[d], stride))
+        out.exact = false;
+      if (!dropped.test(d)) out.strides.push_back(stride);
     }
     Set(s.getResult(), NewBuf(std::move(out)));
   }
@@ -766,6 +980,7 @@ class DeviceTracer {
   // semaphore or a buffer.
   void ExecOther(Operation* op) {
     if (ExecSelectHandle(op)) return;
+    RecordEffects(op);
     for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
       if (llvm::isa<SemaphoreType>(t))
         Fail(op, "unverifiable: '" + op->getName().getStringRef() +
@@ -867,6 +1082,7 @@ class DeviceTracer {
           Buffer b{static_cast<int>(trace_->allocs.size()), true, op,
                    t.getElementType(),
                    llvm::SmallVector<int64_t, 4>(t.getShape())};
+          RootLayout(b, t);
           trace_->allocs.push_back({false, SemaphoreKind::regular, t, op});
           AVal v = NewBuf(std::move(b));
           if (!grid_.empty()) memo_[op] = v;
@@ -913,8 +1129,10 @@ class DeviceTracer {
           // Runtime collectives: checked by the runtime's own protocol (and
           // by meshdma-expand-collectives + this pass). Here they synchronise
           // their group and must match across it.
-          Buf(o.getInput(), op);
-          Buf(o.getOutput(), op);
+          const Buffer& in = Buf(o.getInput(), op);
+          const Buffer& out = Buf(o.getOutput(), op);
+          Record(in, device_, false, false, op, Covered(in));
+          Record(out, device_, true, false, op, Covered(out));
           CollectiveRecord rec{op, GroupOf(op, o.getAxes())};
           trace_->collectives.push_back(std::move(rec));
           Emit({EvKind::kCollective,
@@ -983,7 +1201,16 @@ class DeviceTracer {
         throw Abort{};
       }
     }
-    Emit({EvKind::kDmaStart, recv, send, target, bytes, op});
+    Event e{EvKind::kDmaStart, recv, send, target, bytes, op};
+    auto record = [&](const Buffer& b, int owner, bool write) {
+      size_t before = trace_->accesses.size();
+      Record(b, owner, write, true, op, Covered(b));
+      return trace_->accesses.size() > before ? static_cast<int32_t>(before)
+                                              : -1;
+    };
+    e.read_access = record(src, device_, false);
+    e.write_access = record(dst, target, true);
+    Emit(e);
   }
 
   func::FuncOp kernel_;
@@ -1412,31 +1639,12 @@ struct VerifyProtocolPass
         failed(ReportExit(traces, run)))
       return failure();
 
+    // Happens-before over every schedule: the entry race (without the
+    // runtime's entry barrier, over `calls` calls) and data races.
     int64_t steps = run.steps();
-    if (!entry_barrier) {
-      for (int call = 1; call <= calls_; ++call) {
-        for (int held = 0; held < n; ++held) {
-          JointRun race(traces, calls_, false);
-          race.Hold(held, call);
-          bool clean = race.Run();
-          steps += race.steps();
-          if (!clean) {
-            InFlightDiagnostic d =
-                race.race_op_->emitError()
-                << "entry race: device " << race.race_from_
-                << " pushes into device " << held << " in call "
-                << race.race_call_ << " before device " << held
-                << " has entered call " << call
-                << " (meshdma.entry_barrier = false, and the kernel's own "
-                   "handshake does not order this push)";
-            d.attachNote(f.getLoc())
-                << "hand-shake on the barrier semaphore first, or keep "
-                   "the runtime's entry barrier";
-            return failure();
-          }
-        }
-      }
-    }
+    if (failed(CheckOrdering(f, traces, entry_barrier ? 1 : calls_,
+                             !entry_barrier, steps)))
+      return failure();
     auto end = std::chrono::steady_clock::now();
     if (stats_) {
       int64_t events = 0;
@@ -1639,6 +1847,21 @@ struct VerifyProtocolPass
         diag.attachNote(c.op->getLoc())
             << "unmatched: " << c.left << " from device " << c.from << " here";
       }
+      return failure();
+    }
+    // Every count is back to 0, but a DMA wait took part of a DMA: the
+    // wait does not tell that DMA's bytes have landed.
+    if (!run.mismatches().empty()) {
+      const Mismatch& m = run.mismatches().front();
+      const Credit& c = run.mismatch_credit_.front();
+      InFlightDiagnostic diag =
+          m.wait->emitError()
+          << "DMA size mismatch: on device " << m.device << " this wait of "
+          << m.wait_bytes << " bytes consumed part of a " << c.size
+          << "-byte DMA from device " << c.from
+          << " (a DMA wait must take whole DMAs: it cannot tell which bytes "
+             "have landed)";
+      diag.attachNote(c.op->getLoc()) << "the DMA starts here";
       return failure();
     }
     return success();

@@ -26,10 +26,10 @@
 // ZERO: options.mlir:0:0: error: meshdma-verify-protocol: option 'calls' must be 1 to 8 (back-to-back calls checked for the entry race), got 0
 // NINE: options.mlir:0:0: error: meshdma-verify-protocol: option 'calls' must be 1 to 8 (back-to-back calls checked for the entry race), got 9
 // NAME: options.mlir:0:0: error: meshdma-verify-protocol: option 'kernel': no kernel @singel_round in the module (its kernels: @single_round)
-// ONE: remark: protocol verified: 4 devices, 24 events, 60 steps,
-// TWO: remark: protocol verified: 4 devices, 24 events, 192 steps,
-// THREE: remark: protocol verified: 4 devices, 24 events, 420 steps,
-// EIGHT: remark: protocol verified: 4 devices, 24 events, 3000 steps,
+// ONE: remark: protocol verified: 4 devices, 24 events, 48 steps,
+// TWO: remark: protocol verified: 4 devices, 24 events, 360 steps,
+// THREE: remark: protocol verified: 4 devices, 24 events, 600 steps,
+// EIGHT: remark: protocol verified: 4 devices, 24 events, 1560 steps,
 !dma = !meshdma.semaphore<dma>
 !bar = !meshdma.semaphore<barrier>
 mesh.mesh @ring(shape = ?) {meshdma.axes = ["x"]}

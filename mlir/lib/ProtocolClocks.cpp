@@ -1,0 +1,520 @@
+// The fast proof of meshdma-verify-protocol's ordering checks (the entry
+// race and data races), by vector clocks.
+//
+// 1. One run of `calls` back-to-back calls (a work list: a device runs until
+//    it blocks; a credit or a completed rendezvous wakes it) carries a
+//    vector clock per device: entry d of device e's clock is how many of
+//    d's events precede e's current point in EVERY schedule. A credit
+//    carries its issuer's clock; a barrier or collective joins its members'.
+// 2. A wait joins only the credits it is sure to include. The credits of
+//    one issuer into one slot form a chain that lands in issue order (a
+//    DMA's completions into one semaphore in the order its issuer started
+//    them; signals too). A wait that brings the slot's consumption to W has
+//    seen, of chain o, at least W minus what the other chains can have
+//    landed before it: their credits not known to follow the wait. Those
+//    are known from the previous run, so the runs repeat until they agree
+//    (each is sound; each knows more).
+// 3. Each access is checked, in the run's order, FastTrack-style against
+//    the last write of its bytes and the reads since: a local access
+//    (d, p) precedes B when B's clock holds more than p events of d; a
+//    DMA's access ends at the first wait sure to include its completion
+//    (on the target for its write; on the target or issuer for its source
+//    read).
+// 4. The entry race: a push into device R from its call c needs R's first
+//    event of call c in the pusher's clock (the barrier semaphore aside).
+// 5. A kernel no run proves goes to the exact check (ProtocolRaces.cpp),
+//    which reports the race or proves there is none: a wait's clock knows
+//    only what every credit it may include knows in common, which a credit
+//    set chosen among alternatives (one chain or another) can miss.
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ProtocolTrace.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace meshdma::ir {
+namespace {
+
+// A vector clock shared copy-on-write; its owner's own entry is kept apart.
+using Clock = std::shared_ptr<std::vector<int32_t>>;
+
+// A device's clock as of one of its events: entry `self` is `own`.
+struct Stamp {
+  Clock clock;
+  int self;
+  int64_t own;
+  int64_t At(int d) const { return d == self ? own : (*clock)[d]; }
+};
+
+// One access of one call: (device whose trace holds it, call, index).
+struct Inst {
+  int issuer;
+  int call;
+  int index;
+};
+
+// The shadow of one buffer of one device: per byte segment, the last write
+// and the reads since (access instances).
+struct Segment {
+  int64_t hi;
+  int64_t write = -1;
+  int64_t local_read = -1;  // local reads are in program order: the last
+  llvm::SmallVector<int64_t, 2> dma_reads;
+};
+
+// A credit issued and not yet sure to be included by a wait.
+struct Pending {
+  Stamp stamp;
+  int64_t read, write;  // a DMA's access instances it ends, or -1
+};
+
+// The credits of one issuer into one slot of one device, over all calls, in
+// issue order.
+struct Chain {
+  std::vector<int64_t> prefix{0};  // prefix[j]: the amounts of credits < j
+  // after[j]: how many of the target's events credit j is known to follow
+  // (from the previous run; non-decreasing in j); next: this run's.
+  std::vector<int64_t> after, next;
+  std::deque<Pending> pending;
+  int64_t first = 0;  // the index of pending.front()
+};
+
+constexpr int kMaxRuns = 3;
+
+class ClockChecker {
+ public:
+  ClockChecker(const std::vector<Trace>& traces, int calls, bool entry_race)
+      : traces_(traces), calls_(calls), entry_race_(entry_race) {
+    n_ = static_cast<int>(traces.size());
+    slots_ = 1;
+    for (const Trace& t : traces) slots_ = std::max(slots_, t.num_slots);
+    len_.resize(n_);
+    abase_.resize(n_ + 1, 0);
+    for (int d = 0; d < n_; ++d) {
+      len_[d] = static_cast<int64_t>(traces[d].events.size());
+      abase_[d + 1] =
+          abase_[d] + static_cast<int64_t>(calls) * traces[d].accesses.size();
+    }
+    BuildChains();
+  }
+
+  // True when no run finds a race; false when the last one still does.
+  bool Proves(int64_t& steps) {
+    // A run that finds no race proves there is none; another run can only
+    // order more.
+    for (int run = 1; run <= kMaxRuns; ++run) {
+      Run();
+      steps += steps_;
+      if (!race_op_ && race_b_ < 0) return true;
+      bool settled = true;
+      for (Chain& c : chains_) {
+        settled &= c.after == c.next;
+        c.after.swap(c.next);
+      }
+      if (!multi_chain_ || settled) break;
+    }
+    return false;
+  }
+
+ private:
+  //===------------------------------------------------------------------===//
+  // Accesses and chains
+  //===------------------------------------------------------------------===//
+  Inst Decode(int64_t id) const {
+    int d =
+        static_cast<int>(std::upper_bound(abase_.begin(), abase_.end(), id) -
+                         abase_.begin() - 1);
+    int64_t rest = id - abase_[d];
+    int64_t per = static_cast<int64_t>(traces_[d].accesses.size());
+    return {d, static_cast<int>(rest / per), static_cast<int>(rest % per)};
+  }
+  const Access& Acc(const Inst& i) const {
+    return traces_[i.issuer].accesses[i.index];
+  }
+  int64_t AbsPos(const Inst& i) const {
+    return i.call * len_[i.issuer] + Acc(i).pos;
+  }
+  int64_t Slot(int d, int slot) const {
+    return static_cast<int64_t>(d) * slots_ + slot;
+  }
+  int64_t ChainKey(int target, int slot, int issuer) const {
+    return Slot(target, slot) * n_ + issuer;
+  }
+
+  void AddCredit(int target, int slot, int issuer, int64_t amount) {
+    auto [it, fresh] = chain_of_.try_emplace(ChainKey(target, slot, issuer),
+                                             static_cast<int>(chains_.size()));
+    if (fresh) {
+      chains_.emplace_back();
+      auto& list = slot_chains_[Slot(target, slot)];
+      list.push_back(it->second);
+      multi_chain_ |= list.size() > 1;
+    }
+    Chain& c = chains_[it->second];
+    c.prefix.push_back(c.prefix.back() + amount);
+    c.after.push_back(-1);
+  }
+  void BuildChains() {
+    for (int o = 0; o < n_; ++o)
+      for (int call = 0; call < calls_; ++call)
+        for (const Event& e : traces_[o].events) {
+          if (e.kind == EvKind::kSignal || e.kind == EvKind::kDmaStart)
+            AddCredit(e.target, e.slot, o, e.amount);
+          if (e.kind == EvKind::kDmaStart && e.send_slot >= 0)
+            AddCredit(o, e.send_slot, o, e.amount);
+        }
+    for (Chain& c : chains_) c.next = c.after;
+  }
+
+  //===------------------------------------------------------------------===//
+  // 1. The run
+  //===------------------------------------------------------------------===//
+  void Run() {
+    pos_.assign(n_, 0);
+    index_.assign(n_, 0);
+    call_.assign(n_, 0);
+    counts_.assign(static_cast<size_t>(n_) * slots_, 0);
+    consumed_.assign(static_cast<size_t>(n_) * slots_, 0);
+    blocked_.assign(n_, -1);
+    queued_.assign(n_, 0);
+    meet_key_.assign(n_, -1);
+    barriers_.assign(n_, 0);
+    colls_.assign(n_, 0);
+    cursor_index_.assign(n_, 0);
+    cursor_call_.assign(n_, 0);
+    for (int d = 0; d < n_; ++d)
+      if (traces_[d].accesses.empty()) cursor_call_[d] = calls_;
+    meets_.clear();
+    clocks_.clear();
+    for (int d = 0; d < n_; ++d)
+      clocks_.push_back(std::make_shared<std::vector<int32_t>>(n_, 0));
+    for (Chain& c : chains_) {
+      c.pending.clear();
+      c.first = 0;
+    }
+    observer_.assign(2 * abase_[n_], {-1, -1});
+    shadow_.clear();
+    race_op_ = nullptr;
+    race_b_ = -1;
+    steps_ = 0;
+    work_.clear();
+    for (int d = 0; d < n_; ++d) Wake(d);
+    for (size_t head = 0; head < work_.size(); ++head) {
+      int d = work_[head];
+      queued_[d] = 0;
+      Advance(d);
+    }
+  }
+
+  void Wake(int d) {
+    if (queued_[d]) return;
+    queued_[d] = 1;
+    work_.push_back(d);
+  }
+
+  // How many of d's events device `e`'s clock knows.
+  int64_t Known(int e, int d) const {
+    return e == d ? pos_[e] : (*clocks_[e])[d];
+  }
+
+  void Advance(int d) {
+    int64_t end = len_[d] * calls_;
+    while (pos_[d] < end) {
+      Touch(d, false);
+      const Event& e = traces_[d].events[index_[d]];
+      switch (e.kind) {
+        case EvKind::kDmaStart: {
+          Touch(d, true);
+          int64_t call = call_[d];
+          int64_t read = Id(d, call, e.read_access);
+          int64_t write = Id(d, call, e.write_access);
+          Credit(d, e.target, e.slot, e.amount, read, write);
+          if (e.send_slot >= 0) Credit(d, d, e.send_slot, e.amount, read, -1);
+          break;
+        }
+        case EvKind::kSignal:
+          Credit(d, e.target, e.slot, e.amount, -1, -1);
+          break;
+        case EvKind::kWait:
+        case EvKind::kWaitRecv:
+        case EvKind::kWaitSend: {
+          int64_t& c = counts_[Slot(d, e.slot)];
+          if (c < e.amount) {
+            blocked_[d] = e.slot;
+            return;
+          }
+          c -= e.amount;
+          Include(d, e.slot, e.amount);
+          break;
+        }
+        case EvKind::kBarrier:
+        case EvKind::kCollective:
+          if (!Meet(d, e)) return;
+          break;
+      }
+      blocked_[d] = -1;
+      ++pos_[d];
+      if (++index_[d] == len_[d]) {
+        index_[d] = 0;
+        ++call_[d];
+      }
+      ++steps_;
+    }
+    Touch(d, false);
+  }
+
+  int64_t Id(int d, int64_t call, int32_t index) const {
+    if (index < 0) return -1;
+    return abase_[d] + call * static_cast<int64_t>(traces_[d].accesses.size()) +
+           index;
+  }
+
+  // A credit from `from`'s current event into `slot` of `target`, carrying
+  // `from`'s clock. 4. A push into a device that has not entered its call
+  // is the entry race.
+  void Credit(int from, int target, int slot, int64_t amount, int64_t read,
+              int64_t write) {
+    counts_[Slot(target, slot)] += amount;
+    if (blocked_[target] == slot) Wake(target);
+    Chain& c = chains_[chain_of_.find(ChainKey(target, slot, from))->second];
+    int64_t j = c.first + static_cast<int64_t>(c.pending.size());
+    c.next[j] = target == from ? pos_[from] : Known(from, target);
+    c.pending.push_back({{clocks_[from], from, pos_[from] + 1}, read, write});
+    if (!entry_race_ || target == from || slot == kBarrierSlot || race_op_)
+      return;
+    int64_t call = call_[from];
+    if (len_[target] && Known(from, target) >= call * len_[target] + 1) return;
+    race_op_ = traces_[from].events[index_[from]].op;
+    race_from_ = from;
+    race_to_ = target;
+    race_call_ = static_cast<int>(call) + 1;
+  }
+
+  // 2. The wait of `amount` on `slot` of device d (at its current event)
+  // joins the credits it is sure to include.
+  void Include(int d, int slot, int64_t amount) {
+    int64_t need = consumed_[Slot(d, slot)] += amount;
+    const auto& list = slot_chains_[Slot(d, slot)];
+    int64_t w = pos_[d];
+    auto landed = [&](const Chain& c) {  // credits not known to follow
+      auto it = std::upper_bound(c.after.begin(), c.after.end(), w);
+      return c.prefix[it - c.after.begin()];
+    };
+    int64_t all = 0;
+    if (list.size() > 1)
+      for (int k : list) all += landed(chains_[k]);
+    for (int k : list) {
+      Chain& c = chains_[k];
+      int64_t sure = list.size() > 1 ? need - (all - landed(c)) : need;
+      int64_t upto = std::lower_bound(c.prefix.begin(), c.prefix.end(), sure) -
+                     c.prefix.begin();
+      upto = std::min(upto, c.first + static_cast<int64_t>(c.pending.size()));
+      if (upto <= c.first) continue;
+      for (; c.first < upto; ++c.first) {
+        const Pending& p = c.pending.front();
+        Observe(p.read, p.stamp.self == d ? 0 : 1, d, w);
+        Observe(p.write, 0, d, w);
+        if (c.first + 1 == upto) Join(d, p.stamp);
+        c.pending.pop_front();
+      }
+    }
+  }
+  // The first wait on device d (at its event w) sure to include a DMA's
+  // completion ends its access `id`: entry 0 on the memory's owner, 1 on
+  // the other device (the target, for a source read).
+  void Observe(int64_t id, int side, int d, int64_t w) {
+    if (id < 0) return;
+    auto& o = observer_[2 * id + side];
+    if (o.first < 0) o = {d, w};
+  }
+  void Join(int d, const Stamp& s) {
+    if (clocks_[d].use_count() > 1)
+      clocks_[d] = std::make_shared<std::vector<int32_t>>(*clocks_[d]);
+    int32_t* __restrict v = clocks_[d]->data();
+    const int32_t* __restrict x = s.clock->data();
+    const int n = n_;  // a local: the stores below cannot change it
+    for (int i = 0; i < n; ++i) v[i] = v[i] < x[i] ? x[i] : v[i];
+    v[s.self] = std::max<int32_t>(v[s.self], static_cast<int32_t>(s.own));
+  }
+
+  // A barrier or collective: true once every member has arrived; the last
+  // arrival joins the members' clocks.
+  bool Meet(int d, const Event& e) {
+    if (meet_key_[d] < 0) {
+      int64_t key;
+      const std::vector<int>* members = nullptr;
+      if (e.kind == EvKind::kBarrier) {
+        key = 2 * barriers_[d]++;
+      } else {
+        members = &traces_[d].collectives[e.slot].members;
+        key = 2 * (colls_[d]++ * n_ + members->front()) + 1;
+      }
+      int size = members ? static_cast<int>(members->size()) : n_;
+      Rendezvous& m = meets_[key];
+      meet_key_[d] = key;
+      m.waiting.push_back(d);
+      if (static_cast<int>(m.waiting.size()) < size) return false;
+      auto joined = std::make_shared<std::vector<int32_t>>(n_, 0);
+      int32_t* __restrict j = joined->data();
+      for (int w : m.waiting) {
+        const int32_t* __restrict x = clocks_[w]->data();
+        for (int i = 0, n = n_; i < n; ++i) j[i] = j[i] < x[i] ? x[i] : j[i];
+      }
+      for (int w : m.waiting) j[w] = static_cast<int32_t>(pos_[w] + 1);
+      for (int w : m.waiting) {
+        clocks_[w] = joined;
+        if (w != d) Wake(w);
+      }
+      m.done = true;
+    }
+    if (!meets_[meet_key_[d]].done) return false;
+    meet_key_[d] = -1;
+    return true;
+  }
+
+  //===------------------------------------------------------------------===//
+  // 3. Accesses, FastTrack-style
+  //===------------------------------------------------------------------===//
+  // Checks device d's accesses at its current point: the local ones before
+  // its next event, or (`dma`) those of the DMA it starts.
+  void Touch(int d, bool dma) {
+    const auto& accesses = traces_[d].accesses;
+    while (cursor_call_[d] < calls_) {
+      const Access& a = accesses[cursor_index_[d]];
+      if (cursor_call_[d] * len_[d] + a.pos != pos_[d] || a.dma != dma) return;
+      Inst b{d, static_cast<int>(cursor_call_[d]),
+             static_cast<int>(cursor_index_[d])};
+      int64_t id =
+          abase_[d] + cursor_call_[d] * accesses.size() + cursor_index_[d];
+      if (++cursor_index_[d] == accesses.size()) {
+        cursor_index_[d] = 0;
+        ++cursor_call_[d];
+      }
+      Visit(id, b, a);
+    }
+  }
+
+  void Visit(int64_t id, const Inst& b, const Access& acc) {
+    auto& segs = shadow_[{acc.owner, acc.root}];
+    asked_.clear();
+    for (auto [lo, hi] : acc.bytes) {
+      Split(segs, lo);
+      Split(segs, hi);
+      int64_t at = lo;
+      auto it = segs.lower_bound(lo);
+      while (at < hi) {
+        if (it == segs.end() || it->first > at) {
+          int64_t next = it == segs.end() ? hi : std::min(hi, it->first);
+          it = segs.emplace_hint(it, at, Segment{next, -1, -1, {}});
+        }
+        Segment& s = it->second;
+        if (s.write >= 0) Ask(s.write, id, b, acc, it->first, s.hi);
+        if (acc.write) {
+          if (s.local_read >= 0) Ask(s.local_read, id, b, acc, it->first, s.hi);
+          for (int64_t r : s.dma_reads) Ask(r, id, b, acc, it->first, s.hi);
+          s.write = id;
+          s.local_read = -1;
+          s.dma_reads.clear();
+        } else if (acc.dma) {
+          s.dma_reads.push_back(id);
+        } else {
+          s.local_read = id;
+        }
+        at = s.hi;
+        ++it;
+      }
+    }
+  }
+  static void Split(std::map<int64_t, Segment>& segs, int64_t x) {
+    auto it = segs.upper_bound(x);
+    if (it == segs.begin()) return;
+    --it;
+    if (it->first >= x || it->second.hi <= x) return;
+    Segment right = it->second;
+    it->second.hi = x;
+    segs.emplace(x, std::move(right));
+  }
+
+  // Does access `a` (earlier in this run) happen before access `b`, which
+  // overlaps it in [lo, hi)? Records the first pair that does not.
+  void Ask(int64_t a_id, int64_t b_id, const Inst& b, const Access& ba,
+           int64_t lo, int64_t hi) {
+    if (a_id == b_id || llvm::is_contained(asked_, a_id)) return;
+    asked_.push_back(a_id);
+    Inst a = Decode(a_id);
+    const Access& aa = Acc(a);
+    if (!aa.write && !ba.write) return;
+    if (!aa.dma && !ba.dma) return;  // one device's code, in program order
+    if (aa.dma && ba.dma && a.issuer == b.issuer && a.call == b.call &&
+        aa.pos == ba.pos)
+      return;  // the two sides of one DMA
+    bool ordered;
+    if (!aa.dma) {
+      ordered =
+          Known(b.issuer, a.issuer) >= AbsPos(a) + 1 || a.issuer == b.issuer;
+    } else {
+      ordered = false;
+      for (int side = 0; side < 2 && !ordered; ++side) {
+        auto [t, w] = observer_[2 * a_id + side];
+        if (aa.write && side == 1) continue;
+        ordered = t >= 0 && Known(b.issuer, t) >= w + 1;
+      }
+    }
+    if (ordered || race_b_ >= 0) return;
+    race_a_ = a_id;
+    race_b_ = b_id;
+    race_lo_ = lo;
+    race_hi_ = hi;
+  }
+
+  struct Rendezvous {
+    bool done = false;
+    std::vector<int> waiting;  // the members that have arrived
+  };
+
+  const std::vector<Trace>& traces_;
+  int calls_;
+  bool entry_race_;
+  int n_;
+  int slots_;
+  std::vector<int64_t> len_;
+  std::vector<int64_t> abase_;  // the first access instance of each device
+  // Chains: by (target, slot, issuer); the chains of each (target, slot).
+  std::vector<Chain> chains_;
+  llvm::DenseMap<int64_t, int> chain_of_;
+  llvm::DenseMap<int64_t, llvm::SmallVector<int, 2>> slot_chains_;
+  bool multi_chain_ = false;
+  // One run.
+  std::vector<int64_t> pos_, counts_, consumed_;
+  std::vector<int64_t> index_, call_;  // pos_ as (call, event of the call)
+  std::vector<int> blocked_;           // the slot a device waits on, or -1
+  std::vector<char> queued_;
+  std::vector<int> work_;
+  std::vector<int64_t> meet_key_, barriers_, colls_;
+  llvm::DenseMap<int64_t, Rendezvous> meets_;
+  std::vector<Clock> clocks_;
+  // The next access instance of each device: call and index.
+  std::vector<size_t> cursor_index_;
+  std::vector<int64_t> cursor_call_;
+  std::vector<std::pair<int, int64_t>> observer_;
+  llvm::DenseMap<std::pair<int, int>, std::map<int64_t, Segment>> shadow_;
+  std::vector<int64_t> asked_;
+  int64_t steps_ = 0;
+  // The first races of the run.
+  mlir::Operation* race_op_ = nullptr;
+  int race_from_ = -1, race_to_ = -1, race_call_ = 0;
+  int64_t race_a_ = -1, race_b_ = -1, race_lo_ = 0, race_hi_ = 0;
+};
+
+}  // namespace
+
+bool ProvedByClocks(const std::vector<Trace>& traces, int calls,
+                    bool entry_race, int64_t& steps) {
+  ClockChecker checker(traces, calls, entry_race);
+  return checker.Proves(steps);
+}
+
+}  // namespace meshdma::ir

@@ -1,0 +1,603 @@
+// Happens-before over every schedule, for meshdma-verify-protocol: the entry
+// race and data races. Vector clocks (ProtocolClocks.cpp) prove most kernels
+// in one or two runs; a kernel they do not prove comes here, to the exact
+// check, which reports the race or proves there is none.
+//
+// The system is monotone: waits are local and everything else only adds to
+// counts, so holding one device back never lets another get further. Hence
+// event y of device b happens after event i of device a in EVERY schedule
+// exactly when, with a held before event i, the others' fixpoint stops b
+// before y. A sweep of device a holds it before each of its events in turn
+// (releasing one event at a time and running the others to their new
+// fixpoint), so one sweep costs one joint run and answers every question
+// "does (a, i) happen before (b, j)?".
+//
+// 1. Order run: one schedule, in which every access gets a time. Sorted by
+//    it, the accesses of each byte are checked FastTrack-style against the
+//    last write and the reads since, which yields the pairs to decide.
+// 2. Sweeps. A local access (a, p) precedes a DMA started at (o, s) iff,
+//    with a held at p, o stops at or before s. A DMA precedes an access
+//    once a wait observes its completion: a wait of `m` on a slot holding
+//    `count` at the hold is sure to include a credit when the credits of
+//    its issuer on that slot from that credit on (a DMA's completions into
+//    one semaphore are taken to arrive in the order its issuer started
+//    them; signals too) exceed count - m. The first such wait on the
+//    target observes the write; on the issuer or target, the source read.
+// 3. The entry race: while device a is held, a push into it from a call it
+//    has not entered (barrier semaphore aside).
+// 4. The first undecided pair, in time order, is reported.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "ProtocolTrace.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+
+namespace meshdma::ir {
+namespace {
+
+// The joint run of `calls` back-to-back calls, driven by a work list: a
+// device runs until it blocks, and a credit or a completed rendezvous wakes
+// it. One device may be held before a given event.
+class Engine {
+ public:
+  // Told of every credit into the held device.
+  struct Listener {
+    virtual ~Listener() = default;
+    virtual void OnCredit(int slot, int from, int64_t from_pos, int64_t amount,
+                          bool send_side) = 0;
+  };
+
+  Engine(const std::vector<Trace>& traces, int calls) : traces_(traces) {
+    n_ = static_cast<int>(traces.size());
+    slots_ = 1;
+    for (const Trace& t : traces) slots_ = std::max(slots_, t.num_slots);
+    len_.resize(n_);
+    end_.resize(n_);
+    base_.resize(n_ + 1, 0);
+    for (int d = 0; d < n_; ++d) {
+      len_[d] = static_cast<int64_t>(traces[d].events.size());
+      end_[d] = len_[d] * calls;
+      base_[d + 1] = base_[d] + end_[d];
+    }
+  }
+
+  // Every device at its start, nothing credited; `held` (or -1) may run only
+  // its events before `hold_at`.
+  void Reset(int held, int64_t hold_at, Listener* listener) {
+    held_ = held;
+    hold_at_ = hold_at;
+    listener_ = listener;
+    stop_ = false;
+    pos_.assign(n_, 0);
+    counts_.assign(static_cast<size_t>(n_) * slots_, 0);
+    blocked_.assign(n_, -1);
+    queued_.assign(n_, 0);
+    meet_key_.assign(n_, -1);
+    barriers_.assign(n_, 0);
+    colls_.assign(n_, 0);
+    meets_.clear();
+    work_.clear();
+    head_ = 0;
+    for (int d = 0; d < n_; ++d) Wake(d);
+  }
+  // Lets the held device run up to (not including) event `hold_at`.
+  void Release(int64_t hold_at) {
+    hold_at_ = hold_at;
+    Wake(held_);
+  }
+  // Runs to the fixpoint (or until Stop). With `seq`, records the order in
+  // which events run: seq[Index(d, p)].
+  void Run(std::vector<int64_t>* seq = nullptr) {
+    seq_ = seq;
+    while (head_ < work_.size() && !stop_) {
+      int d = work_[head_++];
+      queued_[d] = 0;
+      Advance(d);
+    }
+    if (head_ == work_.size()) {
+      work_.clear();
+      head_ = 0;
+    }
+  }
+  void Stop() { stop_ = true; }
+
+  int n() const { return n_; }
+  int64_t Pos(int d) const { return pos_[d]; }
+  int64_t Len(int d) const { return len_[d]; }
+  int64_t End(int d) const { return end_[d]; }
+  int64_t Index(int d, int64_t p) const { return base_[d] + p; }
+  int64_t TotalEvents() const { return base_[n_]; }
+  const Event& At(int d, int64_t p) const {
+    return traces_[d].events[p % len_[d]];
+  }
+  int64_t Count(int d, int slot) const {
+    return counts_[static_cast<size_t>(d) * slots_ + slot];
+  }
+  int64_t steps() const { return steps_; }
+
+ private:
+  void Wake(int d) {
+    if (queued_[d]) return;
+    queued_[d] = 1;
+    work_.push_back(d);
+  }
+
+  void Credit(int target, int slot, int64_t amount, int from, bool send) {
+    counts_[static_cast<size_t>(target) * slots_ + slot] += amount;
+    if (blocked_[target] == slot) Wake(target);
+    if (target == held_ && listener_)
+      listener_->OnCredit(slot, from, pos_[from], amount, send);
+  }
+
+  // A barrier or collective: true once every member has arrived.
+  bool Meet(int d, const Event& e) {
+    if (meet_key_[d] < 0) {
+      int64_t key;
+      int size;
+      if (e.kind == EvKind::kBarrier) {
+        key = 2 * barriers_[d]++;
+        size = n_;
+      } else {
+        const auto& members = traces_[d].collectives[e.slot].members;
+        key = 2 * (colls_[d]++ * n_ + members.front()) + 1;
+        size = static_cast<int>(members.size());
+      }
+      Rendezvous& m = meets_[key];
+      meet_key_[d] = key;
+      if (++m.arrived < size) {
+        m.waiting.push_back(d);
+        return false;
+      }
+      for (int w : m.waiting) Wake(w);
+      m.waiting.clear();
+      m.done = true;
+    }
+    if (!meets_[meet_key_[d]].done) return false;
+    meet_key_[d] = -1;
+    return true;
+  }
+
+  void Advance(int d) {
+    int64_t limit = d == held_ ? std::min(hold_at_, end_[d]) : end_[d];
+    while (pos_[d] < limit && !stop_) {
+      const Event& e = At(d, pos_[d]);
+      switch (e.kind) {
+        case EvKind::kDmaStart:
+          Credit(e.target, e.slot, e.amount, d, false);
+          if (e.send_slot >= 0) Credit(d, e.send_slot, e.amount, d, true);
+          break;
+        case EvKind::kSignal:
+          Credit(e.target, e.slot, e.amount, d, false);
+          break;
+        case EvKind::kWait:
+        case EvKind::kWaitRecv:
+        case EvKind::kWaitSend: {
+          int64_t& c = counts_[static_cast<size_t>(d) * slots_ + e.slot];
+          if (c < e.amount) {
+            blocked_[d] = e.slot;
+            return;
+          }
+          c -= e.amount;
+          break;
+        }
+        case EvKind::kBarrier:
+        case EvKind::kCollective:
+          if (!Meet(d, e)) return;
+          break;
+      }
+      blocked_[d] = -1;
+      if (seq_) (*seq_)[Index(d, pos_[d])] = seq_next_++;
+      ++pos_[d];
+      ++steps_;
+    }
+  }
+
+  struct Rendezvous {
+    int arrived = 0;
+    bool done = false;
+    std::vector<int> waiting;
+  };
+
+  const std::vector<Trace>& traces_;
+  int n_;
+  int slots_;
+  std::vector<int64_t> len_, end_, base_;
+  int held_ = -1;
+  int64_t hold_at_ = 0;
+  Listener* listener_ = nullptr;
+  bool stop_ = false;
+  std::vector<int64_t> pos_;
+  std::vector<int64_t> counts_;
+  std::vector<int> blocked_;  // the slot a device waits on, or -1
+  std::vector<char> queued_;
+  std::vector<int64_t> meet_key_;
+  std::vector<int64_t> barriers_, colls_;
+  llvm::DenseMap<int64_t, Rendezvous> meets_;
+  std::vector<int> work_;
+  size_t head_ = 0;
+  std::vector<int64_t>* seq_ = nullptr;
+  int64_t seq_next_ = 0;
+  int64_t steps_ = 0;
+};
+
+std::string LineOf(Operation* op) {
+  if (auto l = op->getLoc()->findInstanceOf<FileLineColLoc>())
+    return "line " + std::to_string(l.getLine());
+  return "'" + op->getName().getStringRef().str() + "'";
+}
+
+// One access of one call: (device whose trace holds it, call, index).
+struct Inst {
+  int issuer;
+  int call;
+  int index;
+};
+
+// A pair to decide: does access `a` (earlier in the order run) happen
+// before access `b`, which overlaps it in bytes [lo, hi)?
+struct Query {
+  int64_t a, b;
+  int64_t lo, hi;
+  bool ok = false;
+};
+
+// The shadow of one buffer of one device: per byte segment, the last write
+// and the reads since.
+struct Segment {
+  int64_t hi;
+  int64_t write = -1;
+  llvm::SmallVector<int64_t, 2> reads;
+};
+
+class OrderChecker : public Engine::Listener {
+ public:
+  OrderChecker(func::FuncOp kernel, const std::vector<Trace>& traces, int calls,
+               bool entry_race)
+      : kernel_(kernel),
+        traces_(traces),
+        calls_(calls),
+        entry_race_(entry_race),
+        engine_(traces, calls) {
+    n_ = static_cast<int>(traces.size());
+    abase_.resize(n_ + 1, 0);
+    for (int d = 0; d < n_; ++d)
+      abase_[d + 1] =
+          abase_[d] + static_cast<int64_t>(calls) * traces[d].accesses.size();
+  }
+
+  LogicalResult Check(int64_t& steps) {
+    OrderRun();
+    CollectQueries();
+    LogicalResult result = Sweep();
+    steps += engine_.steps();
+    if (failed(result)) return failure();
+    return ReportRace();
+  }
+
+ private:
+  //===------------------------------------------------------------------===//
+  // Accesses
+  //===------------------------------------------------------------------===//
+  Inst Decode(int64_t id) const {
+    int d =
+        static_cast<int>(std::upper_bound(abase_.begin(), abase_.end(), id) -
+                         abase_.begin() - 1);
+    int64_t rest = id - abase_[d];
+    int64_t per = static_cast<int64_t>(traces_[d].accesses.size());
+    return {d, static_cast<int>(rest / per), static_cast<int>(rest % per)};
+  }
+  int64_t Id(int d, int call, int index) const {
+    return abase_[d] + static_cast<int64_t>(call) * traces_[d].accesses.size() +
+           index;
+  }
+  const Access& Acc(const Inst& i) const {
+    return traces_[i.issuer].accesses[i.index];
+  }
+  // The event position of an access in its issuer's calls-long trace.
+  int64_t AbsPos(const Inst& i) const {
+    return i.call * engine_.Len(i.issuer) + Acc(i).pos;
+  }
+  // The event that must have run for the access to start: (device, pos).
+  std::pair<int, int64_t> StartPoint(const Inst& i) const {
+    return {i.issuer, Acc(i).dma ? AbsPos(i) : AbsPos(i) - 1};
+  }
+
+  //===------------------------------------------------------------------===//
+  // 1. The order run and the pairs to decide
+  //===------------------------------------------------------------------===//
+  void OrderRun() {
+    seq_.assign(engine_.TotalEvents(), INT64_MAX / 4);
+    engine_.Reset(-1, 0, nullptr);
+    engine_.Run(&seq_);
+  }
+
+  // The time of an access in the order run: just after the event before a
+  // local access, just after a DMA's start.
+  int64_t Time(const Inst& i) const {
+    auto [d, p] = StartPoint(i);
+    if (p < 0) return 0;
+    return 2 * seq_[engine_.Index(d, p)] + 1;
+  }
+
+  void CollectQueries() {
+    std::vector<std::pair<int64_t, int64_t>> order;  // (time, id)
+    for (int64_t id = 0; id < abase_[n_]; ++id)
+      order.push_back({Time(Decode(id)), id});
+    std::stable_sort(order.begin(), order.end());
+    std::map<std::pair<int, int>, std::map<int64_t, Segment>> shadow;
+    for (auto [time, id] : order) {
+      Inst b = Decode(id);
+      const Access& acc = Acc(b);
+      auto& segs = shadow[{acc.owner, acc.root}];
+      asked_.clear();
+      for (auto [lo, hi] : acc.bytes) Visit(segs, lo, hi, id, b, acc);
+    }
+  }
+
+  // Makes [lo, hi) a union of whole segments and checks access `id` against
+  // each.
+  void Visit(std::map<int64_t, Segment>& segs, int64_t lo, int64_t hi,
+             int64_t id, const Inst& b, const Access& acc) {
+    Split(segs, lo);
+    Split(segs, hi);
+    int64_t at = lo;
+    auto it = segs.lower_bound(lo);
+    while (at < hi) {
+      if (it == segs.end() || it->first > at) {
+        int64_t next = it == segs.end() ? hi : std::min(hi, it->first);
+        it = segs.emplace_hint(it, at, Segment{next, -1, {}});
+      }
+      Segment& s = it->second;
+      if (s.write >= 0) Ask(s.write, id, b, it->first, s.hi);
+      if (acc.write) {
+        for (int64_t r : s.reads) Ask(r, id, b, it->first, s.hi);
+        s.write = id;
+        s.reads.clear();
+      } else {
+        // Local reads are ordered among themselves: keep the last.
+        if (!acc.dma)
+          llvm::erase_if(s.reads,
+                         [&](int64_t r) { return !Acc(Decode(r)).dma; });
+        s.reads.push_back(id);
+      }
+      at = s.hi;
+      ++it;
+    }
+  }
+  static void Split(std::map<int64_t, Segment>& segs, int64_t x) {
+    auto it = segs.upper_bound(x);
+    if (it == segs.begin()) return;
+    --it;
+    if (it->first >= x || it->second.hi <= x) return;
+    Segment right = it->second;
+    it->second.hi = x;
+    segs.emplace(x, std::move(right));
+  }
+
+  // Records the pair (a, b) unless program order decides it.
+  void Ask(int64_t a_id, int64_t b_id, const Inst& b, int64_t lo, int64_t hi) {
+    Inst a = Decode(a_id);
+    const Access& aa = Acc(a);
+    const Access& ba = Acc(b);
+    if (!aa.write && !ba.write) return;
+    if (!aa.dma && !ba.dma) return;  // one device's code, in program order
+    if (aa.dma && ba.dma && a.issuer == b.issuer && a.call == b.call &&
+        aa.pos == ba.pos)
+      return;                                     // the two sides of one DMA
+    if (!aa.dma && a.issuer == b.issuer) return;  // before its own DMA
+    if (llvm::is_contained(asked_, a_id)) return;
+    asked_.push_back(a_id);
+    int64_t q = static_cast<int64_t>(queries_.size());
+    queries_.push_back({a_id, b_id, lo, hi});
+    if (!aa.dma) {
+      holds_[a.issuer].push_back({AbsPos(a), q});
+    } else {
+      waiting_[a_id].push_back(q);
+      sweep_[aa.owner] = 1;
+      sweep_[a.issuer] = 1;
+      if (aa.write) sweep_[aa.owner] = 1;
+    }
+  }
+
+  //===------------------------------------------------------------------===//
+  // 2.-3. Sweeps
+  //===------------------------------------------------------------------===//
+  void Answer(int64_t q) {
+    Query& query = queries_[q];
+    if (query.ok) return;
+    auto [d, p] = StartPoint(Decode(query.b));
+    if (engine_.Pos(d) <= p) query.ok = true;
+  }
+
+  LogicalResult Sweep() {
+    for (int a = 0; a < n_; ++a) {
+      auto& holds = holds_[a];
+      if (!entry_race_ && holds.empty() && !sweep_.count(a)) continue;
+      std::sort(holds.begin(), holds.end());
+      held_ = a;
+      pending_.clear();
+      chain_.clear();
+      engine_.Reset(a, 0, this);
+      engine_.Run();
+      size_t next = 0;
+      for (int64_t h = 0;; ++h) {
+        if (race_op_) return ReportEntryRace();
+        for (; next < holds.size() && holds[next].first == h; ++next)
+          Answer(holds[next].second);
+        if (h == engine_.End(a) || engine_.Pos(a) < h) break;
+        const Event& e = engine_.At(a, h);
+        if (e.kind == EvKind::kWait || e.kind == EvKind::kWaitRecv ||
+            e.kind == EvKind::kWaitSend)
+          Observe(a, e.slot, e.amount);
+        engine_.Release(h + 1);
+        engine_.Run();
+      }
+      // Held before the end of a device that cannot go on: the others'
+      // fixpoint answers the rest.
+      for (; next < holds.size(); ++next) Answer(holds[next].second);
+    }
+    return success();
+  }
+
+  // The wait of `amount` on `slot` of the held device, `a`: the credits it
+  // is sure to include end their DMAs' accesses.
+  void Observe(int a, int slot, int64_t amount) {
+    auto& list = pending_[slot];
+    int64_t spare = engine_.Count(a, slot) - amount;
+    llvm::erase_if(list, [&](const Pending& c) {
+      int64_t after = chain_[Key(slot, c.from)] - c.before;
+      if (after <= spare) return false;
+      for (int64_t id : {c.read, c.write}) {
+        if (id < 0) continue;
+        auto it = waiting_.find(id);
+        if (it == waiting_.end()) continue;
+        for (int64_t q : it->second) Answer(q);
+      }
+      return true;
+    });
+  }
+
+  int64_t Key(int slot, int from) const {
+    return static_cast<int64_t>(slot) * n_ + from;
+  }
+
+  void OnCredit(int slot, int from, int64_t from_pos, int64_t amount,
+                bool send_side) override {
+    int64_t& total = chain_[Key(slot, from)];
+    const Event& e = engine_.At(from, from_pos);
+    if (e.kind == EvKind::kDmaStart) {
+      int call = static_cast<int>(from_pos / engine_.Len(from));
+      int64_t read = Id(from, call, e.read_access);
+      int64_t write = send_side ? -1 : Id(from, call, e.write_access);
+      if (waiting_.count(read) || (write >= 0 && waiting_.count(write)))
+        pending_[slot].push_back({from, total, read, write});
+    }
+    total += amount;
+    // 3. A push into the held device from a call it has not entered.
+    if (!entry_race_ || from == held_ || slot == kBarrierSlot || race_op_)
+      return;
+    int64_t len = engine_.Len(held_);
+    int64_t entered = len ? (engine_.Pos(held_) + len - 1) / len : 0;
+    int call = static_cast<int>(from_pos / engine_.Len(from)) + 1;
+    if (call <= entered) return;
+    race_op_ = e.op;
+    race_from_ = from;
+    race_call_ = call;
+    engine_.Stop();
+  }
+
+  LogicalResult ReportEntryRace() {
+    InFlightDiagnostic d =
+        race_op_->emitError()
+        << "entry race: device " << race_from_ << " pushes into device "
+        << held_ << " in call " << race_call_ << " before device " << held_
+        << " has entered call " << race_call_
+        << " (meshdma.entry_barrier = false, and the kernel's own "
+           "handshake does not order this push)";
+    d.attachNote(kernel_.getLoc())
+        << "hand-shake on the barrier semaphore first, or keep the "
+           "runtime's entry barrier";
+    return failure();
+  }
+
+  //===------------------------------------------------------------------===//
+  // 4. The report
+  //===------------------------------------------------------------------===//
+  std::string Buffer(const Access& acc) const {
+    if (!acc.origin) return "kernel argument #" + std::to_string(-acc.root - 1);
+    return "the buffer of '" + acc.origin->getName().getStringRef().str() +
+           "' at " + LineOf(acc.origin);
+  }
+  std::string Call(const Inst& i) const {
+    return calls_ > 1 ? " in call " + std::to_string(i.call + 1) : "";
+  }
+  std::string What(const Inst& i) const {
+    const Access& acc = Acc(i);
+    std::string verb = acc.write ? "written" : "read";
+    if (!acc.dma)
+      return verb + " by device " + std::to_string(i.issuer) + " at " +
+             LineOf(acc.op) + Call(i);
+    return verb + " by the DMA device " + std::to_string(i.issuer) +
+           " starts at " + LineOf(acc.op) + Call(i) +
+           (acc.write ? " (it may land until a wait observes it)"
+                      : " (until a wait observes it)");
+  }
+  // The synchronization that would order `a` before `b`.
+  std::string Fix(const Inst& a, const Inst& b) const {
+    const Access& aa = Acc(a);
+    const Access& ba = Acc(b);
+    std::string lb = LineOf(ba.op);
+    if (!aa.dma)
+      return "a signal from device " + std::to_string(a.issuer) + " after " +
+             LineOf(aa.op) + " awaited by device " + std::to_string(b.issuer) +
+             " before " + lb + " would";
+    std::string observe =
+        aa.write ? "a wait on device " + std::to_string(aa.owner) +
+                       " that only this DMA's completion can satisfy"
+                 : "a dma_wait_send on device " + std::to_string(a.issuer) +
+                       " for it";
+    if (!ba.dma || b.issuer == (aa.write ? aa.owner : a.issuer))
+      return observe + ", before " + lb + ", would";
+    return observe + ", then a signal awaited by device " +
+           std::to_string(b.issuer) + " before " + lb + ", would";
+  }
+
+  LogicalResult ReportRace() {
+    for (const Query& q : queries_) {
+      if (q.ok) continue;
+      Inst a = Decode(q.a), b = Decode(q.b);
+      const Access& aa = Acc(a);
+      const Access& ba = Acc(b);
+      InFlightDiagnostic d =
+          ba.op->emitError()
+          << "data race on device " << ba.owner << ": bytes [" << q.lo << ", "
+          << q.hi << ") of " << Buffer(ba) << " are " << What(a) << " and "
+          << What(b) << "; nothing orders them: " << Fix(a, b);
+      d.attachNote(aa.op->getLoc()) << "the other access";
+      return failure();
+    }
+    return success();
+  }
+
+  struct Pending {
+    int from;
+    int64_t before;  // the issuer's credits on the slot before this one
+    int64_t read, write;
+  };
+
+  func::FuncOp kernel_;
+  const std::vector<Trace>& traces_;
+  int calls_;
+  bool entry_race_;
+  Engine engine_;
+  int n_;
+  std::vector<int64_t> abase_;
+  std::vector<int64_t> seq_;
+  std::vector<Query> queries_;
+  std::vector<int64_t> asked_;
+  llvm::DenseMap<int, std::vector<std::pair<int64_t, int64_t>>> holds_;
+  llvm::DenseMap<int64_t, std::vector<int64_t>> waiting_;
+  llvm::DenseMap<int, char> sweep_;
+  // The sweep of `held_`.
+  int held_ = -1;
+  llvm::DenseMap<int, std::vector<Pending>> pending_;
+  llvm::DenseMap<int64_t, int64_t> chain_;
+  Operation* race_op_ = nullptr;
+  int race_from_ = -1;
+  int race_call_ = 0;
+};
+
+}  // namespace
+
+LogicalResult CheckOrdering(func::FuncOp kernel,
+                            const std::vector<Trace>& traces, int calls,
+                            bool entry_race, int64_t& steps) {
+  if (ProvedByClocks(traces, calls, entry_race, steps)) return success();
+  OrderChecker checker(kernel, traces, calls, entry_race);
+  return checker.Check(steps);
+}
+
+}  // namespace meshdma::ir
