@@ -3,10 +3,12 @@
 
 Usage: check_rank_death.py MODE TIMEOUT_S MPIRUN [MPIRUN ARGS...] BINARY
 
-Every live process must exit nonzero within TIMEOUT_S plus a small margin
-(before TIMEOUT_S where rank 1 dies: every process runs on this machine,
-where the others notice its exit at once), and the output must name the
-lost rank (1). A process stopped forever
+Every live process must exit nonzero within TIMEOUT_S plus the fault
+grace docs/semantics.md states (min(TIMEOUT_S / 5, 1 s)) and a margin for
+a loaded machine (before TIMEOUT_S where rank 1 dies: every process runs on
+this machine, where the others notice its exit at once), and the output must
+name the lost rank (1). Where a wait timed out (stop, hang), the Status of
+every live process carries the mesh-wide picture. A process stopped forever
 (MODE stop) is killed here once the others are done, as an operator would;
 under `mpirun --enable-recovery` nothing else would end it.
 """
@@ -54,16 +56,17 @@ def main():
     t = threading.Thread(target=reader, daemon=True)
     t.start()
     # Processes that must exit nonzero, and those whose exit is timed.
-    live = [0]
-    timed = [0] if mode != "early" else [0, 1]
-    # From the runtime's start: the wait timeout, the aborted shutdown's
-    # grace (1 s) and a margin for a loaded machine.
-    limit = timeout + 4.0
+    live = [0] if mode != "hang" else [0, 1]
+    timed = [0] if mode not in ("early", "hang") else [0, 1]
+    # From the runtime's start: the wait timeout, the fault grace (the
+    # mesh-wide report's and the aborted shutdown's, min(T / 10, 0.5 s)
+    # each) and a margin for a loaded machine.
+    limit = timeout + min(timeout / 5, 1.0) + 1.0
     if mode == "again":  # Plus the refused Run's barrier.
         limit += timeout
     # A process that dies is noticed at once by the others of its machine
     # (meshdma watches them for exit), not when a wait times out.
-    if mode in ("exit", "kill", "kill_sending"):
+    if mode in ("exit", "exit0", "kill", "kill_sending"):
         limit = timeout - 0.5
     hard = start + 3 * timeout + 30
     while proc.poll() is None and time.monotonic() < hard:
@@ -106,6 +109,13 @@ def main():
     if not re.search(r"rank(\(s\))? 1\b", out):
         print("FAIL: no message names rank 1")
         ok = False
+    if mode in ("stop", "hang"):
+        pictures = dict(re.findall(
+            r"rank (\d+) mesh-wide picture in its Status: (\d)", out))
+        for r in live:
+            if pictures.get(str(r)) != "1":
+                print(f"FAIL: rank {r}'s Status lacks the mesh-wide picture")
+                ok = False
     if mode == "again":
         # Both later Runs are refused naming rank 1, the second at once.
         again = re.findall(r"rank 0 Run again (\d) after ([\d.]+) s: (.*)",

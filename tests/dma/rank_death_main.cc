@@ -6,6 +6,8 @@
 //
 // Usage: rank_death_main MODE, MODE one of
 //   exit   rank 1 calls _exit(7) inside a kernel
+//   exit0  rank 1 calls std::exit(0) inside a kernel (its atexit handlers
+//          and static destructors run while its runtime's threads still do)
 //   kill   rank 1 sends itself SIGKILL inside a kernel
 //   kill_sending
 //          every device starts a 16 MiB put to its right neighbour, then
@@ -16,16 +18,21 @@
 //   early  rank 1 returns from main (status 0) before calling Run
 //   again  as stop; then rank 0 calls Run twice more: the first is refused
 //          (naming rank 1) within the wait timeout, the second at once
-// Each process prints "rank R pid P" at start and "rank R exits after S s"
+//   hang   no rank is lost: every device waits for a signal that never
+//          comes, and every process's Status carries the mesh-wide picture
+// Each process prints "rank R pid P" at start, whether its Run's Status
+// carries the mesh-wide picture naming rank 1, and "rank R exits after S s"
 // when its runtime is gone.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
@@ -77,7 +84,8 @@ int main(int argc, char** argv) {
             }
           }
           if (rank == 1) {
-            if (mode == "exit") _exit(7);  // Dies without a word.
+            if (mode == "exit") _exit(7);       // Dies without a word.
+            if (mode == "exit0") std::exit(0);  // A clean-looking exit.
             if (mode == "kill") raise(SIGKILL);
             if (mode == "stop" || mode == "again") raise(SIGSTOP);
           }
@@ -87,6 +95,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "rank %d: %s\n", rank,
                  std::string(s.message()).c_str());
+    std::fprintf(stderr, "rank %d mesh-wide picture in its Status: %d\n", rank,
+                 absl::StrContains(s.message(), "Mesh-wide state") &&
+                     absl::StrContains(s.message(), "rank 1 (pid"));
     // A lost process cannot be recovered from: every later Run is refused,
     // the first after the wait timeout, the next at once.
     for (int again = 1; mode == "again" && again <= 2; ++again) {

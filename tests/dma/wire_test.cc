@@ -36,6 +36,7 @@ class FakeHost : public TransportHost {
   bool DevicesWaiting() const override { return false; }
   bool RemotePeers() const override { return true; }
   absl::Duration wait_timeout() const override { return absl::Seconds(1); }
+  absl::Duration shutdown_timeout() const override { return absl::Seconds(1); }
   bool aborted() const override { return false; }
   std::byte* heap() { return heap_.data(); }
 

@@ -107,6 +107,32 @@ void HangBoard::ForgetFirst() {
   if (rank_ == 0) {
     unlink(absl::StrCat(dir_, "/meshdma-hang-", absl::Hex(tag_), "-first")
                .c_str());
+    unlink(ReportPath().c_str());
+  }
+}
+
+std::string HangBoard::ReportPath() const {
+  return absl::StrCat(dir_, "/meshdma-hang-", absl::Hex(tag_), "-report");
+}
+
+void HangBoard::SaveReport(const std::string& report) {
+  // Write then rename, so that readers never see half a report.
+  const std::string path = ReportPath();
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    std::fwrite(report.data(), 1, report.size(), f);
+    std::fclose(f);
+    std::rename(tmp.c_str(), path.c_str());
+  }
+}
+
+std::string HangBoard::SavedReport(absl::Duration wait) {
+  const base_internal::Deadline deadline = base_internal::Deadline::After(wait);
+  for (;;) {
+    std::ifstream in(ReportPath());
+    if (in) return std::string((std::istreambuf_iterator<char>(in)), {});
+    if (deadline.Expired()) return "";
+    absl::SleepFor(absl::Milliseconds(20));
   }
 }
 
@@ -159,9 +185,12 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
     bool all_fresh = true;
     for (int r = 0; r < num_processes_; ++r) {
       boards[r] = ReadBoard(PathOf(r));
+      // A process of this host that is stopped or gone publishes nothing
+      // more: waiting for it would only delay the report.
       const bool fresh =
           boards[r].has_value() &&
-          (boards[r]->host != host || boards[r]->written_ns >= since_ns);
+          (boards[r]->host != host || boards[r]->written_ns >= since_ns ||
+           ProcessCondition(boards[r]->pid) != "running");
       if (!fresh) all_fresh = false;
     }
     if (all_fresh || deadline.Expired()) break;
@@ -256,7 +285,7 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
     if (d.waiting && color[g] == 0 && dfs(g)) break;
   }
   return absl::StrCat(
-      "Mesh-wide state (device ", self_device, " timed out first on rank ",
+      kMeshReportHeading, " (device ", self_device, " timed out first on rank ",
       rank_, "):\n", absl::StrJoin(lines, "\n"), "\n  Wait-for graph:\n",
       graph.empty() ? "    (no device is waiting)" : absl::StrJoin(graph, "\n"),
       "\n  ",

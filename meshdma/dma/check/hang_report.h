@@ -4,8 +4,8 @@
 // host), and again by any device whose wait has been blocked for half the wait
 // timeout. A board is written by its own process only, so a peer that is
 // stopped, stuck in compute or gone still leaves its last board behind; the
-// process whose wait times out first reads every board and prints the mesh's
-// wait-for graph.
+// process whose wait times out first reads every board, prints the mesh's
+// wait-for graph and saves it for the others' Status.
 #ifndef MESHDMA_DMA_CHECK_HANG_REPORT_H_
 #define MESHDMA_DMA_CHECK_HANG_REPORT_H_
 
@@ -16,6 +16,9 @@
 #include "absl/time/time.h"
 
 namespace meshdma::dma_internal {
+
+// The first words of the mesh-wide report.
+inline constexpr char kMeshReportHeading[] = "Mesh-wide state";
 
 // One device's state, as a process publishes it.
 struct DeviceHangState {
@@ -58,11 +61,20 @@ class HangBoard {
   // boards); only it prints the mesh-wide report.
   bool ClaimFirst();
   // Rank 0, after a failed Run was recovered from (nobody can claim
-  // meanwhile): the next timeout is the first again.
+  // meanwhile): the next timeout is the first again, and the saved report
+  // is removed.
   void ForgetFirst();
+  // The first process saves its report beside the boards before it tells
+  // the others of the failure, so that each process's Status can carry the
+  // mesh-wide picture (where the boards' directory is shared: always on one
+  // host).
+  void SaveReport(const std::string& report);
+  // The saved report, waiting up to `wait` for it; empty when none.
+  std::string SavedReport(absl::Duration wait);
 
  private:
   std::string PathOf(int rank) const;
+  std::string ReportPath() const;
   std::string dir_;
   uint64_t tag_;
   int rank_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -36,6 +37,19 @@ namespace meshdma::dma_internal {
 namespace {
 
 std::atomic<bool> g_runtime_alive{false};
+// The runtime whose Run is in progress, for `AbortRunAtExit`.
+std::atomic<RuntimeImpl*> g_running{nullptr};
+
+// Registered once, after MPI's own handler (so it runs first): a process
+// that exits while its Run is in progress (exit() on a device thread) leaves
+// its peers waiting for it; the launch is aborted instead.
+void AbortRunAtExit() {
+  if (RuntimeImpl* rt = g_running.load()) rt->OnExitDuringRun();
+}
+
+// The most a fault's report adds to the wait timeout at each of its two
+// steps (RuntimeImpl::fault_grace).
+constexpr absl::Duration kMaxFaultGrace = absl::Milliseconds(500);
 
 // A Run whose only failure is races (RaceChecker::TakeReport's code).
 constexpr absl::StatusCode kRaceCode = absl::StatusCode::kFailedPrecondition;
@@ -86,6 +100,8 @@ absl::StatusOr<std::unique_ptr<RuntimeImpl>> RuntimeImpl::Create(
     rt->Shutdown().IgnoreError();
     return s;
   }
+  static const bool registered = std::atexit(AbortRunAtExit) == 0;
+  (void)registered;
   return rt;
 }
 
@@ -832,21 +848,29 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     tasks_pending_ = static_cast<int>(devices_.size());
     ++task_generation_;
   }
+  g_running.store(this);
   task_cv_.notify_all();
   {
     std::unique_lock<std::mutex> lock(task_mu_);
     done_cv_.wait(lock, [&] { return tasks_pending_ == 0; });
     task_ = nullptr;
   }
+  g_running.store(nullptr);
   // No local device writes any more; peers' writes into persistent memory
   // were ordered by the channels' credits. After a failure the next Run's
   // recovery zeroes it, once every late DMA has drained.
   if (!aborted()) {
     for (auto& d : devices_) d->ZeroPersistent();
   }
-  // Report root causes before the waits they aborted.
+  return RunStatus(mesh, results);
+}
+
+absl::Status RuntimeImpl::RunStatus(const Mesh& mesh,
+                                    const std::vector<absl::Status>& results) {
+  // Step 1: root causes before the waits they aborted.
   std::vector<std::string> lines;
   absl::StatusCode code = absl::StatusCode::kOk;
+  bool timed_out = false, abandoned = false;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < results.size(); ++i) {
       const absl::Status& s = results[i];
@@ -854,9 +878,12 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
         continue;
       }
       if (code == absl::StatusCode::kOk) code = s.code();
+      timed_out = timed_out || absl::IsDeadlineExceeded(s);
+      abandoned = abandoned || absl::IsAborted(s);
       lines.push_back(absl::StrCat(devices_[i]->Name(), ": ", s.message()));
     }
   }
+  // Step 2: races that checked mode found in the Run (collective).
   if (race_checker_ != nullptr) {
     std::string races = GatherRaceReports();
     if (!races.empty()) {
@@ -865,10 +892,20 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     }
   }
   if (lines.empty()) return absl::OkStatus();
-  return absl::Status(
-      code,
+  // Step 3: the mesh-wide picture of a timeout, where another process
+  // timed out first and saved it.
+  std::string message =
       absl::StrCat("Run on mesh ", mesh.ToString(), " failed on ", lines.size(),
-                   " device(s):\n", absl::StrJoin(lines, "\n")));
+                   " device(s):\n", absl::StrJoin(lines, "\n"));
+  if ((timed_out || abandoned) && hang_board_ != nullptr &&
+      !absl::StrContains(message, kMeshReportHeading)) {
+    // A process that timed out itself may be ahead of the first one's
+    // report; an abandoned wait heard of the failure after it was saved.
+    const std::string mesh_report = hang_board_->SavedReport(
+        timed_out ? fault_grace() : absl::ZeroDuration());
+    if (!mesh_report.empty()) absl::StrAppend(&message, "\n", mesh_report);
+  }
+  return absl::Status(code, message);
 }
 
 std::string RuntimeImpl::GatherRaceReports() {
@@ -1016,6 +1053,20 @@ void RuntimeImpl::OnPeerExited(int rank, int64_t pid) {
   processes_->MarkPeersLost(reason);
 }
 
+void RuntimeImpl::OnExitDuringRun() {
+  const std::string reason = absl::StrCat(
+      "rank ", launch_->rank(), " (pid ", getpid(),
+      ") exited while Runtime::Run was in progress (exit() called on a "
+      "device); the launch is aborted");
+  Abort(reason, /*notify_peers=*/true);
+  processes_->MarkPeersLost(reason);
+  // Its device threads still run: neither MPI's finalisation (a barrier the
+  // others never reach) nor the static destructors may run under them.
+  std::fprintf(stderr, "meshdma: %s; exiting with status 1\n", reason.c_str());
+  std::fflush(stderr);
+  _exit(1);
+}
+
 void RuntimeImpl::ClearAbort() {
   std::lock_guard<std::mutex> lock(abort_mu_);
   abort_reason_.clear();
@@ -1066,12 +1117,20 @@ void RuntimeImpl::PublishHangState() {
   hang_board_->Publish(state);
 }
 
+absl::Duration RuntimeImpl::fault_grace() const {
+  return std::min(wait_timeout_ / 10, kMaxFaultGrace);
+}
+
+absl::Duration RuntimeImpl::shutdown_timeout() const {
+  return aborted() ? fault_grace() : wait_timeout_;
+}
+
 std::string RuntimeImpl::MeshHangReport(int device, int64_t since_ns) {
   if (hang_board_ == nullptr) return "";
   PublishHangState();
   if (!hang_board_->ClaimFirst()) return "";
-  const absl::Duration grace = std::min(absl::Seconds(3), wait_timeout_ / 2);
-  std::string report = hang_board_->Report(device, since_ns, grace);
+  std::string report = hang_board_->Report(device, since_ns, fault_grace());
+  hang_board_->SaveReport(report);
   LogError(report);
   if (observer_ != nullptr) {
     const std::string name = "hang report: see stderr";

@@ -50,6 +50,13 @@ class RuntimeImpl : public TransportHost {
     return RemotePeers() ? remote_transport_->congestion_control() : "";
   }
   absl::Duration wait_timeout() const override { return wait_timeout_; }
+  // The wait timeout, or the fault grace once the launch is aborted.
+  absl::Duration shutdown_timeout() const override;
+  // How long a fault's report may add to the wait timeout at each of its two
+  // steps (the mesh-wide hang report's wait for fresh boards, the aborted
+  // shutdown's wait for peers): a tenth of the timeout, at most 0.5 s
+  // (docs/semantics.md, "Faults within the timeout").
+  absl::Duration fault_grace() const;
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
   int64_t spin_ns() const { return options_.spin_ns; }
@@ -165,6 +172,15 @@ class RuntimeImpl : public TransportHost {
   // Runs `fn` on the local devices of `mesh`; after a failed Run the next
   // one first recovers (see `BeginRun`).
   absl::Status Run(const Mesh& mesh, std::function<absl::Status()> fn);
+  // A Run's Status from its devices' `results` (OK when all are OK and
+  // checked mode found no race). A timed-out Run's carries the mesh-wide
+  // hang report, where this process or the first to time out made one.
+  absl::Status RunStatus(const Mesh& mesh,
+                         const std::vector<absl::Status>& results);
+  // This process exits (exit() on a device thread) while a Run is in
+  // progress: aborts the launch, tells the peers, and ends the process with
+  // status 1 at once. Called from the process's exit handlers.
+  void OnExitDuringRun();
   // Checked mode, after a Run's devices finished: the races that every
   // process found in it, each process's prefixed by its rank when there are
   // several; empty when none. Collective over the processes.

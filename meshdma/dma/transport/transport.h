@@ -67,6 +67,11 @@ class TransportHost {
   virtual bool RemotePeers() const = 0;
   // How long a wait on a peer may take (RuntimeOptions::wait_timeout).
   virtual absl::Duration wait_timeout() const = 0;
+  // How long a transport's shutdown waits for its peers: the wait timeout,
+  // or once the launch is aborted (healthy peers were told and are shutting
+  // down too) the short fault grace that bounds a fault's report
+  // (docs/semantics.md, "Faults within the timeout").
+  virtual absl::Duration shutdown_timeout() const = 0;
   // True once `Abort` has been called.
   virtual bool aborted() const = 0;
   // Checked mode, for transports whose messages cross processes: a signal

@@ -25,9 +25,6 @@ namespace {
 constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
 constexpr int kShutdownBarrierTag = 7103;
-// How long the shutdown barrier waits for peers once the launch has been
-// aborted: healthy peers were told and are shutting down too.
-constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
 // A device that progressed MPI this recently counts as polling: it, not the
 // progress thread, moves the traffic.
@@ -782,9 +779,7 @@ void MpiTransport::ProgressMain() {
       }
       did = ProgressLocked();
       if (shutdown && !deadline.has_value()) {
-        barrier_timeout = host_->aborted() ? std::min(host_->wait_timeout(),
-                                                      kAbortedShutdownGrace)
-                                           : host_->wait_timeout();
+        barrier_timeout = host_->shutdown_timeout();
         deadline = base_internal::Deadline::After(barrier_timeout);
       }
       if (shutdown && MpiPeersLost()) {

@@ -94,9 +94,9 @@ class MpiTransport : public Transport {
   // outstanding. On timeout MPI is marked unusable (a peer is lost).
   absl::Status Quiesce(absl::Duration timeout) override;
   // Collective: completes outstanding traffic, then a barrier, then stops the
-  // progress thread. The barrier gives up after the wait timeout (after a
-  // short grace when the launch was aborted: healthy peers have been told),
-  // naming the ranks that never arrived.
+  // progress thread. The barrier gives up after the host's shutdown timeout
+  // (the wait timeout, or a short grace when the launch was aborted: healthy
+  // peers have been told), naming the ranks that never arrived.
   absl::Status Shutdown() override;
 
  private:

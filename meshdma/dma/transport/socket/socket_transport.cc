@@ -70,9 +70,6 @@ constexpr int64_t kMinRunBytes = 256;
 constexpr int64_t kMaxRuns = 4096;
 // An abort's reason: longer ones are cut.
 constexpr int64_t kMaxReasonBytes = 4 << 10;
-// How long the shutdown waits for peers' goodbyes once the launch has been
-// aborted: healthy peers were told and are shutting down too.
-constexpr absl::Duration kAbortedShutdownGrace = absl::Seconds(1);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -898,9 +895,7 @@ absl::Status SocketTransport::Shutdown() {
   thread_.join();
   // A goodbye behind this process's last message; then every peer's.
   SendToAll(WireKind::kGoodbye, 0);
-  const absl::Duration timeout =
-      host_->aborted() ? std::min(host_->wait_timeout(), kAbortedShutdownGrace)
-                       : host_->wait_timeout();
+  const absl::Duration timeout = host_->shutdown_timeout();
   const auto all_said = [&] {
     if (queued_.load() > 0) return false;
     for (Peer* p : live_) {
