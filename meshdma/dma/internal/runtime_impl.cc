@@ -40,11 +40,14 @@ std::atomic<bool> g_runtime_alive{false};
 // The runtime whose Run is in progress, for `AbortRunAtExit`.
 std::atomic<RuntimeImpl*> g_running{nullptr};
 
-// Registered once, after MPI's own handler (so it runs first): a process
-// that exits while its Run is in progress (exit() on a device thread) leaves
-// its peers waiting for it; the launch is aborted instead.
+// Registered once, after MPI's own handler (so it runs first): a device
+// thread that calls exit() while its Run is in progress would leave its
+// peers waiting for it; the launch is aborted instead. An exit from any
+// other thread is left alone: a long Run that serves calls (the torch
+// backend's) ends through the static destructors as the process exits.
 void AbortRunAtExit() {
-  if (RuntimeImpl* rt = g_running.load()) rt->OnExitDuringRun();
+  RuntimeImpl* rt = g_running.load();
+  if (rt != nullptr && CurrentDevice() != nullptr) rt->OnExitDuringRun();
 }
 
 // The most a fault's report adds to the wait timeout at each of its two
