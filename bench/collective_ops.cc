@@ -14,9 +14,8 @@
 // one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce,
 // reduce_scatter). #wrong counts the elements of the -c checked calls (each on
 // freshly written inputs) that differ from a closed-form reference on any
-// device. MESHDMA_BENCH_CHUNK_BYTES, MESHDMA_BENCH_NUM_BUFFERS and
-// MESHDMA_BENCH_LANE_CHUNK_BYTES override CollectiveOptions::chunk_bytes,
-// num_buffers and lane_chunk_bytes.
+// device. --chunk-bytes, --num-buffers and --lane-chunk-bytes override
+// CollectiveOptions::chunk_bytes, num_buffers and lane_chunk_bytes.
 #include <mpi.h>
 
 #include <algorithm>
@@ -46,49 +45,11 @@ double Value(int device, int64_t i) {
 }
 
 double Load(const ArrayRef& a, int64_t i) {
-  switch (a.dtype()) {
-    case DType::kU8:
-      return a.data_as<uint8_t>()[i];
-    case DType::kI32:
-      return a.data_as<int32_t>()[i];
-    case DType::kI64:
-      return static_cast<double>(a.data_as<int64_t>()[i]);
-    case DType::kF16:
-      return static_cast<float>(a.data_as<Half>()[i]);
-    case DType::kBF16:
-      return static_cast<float>(a.data_as<BFloat16>()[i]);
-    case DType::kF32:
-      return a.data_as<float>()[i];
-    case DType::kF64:
-      return a.data_as<double>()[i];
-  }
-  return 0;
+  return base_internal::LoadAsDouble(a.dtype(), a.data(), i);
 }
 
 void Store(const ArrayRef& a, int64_t i, double v) {
-  switch (a.dtype()) {
-    case DType::kU8:
-      a.data_as<uint8_t>()[i] = static_cast<uint8_t>(static_cast<int>(v) & 255);
-      return;
-    case DType::kI32:
-      a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-      return;
-    case DType::kI64:
-      a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
-      return;
-    case DType::kF16:
-      a.data_as<Half>()[i] = Half(static_cast<float>(v));
-      return;
-    case DType::kBF16:
-      a.data_as<BFloat16>()[i] = BFloat16(static_cast<float>(v));
-      return;
-    case DType::kF32:
-      a.data_as<float>()[i] = static_cast<float>(v);
-      return;
-    case DType::kF64:
-      a.data_as<double>()[i] = v;
-      return;
-  }
+  base_internal::StoreFromDouble(a.dtype(), a.data(), i, v);
 }
 
 // MPI has no 16-bit floating-point type: half and bfloat16 travel as a

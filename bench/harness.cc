@@ -81,6 +81,13 @@ ABSL_FLAG(std::string, csv, "", "also write the results as CSV here");
 ABSL_FLAG(std::string, plot, "",
           "draw busbw and latency against size into this PNG (gnuplot)");
 ABSL_FLAG(bool, no_baseline, false, "skip the MPI baseline");
+ABSL_FLAG(ByteSize, chunk_bytes, ByteSize{0},
+          "CollectiveOptions::chunk_bytes, 1 byte to 1G (0: the default)");
+ABSL_FLAG(int, num_buffers, 0,
+          "CollectiveOptions::num_buffers, 1..64 (0: the default)");
+ABSL_FLAG(ByteSize, lane_chunk_bytes, ByteSize{0},
+          "CollectiveOptions::lane_chunk_bytes, 1 byte to 1G (0: the "
+          "default)");
 ABSL_FLAG(std::string, input, "symmetric",
           "where the input lives: symmetric (the symmetric heap) or private "
           "(ordinary memory, as a caller's own buffer); in place, all_reduce "
@@ -357,16 +364,33 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
     c.devices_per_process = c.nthreads * c.ngpus;
   }
   c.timeout_s = absl::GetFlag(FLAGS_timeout);  // Range checked by Parse.
-  // The variables of the tuning knobs, each in its range, named in errors.
+  // The collectives' pipelining knobs, each in its range; 0 or unset: the
+  // library's default.
   constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
+  auto knob = [](const char* flag, int64_t v, int64_t hi,
+                 bool bytes) -> absl::StatusOr<std::optional<int64_t>> {
+    if (v == 0) return std::nullopt;
+    if (v < 1 || v > hi) {
+      auto text = [&](int64_t x) {
+        return bytes ? cli::FormatBytes(x) : absl::StrCat(x);
+      };
+      return FlagError(
+          flag, text(v),
+          absl::StrCat("expected 1..", text(hi), " (0: the default)"));
+    }
+    return v;
+  };
   CLI_ASSIGN_OR_RETURN(
       c.chunk_bytes,
-      base_internal::EnvInt("MESHDMA_BENCH_CHUNK_BYTES", 1, kMaxChunkBytes));
+      knob("--chunk-bytes", absl::GetFlag(FLAGS_chunk_bytes).bytes,
+           kMaxChunkBytes, /*bytes=*/true));
   CLI_ASSIGN_OR_RETURN(
-      c.num_buffers, base_internal::EnvInt("MESHDMA_BENCH_NUM_BUFFERS", 1, 64));
-  CLI_ASSIGN_OR_RETURN(c.lane_chunk_bytes,
-                       base_internal::EnvInt("MESHDMA_BENCH_LANE_CHUNK_BYTES",
-                                             1, kMaxChunkBytes));
+      c.num_buffers, knob("--num-buffers", absl::GetFlag(FLAGS_num_buffers), 64,
+                          /*bytes=*/false));
+  CLI_ASSIGN_OR_RETURN(
+      c.lane_chunk_bytes,
+      knob("--lane-chunk-bytes", absl::GetFlag(FLAGS_lane_chunk_bytes).bytes,
+           kMaxChunkBytes, /*bytes=*/true));
   CLI_ASSIGN_OR_RETURN(c.dtypes, ParseDTypes(absl::GetFlag(FLAGS_datatype)));
   CLI_ASSIGN_OR_RETURN(c.redops, ParseRedops(absl::GetFlag(FLAGS_op)));
   if (Registry().at(c.collective).reduces && c.dtypes.size() == 1 &&

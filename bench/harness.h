@@ -55,9 +55,8 @@ struct BenchConfig {
   bool baseline = true;                       // --no-baseline
   std::string algorithm = "auto";             // --algo
   std::string input = "symmetric";            // --input: or "private"
-  // CollectiveOptions' pipelining knobs, for tuning sweeps:
-  // MESHDMA_BENCH_CHUNK_BYTES, MESHDMA_BENCH_NUM_BUFFERS,
-  // MESHDMA_BENCH_LANE_CHUNK_BYTES (unset: the defaults).
+  // CollectiveOptions' pipelining knobs, for tuning sweeps: --chunk-bytes,
+  // --num-buffers, --lane-chunk-bytes (unset: the defaults).
   std::optional<int64_t> chunk_bytes, num_buffers, lane_chunk_bytes;
   std::vector<std::string> argv;  // The command line, echoed.
 };

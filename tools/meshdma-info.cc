@@ -2,6 +2,7 @@
 //
 //   meshdma-info [--json] [--devices-per-process N] [--force-interhost] ...
 //   mpirun -np 4 meshdma-info --json
+//   meshdma-info --config [--json]
 //
 // Prints the build configuration, the host (cores, caches, memory), the
 // launch (which rank and device sits on which host and core), the path each
@@ -9,8 +10,10 @@
 // came from (default, environment or option), and warnings (devices sharing
 // a core, heaps larger than memory). It starts a runtime exactly as a
 // program would, so the settings are the ones a program would get. Under
-// mpirun every rank takes part and rank 0 prints. Exit status: 0 on success,
-// 1 when the runtime cannot start, 2 for a bad command line.
+// mpirun every rank takes part and rank 0 prints. `--config` prints the
+// configuration table instead (every MESHDMA_* variable: type, default,
+// range, the value set here, what it does) and starts no runtime. Exit status:
+// 0 on success, 1 when the runtime cannot start, 2 for a bad command line.
 #include <hwloc.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -29,6 +32,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "meshdma/base/config.h"
+#include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/trace.h"
@@ -39,6 +44,9 @@
 #include "tools/runtime_flags.h"
 
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
+ABSL_FLAG(bool, config, false,
+          "print the configuration table (every MESHDMA_* variable: type, "
+          "default, range, value here, what it does); starts no runtime");
 
 namespace meshdma {
 namespace {
@@ -258,9 +266,6 @@ std::vector<Setting> Settings(const Runtime& rt) {
       Resolve("remote_spin_ns",
               remote_spin ? remote_spin : absl::StrCat(defaults.remote_spin_ns),
               "", kRemoteSpinNsEnv));
-  const char* streaming = Env(kStreamingMinBytesEnv);
-  s.push_back(Resolve("streaming_min_bytes", streaming ? streaming : "off", "",
-                      kStreamingMinBytesEnv));
   s.push_back(
       Resolve("copy_threads",
               rt.dma_mode() == DmaMode::kAsync
@@ -285,14 +290,13 @@ std::vector<Setting> Settings(const Runtime& rt) {
   s.push_back(Resolve("trace", trace ? trace : "off", "", kTraceEnv));
   const LogConfig& log = GetLogConfig();
   s.push_back(Resolve("debug", std::string(LogLevelName(log.level)), "",
-                      "MESHDMA_DEBUG"));
-  s.push_back(Resolve("debug_subsys",
-                      Env("MESHDMA_DEBUG_SUBSYS") != nullptr
-                          ? Env("MESHDMA_DEBUG_SUBSYS")
-                          : "ALL",
-                      "", "MESHDMA_DEBUG_SUBSYS"));
+                      config::kDebug.name));
+  s.push_back(
+      Resolve("debug_subsys",
+              base_internal::EnvString(config::kDebugSubsys).value_or("ALL"),
+              "", config::kDebugSubsys.name));
   s.push_back(Resolve("debug_file", log.file.empty() ? "stderr" : log.file, "",
-                      "MESHDMA_DEBUG_FILE"));
+                      config::kDebugFile.name));
   return s;
 }
 
@@ -405,8 +409,46 @@ std::string Json(const Report& r) {
   return absl::StrCat("{", absl::StrJoin(parts, ",\n"), "}\n");
 }
 
+// The configuration table (base/config.h), with each variable's value in
+// this process's environment ("" when unset).
+std::string ConfigText() {
+  std::string out =
+      "configuration (variable, type, default, range; set here)\n";
+  for (const config::Variable* v : config::AllVariables()) {
+    const std::string range = config::RangeText(*v);
+    absl::StrAppend(&out, "  ", v->name, " (", config::TypeName(v->type),
+                    "): default ", v->default_value,
+                    range.empty() ? "" : absl::StrCat("; range ", range),
+                    base_internal::EnvString(*v).has_value()
+                        ? absl::StrCat("; set: ", *base_internal::EnvString(*v))
+                        : "",
+                    "\n      ", v->doc, "\n");
+  }
+  return out;
+}
+
+std::string ConfigJson() {
+  std::vector<std::string> rows;
+  for (const config::Variable* v : config::AllVariables()) {
+    rows.push_back(absl::StrFormat(
+        R"({"name":%s,"type":%s,"default":%s,"range":%s,"value":%s,"doc":%s})",
+        JsonString(v->name), JsonString(config::TypeName(v->type)),
+        JsonString(v->default_value), JsonString(config::RangeText(*v)),
+        JsonString(base_internal::EnvString(*v).value_or("")),
+        JsonString(v->doc)));
+  }
+  return absl::StrCat("{\"configuration\":[", absl::StrJoin(rows, ",\n"),
+                      "]}\n");
+}
+
 int Main(int argc, char** argv) {
   RuntimeOptions options = cli::ParseRuntimeOptionsOrExit(kProgram, argc, argv);
+  if (absl::GetFlag(FLAGS_config)) {
+    const std::string out =
+        absl::GetFlag(FLAGS_json) ? ConfigJson() : ConfigText();
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
   options.trace_path = "";  // Report MESHDMA_TRACE; write no trace.
   options.pin_threads = false;
   absl::StatusOr<std::unique_ptr<Runtime>> rt = Runtime::Create(options);

@@ -14,7 +14,7 @@ absl::Span<const Variable* const> AllVariables() {
       &kWaitTimeout,
       &kSpinNs,
       &kRemoteSpinNs,
-      &kStreamingMinBytes,
+
       &kMpiPiecedBytes,
       &kRemoteTransport,
       &kTcpCongestion,

@@ -83,15 +83,6 @@ inline constexpr Variable kRemoteSpinNs{
     "",
     "The spin of a wait in a launch with devices on other hosts, where the "
     "waiter progresses the remote transport (`remote_spin_ns`)."};
-inline constexpr Variable kStreamingMinBytes{
-    "MESHDMA_STREAMING_MIN_BYTES",
-    Type::kInt,
-    "off",
-    0,
-    kInt64Max,
-    "",
-    "DMAs of at least this many bytes copy with non-temporal stores "
-    "(`streaming_min_bytes`)."};
 inline constexpr Variable kMpiPiecedBytes{
     "MESHDMA_MPI_PIECED_BYTES",
     Type::kInt,

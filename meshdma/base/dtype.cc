@@ -69,4 +69,54 @@ Half::operator float() const {
   return f;
 }
 
+namespace base_internal {
+
+double LoadAsDouble(DType dtype, const void* data, int64_t i) {
+  switch (dtype) {
+    case DType::kU8:
+      return static_cast<const uint8_t*>(data)[i];
+    case DType::kI32:
+      return static_cast<const int32_t*>(data)[i];
+    case DType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DType::kF16:
+      return static_cast<float>(static_cast<const Half*>(data)[i]);
+    case DType::kBF16:
+      return static_cast<float>(static_cast<const BFloat16*>(data)[i]);
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kF64:
+      return static_cast<const double*>(data)[i];
+  }
+  return 0;
+}
+
+void StoreFromDouble(DType dtype, void* data, int64_t i, double v) {
+  switch (dtype) {
+    case DType::kU8:
+      static_cast<uint8_t*>(data)[i] =
+          static_cast<uint8_t>(static_cast<int64_t>(v) & 255);
+      return;
+    case DType::kI32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+      return;
+    case DType::kI64:
+      static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+      return;
+    case DType::kF16:
+      static_cast<Half*>(data)[i] = Half(static_cast<float>(v));
+      return;
+    case DType::kBF16:
+      static_cast<BFloat16*>(data)[i] = BFloat16(static_cast<float>(v));
+      return;
+    case DType::kF32:
+      static_cast<float*>(data)[i] = static_cast<float>(v);
+      return;
+    case DType::kF64:
+      static_cast<double*>(data)[i] = v;
+      return;
+  }
+}
+
+}  // namespace base_internal
 }  // namespace meshdma

@@ -115,6 +115,17 @@ struct DTypeOf<double> {
 template <typename T>
 inline constexpr DType kDTypeOf = DTypeOf<T>::value;
 
+namespace base_internal {
+
+// Element `i` of an array of `dtype` at `data`, read as a double, and
+// written from one (rounded as the type's conversion rounds; kU8 keeps the
+// low 8 bits of the integer part). For tests and benchmarks that fill and
+// check arrays of any element type against a reference in doubles.
+double LoadAsDouble(DType dtype, const void* data, int64_t i);
+void StoreFromDouble(DType dtype, void* data, int64_t i, double v);
+
+}  // namespace base_internal
+
 }  // namespace meshdma
 
 #endif  // MESHDMA_BASE_DTYPE_H_

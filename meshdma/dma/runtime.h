@@ -72,8 +72,6 @@ inline constexpr int64_t kMaxHeapBytes = config::kHeapBytes.max;
 inline constexpr const char* kWaitTimeoutEnv = config::kWaitTimeout.name;
 inline constexpr const char* kSpinNsEnv = config::kSpinNs.name;
 inline constexpr const char* kRemoteSpinNsEnv = config::kRemoteSpinNs.name;
-inline constexpr const char* kStreamingMinBytesEnv =
-    config::kStreamingMinBytes.name;
 inline constexpr const char* kMpiPiecedBytesEnv = config::kMpiPiecedBytes.name;
 // The default of mpi_pieced_bytes towards processes that MPI reaches over
 // the network (on other machines, or on this one when MPI's settings leave
@@ -137,13 +135,6 @@ struct RuntimeOptions {
   int64_t async_min_bytes = 64 << 10;
   // Copy chunk size; chunks of one DMA may run on several threads.
   int64_t copy_chunk_bytes = 1 << 20;
-  // DMAs at least this large are copied with non-temporal stores (the
-  // destination bypasses the caches). Off by default: from 4 MiB on the
-  // 2-core development machine they reached 38-85% of `memcpy` against
-  // 55-113% for regular stores (`mpirun -np 2 -x MESHDMA_STREAMING_MIN_BYTES
-  // meshdma-bench --collective ppermute -b 4M -e 64M -f 4`, three rounds).
-  // MESHDMA_STREAMING_MIN_BYTES overrides.
-  int64_t streaming_min_bytes = std::numeric_limits<int64_t>::max();
   // Copy worker threads per process (kAsync). 0: one per two local devices,
   // at least one.
   int copy_threads = 0;

@@ -57,49 +57,11 @@ inline void ForEachRuntime(const std::function<void(Runtime&)>& fn) {
 }
 
 inline double Load(const ArrayRef& a, int64_t i) {
-  switch (a.dtype()) {
-    case DType::kU8:
-      return a.data_as<uint8_t>()[i];
-    case DType::kI32:
-      return a.data_as<int32_t>()[i];
-    case DType::kI64:
-      return static_cast<double>(a.data_as<int64_t>()[i]);
-    case DType::kF16:
-      return static_cast<float>(a.data_as<Half>()[i]);
-    case DType::kBF16:
-      return static_cast<float>(a.data_as<BFloat16>()[i]);
-    case DType::kF32:
-      return a.data_as<float>()[i];
-    case DType::kF64:
-      return a.data_as<double>()[i];
-  }
-  return 0;
+  return base_internal::LoadAsDouble(a.dtype(), a.data(), i);
 }
 
 inline void Store(const ArrayRef& a, int64_t i, double v) {
-  switch (a.dtype()) {
-    case DType::kU8:
-      a.data_as<uint8_t>()[i] = static_cast<uint8_t>(v);
-      return;
-    case DType::kI32:
-      a.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-      return;
-    case DType::kI64:
-      a.data_as<int64_t>()[i] = static_cast<int64_t>(v);
-      return;
-    case DType::kF16:
-      a.data_as<Half>()[i] = Half(static_cast<float>(v));
-      return;
-    case DType::kBF16:
-      a.data_as<BFloat16>()[i] = BFloat16(static_cast<float>(v));
-      return;
-    case DType::kF32:
-      a.data_as<float>()[i] = static_cast<float>(v);
-      return;
-    case DType::kF64:
-      a.data_as<double>()[i] = v;
-      return;
-  }
+  base_internal::StoreFromDouble(a.dtype(), a.data(), i, v);
 }
 
 // Element `i` of the input of the device with LOGICAL id `device`: small

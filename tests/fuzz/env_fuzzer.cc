@@ -1,10 +1,12 @@
 // Fuzzes the parsers of environment values (meshdma/base/env.h): the input
-// is set as the value of a variable and read back as each kind.
+// is set as the value of a variable and read back as each kind, then as
+// every row of the configuration table.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
+#include "meshdma/base/config.h"
 #include "meshdma/base/env.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -21,5 +23,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)meshdma::base_internal::EnvBool(kName);
   (void)meshdma::base_internal::EnvChoice(kName, {"sync", "async", "auto"});
   unsetenv(kName);
+  // Every row of the configuration table, read with its own type and range.
+  for (const meshdma::config::Variable* v : meshdma::config::AllVariables()) {
+    setenv(v->name, value.c_str(), 1);
+    (void)meshdma::base_internal::EnvString(*v);
+    switch (v->type) {
+      case meshdma::config::Type::kBool:
+        (void)meshdma::base_internal::EnvBool(*v);
+        break;
+      case meshdma::config::Type::kInt:
+        (void)meshdma::base_internal::EnvInt(*v);
+        break;
+      case meshdma::config::Type::kSeconds:
+        (void)meshdma::base_internal::EnvSeconds(*v);
+        break;
+      case meshdma::config::Type::kChoice:
+        (void)meshdma::base_internal::EnvChoice(*v);
+        break;
+      case meshdma::config::Type::kString:
+        break;
+    }
+    unsetenv(v->name);
+  }
   return 0;
 }

@@ -88,7 +88,6 @@ void CopyEngine::WorkerMain() {
 
 void CopyEngine::RunChunk(DmaOp* op, int64_t chunk) {
   CopyPlan plan(op->src_layout, op->dst_layout, op->elem_bytes);
-  plan.set_streaming(op->streaming);
   const int64_t num_chunks = op->num_chunks;
   plan.CopyChunk(op->src, op->dst, chunk, num_chunks);
   // Once its chunk is counted, `op` belongs to whichever thread counts the

@@ -1,7 +1,5 @@
 #include "meshdma/dma/internal/copy_plan.h"
 
-#include <emmintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -9,33 +7,6 @@
 #include "meshdma/base/checked_math.h"
 
 namespace meshdma::dma_internal {
-
-void StreamingCopy(std::byte* dst, const std::byte* src, size_t n) {
-  // Align the destination to a cache line, stream whole lines, then the tail.
-  size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
-  head = std::min(head, n);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  const size_t body = n & ~size_t{63};
-  for (size_t i = 0; i < body; i += 64) {
-    const __m128i a =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    const __m128i b =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    const __m128i c =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    const __m128i d =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-  }
-  _mm_sfence();
-  std::memcpy(dst + body, src + body, n - body);
-}
 
 ViewLayout ViewLayout::Of(const ArrayRef& ref) {
   ViewLayout v;
@@ -115,13 +86,9 @@ void CopyPlan::CopyChunk(const std::byte* src, std::byte* dst, int64_t chunk,
     const int64_t begin = std::min(run_bytes_, chunk * per);
     const int64_t end = std::min(run_bytes_, begin + per);
     if (end > begin) {
-      if (streaming_) {
-        StreamingCopy(dst + begin, src + begin, end - begin);
-      } else {
-        // memmove: a DMA whose views overlap must not be undefined
-        // behaviour (its result is unspecified; docs/semantics.md §3).
-        std::memmove(dst + begin, src + begin, end - begin);
-      }
+      // memmove: a DMA whose views overlap must not be undefined behaviour
+      // (its result is unspecified; docs/semantics.md §3).
+      std::memmove(dst + begin, src + begin, end - begin);
     }
     return;
   }
@@ -146,13 +113,8 @@ void CopyPlan::CopyRuns(const std::byte* src, std::byte* dst, int64_t first,
     src_off += idx[d] * src_strides_[d];
     dst_off += idx[d] * dst_strides_[d];
   }
-  const bool stream = streaming_ && run_bytes_ >= 256;
   for (int64_t r = first; r < last; ++r) {
-    if (stream) {
-      StreamingCopy(dst + dst_off, src + src_off, run_bytes_);
-    } else {
-      std::memmove(dst + dst_off, src + src_off, run_bytes_);
-    }
+    std::memmove(dst + dst_off, src + src_off, run_bytes_);
     for (int d = outer_rank_ - 1; d >= 0; --d) {
       ++idx[d];
       src_off += src_strides_[d];

@@ -24,10 +24,6 @@ struct ViewLayout {
   static ViewLayout Contiguous(const ArrayRef& ref);  // Same shape, packed.
 };
 
-// memcpy with non-temporal stores, fenced: the bytes are visible to other
-// cores before any later store of the calling thread.
-void StreamingCopy(std::byte* dst, const std::byte* src, size_t n);
-
 class CopyPlan {
  public:
   // `src` and `dst` have the same shape and element size `elem_bytes`.
@@ -43,16 +39,10 @@ class CopyPlan {
   void CopyAll(const std::byte* src, std::byte* dst) const {
     CopyChunk(src, dst, 0, 1);
   }
-  // Streaming (non-temporal) stores: the destination bypasses the caches, so
-  // a copy costs a read and a write per byte instead of a read, a
-  // read-for-ownership and a write. Right for copies much larger than the
-  // cache whose destination is not read soon; wrong for small ones.
-  void set_streaming(bool streaming) { streaming_ = streaming; }
 
  private:
   void CopyRuns(const std::byte* src, std::byte* dst, int64_t first,
                 int64_t last) const;
-  bool streaming_ = false;
   int64_t run_bytes_ = 0;
   int64_t num_runs_ = 0;
   int outer_rank_ = 0;

@@ -711,7 +711,6 @@ void Device::Dispatch(std::unique_ptr<DmaOp> op, bool eager) {
   // otherwise the transport moves it now (a direct copy here, or a message
   // on the MPI path).
   Transport* transport = runtime_->TransportTo(op->event.dst_device);
-  op->streaming = op->event.bytes >= runtime_->streaming_min_bytes();
   const bool addressable = transport->MapDestination(*op);
   if (addressable && !eager && runtime_->copy_engine() != nullptr &&
       op->event.bytes >= runtime_->async_min_bytes()) {

@@ -15,7 +15,6 @@ bool DirectTransport::MapDestination(DmaOp& op) {
 void DirectTransport::Put(std::unique_ptr<DmaOp> op) {
   MapDestination(*op);
   CopyPlan plan(op->src_layout, op->dst_layout, op->elem_bytes);
-  plan.set_streaming(op->streaming);
   plan.CopyAll(op->src, op->dst);
   host_->CompleteDma(std::move(op));
 }
