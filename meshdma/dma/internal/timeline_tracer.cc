@@ -100,10 +100,24 @@ void TimelineTracer::Keep(std::deque<T>& ring, T record) {
   ring.push_back(std::move(record));
 }
 
-void TimelineTracer::Add(int64_t ns, absl::string_view head,
-                         absl::string_view tail) {
-  Keep(events_,
-       Event{ns, absl::StrCat(head, tail), static_cast<uint32_t>(head.size())});
+void TimelineTracer::AddEvent(int64_t ns, absl::string_view name,
+                              absl::string_view cat, char phase, int device,
+                              absl::string_view args, absl::string_view id,
+                              absl::string_view dur) {
+  // The event's text on either side of its timestamp, which `Write` fills in
+  // on rank 0's clock.
+  std::string head = absl::StrCat(R"({"name":")", name, R"(","cat":")", cat,
+                                  R"(","ph":")", std::string(1, phase), "\"");
+  if (!id.empty()) absl::StrAppend(&head, R"(,"id":)", id);
+  absl::StrAppend(&head, R"(,"ts":)");
+  std::string tail;
+  if (!dur.empty()) absl::StrAppend(&tail, R"(,"dur":)", dur);
+  absl::StrAppend(&tail, R"(,"pid":)", rank_);
+  if (device >= 0) absl::StrAppend(&tail, R"(,"tid":)", device);
+  if (!args.empty()) absl::StrAppend(&tail, R"(,"args":)", args);
+  tail.push_back('}');
+  const uint32_t split = static_cast<uint32_t>(head.size());
+  Keep(events_, Event{ns, absl::StrCat(head, tail), split});
 }
 
 absl::Status TimelineTracer::CheckWritable(const std::string& path,
@@ -125,10 +139,7 @@ absl::Status TimelineTracer::CheckWritable(const std::string& path,
 void TimelineTracer::OnKernelBegin(int device, absl::string_view kernel) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Add(NowNs(),
-        absl::StrFormat(R"({"name":"%s","cat":"kernel","ph":"B","ts":)",
-                        Escape(kernel)),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+    AddEvent(NowNs(), Escape(kernel), "kernel", 'B', device);
   }
   if (next_) next_->OnKernelBegin(device, kernel);
 }
@@ -136,10 +147,7 @@ void TimelineTracer::OnKernelBegin(int device, absl::string_view kernel) {
 void TimelineTracer::OnKernelEnd(int device, absl::string_view kernel) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Add(NowNs(),
-        absl::StrFormat(R"({"name":"%s","cat":"kernel","ph":"E","ts":)",
-                        Escape(kernel)),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+    AddEvent(NowNs(), Escape(kernel), "kernel", 'E', device);
   }
   if (next_) next_->OnKernelEnd(device, kernel);
 }
@@ -154,28 +162,21 @@ void TimelineTracer::OnDmaStart(const DmaEvent& dma) {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
     dma_start_ns_[dma.id] = now;
-    Add(now,
-        absl::StrFormat(
-            R"({"name":"dma to device %d","cat":"dma","ph":"b","id":%d,"ts":)",
-            dma.dst_device, dma.id),
-        absl::StrFormat(
-            R"(,"pid":%d,"tid":%d,"args":{"bytes":%d,"src_device":%d,)"
-            R"("dst_device":%d,"send_sem":"%s","recv_sem":"%s"}})",
-            rank_, dma.src_device, dma.bytes, dma.src_device, dma.dst_device,
-            send, recv));
+    // The DMA's span from start to completion, on the issuing device.
+    AddEvent(
+        now, absl::StrCat("dma to device ", dma.dst_device), "dma", 'b',
+        dma.src_device,
+        absl::StrFormat(R"({"bytes":%d,"src_device":%d,"dst_device":%d,)"
+                        R"("send_sem":"%s","recv_sem":"%s"})",
+                        dma.bytes, dma.src_device, dma.dst_device, send, recv),
+        absl::StrCat(dma.id));
     // A short slice on the issuing device's track, where its flow starts.
-    Add(now,
-        absl::StrFormat(R"({"name":"dma start","cat":"dma","ph":"X","ts":)"),
-        absl::StrFormat(R"(,"dur":0.01,"pid":%d,"tid":%d,"args":{"dma":%d,)"
-                        R"("dst_device":%d,"bytes":%d,"recv_sem":"%s"}})",
-                        rank_, dma.src_device, dma.id, dma.dst_device,
-                        dma.bytes, recv));
-    const int64_t inflight = bytes_in_flight_[dma.src_device] += dma.bytes;
-    Add(now,
-        absl::StrFormat(
-            R"({"name":"device %d bytes in flight","cat":"dma","ph":"C","ts":)",
-            dma.src_device),
-        absl::StrFormat(R"(,"pid":%d,"args":{"bytes":%d}})", rank_, inflight));
+    AddEvent(now, "dma start", "dma", 'X', dma.src_device,
+             absl::StrFormat(
+                 R"({"dma":%d,"dst_device":%d,"bytes":%d,"recv_sem":"%s"})",
+                 dma.id, dma.dst_device, dma.bytes, recv),
+             /*id=*/"", /*dur=*/"0.01");
+    AddInFlight(now, dma.src_device, dma.bytes);
   }
   if (next_) next_->OnDmaStart(dma);
 }
@@ -184,17 +185,9 @@ void TimelineTracer::OnDmaComplete(const DmaEvent& dma) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
-    Add(now,
-        absl::StrFormat(
-            R"({"name":"dma to device %d","cat":"dma","ph":"e","id":%d,"ts":)",
-            dma.dst_device, dma.id),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, dma.src_device));
-    const int64_t inflight = bytes_in_flight_[dma.src_device] -= dma.bytes;
-    Add(now,
-        absl::StrFormat(
-            R"({"name":"device %d bytes in flight","cat":"dma","ph":"C","ts":)",
-            dma.src_device),
-        absl::StrFormat(R"(,"pid":%d,"args":{"bytes":%d}})", rank_, inflight));
+    AddEvent(now, absl::StrCat("dma to device ", dma.dst_device), "dma", 'e',
+             dma.src_device, /*args=*/"", absl::StrCat(dma.id));
+    AddInFlight(now, dma.src_device, -dma.bytes);
     auto it = dma_start_ns_.find(dma.id);
     const int64_t start = it != dma_start_ns_.end() ? it->second : now;
     if (it != dma_start_ns_.end()) dma_start_ns_.erase(it);
@@ -204,17 +197,23 @@ void TimelineTracer::OnDmaComplete(const DmaEvent& dma) {
   if (next_) next_->OnDmaComplete(dma);
 }
 
+void TimelineTracer::AddInFlight(int64_t ns, int device, int64_t bytes) {
+  const int64_t inflight = bytes_in_flight_[device] += bytes;
+  AddEvent(ns, absl::StrCat("device ", device, " bytes in flight"), "dma", 'C',
+           /*device=*/-1, absl::StrCat(R"({"bytes":)", inflight, "}"));
+}
+
 void TimelineTracer::OnSignal(int device, int target_device, Semaphore sem,
                               int64_t inc) {
   const std::string name = SemName(sem);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
-    Add(now, R"({"name":"signal","cat":"semaphore","ph":"X","ts":)",
-        absl::StrFormat(
-            R"(,"dur":0.01,"pid":%d,"tid":%d,)"
-            R"("args":{"target_device":%d,"semaphore":"%s","inc":%d}})",
-            rank_, device, target_device, name, inc));
+    AddEvent(
+        now, "signal", "semaphore", 'X', device,
+        absl::StrFormat(R"({"target_device":%d,"semaphore":"%s","inc":%d})",
+                        target_device, name, inc),
+        /*id=*/"", /*dur=*/"0.01");
     Keep(arrivals_,
          Arrival{now, now, target_device, sem.heap_offset(), inc, device, 0});
   }
@@ -228,13 +227,10 @@ void TimelineTracer::OnWaitBegin(int device, WaitKind kind, Semaphore sem,
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
     wait_begin_ns_[device] = now;
-    Add(now,
-        absl::StrFormat(R"({"name":"%s","cat":"wait","ph":"B","ts":)",
-                        KindName(kind)),
-        absl::StrFormat(
-            R"(,"pid":%d,"tid":%d,)"
-            R"("args":{"semaphore":"%s","expected":%d,"observed":%d}})",
-            rank_, device, name, value, observed));
+    AddEvent(
+        now, KindName(kind), "wait", 'B', device,
+        absl::StrFormat(R"({"semaphore":"%s","expected":%d,"observed":%d})",
+                        name, value, observed));
   }
   if (next_) next_->OnWaitBegin(device, kind, sem, value, observed);
 }
@@ -244,11 +240,8 @@ void TimelineTracer::OnWaitEnd(int device, WaitKind kind, Semaphore sem,
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
-    Add(now,
-        absl::StrFormat(R"({"name":"%s","cat":"wait","ph":"E","ts":)",
-                        KindName(kind)),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d,"args":{"ok":%s}})", rank_,
-                        device, ok ? "true" : "false"));
+    AddEvent(now, KindName(kind), "wait", 'E', device,
+             absl::StrCat(R"({"ok":)", ok ? "true" : "false", "}"));
     // Send-side DMA semaphores only ever hear from their own device.
     if (ok && kind != WaitKind::kDmaSend) {
       Keep(consumptions_, Consumption{wait_begin_ns_[device], now, device,
@@ -261,10 +254,7 @@ void TimelineTracer::OnWaitEnd(int device, WaitKind kind, Semaphore sem,
 void TimelineTracer::OnSpanBegin(int device, absl::string_view name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Add(NowNs(),
-        absl::StrFormat(R"({"name":"%s","cat":"compute","ph":"B","ts":)",
-                        Escape(name)),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+    AddEvent(NowNs(), Escape(name), "compute", 'B', device);
   }
   if (next_) next_->OnSpanBegin(device, name);
 }
@@ -272,100 +262,19 @@ void TimelineTracer::OnSpanBegin(int device, absl::string_view name) {
 void TimelineTracer::OnSpanEnd(int device, absl::string_view name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    Add(NowNs(),
-        absl::StrFormat(R"({"name":"%s","cat":"compute","ph":"E","ts":)",
-                        Escape(name)),
-        absl::StrFormat(R"(,"pid":%d,"tid":%d})", rank_, device));
+    AddEvent(NowNs(), Escape(name), "compute", 'E', device);
   }
   if (next_) next_->OnSpanEnd(device, name);
 }
 
 absl::Status TimelineTracer::Write(const std::string& path,
                                    ProcessGroup& processes) const {
-  const int size = processes.size();
-  // Step 1: clock offsets to rank 0 (see the header), computed by rank 0 and
-  // sent to everyone.
-  std::vector<int64_t> offset(size, 0), error(size, 0);
-  std::vector<int> exact(size, 1);
-  if (size > 1) {
-    // First this kernel's boot and the tracer's start on its steady clock:
-    // processes of one boot share that clock, so their offset is exact.
-    std::string mine = absl::StrCat(BootId(), " ", start_ns_, " ");
-    for (int k = 0; k < kClockRounds; ++k) {
-      const int64_t enter = NowNs();
-      MESHDMA_RETURN_IF_ERROR(
-          processes.Barrier("trace clock alignment", absl::Seconds(60)));
-      absl::StrAppend(&mine, enter, " ", NowNs(), " ");
-    }
-    MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> rounds,
-                             processes.Gather(mine, /*root=*/0));
-    std::string table;
-    if (processes.rank() == 0) {
-      std::vector<std::string> boot(size);
-      std::vector<std::vector<int64_t>> t(size);
-      for (int r = 0; r < size; ++r) {
-        std::vector<absl::string_view> fields =
-            absl::StrSplit(rounds[r], ' ', absl::SkipEmpty());
-        if (fields.size() != 2 + 2 * kClockRounds) {
-          return absl::InternalError("trace clock alignment: bad data");
-        }
-        boot[r] = std::string(fields[0]);
-        for (size_t i = 1; i < fields.size(); ++i) {
-          int64_t x = 0;
-          if (!absl::SimpleAtoi(fields[i], &x)) {
-            return absl::InternalError("trace clock alignment: bad data");
-          }
-          t[r].push_back(x);
-        }
-      }
-      for (int r = 1; r < size; ++r) {
-        if (boot[0] != kUnknownBoot && boot[r] == boot[0]) {
-          offset[r] = t[0][0] - t[r][0];
-          continue;
-        }
-        exact[r] = 0;
-        int64_t lo = INT64_MIN, hi = INT64_MAX;
-        for (int k = 0; k < kClockRounds; ++k) {
-          lo = std::max(lo, t[r][1 + 2 * k] - t[0][1 + 2 * k + 1]);
-          hi = std::min(hi, t[r][1 + 2 * k + 1] - t[0][1 + 2 * k]);
-        }
-        offset[r] = lo / 2 + hi / 2;
-        error[r] = std::max<int64_t>(0, hi / 2 - lo / 2);
-      }
-      table = absl::StrJoin(offset, " ");
-    }
-    MESHDMA_RETURN_IF_ERROR(processes.Broadcast(table, 0));
-    std::vector<std::string> parts = absl::StrSplit(table, ' ');
-    for (int r = 0; r < size && r < static_cast<int>(parts.size()); ++r) {
-      if (!absl::SimpleAtoi(parts[r], &offset[r])) {
-        return absl::InternalError("trace clock alignment: bad offsets");
-      }
-    }
-  }
-  const int64_t shift = offset[processes.rank()];
-
-  // Step 2: each process formats its events on the common clock and lists
-  // its arrivals and waits for the flow replay.
+  // Step 1: clock offsets to rank 0's, computed by rank 0 and sent to all.
+  MESHDMA_ASSIGN_OR_RETURN(Clocks clocks, AlignClocks(processes));
+  // Step 2: each process formats its events on rank 0's clock and lists its
+  // arrivals and waits for the flow replay; rank 0 gathers them.
   std::string json, flows;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Event& e : events_) {
-      const absl::string_view text = e.text;
-      if (!json.empty()) json += ",\n";
-      absl::StrAppend(&json, text.substr(0, e.split), Us(e.ns - shift),
-                      text.substr(e.split));
-    }
-    for (const Arrival& a : arrivals_) {
-      absl::StrAppend(&flows, "A ", a.ns - shift, " ", a.start_ns - shift, " ",
-                      a.device, " ", a.sem, " ", a.amount, " ", a.from_device,
-                      " ", a.dma_id, "\n");
-    }
-    for (const Consumption& c : consumptions_) {
-      absl::StrAppend(&flows, "C ", c.begin_ns - shift, " ", c.end_ns - shift,
-                      " ", c.device, " ", c.sem, " ", c.value, "\n");
-    }
-    absl::StrAppend(&flows, "D ", dropped_, "\n");
-  }
+  FormatLocal(clocks.offset[processes.rank()], &json, &flows);
   MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_json,
                            processes.Gather(json, /*root=*/0));
   MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> all_flows,
@@ -374,47 +283,74 @@ absl::Status TimelineTracer::Write(const std::string& path,
   std::string().swap(json);
   std::string().swap(flows);
   if (processes.rank() != 0) return absl::OkStatus();
+  // Step 3 (rank 0): the file.
+  return WriteFile(path, clocks, all_json, all_flows);
+}
 
-  // Step 3 (rank 0): replay every (device, semaphore) queue.
-  std::vector<Arrival> arrivals;
-  std::vector<Consumption> waits;
-  std::vector<int64_t> dropped(size, 0);
-  for (int r = 0; r < static_cast<int>(all_flows.size()); ++r) {
-    std::istringstream in(all_flows[r]);
-    std::string kind;
-    while (in >> kind) {
-      if (kind == "D") {
-        in >> dropped[r];
-      } else if (kind == "A") {
-        Arrival a;
-        in >> a.ns >> a.start_ns >> a.device >> a.sem >> a.amount >>
-            a.from_device >> a.dma_id;
-        arrivals.push_back(a);
-      } else {
-        Consumption c;
-        in >> c.begin_ns >> c.end_ns >> c.device >> c.sem >> c.value;
-        waits.push_back(c);
-      }
+absl::StatusOr<TimelineTracer::Clocks> TimelineTracer::AlignClocks(
+    ProcessGroup& processes) const {
+  const int size = processes.size();
+  Clocks clocks{std::vector<int64_t>(size, 0), std::vector<int64_t>(size, 0),
+                std::vector<int>(size, 1)};
+  if (size == 1) return clocks;
+  // This kernel's boot and the tracer's start on its steady clock (processes
+  // of one boot share that clock, so their offset is exact), then each
+  // round's barrier entry and exit.
+  std::string mine = absl::StrCat(BootId(), " ", start_ns_, " ");
+  for (int k = 0; k < kClockRounds; ++k) {
+    const int64_t enter = NowNs();
+    MESHDMA_RETURN_IF_ERROR(
+        processes.Barrier("trace clock alignment", absl::Seconds(60)));
+    absl::StrAppend(&mine, enter, " ", NowNs(), " ");
+  }
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<std::string> rounds,
+                           processes.Gather(mine, /*root=*/0));
+  std::string table;
+  if (processes.rank() == 0) {
+    MESHDMA_RETURN_IF_ERROR(OffsetsFromRounds(rounds, &clocks));
+    table = absl::StrJoin(clocks.offset, " ");
+  }
+  MESHDMA_RETURN_IF_ERROR(processes.Broadcast(table, 0));
+  std::vector<std::string> parts = absl::StrSplit(table, ' ');
+  for (int r = 0; r < size && r < static_cast<int>(parts.size()); ++r) {
+    if (!absl::SimpleAtoi(parts[r], &clocks.offset[r])) {
+      return absl::InternalError("trace clock alignment: bad offsets");
     }
   }
-  std::sort(arrivals.begin(), arrivals.end(),
-            [](const Arrival& a, const Arrival& b) { return a.ns < b.ns; });
-  std::sort(waits.begin(), waits.end(),
-            [](const Consumption& a, const Consumption& b) {
-              return a.end_ns < b.end_ns;
-            });
-  std::map<std::pair<int, int64_t>, std::deque<std::pair<Arrival, int64_t>>>
-      queues;
-  for (const Arrival& a : arrivals) {
-    queues[{a.device, a.sem}].push_back({a, a.amount});
+  return clocks;
+}
+
+void TimelineTracer::FormatLocal(int64_t shift, std::string* json,
+                                 std::string* flows) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Event& e : events_) {
+    const absl::string_view text = e.text;
+    if (!json->empty()) *json += ",\n";
+    absl::StrAppend(json, text.substr(0, e.split), Us(e.ns - shift),
+                    text.substr(e.split));
   }
-  auto rank_of = [&](int device) {
-    return device >= 0 && device < launch_.num_devices()
-               ? launch_.devices()[device].rank
-               : 0;
-  };
-  // Step 4 (rank 0): stream the file: header, flows, track names, then
-  // every process's events, without holding a second copy of them.
+  for (const Arrival& a : arrivals_) {
+    absl::StrAppend(flows, "A ", a.ns - shift, " ", a.start_ns - shift, " ",
+                    a.device, " ", a.sem, " ", a.amount, " ", a.from_device,
+                    " ", a.dma_id, "\n");
+  }
+  for (const Consumption& c : consumptions_) {
+    absl::StrAppend(flows, "C ", c.begin_ns - shift, " ", c.end_ns - shift, " ",
+                    c.device, " ", c.sem, " ", c.value, "\n");
+  }
+  absl::StrAppend(flows, "D ", dropped_, "\n");
+}
+
+absl::Status TimelineTracer::WriteFile(
+    const std::string& path, const Clocks& clocks,
+    std::vector<std::string>& all_json,
+    const std::vector<std::string>& all_flows) const {
+  // Step 1: every rank's arrivals and waits, and what each dropped.
+  std::vector<Arrival> arrivals;
+  std::vector<Consumption> waits;
+  std::vector<int64_t> dropped(clocks.offset.size(), 0);
+  ParseFlows(all_flows, &arrivals, &waits, &dropped);
+  // Step 2: the header.
   std::ofstream f(path);
   if (!f) {
     return absl::InternalError(absl::StrCat("cannot write trace file '", path,
@@ -427,16 +363,131 @@ absl::Status TimelineTracer::Write(const std::string& path,
     << kClockRounds
     << " barrier rounds; ts are microseconds on rank 0's clock\","
        "\"clock_offset_ns\":["
-    << absl::StrJoin(offset, ",") << "],\"clock_error_bound_ns\":["
-    << absl::StrJoin(error, ",") << "],\"clock_offset_exact\":["
-    << absl::StrJoin(exact, ",") << "],\"max_events_per_rank\":" << max_events_
-    << ",\"dropped_events\":[" << absl::StrJoin(dropped, ",")
-    << "]},\n\"traceEvents\":[\n";
+    << absl::StrJoin(clocks.offset, ",") << "],\"clock_error_bound_ns\":["
+    << absl::StrJoin(clocks.error, ",") << "],\"clock_offset_exact\":["
+    << absl::StrJoin(clocks.exact, ",")
+    << "],\"max_events_per_rank\":" << max_events_ << ",\"dropped_events\":["
+    << absl::StrJoin(dropped, ",") << "]},\n\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](absl::string_view entry) {
     if (!first) f << ",\n";
     first = false;
     f << entry;
+  };
+  // Step 3: a flow from each arrival to the wait that consumed it.
+  ReplayFlows(launch_, arrivals, waits, emit);
+  // Step 4: track names, a process per rank and a thread per device.
+  for (int r = 0; r < launch_.num_processes(); ++r) {
+    emit(absl::StrFormat(
+        R"j({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d (%s)"}})j",
+        r, r, Escape(launch_.processes()[r].hostname)));
+  }
+  for (const GlobalDevice& d : launch_.devices()) {
+    const std::string core =
+        d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
+    emit(absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
+                         R"j("args":{"name":"device %d (rank %d, %s)"}})j",
+                         d.rank, d.global_index, d.global_index, d.rank, core));
+    emit(absl::StrFormat(
+        R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
+        R"("args":{"sort_index":%d}})",
+        d.rank, d.global_index, d.global_index));
+  }
+  // Step 5: every process's events, releasing each as it is written.
+  for (std::string& part : all_json) {
+    if (!part.empty()) emit(part);
+    part.clear();
+    part.shrink_to_fit();
+  }
+  f << "\n]}\n";
+  f.close();
+  return f ? absl::OkStatus()
+           : absl::InternalError(
+                 absl::StrCat("error writing trace file '", path, "'"));
+}
+
+absl::Status TimelineTracer::OffsetsFromRounds(
+    const std::vector<std::string>& rounds, Clocks* clocks) {
+  const int size = static_cast<int>(rounds.size());
+  std::vector<std::string> boot(size);
+  std::vector<std::vector<int64_t>> t(size);
+  for (int r = 0; r < size; ++r) {
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(rounds[r], ' ', absl::SkipEmpty());
+    if (fields.size() != 2 + 2 * kClockRounds) {
+      return absl::InternalError("trace clock alignment: bad data");
+    }
+    boot[r] = std::string(fields[0]);
+    for (size_t i = 1; i < fields.size(); ++i) {
+      int64_t x = 0;
+      if (!absl::SimpleAtoi(fields[i], &x)) {
+        return absl::InternalError("trace clock alignment: bad data");
+      }
+      t[r].push_back(x);
+    }
+  }
+  for (int r = 1; r < size; ++r) {
+    if (boot[0] != kUnknownBoot && boot[r] == boot[0]) {
+      clocks->offset[r] = t[0][0] - t[r][0];
+      continue;
+    }
+    // Rank r's barrier exit follows rank 0's entry and precedes rank 0's
+    // exit: the offset lies between the bounds of every round.
+    clocks->exact[r] = 0;
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    for (int k = 0; k < kClockRounds; ++k) {
+      lo = std::max(lo, t[r][1 + 2 * k] - t[0][1 + 2 * k + 1]);
+      hi = std::min(hi, t[r][1 + 2 * k + 1] - t[0][1 + 2 * k]);
+    }
+    clocks->offset[r] = lo / 2 + hi / 2;
+    clocks->error[r] = std::max<int64_t>(0, hi / 2 - lo / 2);
+  }
+  return absl::OkStatus();
+}
+
+void TimelineTracer::ParseFlows(const std::vector<std::string>& all_flows,
+                                std::vector<Arrival>* arrivals,
+                                std::vector<Consumption>* waits,
+                                std::vector<int64_t>* dropped) {
+  for (int r = 0; r < static_cast<int>(all_flows.size()); ++r) {
+    std::istringstream in(all_flows[r]);
+    std::string kind;
+    while (in >> kind) {
+      if (kind == "D") {
+        in >> (*dropped)[r];
+      } else if (kind == "A") {
+        Arrival a;
+        in >> a.ns >> a.start_ns >> a.device >> a.sem >> a.amount >>
+            a.from_device >> a.dma_id;
+        arrivals->push_back(a);
+      } else {
+        Consumption c;
+        in >> c.begin_ns >> c.end_ns >> c.device >> c.sem >> c.value;
+        waits->push_back(c);
+      }
+    }
+  }
+  std::sort(arrivals->begin(), arrivals->end(),
+            [](const Arrival& a, const Arrival& b) { return a.ns < b.ns; });
+  std::sort(waits->begin(), waits->end(),
+            [](const Consumption& a, const Consumption& b) {
+              return a.end_ns < b.end_ns;
+            });
+}
+
+void TimelineTracer::ReplayFlows(
+    const Launch& launch, const std::vector<Arrival>& arrivals,
+    const std::vector<Consumption>& waits,
+    const std::function<void(absl::string_view)>& emit) {
+  std::map<std::pair<int, int64_t>, std::deque<std::pair<Arrival, int64_t>>>
+      queues;
+  for (const Arrival& a : arrivals) {
+    queues[{a.device, a.sem}].push_back({a, a.amount});
+  }
+  auto rank_of = [&](int device) {
+    return device >= 0 && device < launch.num_devices()
+               ? launch.devices()[device].rank
+               : 0;
   };
   int64_t flow_id = 0;
   for (const Consumption& w : waits) {
@@ -462,33 +513,6 @@ absl::Status TimelineTracer::Write(const std::string& path,
       if (left == 0) q.pop_front();
     }
   }
-  // Track names: a process per rank, a thread per device.
-  for (int r = 0; r < launch_.num_processes(); ++r) {
-    emit(absl::StrFormat(
-        R"j({"name":"process_name","ph":"M","pid":%d,"args":{"name":"rank %d (%s)"}})j",
-        r, r, Escape(launch_.processes()[r].hostname)));
-  }
-  for (const GlobalDevice& d : launch_.devices()) {
-    const std::string core =
-        d.core >= 0 ? absl::StrCat("core ", d.core) : std::string("unpinned");
-    emit(absl::StrFormat(R"({"name":"thread_name","ph":"M","pid":%d,"tid":%d,)"
-                         R"j("args":{"name":"device %d (rank %d, %s)"}})j",
-                         d.rank, d.global_index, d.global_index, d.rank, core));
-    emit(absl::StrFormat(
-        R"({"name":"thread_sort_index","ph":"M","pid":%d,"tid":%d,)"
-        R"("args":{"sort_index":%d}})",
-        d.rank, d.global_index, d.global_index));
-  }
-  for (std::string& part : all_json) {
-    if (!part.empty()) emit(part);
-    part.clear();
-    part.shrink_to_fit();
-  }
-  f << "\n]}\n";
-  f.close();
-  return f ? absl::OkStatus()
-           : absl::InternalError(
-                 absl::StrCat("error writing trace file '", path, "'"));
 }
 
 }  // namespace dma_internal

@@ -37,12 +37,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/topology/launch.h"
@@ -110,8 +112,45 @@ class TimelineTracer : public Observer {
     int64_t value;
   };
 
+  // Each rank's clock offset to rank 0's (ns), its error bound, and whether
+  // it is exact (one boot, one steady clock).
+  struct Clocks {
+    std::vector<int64_t> offset, error;
+    std::vector<int> exact;
+  };
+
   int64_t NowNs() const;
-  void Add(int64_t ns, absl::string_view head, absl::string_view tail);
+  // Records one event on `device`'s track (`device` < 0: a counter of this
+  // rank); `id` and `dur` are extra fields ("" for none), `args` a JSON
+  // object or "".
+  void AddEvent(int64_t ns, absl::string_view name, absl::string_view cat,
+                char phase, int device, absl::string_view args = "",
+                absl::string_view id = "", absl::string_view dur = "");
+  // Adds `bytes` (negative: completed) to `device`'s bytes in flight and
+  // records the count.
+  void AddInFlight(int64_t ns, int device, int64_t bytes);
+  // Write's steps: align the clocks (collective), format this process's
+  // events and flow records on rank 0's clock, write the file (rank 0).
+  absl::StatusOr<Clocks> AlignClocks(ProcessGroup& processes) const;
+  void FormatLocal(int64_t shift, std::string* json, std::string* flows) const;
+  absl::Status WriteFile(const std::string& path, const Clocks& clocks,
+                         std::vector<std::string>& all_json,
+                         const std::vector<std::string>& all_flows) const;
+  // Rank 0's part of AlignClocks: each rank's offset from its rounds.
+  static absl::Status OffsetsFromRounds(const std::vector<std::string>& rounds,
+                                        Clocks* clocks);
+  // Every rank's flow records (FormatLocal's), sorted by time.
+  static void ParseFlows(const std::vector<std::string>& all_flows,
+                         std::vector<Arrival>* arrivals,
+                         std::vector<Consumption>* waits,
+                         std::vector<int64_t>* dropped);
+  // Replays every (device, semaphore) queue: each wait takes its units from
+  // the earliest arrivals, and each share becomes a flow from the arrival's
+  // sender to the waiting device, passed to `emit`.
+  static void ReplayFlows(const Launch& launch,
+                          const std::vector<Arrival>& arrivals,
+                          const std::vector<Consumption>& waits,
+                          const std::function<void(absl::string_view)>& emit);
   // Appends to a ring of at most `max_events_` records.
   template <typename T>
   void Keep(std::deque<T>& ring, T record);
