@@ -3,7 +3,15 @@
 // permute, repeated): one remote DMA and its waits per call, inside one
 // kernel. --collective ppermute_call: the same shift as calls of the
 // collective `ppermute` (collectives.h), each a call of its own (its
-// channel for small sizes, a kernel above). Baseline: MPI_Sendrecv around
+// channel for small sizes, a kernel above). --collective ppermute_pallas:
+// the same shift as back-to-back `pallas_call`s, each with its DMA
+// semaphores as scratch, so each starts with the entry barrier (the safe
+// default); --collective ppermute_pallas_handshake: the same calls with the
+// named opt-out `entry_barrier = false` and the handshake such a kernel must
+// then do itself (each device signals its left neighbour's barrier semaphore
+// and waits for its right one's, so that its DMA cannot land in the right
+// neighbour's previous call): the difference is the entry barrier's cost
+// per call. Baseline: MPI_Sendrecv around
 // the same ring of processes. busbw = algbw; the bound is every device
 // copying `size` bytes at once. There is no in-place form (a device would
 // overwrite the bytes its neighbour is still reading).
@@ -12,6 +20,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +31,9 @@
 #include "meshdma/collectives/ppermute.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/kernel.h"
+#include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
+#include "meshdma/kernels/pallas_call.h"
 
 namespace meshdma::bench {
 namespace {
@@ -31,7 +42,55 @@ uint8_t Pattern(int device, int64_t i) {
   return static_cast<uint8_t>((device * 73 + i * 11 + (i >> 10)) & 0xff);
 }
 
-absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
+// How each shift is made.
+enum class Form { kDma, kCollective, kPallas, kPallasHandshake };
+
+const char* FormName(Form form) {
+  switch (form) {
+    case Form::kDma:
+      return "ppermute";
+    case Form::kCollective:
+      return "ppermute_call";
+    case Form::kPallas:
+      return "ppermute_pallas";
+    case Form::kPallasHandshake:
+      return "ppermute_pallas_handshake";
+  }
+  return "?";
+}
+
+// One shift of `src` into the right neighbour's `dst` as a `pallas_call` of
+// its own: with the default entry barrier (the call communicates), or with
+// the opt-out and its own handshake.
+absl::Status PallasShift(const ArrayRef& src, const ArrayRef& dst, int left,
+                         int right, bool handshake) {
+  PallasCallParams params{
+      .name = "bench_ppermute_pallas",
+      .scratch_shapes = {SemaphoreShape(SemaphoreType::kDma, 2)},
+      .entry_barrier =
+          handshake ? std::optional<bool>(false) : std::optional<bool>(),
+      .collective_id =
+          handshake ? std::optional<int>(0) : std::optional<int>()};
+  return pallas_call(
+      params,
+      [&](const KernelArgs& args) -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(SemaphoreArray sems, args.semaphores(0));
+        if (handshake) {
+          // "I am in this call": my left neighbour may send to me.
+          MESHDMA_ASSIGN_OR_RETURN(Semaphore barrier, get_barrier_semaphore());
+          MESHDMA_RETURN_IF_ERROR(semaphore_signal(
+              barrier, 1, DeviceId(int64_t{left}), DeviceIdType::kLogical));
+          MESHDMA_RETURN_IF_ERROR(semaphore_wait(barrier, 1));
+        }
+        auto copy = make_async_remote_copy(src, dst, sems[0], sems[1], right);
+        MESHDMA_RETURN_IF_ERROR(copy.start());
+        return copy.wait();
+      },
+      {}, {});
+}
+
+absl::Status RunPpermute(BenchContext& ctx, DType dtype, Form form) {
+  const bool collective = form == Form::kCollective;
   Runtime& rt = ctx.runtime();
   const int n = ctx.mesh().size();
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
@@ -70,7 +129,12 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
           }
           return absl::OkStatus();
         };
-        if (collective) {
+        if (form == Form::kPallas || form == Form::kPallasHandshake) {
+          MESHDMA_RETURN_IF_ERROR(time_and_check([&] {
+            return PallasShift(src, dst, (me + n - 1) % n, (me + 1) % n,
+                               form == Form::kPallasHandshake);
+          }));
+        } else if (collective) {
           // Made once, as a caller that makes many calls would.
           const std::vector<std::string> axes = {"x"};
           std::vector<std::pair<int, int>> shift;
@@ -117,7 +181,7 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
           });
         }));
     Row row;
-    row.collective = collective ? "ppermute_call" : "ppermute";
+    row.collective = FormName(form);
     row.transport = ctx.Transport();
     row.dtype = std::string(NcclTypeName(dtype));
     row.redop = "none";
@@ -148,17 +212,30 @@ absl::Status RunPpermute(BenchContext& ctx, DType dtype, bool collective) {
 
 absl::Status RunPpermuteDma(BenchContext& ctx, DType dtype,
                             const std::string&) {
-  return RunPpermute(ctx, dtype, /*collective=*/false);
+  return RunPpermute(ctx, dtype, Form::kDma);
 }
 
 absl::Status RunPpermuteCalls(BenchContext& ctx, DType dtype,
                               const std::string&) {
-  return RunPpermute(ctx, dtype, /*collective=*/true);
+  return RunPpermute(ctx, dtype, Form::kCollective);
+}
+
+absl::Status RunPpermutePallas(BenchContext& ctx, DType dtype,
+                               const std::string&) {
+  return RunPpermute(ctx, dtype, Form::kPallas);
+}
+
+absl::Status RunPpermutePallasHandshake(BenchContext& ctx, DType dtype,
+                                        const std::string&) {
+  return RunPpermute(ctx, dtype, Form::kPallasHandshake);
 }
 
 }  // namespace
 
 MESHDMA_BENCH_OP("ppermute", RunPpermuteDma, /*reduces=*/false);
 MESHDMA_BENCH_OP("ppermute_call", RunPpermuteCalls, /*reduces=*/false);
+MESHDMA_BENCH_OP("ppermute_pallas", RunPpermutePallas, /*reduces=*/false);
+MESHDMA_BENCH_OP("ppermute_pallas_handshake", RunPpermutePallasHandshake,
+                 /*reduces=*/false);
 
 }  // namespace meshdma::bench
