@@ -222,9 +222,6 @@ absl::Status RuntimeImpl::ReadOptions() {
         " s, or absl::InfiniteDuration() for no timeout"));
   }
 
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> streaming_env,
-                           EnvInt(config::kStreamingMinBytes));
-  if (streaming_env.has_value()) options_.streaming_min_bytes = *streaming_env;
   constexpr int64_t kMaxPieced = config::kMpiPiecedBytes.max;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> pieced_env,
                            EnvInt(config::kMpiPiecedBytes));

@@ -71,7 +71,6 @@ class RuntimeImpl : public TransportHost {
   // yields its core on every poll, since the peer it waits for may be the
   // thread it keeps off a core (Open MPI's yield_when_idle).
   bool oversubscribed() const { return oversubscribed_; }
-  int64_t streaming_min_bytes() const { return options_.streaming_min_bytes; }
   Observer* observer() const { return observer_; }
   // Checked mode's race detector, or null when checked mode is off.
   RaceChecker* race_checker() const { return race_checker_.get(); }

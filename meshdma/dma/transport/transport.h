@@ -101,7 +101,6 @@ struct DmaOp {
   std::byte* dst = nullptr;
   SemaphoreCell* recv_cell = nullptr;
   int64_t num_chunks = 1;
-  bool streaming = false;  // Copy with non-temporal stores.
   std::atomic<int64_t> next_chunk{0};
   std::atomic<int64_t> done_chunks{0};
 
