@@ -649,35 +649,12 @@ void BenchContext::PrintHeader(const Row& first) {
               c.algorithm.c_str(),
               runtime_->dma_mode() == DmaMode::kAsync ? "async" : "eager",
               first.transport.c_str(), c.input.c_str());
-  const CollectiveOptions defaults;
-  std::printf(
-      "# auto: blocks up to %lld B per peer take the channel (ppermute, "
-      "all_gather and all_to_all on one host: up to %lld B; flagged stores "
-      "on one host; DMA rows across hosts, up to %lld B, less in groups "
-      "over %lld devices or on heaps under 256 MiB; "
-      "MESHDMA_CHANNEL_PROTOCOL=dma forces DMA rows); all_reduce and "
-      "reduce_scatter up to %lld B (across hosts: when the channel takes "
-      "their rows and each device sends at most %lld B, or rows of up to "
-      "%lld B; all_reduce of a group with several devices on each host: "
-      "not above %lld B): one_shot (such an all_reduce, up to %lld B: over "
-      "each host's channel, then each lane's); above it, with every peer "
-      "addressable (one host, checked mode off; a private input read "
-      "where it is by threads of one process, else copied for the peers): "
-      "direct; groups spread "
-      "evenly over hosts: hierarchical; else ring (2 devices) or "
-      "bidirectional_ring; all_to_all above the channel: direct with every "
-      "peer addressable, else one DMA push per peer (hierarchical on "
-      "request)\n",
-      static_cast<long long>(kChannelMaxBlockBytes),
-      static_cast<long long>(kChannelMaxMovedBlockBytesOnOneHost),
-      static_cast<long long>(kChannelMaxBlockBytesAcrossHosts),
-      static_cast<long long>(kChannelSetBytesAcrossHosts /
-                             kChannelMaxBlockBytesAcrossHosts),
-      static_cast<long long>(defaults.one_shot_max_bytes),
-      static_cast<long long>(kChannelMaxBlockBytesAcrossHosts),
-      static_cast<long long>(kChannelMinBlockBytesAcrossHosts),
-      static_cast<long long>(defaults.one_shot_max_bytes),
-      static_cast<long long>(kChannelMaxBlockBytes));
+  // The rule table by which every collective chooses its path.
+  std::printf("# collective paths (thresholds, then rules in order):\n");
+  for (absl::string_view line :
+       absl::StrSplit(CollectivePathRules(), '\n', absl::SkipEmpty())) {
+    std::printf("#   %.*s\n", static_cast<int>(line.size()), line.data());
+  }
   std::printf("#\n# Using devices\n");
   for (int g : mesh_.devices()) {
     const GlobalDevice& d = launch.devices()[g];

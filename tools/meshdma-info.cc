@@ -31,10 +31,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "meshdma/base/config.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
+#include "meshdma/collectives/options.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/trace.h"
 #include "meshdma/topology/host_topology.h"
@@ -342,6 +344,13 @@ std::string Text(const Report& r) {
         &out, absl::StrFormat("  %-20s %-24s %s%s%s\n", s.name, s.value,
                               s.source, s.where.empty() ? "" : ": ", s.where));
   }
+  absl::StrAppend(&out,
+                  "\ncollective paths (thresholds, then the rules each "
+                  "collective tries in order):\n");
+  for (absl::string_view line :
+       absl::StrSplit(CollectivePathRules(), '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, "  ", line, "\n");
+  }
   if (!r.warnings.empty()) {
     absl::StrAppend(&out, "\n");
     for (const std::string& w : r.warnings) {
@@ -406,6 +415,13 @@ std::string Json(const Report& r) {
   for (const std::string& w : r.warnings) warnings.push_back(JsonString(w));
   parts.push_back(
       absl::StrCat("\"warnings\":[", absl::StrJoin(warnings, ","), "]"));
+  std::vector<std::string> rules;
+  for (absl::string_view line :
+       absl::StrSplit(CollectivePathRules(), '\n', absl::SkipEmpty())) {
+    rules.push_back(JsonString(line));
+  }
+  parts.push_back(absl::StrCat("\"collective_path_rules\":[",
+                               absl::StrJoin(rules, ","), "]"));
   return absl::StrCat("{", absl::StrJoin(parts, ",\n"), "}\n");
 }
 

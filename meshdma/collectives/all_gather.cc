@@ -10,6 +10,7 @@
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
@@ -88,13 +89,14 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
   const int64_t count = in.num_elements();
-  if (options.algorithm == CollectiveAlgorithm::kOneShot
-          ? Channel::Fits(g, in.size_bytes())
-          : options.algorithm == CollectiveAlgorithm::kAuto &&
-                Channel::TakesMove(g, in.size_bytes())) {
-    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
-                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
-                     " devices: channel (auto; one exchange)");
+  // The plan (collectives/internal/plan.h), then its path.
+  collectives_internal::LiveTopology topology;
+  MESHDMA_ASSIGN_OR_RETURN(
+      const collectives_internal::Plan plan,
+      collectives_internal::PlanPath(
+          {kKind, kName, options, in.size_bytes(), in.size_bytes()}, g,
+          topology));
+  if (plan.path == collectives_internal::Path::kChannel) {
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t signature = collectives_internal::CallSignature(
         kKind, in.dtype(), count, aux, &output);
@@ -103,42 +105,7 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
                                               channel, signature, options);
     return absl::OkStatus();
   }
-  const int lanes =
-      options.algorithm == CollectiveAlgorithm::kBidirectionalRing ? 2 : 1;
-  // kHierarchical where requested or kAuto, on hosts that hold the same
-  // number of the group's devices each.
-  collectives_internal::HostLayout layout;
-  bool hierarchical = false;
-  // kDirect where requested or kAuto, when every member is addressable.
-  bool direct = false;
-  if ((options.algorithm == CollectiveAlgorithm::kAuto ||
-       options.algorithm == CollectiveAlgorithm::kDirect) &&
-      n > 1) {
-    MESHDMA_ASSIGN_OR_RETURN(direct, collectives_internal::DirectReaches(g));
-  }
-  if ((options.algorithm == CollectiveAlgorithm::kAuto ||
-       options.algorithm == CollectiveAlgorithm::kHierarchical) &&
-      n > 1 && !direct) {
-    MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
-    hierarchical = layout.Applies();
-  }
-  // Its step inside a host single-copy where it can be.
-  bool host_direct = false;
-  if (hierarchical) {
-    MESHDMA_ASSIGN_OR_RETURN(
-        host_direct, collectives_internal::HostDirect(kName, g, layout,
-                                                      /*read_input=*/nullptr));
-  }
-  // MESHDMA_DEBUG=INFO: each choice once per process.
-  MESHDMA_LOG_ONCE(
-      kInfo, kLogCollectives,
-      absl::StrCat(kName, " ", n, " ", lanes, " ", hierarchical, direct), kName,
-      " on ", n, " devices: ",
-      direct         ? "direct"
-      : hierarchical ? "hierarchical"
-      : lanes == 2   ? "bidirectional_ring"
-                     : "ring",
-      collectives_internal::ChosenBy(options.algorithm));
+  const bool direct = plan.algorithm == CollectiveAlgorithm::kDirect;
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
       collectives_internal::CallSignature(
@@ -146,9 +113,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
           (tiled ? 1 : 0) | (direct ? 2 : 0), &output),
       [&]() -> absl::Status {
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
-        if (hierarchical) {
-          return collectives_internal::HierarchicalAllGather(g, layout, in, out,
-                                                             host_direct);
+        if (plan.algorithm == CollectiveAlgorithm::kHierarchical) {
+          return collectives_internal::HierarchicalAllGather(
+              g, plan.layout, in, out, plan.host_direct);
         }
         std::vector<int64_t> blocks(n + 1);
         for (int i = 0; i <= n; ++i) blocks[i] = i * count;
@@ -156,7 +123,10 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
         // block into `out` while its first sends travel.
         MESHDMA_ASSIGN_OR_RETURN(
             collectives_internal::AllGatherState state,
-            collectives_internal::AllocateAllGather(g, lanes));
+            collectives_internal::AllocateAllGather(
+                g, plan.algorithm == CollectiveAlgorithm::kBidirectionalRing
+                       ? 2
+                       : 1));
         return collectives_internal::RingAllGather(g, in, out, blocks, state);
       });
 }

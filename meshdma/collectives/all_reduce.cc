@@ -10,6 +10,7 @@
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -49,45 +50,6 @@ absl::string_view CollectiveAlgorithmName(CollectiveAlgorithm a) {
       return "direct";
   }
   return "?";
-}
-
-CollectiveAlgorithm ChooseAllReduceAlgorithm(int64_t bytes, int group_size,
-                                             const CollectiveOptions& options,
-                                             absl::string_view collective,
-                                             int even_hosts, bool direct) {
-  const bool requested = options.algorithm != CollectiveAlgorithm::kAuto;
-  const CollectiveAlgorithm flat_ring =
-      group_size <= 2 ? CollectiveAlgorithm::kRing
-                      : CollectiveAlgorithm::kBidirectionalRing;
-  CollectiveAlgorithm chosen = options.algorithm;
-  if (!requested) {
-    chosen = CollectiveAlgorithm::kOneShot;
-    if (bytes > options.one_shot_max_bytes) {
-      chosen = direct           ? CollectiveAlgorithm::kDirect
-               : even_hosts > 1 ? CollectiveAlgorithm::kHierarchical
-                                : flat_ring;
-    }
-  } else if (chosen == CollectiveAlgorithm::kHierarchical && even_hosts <= 1) {
-    chosen = flat_ring;  // One host, or hosts with different counts.
-  } else if (chosen == CollectiveAlgorithm::kDirect && !direct) {
-    chosen = flat_ring;  // Another host, checked mode, or a private input.
-  }
-  // MESHDMA_DEBUG=INFO: each choice once per process.
-  MESHDMA_LOG_ONCE(
-      kInfo, kLogCollectives,
-      absl::StrCat(collective, " ", group_size, " ",
-                   CollectiveAlgorithmName(chosen), requested, " ", even_hosts,
-                   direct),
-      collective, " on ", group_size, " devices",
-      even_hosts > 1 ? absl::StrCat(" (hierarchical over ", even_hosts,
-                                    " hosts", direct ? ", addressable)" : ")")
-                     : std::string(direct ? " (addressable)" : ""),
-      ": ", CollectiveAlgorithmName(chosen),
-      requested ? absl::StrCat(" (", CollectiveAlgorithmName(options.algorithm),
-                               " requested)")
-                : absl::StrCat(" (auto; ", bytes, " bytes, one_shot up to ",
-                               options.one_shot_max_bytes, ")"));
-  return chosen;
 }
 
 namespace {
@@ -207,240 +169,202 @@ absl::Status ChannelReduceByHosts(
   return absl::OkStatus();
 }
 
+// The kernel path: `plan.algorithm` over `g`. `own` is this device's input
+// as the caller passed it (kDirect reads its own segment there), `in` the
+// input the peers read (the output, where a private input was copied).
+template <typename T>
+absl::Status RunKernelPath(absl::string_view name, const Group& g,
+                           const CollectiveOptions& options,
+                           const collectives_internal::Plan& plan, ReduceOp op,
+                           const ArrayRef& own, const ArrayRef& in,
+                           const ArrayRef& out, const ArrayRef& output) {
+  using collectives_internal::CollectiveKind;
+  return collectives_internal::RunReductionKernel(
+      name, g, options, plan.algorithm, CollectiveKind::kAllReduce, op, in,
+      &output, plan.reads_peer_inputs, plan.private_input, plan.boards,
+      [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
+        if (g.size() == 1) {
+          if (in.data() != out.data()) {
+            std::memmove(out.data(), in.data(), in.size_bytes());
+          }
+          return absl::OkStatus();
+        }
+        switch (plan.algorithm) {
+          case CollectiveAlgorithm::kOneShot:
+            return OneShot<T>(
+                name, g, op, in, out,
+                collectives_internal::CallSignature(
+                    CollectiveKind::kAllReduce, in.dtype(), in.num_elements(),
+                    static_cast<int>(op), &output),
+                one_shot_check);
+          case CollectiveAlgorithm::kHierarchical:
+            return collectives_internal::HierarchicalAllReduce<T>(
+                g, plan.layout, op, in, out, options, plan.host_direct, board);
+          case CollectiveAlgorithm::kDirect:
+            return collectives_internal::DirectAllReduce<T>(g, op, own, in, out,
+                                                            board);
+          case CollectiveAlgorithm::kBidirectionalRing:
+            return collectives_internal::RingAllReduce<T>(
+                g, op, in, out, 2, options.chunk_bytes, options.num_buffers);
+          default:
+            return collectives_internal::RingAllReduce<T>(
+                g, op, in, out, 1, options.chunk_bytes, options.num_buffers);
+        }
+      });
+}
+
+// The channel paths: every member gets my whole input over the group's
+// channel (Path::kChannel), or over my host's channel then my lane's
+// (Path::kChannelByHosts). A call that succeeded is remembered: its repeats
+// go straight to the channels (FindChannelCall).
+template <typename T>
+absl::Status RunChannelPath(absl::string_view name, const Group& g,
+                            const CollectiveOptions& options,
+                            const collectives_internal::Plan& plan, ReduceOp op,
+                            const ArrayRef& in, const ArrayRef& out,
+                            const ArrayRef& input, const ArrayRef& output) {
+  using collectives_internal::Channel;
+  const collectives_internal::CollectiveKind kind =
+      collectives_internal::CollectiveKind::kAllReduce;
+  const int64_t signature = collectives_internal::CallSignature(
+      kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
+  if (plan.path == collectives_internal::Path::kChannelByHosts) {
+    const Group host = plan.layout.Host(g);
+    collectives_internal::ChannelStage lane{plan.layout.Lane(g)};
+    MESHDMA_ASSIGN_OR_RETURN(Channel * for_host, Channel::For(host));
+    MESHDMA_ASSIGN_OR_RETURN(lane.channel, Channel::For(lane.group));
+    if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
+    MESHDMA_RETURN_IF_ERROR(ChannelReduceByHosts<T>(name, host, for_host, lane,
+                                                    op, in, out, signature));
+    collectives_internal::RememberChannelCall(kind, static_cast<int>(op), input,
+                                              output, host, for_host, signature,
+                                              options, {}, {}, std::move(lane));
+    return absl::OkStatus();
+  }
+  MESHDMA_ASSIGN_OR_RETURN(Channel * for_group, Channel::For(g));
+  if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
+      for_group, name, g, op, signature,
+      [&](int) { return std::pair(in.data(), in.size_bytes()); },
+      in.data_as<const T>(), out));
+  collectives_internal::RememberChannelCall(kind, static_cast<int>(op), input,
+                                            output, g, for_group, signature,
+                                            options);
+  return absl::OkStatus();
+}
+
+// A remembered call: straight to its channel(s).
+template <typename T>
+absl::Status RunRemembered(absl::string_view name,
+                           const collectives_internal::ChannelCall& call,
+                           ReduceOp op, const ArrayRef& input,
+                           const ArrayRef& output) {
+  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+  if (call.next.has_value()) {
+    return ChannelReduceByHosts<T>(name, call.group, call.channel, *call.next,
+                                   op, input, output, call.signature);
+  }
+  return collectives_internal::ChannelReduce<T>(
+      call.channel, name, call.group, op, call.signature,
+      [&](int) { return std::pair(input.data(), input.size_bytes()); },
+      input.data_as<const T>(), output);
+}
+
+// Peers in other processes cannot load a private input (ordinary memory)
+// in place: where the plan's single-copy step would read it, the segments
+// that peers read are first copied into this device's own output, which is
+// symmetric, and peers read them there (one local copy instead of the
+// rings' pipeline). Every member's previous call has finished with this
+// output (its `DirectFinish`, or its kernel's waits), and peers read it only
+// after the kernel's entry barrier, which orders this copy before them.
+void CopyPrivateInput(absl::string_view name, const Group& g,
+                      const collectives_internal::Plan& plan,
+                      const ArrayRef& in, const ArrayRef& out) {
+  MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
+                   absl::StrCat(name, " private input ", g.size()), name,
+                   " on ", g.size(),
+                   " devices: a private input is copied into the output, "
+                   "and the call reads it there");
+  const int64_t count = in.num_elements(), elem = DTypeSize(in.dtype());
+  for (int j = 0; j < g.size(); ++j) {
+    if (j == g.index && plan.algorithm == CollectiveAlgorithm::kDirect) {
+      continue;
+    }
+    const int64_t b = collectives_internal::PartBegin(count, g.size(), j);
+    const int64_t e = collectives_internal::PartBegin(count, g.size(), j + 1);
+    std::memmove(out.data() + b * elem, in.data() + b * elem, (e - b) * elem);
+  }
+}
+
+absl::string_view AllReduceName(ReduceOp op) {
+  return op == ReduceOp::kSum    ? "psum"
+         : op == ReduceOp::kMax  ? "pmax"
+         : op == ReduceOp::kMin  ? "pmin"
+         : op == ReduceOp::kMean ? "pmean"
+                                 : "all_reduce";
+}
+
 }  // namespace
 
+// Steps: 1. a repeat of a remembered small call goes straight to its
+// channel; 2. the group and the checked operands; 3. the plan
+// (collectives/internal/plan.h); 4. a private input that peers read is
+// copied into the output; 5. the plan's path.
 absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                         const ArrayRef& output,
                         const std::vector<std::string>& axes,
                         const CollectiveOptions& options) {
-  const absl::string_view name = op == ReduceOp::kSum    ? "psum"
-                                 : op == ReduceOp::kMax  ? "pmax"
-                                 : op == ReduceOp::kMin  ? "pmin"
-                                 : op == ReduceOp::kMean ? "pmean"
-                                                         : "all_reduce";
-  using collectives_internal::ChannelCall;
-  const collectives_internal::CollectiveKind kind =
-      collectives_internal::CollectiveKind::kAllReduce;
-  // The same small call as before on this device: straight to its channel.
-  if (const ChannelCall* call = collectives_internal::FindChannelCall(
-          kind, static_cast<int>(op), input, output, axes, options)) {
+  namespace ci = collectives_internal;
+  const absl::string_view name = AllReduceName(op);
+  // Step 1.
+  if (const ci::ChannelCall* call = ci::FindChannelCall(
+          ci::CollectiveKind::kAllReduce, static_cast<int>(op), input, output,
+          axes, options)) {
     absl::Status status;
-    collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-      if (call->next.has_value()) {
-        status = ChannelReduceByHosts<T>(name, call->group, call->channel,
-                                         *call->next, op, input, output,
-                                         call->signature);
-        return;
-      }
-      status = collectives_internal::ChannelReduce<T>(
-          call->channel, name, call->group, op, call->signature,
-          [&](int) { return std::pair(input.data(), input.size_bytes()); },
-          input.data_as<const T>(), output);
+    ci::DispatchReducible(input.dtype(), [&](auto zero) {
+      status = RunRemembered<decltype(zero)>(name, *call, op, input, output);
     });
     return status;
   }
-  MESHDMA_ASSIGN_OR_RETURN(Group g,
-                           collectives_internal::ResolveGroup(name, axes));
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::CheckArguments(name, g, options, &op));
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef out, collectives_internal::Flatten(output, name, "output", g));
+  // Step 2.
+  MESHDMA_ASSIGN_OR_RETURN(Group g, ci::ResolveGroup(name, axes));
+  MESHDMA_RETURN_IF_ERROR(ci::CheckArguments(name, g, options, &op));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, ci::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           ci::Flatten(output, name, "output", g));
   if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
-    return collectives_internal::CollectiveError(
+    return ci::CollectiveError(
         name, g,
         absl::StrCat("input ", input.ToString(), " and output ",
                      output.ToString(),
                      " must have the same dtype and element count"));
   }
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::RequireSymmetric(name, g, "output", output));
-  collectives_internal::HostLayout layout;
+  MESHDMA_RETURN_IF_ERROR(ci::RequireSymmetric(name, g, "output", output));
+  // Step 3.
+  ci::LiveTopology topology;
   MESHDMA_ASSIGN_OR_RETURN(
-      const int even_hosts,
-      collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  // Peers in other processes cannot load a private input (ordinary memory)
-  // in place. Where a single-copy step would read it (kDirect without
-  // cross-memory attach, below;
-  // kHierarchical's step inside a host, up to kHostDirectPrivateMaxBytes),
-  // it is first copied into this device's own output, which is symmetric,
-  // and peers read it there: one local copy instead of the rings' pipeline
-  // (BENCHMARKS.md, "Reductions of a private input, single-copy"). Threads
-  // of one process read it where it is, through boards (below).
-  const ArrayRef readable =
-      in.is_symmetric() || layout.hosts_are_processes ||
-              in.size_bytes() > collectives_internal::kHostDirectPrivateMaxBytes
-          ? in
-          : out;
-  MESHDMA_ASSIGN_OR_RETURN(
-      const bool direct,
-      collectives_internal::DirectApplies(g, in.size_bytes(), options));
-  const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
-      in.size_bytes(), g.size(), options, name, even_hosts, direct);
-  // The hierarchy's steps inside a host single-copy where they can be.
-  bool host_direct = false;
-  if (algorithm == CollectiveAlgorithm::kHierarchical) {
-    MESHDMA_ASSIGN_OR_RETURN(host_direct, collectives_internal::HostDirect(
-                                              name, g, layout, &readable));
-  }
-  // kDirect reads my own segment from `own`, the others' from `in`, or,
-  // on threads of one process, every input where it is (through boards,
-  // collectives/internal/direct.h): a private input needs no copy there;
-  // so does the hierarchy's step inside a host that is one process. A
-  // private input of processes of one host is read through boards too,
-  // by cross-memory attach, where the launch uses it.
+      const ci::Plan plan,
+      ci::PlanPath({ci::CollectiveKind::kAllReduce, name, options,
+                    in.size_bytes(), in.size_bytes(), in.is_symmetric()},
+                   g, topology));
+  // Step 4.
   const ArrayRef own = in;
-  bool boards = collectives_internal::HostBoards(layout, host_direct);
-  if (algorithm == CollectiveAlgorithm::kDirect) {
-    MESHDMA_ASSIGN_OR_RETURN(boards,
-                             collectives_internal::SharesAddressSpace(g));
-    if (!boards && !in.is_symmetric()) {
-      MESHDMA_ASSIGN_OR_RETURN(boards,
-                               collectives_internal::ReadsPeerMemory(g));
-    }
-  }
-  const bool private_input =
-      !in.is_symmetric() && !boards &&
-      (algorithm == CollectiveAlgorithm::kDirect || host_direct);
-  if (private_input) {
-    // Every member's previous call has finished with this output (its
-    // `DirectFinish`, or its kernel's waits), and peers read it only after
-    // the kernel's entry barrier, which orders this copy before them.
-    // kDirect copies only the segments that peers read.
-    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
-                     absl::StrCat(name, " private input ", g.size()), name,
-                     " on ", g.size(),
-                     " devices: a private input is copied into the output, "
-                     "and the call reads it there");
-    const int64_t count = in.num_elements(), elem = DTypeSize(in.dtype());
-    for (int j = 0; j < g.size(); ++j) {
-      if (j == g.index && algorithm == CollectiveAlgorithm::kDirect) continue;
-      const int64_t b = collectives_internal::PartBegin(count, g.size(), j);
-      const int64_t e = collectives_internal::PartBegin(count, g.size(), j + 1);
-      std::memmove(out.data() + b * elem, in.data() + b * elem, (e - b) * elem);
-    }
+  if (plan.private_input) {
+    CopyPrivateInput(name, g, plan, in, out);
     in = out;
   }
+  // Step 5.
   absl::Status status;
-  // kAuto's kHierarchical on hosts with several members each keeps its
-  // kernel rather than the flat channel that TakesReduction would allow
-  // between hosts: each of those rows crosses hosts, where the kernel sends
-  // one part per lane (2 simulated hosts x 2 processes, 32-64 KiB:
-  // BENCHMARKS.md).
-  const bool channel =
-      collectives_internal::Channel::TakesReduction(
-          g, options, algorithm, in.size_bytes(),
-          in.size_bytes() * (g.size() - 1)) &&
-      !(algorithm == CollectiveAlgorithm::kHierarchical && layout.per_host > 1);
-  // Over hosts' and lanes' channels: kAuto's small calls of a group spread
-  // evenly over hosts with several members on each, when both channels take
-  // the rows.
-  bool by_hosts = false;
-  if (channel && options.algorithm == CollectiveAlgorithm::kAuto &&
-      g.size() > 2 && collectives_internal::SpansHosts(g)) {
-    MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
-    by_hosts =
-        layout.Applies() && layout.per_host > 1 &&
-        collectives_internal::Channel::Fits(layout.Host(g), in.size_bytes()) &&
-        collectives_internal::Channel::Fits(layout.Lane(g), in.size_bytes());
-    if (by_hosts) {
-      MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
-                       absl::StrCat(name, " by hosts ", g.size()), name, " on ",
-                       g.size(), " devices over ", layout.num_hosts,
-                       " hosts: each host's channel, then each lane's (auto; ",
-                       in.size_bytes(), " bytes)");
-    }
-  }
-  auto run = [&](auto zero) {
+  const bool reducible = ci::DispatchReducible(in.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if (by_hosts) {
-      const Group host = layout.Host(g);
-      collectives_internal::ChannelStage lane{layout.Lane(g)};
-      absl::StatusOr<collectives_internal::Channel*> for_host =
-          collectives_internal::Channel::For(host);
-      absl::StatusOr<collectives_internal::Channel*> for_lane =
-          for_host.ok() ? collectives_internal::Channel::For(lane.group)
-                        : for_host;
-      if (!for_lane.ok()) {
-        status = for_lane.status();
-        return;
-      }
-      lane.channel = *for_lane;
-      const int64_t signature = collectives_internal::CallSignature(
-          kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
-      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-      status = ChannelReduceByHosts<T>(name, host, *for_host, lane, op, in, out,
-                                       signature);
-      if (status.ok()) {
-        // Repeats go straight to both channels (FindChannelCall above).
-        collectives_internal::RememberChannelCall(
-            kind, static_cast<int>(op), input, output, host, *for_host,
-            signature, options, {}, {}, std::move(lane));
-      }
-      return;
-    }
-    if (channel) {
-      // Small: every member gets my whole input over the group's channel.
-      auto for_group = collectives_internal::Channel::For(g);
-      if (!for_group.ok()) {
-        status = for_group.status();
-        return;
-      }
-      const int64_t signature = collectives_internal::CallSignature(
-          kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
-      if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-      status = collectives_internal::ChannelReduce<T>(
-          *for_group, name, g, op, signature,
-          [&](int) { return std::pair(in.data(), in.size_bytes()); },
-          in.data_as<const T>(), out);
-      if (status.ok()) {
-        collectives_internal::RememberChannelCall(kind, static_cast<int>(op),
-                                                  input, output, g, *for_group,
-                                                  signature, options);
-      }
-      return;
-    }
-    status = collectives_internal::RunReductionKernel(
-        name, g, options, algorithm,
-        collectives_internal::CollectiveKind::kAllReduce, op, in, &output,
-        (algorithm == CollectiveAlgorithm::kDirect || host_direct) && !boards,
-        private_input, boards,
-        [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
-          if (g.size() == 1) {
-            if (in.data() != out.data()) {
-              std::memmove(out.data(), in.data(), in.size_bytes());
-            }
-            return absl::OkStatus();
-          }
-          switch (algorithm) {
-            case CollectiveAlgorithm::kOneShot:
-              return OneShot<T>(
-                  name, g, op, in, out,
-                  collectives_internal::CallSignature(
-                      collectives_internal::CollectiveKind::kAllReduce,
-                      in.dtype(), in.num_elements(), static_cast<int>(op),
-                      &output),
-                  one_shot_check);
-            case CollectiveAlgorithm::kHierarchical:
-              return collectives_internal::HierarchicalAllReduce<T>(
-                  g, layout, op, in, out, options, host_direct, board);
-            case CollectiveAlgorithm::kDirect:
-              return collectives_internal::DirectAllReduce<T>(g, op, own, in,
-                                                              out, board);
-            case CollectiveAlgorithm::kBidirectionalRing:
-              return collectives_internal::RingAllReduce<T>(
-                  g, op, in, out, 2, options.chunk_bytes, options.num_buffers);
-            default:
-              return collectives_internal::RingAllReduce<T>(
-                  g, op, in, out, 1, options.chunk_bytes, options.num_buffers);
-          }
-        });
-  };
-  if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
-    return collectives_internal::CollectiveError(
+    status =
+        plan.path == ci::Path::kKernel
+            ? RunKernelPath<T>(name, g, options, plan, op, own, in, out, output)
+            : RunChannelPath<T>(name, g, options, plan, op, in, out, input,
+                                output);
+  });
+  if (!reducible) {
+    return ci::CollectiveError(
         name, g,
         absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
                      input.ToString(),

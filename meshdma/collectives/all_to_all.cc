@@ -11,6 +11,7 @@
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
@@ -156,12 +157,16 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
     return ArrayRef::Symmetric(output.data(), output.heap_offset(),
                                output.dtype(), shape_j);
   };
-  if (options.algorithm == CollectiveAlgorithm::kAuto && split_axis == 0 &&
-      concat_axis == 0 && input.is_contiguous() &&
-      Channel::TakesMove(g, largest_part * split_row_bytes)) {
-    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
-                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
-                     " devices: channel (auto; one exchange)");
+  // The plan (collectives/internal/plan.h), then its path.
+  collectives_internal::LiveTopology topology;
+  collectives_internal::CallShape call{kKind, kName, options,
+                                       input.size_bytes(),
+                                       largest_part * split_row_bytes};
+  call.blocks_are_ranges =
+      split_axis == 0 && concat_axis == 0 && input.is_contiguous();
+  MESHDMA_ASSIGN_OR_RETURN(const collectives_internal::Plan plan,
+                           collectives_internal::PlanPath(call, g, topology));
+  if (plan.path == collectives_internal::Path::kChannel) {
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t signature = collectives_internal::CallSignature(
         kKind, input.dtype(), input.num_elements(), aux, &output);
@@ -174,55 +179,17 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                                               std::move(layout));
     return absl::OkStatus();
   }
-  // kHierarchical where requested, on groups that span several hosts with
-  // the same number m > 1 of their devices each (with m == 1 it would be the
-  // push kernel plus copies); elsewhere the push kernel runs instead.
-  // kAuto does not choose it: measured with meshdma-bench on 2 simulated
-  // hosts x 2 processes (MPI between hosts over shared memory, and over
-  // TCP), it did not beat the push kernel above the channel's sizes
-  // (128 KiB to 8 MiB per device, speed relative to pushes: 0.4-1.1x over
-  // shared memory, 0.4-1.7x, median 0.75x, over TCP): its extra local
-  // copies outweigh the m-1 messages per peer host it saves. It pays where
-  // a message between hosts costs more than copying its bytes locally.
-  collectives_internal::HostLayout layout;
-  bool hierarchical = false;
-  if (options.algorithm == CollectiveAlgorithm::kHierarchical && n > 1) {
-    MESHDMA_ASSIGN_OR_RETURN(layout, collectives_internal::HostLayoutOf(g));
-    hierarchical = layout.Applies() && layout.per_host > 1;
-  }
-  // Stores through peer views where every member is addressable (kAuto or
-  // kDirect; one host, checked mode off), else one DMA push per peer.
-  bool stores = false;
-  if (!hierarchical && n > 1 &&
-      (options.algorithm == CollectiveAlgorithm::kAuto ||
-       options.algorithm == CollectiveAlgorithm::kDirect)) {
-    MESHDMA_ASSIGN_OR_RETURN(stores, collectives_internal::DirectReaches(g));
-  }
-  // MESHDMA_DEBUG=INFO: each choice once per process and group size.
-  MESHDMA_LOG_ONCE(
-      kInfo, kLogCollectives,
-      absl::StrCat(kName, " ", n, " ", hierarchical,
-                   CollectiveAlgorithmName(options.algorithm)),
-      kName, " on ", n, " devices: ",
-      hierarchical
-          ? absl::StrCat("hierarchical (", layout.num_hosts, " hosts x ",
-                         layout.per_host, "; ", layout.num_hosts - 1,
-                         " DMA push(es) per device between hosts, direct: ",
-                         layout.per_host * (layout.num_hosts - 1), ")")
-      : stores ? std::string("direct (stores through peer views)")
-               : absl::StrCat("direct (", n - 1, " DMA pushes per device)"),
-      collectives_internal::ChosenBy(options.algorithm));
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
       collectives_internal::CallSignature(
           collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
           input.num_elements(), split_axis * 8 + concat_axis, &output),
       [&]() -> absl::Status {
-        if (hierarchical) {
+        if (plan.algorithm == CollectiveAlgorithm::kHierarchical) {
           return collectives_internal::HierarchicalAllToAll(
-              g, layout, input, output, split_axis, concat_axis);
+              g, plan.layout, input, output, split_axis, concat_axis);
         }
-        if (stores) {
+        if (plan.algorithm == CollectiveAlgorithm::kDirect) {
           return collectives_internal::DirectAllToAll(g, input, send_block,
                                                       output_of, recv_block);
         }

@@ -3,6 +3,7 @@
 #define MESHDMA_COLLECTIVES_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -19,47 +20,15 @@ constexpr bool IsValidReduceOp(ReduceOp op) {
          static_cast<int>(op) <= static_cast<int>(ReduceOp::kMean);
 }
 
-// With kAuto, a call whose largest block per peer is at most this many bytes
-// goes through the group's persistent channel instead of any algorithm
-// below: one exchange with no entry barrier, flagged stores when the group
-// sits on one host, DMA rows when it spans hosts
-// (collectives/internal/channel.h). (`psum` and `psum_scatter` take it up
-// to `one_shot_max_bytes`, as kOneShot.)
-inline constexpr int64_t kChannelMaxBlockBytes = 16 << 10;
-// On one host, ppermute, all_gather and all_to_all take the channel only for
-// blocks up to this many bytes. There a kernel reaches each peer's output
-// with one copy, where the channel copies each block twice (into the peer's
-// row, then out of it into the output): past 4 KiB the second copy costs
-// more than the kernel's entry barrier (BENCHMARKS.md, "On one host the
-// channel stops at 4 KiB blocks for the data-moving collectives").
-inline constexpr int64_t kChannelMaxMovedBlockBytesOnOneHost = 4 << 10;
-// The same for a group that spans hosts, and then for `psum` and
-// `psum_scatter` whatever `one_shot_max_bytes`: a row is one message, while
-// a kernel's entry barrier and steps each cost a network round trip. A
-// large group keeps a slot set (one row per member) within
-// kChannelSetBytesAcrossHosts and 1/64 of the heap, with rows of no less than
-// kChannelMinBlockBytesAcrossHosts; `psum` and `psum_scatter` take the
-// channel beyond that floor only while each member sends at most
-// kChannelMaxBlockBytesAcrossHosts in all (a one-shot all-reduce sends its
-// whole input to every peer).
-inline constexpr int64_t kChannelMaxBlockBytesAcrossHosts = 256 << 10;
-inline constexpr int64_t kChannelMinBlockBytesAcrossHosts = 32 << 10;
-inline constexpr int64_t kChannelSetBytesAcrossHosts = 4 << 20;
-
 // How a collective moves data around its group.
 enum class CollectiveAlgorithm {
-  // `psum`, `psum_scatter`: kOneShot up to `one_shot_max_bytes`; above it,
-  // kDirect when every member can address every other's heap (see kDirect
-  // for a private input), else kHierarchical when the group spans several
-  // hosts that each hold the same number of its devices, else kRing on two
-  // devices and kBidirectionalRing on more (across hosts, the channel within
-  // the limits told at kChannelMaxBlockBytesAcrossHosts; a `psum` of a group
-  // with several devices on each host takes it only up to
-  // `one_shot_max_bytes`, kHierarchical's kernel above). A `psum` through the
-  // channel, of at most kChannelMaxBlockBytes, of a group spread evenly over
-  // hosts with several of its devices on each, goes through each host's
-  // channel and then each lane's (as kHierarchical's sub-groups): one row
-  // to each other host instead of one to each of its devices.
+  // The planner chooses, by the ordered rules that `CollectivePathRules`
+  // prints (docs/architecture.md, "The plan"). In short: small calls take
+  // the group's channel (one exchange, no entry barrier); `psum` and
+  // `psum_scatter` run kOneShot up to `one_shot_max_bytes`, above it kDirect
+  // when every member can address every other's heap, else kHierarchical
+  // when the group spans hosts that each hold the same number of its
+  // devices, else kRing on two devices and kBidirectionalRing on more.
   // `all_gather`: kDirect when every member is addressable, else
   // kHierarchical on such groups, else kRing. `all_to_all`: kDirect when
   // every member is addressable, else one DMA push per peer (kHierarchical
@@ -106,7 +75,7 @@ enum class CollectiveAlgorithm {
   // the symmetric heap) is first copied for the peers: a psum copies the
   // segments its peers read into its own output and they read them there; a
   // psum_scatter stores each peer's segment into that peer's scratch, up to
-  // kDirectPrivateScatterMaxBytes (collectives/internal/direct.h; rings
+  // kDirectPrivateScatterMaxBytes (collectives/internal/path_rules.h; rings
   // above).
   kDirect,
 };
@@ -117,6 +86,11 @@ constexpr bool IsValidCollectiveAlgorithm(CollectiveAlgorithm a) {
   return static_cast<int>(a) >= 0 &&
          static_cast<int>(a) <= static_cast<int>(CollectiveAlgorithm::kDirect);
 }
+
+// The rule table by which every collective chooses its path (the channel,
+// a kernel and its algorithm): its thresholds, then its rules in the order
+// they are tried, one a line. `meshdma-info` prints it.
+std::string CollectivePathRules();
 
 struct CollectiveOptions {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;

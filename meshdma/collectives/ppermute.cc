@@ -7,6 +7,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
@@ -125,11 +126,14 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     MESHDMA_RETURN_IF_ERROR(
         collectives_internal::RequireSymmetric(kName, g, "output", output));
   }
-  if (options.algorithm == CollectiveAlgorithm::kAuto &&
-      Channel::TakesMove(g, in.size_bytes())) {
-    MESHDMA_LOG_ONCE(kInfo, kLogCollectives,
-                     absl::StrCat(kName, " channel ", n), kName, " on ", n,
-                     " devices: channel (auto; one exchange)");
+  // The plan (collectives/internal/plan.h), then its path.
+  collectives_internal::LiveTopology topology;
+  MESHDMA_ASSIGN_OR_RETURN(
+      const collectives_internal::Plan plan,
+      collectives_internal::PlanPath(
+          {kKind, kName, options, in.size_bytes(), in.size_bytes()}, g,
+          topology));
+  if (plan.path == collectives_internal::Path::kChannel) {
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t signature = collectives_internal::CallSignature(
         kKind, in.dtype(), in.num_elements(), 0, nullptr);
@@ -139,9 +143,6 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
         kKind, 0, input, output, g, channel, signature, options, perm);
     return absl::OkStatus();
   }
-  // MESHDMA_DEBUG=INFO: once per group size.
-  MESHDMA_LOG_ONCE(kInfo, kLogCollectives, absl::StrCat(kName, " ", n), kName,
-                   " on ", n, " devices: direct (one DMA push per pair)");
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
       collectives_internal::CallSignature(kKind, in.dtype(), in.num_elements(),

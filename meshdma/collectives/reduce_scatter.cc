@@ -10,6 +10,7 @@
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -114,62 +115,111 @@ absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
   return absl::OkStatus();
 }
 
+// The kernel path: `plan.algorithm` over `g`.
+template <typename T>
+absl::Status RunKernelPath(absl::string_view name, const Group& g,
+                           const CollectiveOptions& options,
+                           const collectives_internal::Plan& plan, ReduceOp op,
+                           const ArrayRef& in, const ArrayRef& out) {
+  using collectives_internal::CollectiveKind;
+  return collectives_internal::RunReductionKernel(
+      name, g, options, plan.algorithm, CollectiveKind::kReduceScatter, op, in,
+      nullptr, plan.reads_peer_inputs, plan.private_input, plan.boards,
+      [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
+        if (g.size() == 1) {
+          if (in.data() != out.data()) {
+            std::memmove(out.data(), in.data(), in.size_bytes());
+          }
+          return absl::OkStatus();
+        }
+        switch (plan.algorithm) {
+          case CollectiveAlgorithm::kOneShot:
+            return OneShot<T>(
+                name, g, op, in, out,
+                collectives_internal::CallSignature(
+                    CollectiveKind::kReduceScatter, in.dtype(),
+                    in.num_elements(), static_cast<int>(op), nullptr),
+                one_shot_check);
+          case CollectiveAlgorithm::kHierarchical:
+            return collectives_internal::HierarchicalReduceScatter<T>(
+                g, plan.layout, op, in, out, options, plan.host_direct, board);
+          case CollectiveAlgorithm::kDirect:
+            return collectives_internal::DirectReduceScatter<T>(g, op, in, out,
+                                                                board);
+          case CollectiveAlgorithm::kBidirectionalRing:
+            return collectives_internal::RingReduceScatter<T>(
+                g, op, in, nullptr, out, 2, options.chunk_bytes,
+                options.num_buffers);
+          default:
+            return collectives_internal::RingReduceScatter<T>(
+                g, op, in, nullptr, out, 1, options.chunk_bytes,
+                options.num_buffers);
+        }
+      });
+}
+
+// The channel path: member j gets segment j of my input over the group's
+// channel (`layout.Part(j)`). In place too (`output` my segment of
+// `input`): the channel reads the other segments when it pushes them, and
+// writes mine only after.
+template <typename T>
+absl::Status OverChannel(absl::string_view name,
+                         collectives_internal::Channel* channel, const Group& g,
+                         ReduceOp op, int64_t signature,
+                         const collectives_internal::CallLayout& layout,
+                         const ArrayRef& input, const ArrayRef& output) {
+  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+  return collectives_internal::ChannelReduce<T>(
+      channel, name, g, op, signature,
+      [&](int j) { return layout.Part(input.data(), j); },
+      reinterpret_cast<const T*>(layout.Part(input.data(), g.index).first),
+      output);
+}
+
+absl::string_view ReduceScatterName(ReduceOp op) {
+  return op == ReduceOp::kSum    ? "psum_scatter"
+         : op == ReduceOp::kMax  ? "reduce_scatter(max)"
+         : op == ReduceOp::kMin  ? "reduce_scatter(min)"
+         : op == ReduceOp::kMean ? "reduce_scatter(mean)"
+                                 : "reduce_scatter";
+}
+
 }  // namespace
 
+// Steps: 1. a repeat of a remembered small call goes straight to its
+// channel, with the segments and padding the first call computed; 2. the
+// group and the checked operands; 3. the plan
+// (collectives/internal/plan.h); 4. the plan's path.
 absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                             const ArrayRef& output,
                             const std::vector<std::string>& axes,
                             const CollectiveOptions& options) {
-  const absl::string_view name = op == ReduceOp::kSum   ? "psum_scatter"
-                                 : op == ReduceOp::kMax ? "reduce_scatter(max)"
-                                 : op == ReduceOp::kMin ? "reduce_scatter(min)"
-                                 : op == ReduceOp::kMean
-                                     ? "reduce_scatter(mean)"
-                                     : "reduce_scatter";
-  constexpr collectives_internal::CollectiveKind kKind =
-      collectives_internal::CollectiveKind::kReduceScatter;
-  // Small: member j gets segment j of my input over the group's channel.
-  auto over_channel = [&](auto zero, collectives_internal::Channel* channel,
-                          const Group& g, int64_t signature,
-                          const collectives_internal::CallLayout& layout) {
-    using T = decltype(zero);
-    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-    return collectives_internal::ChannelReduce<T>(
-        channel, name, g, op, signature,
-        [&](int j) { return layout.Part(input.data(), j); },
-        reinterpret_cast<const T*>(layout.Part(input.data(), g.index).first),
-        output);
-  };
-  // The same small call as before on this device: straight to its channel,
-  // with the segments and padding the first call computed.
-  if (const collectives_internal::ChannelCall* call =
-          collectives_internal::FindChannelCall(kKind, static_cast<int>(op),
-                                                input, output, axes, options)) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-        output, call->layout.largest_output_bytes));
+  namespace ci = collectives_internal;
+  const absl::string_view name = ReduceScatterName(op);
+  constexpr ci::CollectiveKind kKind = ci::CollectiveKind::kReduceScatter;
+  // Step 1.
+  if (const ci::ChannelCall* call = ci::FindChannelCall(
+          kKind, static_cast<int>(op), input, output, axes, options)) {
+    MESHDMA_RETURN_IF_ERROR(
+        ci::PadToLargestOutput(output, call->layout.largest_output_bytes));
     absl::Status status;
-    collectives_internal::DispatchReducible(input.dtype(), [&](auto zero) {
-      status = over_channel(zero, call->channel, call->group, call->signature,
-                            call->layout);
+    ci::DispatchReducible(input.dtype(), [&](auto zero) {
+      status = OverChannel<decltype(zero)>(name, call->channel, call->group, op,
+                                           call->signature, call->layout, input,
+                                           output);
     });
     return status;
   }
-  MESHDMA_ASSIGN_OR_RETURN(Group g,
-                           collectives_internal::ResolveGroup(name, axes));
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::CheckArguments(name, g, options, &op));
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef in, collectives_internal::Flatten(input, name, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef out, collectives_internal::Flatten(output, name, "output", g));
+  // Step 2.
+  MESHDMA_ASSIGN_OR_RETURN(Group g, ci::ResolveGroup(name, axes));
+  MESHDMA_RETURN_IF_ERROR(ci::CheckArguments(name, g, options, &op));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef in, ci::Flatten(input, name, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           ci::Flatten(output, name, "output", g));
   const int n = g.size();
-  const auto [segment_begin, segment_len] =
-      ScatterSegment(in.num_elements(), n, g.index);
-  // Plain copies: lambdas below capture them (C++20 structured bindings
-  // cannot be captured by every compiler in use).
-  const int64_t my_begin = segment_begin, my_len = segment_len;
+  const auto [my_begin, my_len] = ScatterSegment(in.num_elements(), n, g.index);
   if (in.dtype() != out.dtype() || out.num_elements() != my_len) {
-    return collectives_internal::CollectiveError(
+    return ci::CollectiveError(
         name, g,
         absl::StrCat("output ", output.ToString(), " must hold ", my_len, " ",
                      DTypeName(in.dtype()), " elements (segment [", my_begin,
@@ -178,128 +228,43 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   }
   // Segments differ by up to one element: what follows must not depend on
   // which this member holds.
-  MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
-      output, (in.num_elements() + n - 1) / n *
-                  static_cast<int64_t>(DTypeSize(in.dtype()))));
-  collectives_internal::HostLayout layout;
-  MESHDMA_ASSIGN_OR_RETURN(
-      const int even_hosts,
-      collectives_internal::EvenHostsFor(g, in.size_bytes(), options, &layout));
-  MESHDMA_ASSIGN_OR_RETURN(bool direct, collectives_internal::DirectApplies(
-                                            g, in.size_bytes(), options));
-  // kDirect reads the inputs where they are on threads of one process, and
-  // a private input of processes of one host where the launch uses
-  // cross-memory attach (through boards, collectives/internal/direct.h);
-  // elsewhere a private input is copied for the peers, up to
-  // kDirectPrivateScatterMaxBytes.
-  bool boards = false;
-  if (direct) {
-    MESHDMA_ASSIGN_OR_RETURN(boards,
-                             collectives_internal::SharesAddressSpace(g));
-    if (!boards && !in.is_symmetric()) {
-      MESHDMA_ASSIGN_OR_RETURN(boards,
-                               collectives_internal::ReadsPeerMemory(g));
-    }
-  }
-  direct = direct && (in.is_symmetric() || boards ||
-                      in.size_bytes() <=
-                          collectives_internal::kDirectPrivateScatterMaxBytes);
-  // kAuto with one member per host: the flat ring. kHierarchical would pack
-  // the whole input into scratch for the same ring between hosts, and zero
-  // that scratch at its exit; between hosts over TCP the ring took 0.61x
-  // its time at 16 MiB and 0.80x at 4 MiB (`mpirun -np 2 --mca btl
-  // self,tcp -x MESHDMA_FORCE_INTERHOST=1 meshdma-bench --collective
-  // reduce_scatter -b 256K -e 16M -f 4`).
-  const int hierarchy_hosts =
-      options.algorithm == CollectiveAlgorithm::kAuto && layout.per_host == 1
-          ? 1
-          : even_hosts;
-  const CollectiveAlgorithm algorithm = ChooseAllReduceAlgorithm(
-      in.size_bytes(), n, options, name, hierarchy_hosts, direct);
-  // The hierarchy's step inside a host single-copy where it can be (through
-  // boards where each host is one process).
-  bool host_direct = false;
-  if (algorithm == CollectiveAlgorithm::kHierarchical) {
-    MESHDMA_ASSIGN_OR_RETURN(
-        host_direct, collectives_internal::HostDirect(name, g, layout, &in));
-  }
-  const bool direct_boards =
-      algorithm == CollectiveAlgorithm::kDirect
-          ? boards
-          : collectives_internal::HostBoards(layout, host_direct);
-  absl::Status status;
   const int64_t largest_segment = (in.num_elements() + n - 1) / n *
                                   static_cast<int64_t>(DTypeSize(in.dtype()));
-  // In place too (`output` my segment of `input`): the channel reads the
-  // other segments when it pushes them, and writes mine only after.
-  const bool channel = collectives_internal::Channel::TakesReduction(
-      g, options, algorithm, largest_segment,
-      in.size_bytes() - largest_segment);
-  auto run = [&](auto zero) {
+  MESHDMA_RETURN_IF_ERROR(ci::PadToLargestOutput(output, largest_segment));
+  // Step 3.
+  ci::LiveTopology topology;
+  MESHDMA_ASSIGN_OR_RETURN(const ci::Plan plan,
+                           ci::PlanPath({kKind, name, options, in.size_bytes(),
+                                         largest_segment, in.is_symmetric()},
+                                        g, topology));
+  // Step 4.
+  absl::Status status;
+  const bool reducible = ci::DispatchReducible(in.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if (channel) {
-      auto for_group = collectives_internal::Channel::For(g);
-      if (!for_group.ok()) {
-        status = for_group.status();
-        return;
-      }
-      const int64_t signature = collectives_internal::CallSignature(
-          kKind, in.dtype(), in.num_elements(), static_cast<int>(op), nullptr);
-      collectives_internal::CallLayout layout =
-          collectives_internal::CallLayout::Split(
-              in.num_elements(), n, static_cast<int64_t>(DTypeSize(in.dtype())),
-              largest_segment);
-      status = over_channel(zero, *for_group, g, signature, layout);
-      if (status.ok()) {
-        collectives_internal::RememberChannelCall(
-            kKind, static_cast<int>(op), input, output, g, *for_group,
-            signature, options, {}, std::move(layout));
-      }
+    if (plan.path == ci::Path::kKernel) {
+      status = RunKernelPath<T>(name, g, options, plan, op, in, out);
       return;
     }
-    status = collectives_internal::RunReductionKernel(
-        name, g, options, algorithm,
-        collectives_internal::CollectiveKind::kReduceScatter, op, in, nullptr,
-        (algorithm == CollectiveAlgorithm::kDirect || host_direct) &&
-            !direct_boards,
-        /*private_input=*/algorithm == CollectiveAlgorithm::kDirect &&
-            !direct_boards && !in.is_symmetric(),
-        /*publish_input=*/direct_boards,
-        [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
-          if (n == 1) {
-            if (in.data() != out.data()) {
-              std::memmove(out.data(), in.data(), in.size_bytes());
-            }
-            return absl::OkStatus();
-          }
-          switch (algorithm) {
-            case CollectiveAlgorithm::kOneShot:
-              return OneShot<T>(
-                  name, g, op, in, out,
-                  collectives_internal::CallSignature(
-                      collectives_internal::CollectiveKind::kReduceScatter,
-                      in.dtype(), in.num_elements(), static_cast<int>(op),
-                      nullptr),
-                  one_shot_check);
-            case CollectiveAlgorithm::kHierarchical:
-              return collectives_internal::HierarchicalReduceScatter<T>(
-                  g, layout, op, in, out, options, host_direct, board);
-            case CollectiveAlgorithm::kDirect:
-              return collectives_internal::DirectReduceScatter<T>(g, op, in,
-                                                                  out, board);
-            case CollectiveAlgorithm::kBidirectionalRing:
-              return collectives_internal::RingReduceScatter<T>(
-                  g, op, in, nullptr, out, 2, options.chunk_bytes,
-                  options.num_buffers);
-            default:
-              return collectives_internal::RingReduceScatter<T>(
-                  g, op, in, nullptr, out, 1, options.chunk_bytes,
-                  options.num_buffers);
-          }
-        });
-  };
-  if (!collectives_internal::DispatchReducible(in.dtype(), run)) {
-    return collectives_internal::CollectiveError(
+    absl::StatusOr<ci::Channel*> channel = ci::Channel::For(g);
+    if (!channel.ok()) {
+      status = channel.status();
+      return;
+    }
+    const int64_t signature = ci::CallSignature(
+        kKind, in.dtype(), in.num_elements(), static_cast<int>(op), nullptr);
+    ci::CallLayout layout = ci::CallLayout::Split(
+        in.num_elements(), n, static_cast<int64_t>(DTypeSize(in.dtype())),
+        largest_segment);
+    status =
+        OverChannel<T>(name, *channel, g, op, signature, layout, input, output);
+    if (status.ok()) {
+      ci::RememberChannelCall(kKind, static_cast<int>(op), input, output, g,
+                              *channel, signature, options, {},
+                              std::move(layout));
+    }
+  });
+  if (!reducible) {
+    return ci::CollectiveError(
         name, g,
         absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
                      input.ToString(),

@@ -25,6 +25,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
+#include "meshdma/collectives/internal/plan.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/topology/launch.h"
@@ -519,14 +520,23 @@ TEST(Collectives, DirectRunsWhereEveryMemberIsAddressable) {
             my_rank, launch.devices()[mesh->devices()[logical]].rank);
       }
       const CollectiveOptions o;
-      MESHDMA_ASSIGN_OR_RETURN(
-          bool large, collectives_internal::DirectApplies(g, 1 << 18, o));
-      MESHDMA_ASSIGN_OR_RETURN(bool small, collectives_internal::DirectApplies(
-                                               g, o.one_shot_max_bytes, o));
+      // The planner, asking the running launch (LiveTopology).
+      collectives_internal::LiveTopology topology;
+      auto plans_direct = [&](int64_t bytes) -> absl::StatusOr<bool> {
+        MESHDMA_ASSIGN_OR_RETURN(
+            const collectives_internal::Plan plan,
+            collectives_internal::PlanPath(
+                {collectives_internal::CollectiveKind::kAllReduce, "psum", o,
+                 bytes, bytes, /*input_symmetric=*/true},
+                g, topology));
+        return plan.algorithm == CollectiveAlgorithm::kDirect;
+      };
+      MESHDMA_ASSIGN_OR_RETURN(bool large, plans_direct(1 << 18));
+      MESHDMA_ASSIGN_OR_RETURN(bool small, plans_direct(o.one_shot_max_bytes));
       const bool want = g.size() > 1 && one_host && !checked;
       if (large != want || small) {
         return absl::InternalError(
-            absl::StrCat("DirectApplies: above the one-shot size ", large,
+            absl::StrCat("plan: kDirect above the one-shot size ", large,
                          " (want ", want, "), at it ", small));
       }
       return absl::OkStatus();

@@ -15,6 +15,10 @@ Checks every file under meshdma/:
      and none of dma/internal or dma/transport.
   5. No file of the repository refers outside it (to a sibling folder of
      the checkout, or to notes that are not in it).
+  6. The planner sits above the collectives' algorithms: nothing under
+     meshdma/collectives/internal/ but the planner itself includes
+     collectives/internal/plan.h, and the planner includes no entry point
+     (a collective's .cc runs the plan, the algorithms run the steps).
 Usage: check_layering.py REPO_ROOT [PUBLIC_HEADER ...]
 """
 import os
@@ -30,6 +34,8 @@ TRANSPORT_ALLOWED = {
     "meshdma/dma/observer.h",
     "meshdma/dma/semaphore.h",
 }
+PLANNER = "meshdma/collectives/internal/plan.h"
+PLANNER_FILES = {PLANNER, "meshdma/collectives/internal/plan.cc"}
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE = re.compile(r"\.\./" + "shared|" + "shared" + "/design|" +
                      "design" + " notes")
@@ -84,6 +90,17 @@ def main():
                     errors.append(f"{path}: a transport includes {inc}; "
                                   "transports reach the runtime only "
                                   "through TransportHost (transport.h)")
+                if (inc == PLANNER and
+                        path.startswith("meshdma/collectives/internal/") and
+                        path not in PLANNER_FILES):
+                    errors.append(f"{path}: includes the planner {inc}; "
+                                  "algorithms sit below the plan")
+                if (path in PLANNER_FILES and
+                        re.fullmatch(r"meshdma/collectives/[a-z_]+\.h", inc)
+                        and inc not in ("meshdma/collectives/options.h",
+                                        "meshdma/collectives/all_reduce.h")):
+                    errors.append(f"{path}: the planner includes the entry "
+                                  f"point {inc}")
                 if path in public and (
                         inc.startswith("meshdma/dma/internal/") or
                         inc.startswith("meshdma/dma/transport/") or

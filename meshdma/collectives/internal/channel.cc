@@ -77,15 +77,7 @@ void PublishStores() {
 }  // namespace
 
 int64_t Channel::MaxPayloadBytes(const Group& g) {
-  if (!SpansHosts(g)) return kChannelMaxBlockBytes;
-  const int64_t set_bytes =
-      std::min(kChannelSetBytesAcrossHosts, HeapBytes() / 64);
-  // Whole cache lines, so that every row, and every element in it, stays
-  // aligned.
-  constexpr int64_t kLine = 64;
-  return std::clamp(set_bytes / g.size() / kLine * kLine,
-                    kChannelMinBlockBytesAcrossHosts,
-                    kChannelMaxBlockBytesAcrossHosts);
+  return ChannelPayloadBytes(g.size(), SpansHosts(g), HeapBytes());
 }
 
 absl::StatusOr<Channel*> Channel::For(const Group& g) {

@@ -102,6 +102,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/path_rules.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/async_copy.h"
@@ -143,50 +144,12 @@ class Channel {
   // One consumed counter per cache line: each line has one writer.
   static constexpr int64_t kCounterStrideBytes = 64;
   // Callers keep per-member lists on the stack.
-  static constexpr int kMaxMembers = 256;
+  static constexpr int kMaxMembers = kChannelMaxMembers;
 
-  // The longest payload a row of group `g`'s channel carries:
-  // kChannelMaxBlockBytes on one host; across hosts
-  // kChannelMaxBlockBytesAcrossHosts, or less in a group so large that a
-  // slot set would pass kChannelSetBytesAcrossHosts or 1/64 of the heap (so
-  // the channel's slots take at most 1/16 of it), but no less than
-  // kChannelMinBlockBytesAcrossHosts (options.h); always whole cache lines.
-  // Depends only on values every member shares.
+  // The longest payload a row of group `g`'s channel carries
+  // (`ChannelPayloadBytes`, path_rules.h). Which calls take the channel is
+  // the planner's choice (plan.h).
   static int64_t MaxPayloadBytes(const Group& g);
-  // True when a call of group `g` whose largest row is `max_row_bytes` can
-  // go through a channel.
-  static bool Fits(const Group& g, int64_t max_row_bytes) {
-    if (g.size() < 2 || g.size() > kMaxMembers) return false;
-    // Short rows fit any channel without a look at where members sit.
-    static_assert(kChannelMinBlockBytesAcrossHosts >= kChannelMaxBlockBytes);
-    return max_row_bytes <= kChannelMaxBlockBytes ||
-           max_row_bytes <= MaxPayloadBytes(g);
-  }
-  // Whether a data-moving call (ppermute, all_gather, all_to_all) of group
-  // `g` whose largest block is `max_row_bytes` goes through the channel
-  // with kAuto: when it fits, and on one host only up to
-  // kChannelMaxMovedBlockBytesOnOneHost.
-  static bool TakesMove(const Group& g, int64_t max_row_bytes) {
-    return Fits(g, max_row_bytes) &&
-           (max_row_bytes <= kChannelMaxMovedBlockBytesOnOneHost ||
-            SpansHosts(g));
-  }
-  // Whether the reductions (psum's whole inputs, psum_scatter's segments:
-  // rows up to `max_row_bytes`; `bytes_sent` in all from each member) go
-  // through the channel, given the algorithm `chosen` for them: kOneShot
-  // when it fits, and with kAuto a call that fits a group spanning hosts,
-  // above kChannelMinBlockBytesAcrossHosts only while `bytes_sent` stays
-  // within kChannelMaxBlockBytesAcrossHosts (a ring all-reduce sends about
-  // two rows, a one-shot one n - 1).
-  static bool TakesReduction(const Group& g, const CollectiveOptions& options,
-                             CollectiveAlgorithm chosen, int64_t max_row_bytes,
-                             int64_t bytes_sent) {
-    if (chosen == CollectiveAlgorithm::kOneShot) return Fits(g, max_row_bytes);
-    return options.algorithm == CollectiveAlgorithm::kAuto &&
-           Fits(g, max_row_bytes) && SpansHosts(g) &&
-           (max_row_bytes <= kChannelMinBlockBytesAcrossHosts ||
-            bytes_sent <= kChannelMaxBlockBytesAcrossHosts);
-  }
 
   // What this device pushes to the member at `position`.
   struct Outgoing {

@@ -43,15 +43,6 @@ std::byte* CrossMemoryBuffer(int64_t bytes) {
   return buffer.data();
 }
 
-absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
-                                   const CollectiveOptions& options) {
-  const bool asked = options.algorithm == CollectiveAlgorithm::kDirect ||
-                     (options.algorithm == CollectiveAlgorithm::kAuto &&
-                      bytes > options.one_shot_max_bytes);
-  if (!asked || g.size() < 2) return false;
-  return DirectReaches(g);
-}
-
 int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
                            int aux, const ArrayRef* symmetric_output,
                            const ArrayRef* direct_input) {

@@ -58,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/path_rules.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/options.h"
 #include "meshdma/dma/peer_view.h"
@@ -87,13 +88,6 @@ absl::StatusOr<bool> SharesAddressSpace(const Group& g);
 // a private input through boards, by cross-memory attach where a member is
 // another process (above).
 absl::StatusOr<bool> ReadsPeerMemory(const Group& g);
-
-// True when a reduction of `bytes` per device over `g` may run kDirect: the
-// group has peers, every member is reachable, and the options ask for
-// kDirect or for kAuto above `one_shot_max_bytes` (the group is only queried
-// then). Any input: a private one is copied for the peers (below).
-absl::StatusOr<bool> DirectApplies(const Group& g, int64_t bytes,
-                                   const CollectiveOptions& options);
 
 // The call signature (common.h, `CallSignature`) of a reduction's kernel.
 // With `direct_input` (kDirect runs) `aux` carries kDirectAux and the
@@ -279,15 +273,6 @@ absl::Status DirectAllReduce(const Group& g, ReduceOp op, const ArrayRef& own,
   return DirectFinish(g, done);
 }
 
-// Between processes, a psum_scatter's private input of more bytes than this
-// takes the rings (threads of one process read it through boards): the
-// scratch, zeroed again at the kernel's exit, then cost more than the rings'
-// reuse of small slots. Alternating rounds of `mpirun -np 2 meshdma-bench
-// --collective reduce_scatter --input private`, rings against step 1'
-// (median us of 3 rounds): 782 against 394 at 4 MiB; at 8 MiB 2065 against
-// 1838 one day and 1169 against 1673 in the next three rounds; 4020 against
-// 4802 at 16 MiB, 7317 against 10096 at 32 MiB.
-inline constexpr int64_t kDirectPrivateScatterMaxBytes = 4 << 20;
 // Step 1' below: the bytes of one scratch row (the largest segment, whole
 // cache lines), and the row that member `sender` writes on `receiver`.
 int64_t SegmentRowBytes(const ArrayRef& in, int n);

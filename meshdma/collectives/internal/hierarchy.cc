@@ -15,16 +15,25 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * device,
                            dma_internal::RequireDevice("HostLayoutOf"));
   const Launch& launch = device->runtime()->launch();
+  std::vector<int> host(g.size()), process(g.size());
+  for (int p = 0; p < g.size(); ++p) {
+    MESHDMA_ASSIGN_OR_RETURN(int global, g.mesh->GlobalDevice(g.members[p]));
+    host[p] = launch.devices()[global].host_index;
+    process[p] = launch.devices()[global].rank;
+  }
+  return HostLayoutFrom(g, host, process);
+}
+
+HostLayout HostLayoutFrom(const Group& g, std::span<const int> host,
+                          std::span<const int> process) {
   HostLayout layout;
   // 1. Hosts in the order of their first member; members in group order.
   std::vector<int> host_ids;
   for (int p = 0; p < g.size(); ++p) {
-    MESHDMA_ASSIGN_OR_RETURN(int global, g.mesh->GlobalDevice(g.members[p]));
-    const int id = launch.devices()[global].host_index;
-    const auto it = std::find(host_ids.begin(), host_ids.end(), id);
+    const auto it = std::find(host_ids.begin(), host_ids.end(), host[p]);
     const int h = static_cast<int>(it - host_ids.begin());
     if (it == host_ids.end()) {
-      host_ids.push_back(id);
+      host_ids.push_back(host[p]);
       layout.positions.emplace_back();
     }
     if (p == g.index) {
@@ -42,44 +51,11 @@ absl::StatusOr<HostLayout> HostLayoutOf(const Group& g) {
       layout.per_host = 0;
     }
     // 3. Whether each host's members are devices of one process.
-    MESHDMA_ASSIGN_OR_RETURN(int first,
-                             g.mesh->GlobalDevice(g.members[members[0]]));
     for (int p : members) {
-      MESHDMA_ASSIGN_OR_RETURN(int global, g.mesh->GlobalDevice(g.members[p]));
-      layout.hosts_are_processes &=
-          launch.devices()[global].rank == launch.devices()[first].rank;
+      layout.hosts_are_processes &= process[p] == process[members[0]];
     }
   }
   return layout;
-}
-
-absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
-                                const HostLayout& layout,
-                                const ArrayRef* read_input) {
-  if (!layout.Applies() || layout.per_host < 2) return false;
-  bool direct = false;
-  if (read_input == nullptr || read_input->is_symmetric() ||
-      layout.hosts_are_processes) {
-    MESHDMA_ASSIGN_OR_RETURN(direct, DirectReaches(layout.Host(g)));
-  }
-  MESHDMA_LOG_ONCE(
-      kInfo, kLogCollectives,
-      absl::StrCat(name, " hierarchical steps ", g.size(), " ", direct), name,
-      " on ", g.size(),
-      " devices, hierarchical: ", direct ? "single-copy" : "rings",
-      " inside each host, then the lanes");
-  return direct;
-}
-
-absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
-                                 const CollectiveOptions& options,
-                                 HostLayout* layout) {
-  const bool wanted = options.algorithm == CollectiveAlgorithm::kHierarchical ||
-                      (options.algorithm == CollectiveAlgorithm::kAuto &&
-                       bytes > options.one_shot_max_bytes);
-  if (!wanted || g.size() < 2) return 1;
-  MESHDMA_ASSIGN_OR_RETURN(*layout, HostLayoutOf(g));
-  return layout->EvenHosts();
 }
 
 Group HostLayout::Host(const Group& g) const {

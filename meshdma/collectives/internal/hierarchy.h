@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +29,7 @@
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/one_shot.h"
+#include "meshdma/collectives/internal/path_rules.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/collectives/options.h"
@@ -62,13 +64,10 @@ struct HostLayout {
 
 // The layout of `g` from the launch's host of each member.
 absl::StatusOr<HostLayout> HostLayoutOf(const Group& g);
-
-// The hosts kHierarchical would span for a call of `bytes` with `options`
-// (filling `layout`), or 1 where it does not apply or kAuto would not choose
-// it (no layout is computed for kAuto's small messages).
-absl::StatusOr<int> EvenHostsFor(const Group& g, int64_t bytes,
-                                 const CollectiveOptions& options,
-                                 HostLayout* layout);
+// The layout of `g` whose member at position p sits on host `host[p]` in
+// process `process[p]` (any ids).
+HostLayout HostLayoutFrom(const Group& g, std::span<const int> host,
+                          std::span<const int> process);
 
 // Ring directions for a sub-ring of `n` members (as kAuto's flat choice).
 inline int LanesFor(int n) { return n <= 2 ? 1 : 2; }
@@ -128,36 +127,6 @@ absl::Status LaneOneShot(const Group& lane, ReduceOp op, const ArrayRef& part,
   ReduceRows<T>(op, lane, part.data_as<const T>(), scratch.data(), row_bytes, 0,
                 out.data_as<T>(), len);
   return absl::OkStatus();
-}
-
-// A psum's private input of more bytes than this takes the rings inside a
-// host rather than being copied whole into its output first. Four
-// alternating rounds of `mpirun -np 4 --oversubscribe -x MESHDMA_HOSTS=2
-// meshdma-bench --collective all_reduce --input private`, rings against the
-// copy (median us): 902 against 663 at 1 MiB, 3880 against 3782 at 4 MiB,
-// 16735 against 18598 at 16 MiB.
-inline constexpr int64_t kHostDirectPrivateMaxBytes = 4 << 20;
-
-// True when a hierarchical collective over `g` runs its steps inside a host
-// single-copy (`host_direct` below): hosts of several members each, every
-// member of the caller's host reachable by peer views (direct.h; not in
-// checked mode), and `read_input`, the input that host members read in place
-// (the reductions'; a psum's private input is read from its output,
-// all_reduce.cc; null for the all-gather, which reads none), symmetric, or
-// any memory where each host is one process (`HostBoards`).
-// Every member of a matching call decides the same; a reduction's kernel
-// signature then holds the input's heap offset (RunReductionKernel's
-// `reads_peer_inputs`) unless the inputs are read through boards.
-// MESHDMA_DEBUG=INFO logs the choice once per collective `name` and group
-// size.
-absl::StatusOr<bool> HostDirect(absl::string_view name, const Group& g,
-                                const HostLayout& layout,
-                                const ArrayRef* read_input);
-// True when the single-copy steps inside each host read the inputs through
-// boards (direct.h; RunReductionKernel's `publish_input`): `host_direct`,
-// and every host is one process.
-inline bool HostBoards(const HostLayout& layout, bool host_direct) {
-  return host_direct && layout.hosts_are_processes;
 }
 
 // Hierarchical all-reduce of the 1-D `input` into the 1-D symmetric
