@@ -65,10 +65,18 @@ struct Segment {
   llvm::SmallVector<int64_t, 2> dma_reads;
 };
 
+// A device's credit to itself, as SeedOrder replays its trace.
+struct SelfCredit {
+  int64_t amount;
+  int64_t read;  // the DMA's source read, or -1
+};
+
 // A credit issued and not yet sure to be included by a wait.
 struct Pending {
   Stamp stamp;
   int64_t read, write;  // a DMA's access instances it ends, or -1
+  int write_owner;      // the DMA's target
+  bool done = false;    // a wait is sure to have included it
 };
 
 // The credits of one issuer into one slot of one device, over all calls, in
@@ -78,8 +86,12 @@ struct Chain {
   // after[j]: how many of the target's events credit j is known to follow
   // (from the previous run; non-decreasing in j); next: this run's.
   std::vector<int64_t> after, next;
-  std::deque<Pending> pending;
-  int64_t first = 0;  // the index of pending.front()
+  // ordered[j]: credit j lands after credit j - 1 (previous run; this run's
+  // in ordered_next). Signals arrive in order; a DMA's completion after the
+  // previous one's only when its issuer saw that one complete first.
+  std::vector<char> ordered, ordered_next;
+  std::vector<Pending> issued;  // this run's credits so far
+  int64_t first = 0;            // the first credit not yet sure
 };
 
 constexpr int kMaxRuns = 3;
@@ -101,6 +113,16 @@ class ClockChecker {
     BuildChains();
   }
 
+  // What the last run learned of the chains' order.
+  void Export(ChainOrder& order) const {
+    for (auto [key, k] : chain_of_) {
+      int issuer = static_cast<int>(key % n_);
+      int64_t slot = key / n_;
+      order[{static_cast<int>(slot / slots_), static_cast<int>(slot % slots_),
+             issuer}] = chains_[k].ordered;
+    }
+  }
+
   // True when no run finds a race; false when the last one still does.
   bool Proves(int64_t& steps) {
     // A run that finds no race proves there is none; another run can only
@@ -111,10 +133,11 @@ class ClockChecker {
       if (!race_op_ && race_b_ < 0) return true;
       bool settled = true;
       for (Chain& c : chains_) {
-        settled &= c.after == c.next;
+        settled &= c.after == c.next && c.ordered == c.ordered_next;
         c.after.swap(c.next);
+        c.ordered.swap(c.ordered_next);
       }
-      if (!multi_chain_ || settled) break;
+      if (settled) break;
     }
     return false;
   }
@@ -144,29 +167,81 @@ class ClockChecker {
     return Slot(target, slot) * n_ + issuer;
   }
 
-  void AddCredit(int target, int slot, int issuer, int64_t amount) {
+  void AddCredit(int target, int slot, int issuer, int64_t amount, int64_t at,
+                 bool signal) {
     auto [it, fresh] = chain_of_.try_emplace(ChainKey(target, slot, issuer),
                                              static_cast<int>(chains_.size()));
     if (fresh) {
       chains_.emplace_back();
       auto& list = slot_chains_[Slot(target, slot)];
       list.push_back(it->second);
-      multi_chain_ |= list.size() > 1;
     }
     Chain& c = chains_[it->second];
     c.prefix.push_back(c.prefix.back() + amount);
-    c.after.push_back(-1);
+    // A device's credits to itself follow its earlier events; signals land
+    // in order.
+    c.after.push_back(target == issuer ? at : -1);
+    c.ordered.push_back(signal);
   }
   void BuildChains() {
     for (int o = 0; o < n_; ++o)
       for (int call = 0; call < calls_; ++call)
-        for (const Event& e : traces_[o].events) {
-          if (e.kind == EvKind::kSignal || e.kind == EvKind::kDmaStart)
-            AddCredit(e.target, e.slot, o, e.amount);
+        for (auto [i, e] : llvm::enumerate(traces_[o].events)) {
+          int64_t at = call * len_[o] + static_cast<int64_t>(i);
+          bool signal = e.kind == EvKind::kSignal;
+          if (signal || e.kind == EvKind::kDmaStart)
+            AddCredit(e.target, e.slot, o, e.amount, at, signal);
           if (e.kind == EvKind::kDmaStart && e.send_slot >= 0)
-            AddCredit(o, e.send_slot, o, e.amount);
+            AddCredit(o, e.send_slot, o, e.amount, at, false);
         }
-    for (Chain& c : chains_) c.next = c.after;
+    for (int o = 0; o < n_; ++o) SeedOrder(o);
+    for (Chain& c : chains_) {
+      c.next = c.after;
+      c.ordered_next = c.ordered;
+    }
+  }
+
+  // Which of device o's DMAs follow its own wait for the previous DMA of the
+  // same chain, from its trace alone: a wait on a slot only o credits (a
+  // send slot, a local DMA's) includes the credits the rule of step 2 says,
+  // with every earlier credit of o landable. The first run starts from it.
+  void SeedOrder(int o) {
+    llvm::DenseMap<int, int64_t> last_read;  // chain -> its last DMA's read
+    llvm::DenseMap<int, std::vector<SelfCredit>> self;  // slot -> credits
+    llvm::DenseMap<int, int64_t> consumed;
+    llvm::DenseSet<int64_t> seen;  // reads whose completion o has waited for
+    std::vector<int64_t> issued(chains_.size(), 0);
+    auto credit = [&](int target, int slot, int64_t read, int64_t amount) {
+      int k = chain_of_.find(ChainKey(target, slot, o))->second;
+      auto [it, fresh] = last_read.try_emplace(k, read);
+      chains_[k].ordered[issued[k]++] = !fresh && seen.count(it->second);
+      it->second = read;
+      if (target == o) self[slot].push_back({amount, read});
+    };
+    for (int64_t call = 0; call < calls_; ++call)
+      for (const Event& e : traces_[o].events) {
+        if (e.kind == EvKind::kSignal) {
+          ++issued[chain_of_.find(ChainKey(e.target, e.slot, o))->second];
+        } else if (e.kind == EvKind::kDmaStart) {
+          int64_t read = Id(o, call, e.read_access);
+          credit(e.target, e.slot, read, e.amount);
+          if (e.send_slot >= 0) credit(o, e.send_slot, read, e.amount);
+        } else if (e.kind == EvKind::kWaitRecv || e.kind == EvKind::kWaitSend) {
+          const auto& list = slot_chains_[Slot(o, e.slot)];
+          if (list.size() != 1 || !self.count(e.slot)) continue;
+          auto& credits = self[e.slot];
+          int64_t all = 0;
+          for (const SelfCredit& c : credits) all += c.amount;
+          int64_t spare = all - (consumed[e.slot] += e.amount), run = 0;
+          for (size_t j = credits.size(); j-- > 0;) {
+            bool chained =
+                j + 1 < credits.size() && chains_[list[0]].ordered[j + 1];
+            run = credits[j].amount + (chained ? run : 0);
+            if (run > spare && credits[j].read >= 0)
+              seen.insert(credits[j].read);
+          }
+        }
+      }
   }
 
   //===------------------------------------------------------------------===//
@@ -192,7 +267,7 @@ class ClockChecker {
     for (int d = 0; d < n_; ++d)
       clocks_.push_back(std::make_shared<std::vector<int32_t>>(n_, 0));
     for (Chain& c : chains_) {
-      c.pending.clear();
+      c.issued.clear();
       c.first = 0;
     }
     observer_.assign(2 * abase_[n_], {-1, -1});
@@ -231,12 +306,13 @@ class ClockChecker {
           int64_t call = call_[d];
           int64_t read = Id(d, call, e.read_access);
           int64_t write = Id(d, call, e.write_access);
-          Credit(d, e.target, e.slot, e.amount, read, write);
-          if (e.send_slot >= 0) Credit(d, d, e.send_slot, e.amount, read, -1);
+          Credit(d, e.target, e.slot, e.amount, read, write, e.target);
+          if (e.send_slot >= 0)
+            Credit(d, d, e.send_slot, e.amount, read, write, e.target);
           break;
         }
         case EvKind::kSignal:
-          Credit(d, e.target, e.slot, e.amount, -1, -1);
+          Credit(d, e.target, e.slot, e.amount, -1, -1, -1);
           break;
         case EvKind::kWait:
         case EvKind::kWaitRecv:
@@ -276,13 +352,19 @@ class ClockChecker {
   // `from`'s clock. 4. A push into a device that has not entered its call
   // is the entry race.
   void Credit(int from, int target, int slot, int64_t amount, int64_t read,
-              int64_t write) {
+              int64_t write, int write_owner) {
     counts_[Slot(target, slot)] += amount;
     if (blocked_[target] == slot) Wake(target);
     Chain& c = chains_[chain_of_.find(ChainKey(target, slot, from))->second];
-    int64_t j = c.first + static_cast<int64_t>(c.pending.size());
+    size_t j = c.issued.size();
     c.next[j] = target == from ? pos_[from] : Known(from, target);
-    c.pending.push_back({{clocks_[from], from, pos_[from] + 1}, read, write});
+    // In order after the previous credit: a signal; a DMA whose issuer has
+    // seen the previous DMA of the chain complete.
+    c.ordered_next[j] =
+        read < 0 || (j > 0 && c.issued[j - 1].read >= 0 &&
+                     observer_[2 * c.issued[j - 1].read].first == from);
+    c.issued.push_back(
+        {{clocks_[from], from, pos_[from] + 1}, read, write, write_owner});
     if (!entry_race_ || target == from || slot == kBarrierSlot || race_op_)
       return;
     int64_t call = call_[from];
@@ -299,27 +381,37 @@ class ClockChecker {
     int64_t need = consumed_[Slot(d, slot)] += amount;
     const auto& list = slot_chains_[Slot(d, slot)];
     int64_t w = pos_[d];
-    auto landed = [&](const Chain& c) {  // credits not known to follow
-      auto it = std::upper_bound(c.after.begin(), c.after.end(), w);
-      return c.prefix[it - c.after.begin()];
-    };
+    // 2a. What can have landed before the wait: per chain, the credits
+    //     not known to follow it.
     int64_t all = 0;
-    if (list.size() > 1)
-      for (int k : list) all += landed(chains_[k]);
     for (int k : list) {
       Chain& c = chains_[k];
-      int64_t sure = list.size() > 1 ? need - (all - landed(c)) : need;
-      int64_t upto = std::lower_bound(c.prefix.begin(), c.prefix.end(), sure) -
-                     c.prefix.begin();
-      upto = std::min(upto, c.first + static_cast<int64_t>(c.pending.size()));
-      if (upto <= c.first) continue;
-      for (; c.first < upto; ++c.first) {
-        const Pending& p = c.pending.front();
+      auto it = std::upper_bound(c.after.begin(), c.after.end(), w);
+      landable_[k] = it - c.after.begin();
+      all += c.prefix[landable_[k]];
+    }
+    int64_t spare = all - need;
+    // 2b. Credit j is sure when what can land without it (and without the
+    //     credits that land after it) is less than the wait needs.
+    for (int k : list) {
+      Chain& c = chains_[k];
+      int64_t end = landable_[k], issued = c.issued.size();
+      int64_t run = 0, last = -1;
+      for (int64_t j = end - 1; j >= c.first; --j) {
+        bool chained = j + 1 < end && (j + 1 < issued ? c.ordered_next[j + 1]
+                                                      : c.ordered[j + 1]);
+        run = c.prefix[j + 1] - c.prefix[j] + (chained ? run : 0);
+        if (run <= spare || j >= issued || c.issued[j].done) continue;
+        Pending& p = c.issued[j];
+        p.done = true;
         Observe(p.read, p.stamp.self == d ? 0 : 1, d, w);
-        Observe(p.write, 0, d, w);
-        if (c.first + 1 == upto) Join(d, p.stamp);
-        c.pending.pop_front();
+        Observe(p.write, p.write_owner == d ? 0 : 1, d, w);
+        if (last < 0) last = j;
       }
+      // Stamps grow along a chain: the latest sure credit's covers the rest.
+      if (last >= 0) Join(d, c.issued[last].stamp);
+      for (; c.first < issued && c.issued[c.first].done; ++c.first)
+        c.issued[c.first].stamp.clock.reset();
     }
   }
   // The first wait on device d (at its event w) sure to include a DMA's
@@ -459,7 +551,6 @@ class ClockChecker {
       ordered = false;
       for (int side = 0; side < 2 && !ordered; ++side) {
         auto [t, w] = observer_[2 * a_id + side];
-        if (aa.write && side == 1) continue;
         ordered = t >= 0 && Known(b.issuer, t) >= w + 1;
       }
     }
@@ -486,7 +577,7 @@ class ClockChecker {
   std::vector<Chain> chains_;
   llvm::DenseMap<int64_t, int> chain_of_;
   llvm::DenseMap<int64_t, llvm::SmallVector<int, 2>> slot_chains_;
-  bool multi_chain_ = false;
+  llvm::DenseMap<int, int64_t> landable_;  // Include's scratch, per chain
   // One run.
   std::vector<int64_t> pos_, counts_, consumed_;
   std::vector<int64_t> index_, call_;  // pos_ as (call, event of the call)
@@ -512,9 +603,11 @@ class ClockChecker {
 }  // namespace
 
 bool ProvedByClocks(const std::vector<Trace>& traces, int calls,
-                    bool entry_race, int64_t& steps) {
+                    bool entry_race, int64_t& steps, ChainOrder* order) {
   ClockChecker checker(traces, calls, entry_race);
-  return checker.Proves(steps);
+  if (checker.Proves(steps)) return true;
+  checker.Export(*order);
+  return false;
 }
 
 }  // namespace meshdma::ir

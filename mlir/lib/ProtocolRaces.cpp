@@ -255,12 +255,13 @@ struct Segment {
 class OrderChecker : public Engine::Listener {
  public:
   OrderChecker(func::FuncOp kernel, const std::vector<Trace>& traces, int calls,
-               bool entry_race)
+               bool entry_race, const ChainOrder* order)
       : kernel_(kernel),
         traces_(traces),
         calls_(calls),
         entry_race_(entry_race),
         engine_(traces, calls) {
+    order_ = order;
     n_ = static_cast<int>(traces.size());
     abase_.resize(n_ + 1, 0);
     for (int d = 0; d < n_; ++d)
@@ -419,7 +420,7 @@ class OrderChecker : public Engine::Listener {
       std::sort(holds.begin(), holds.end());
       held_ = a;
       pending_.clear();
-      chain_.clear();
+      amounts_.clear();
       engine_.Reset(a, 0, this);
       engine_.Run();
       size_t next = 0;
@@ -448,7 +449,18 @@ class OrderChecker : public Engine::Listener {
     auto& list = pending_[slot];
     int64_t spare = engine_.Count(a, slot) - amount;
     llvm::erase_if(list, [&](const Pending& c) {
-      int64_t after = chain_[Key(slot, c.from)] - c.before;
+      // The credit and those of its chain that land after it.
+      const std::vector<int64_t>& amounts = amounts_[Key(slot, c.from)];
+      const std::vector<char>* ordered = nullptr;
+      if (order_) {
+        auto it = order_->find({a, slot, c.from});
+        if (it != order_->end()) ordered = &it->second;
+      }
+      int64_t after = amounts[c.index];
+      for (size_t i = c.index + 1; i < amounts.size(); ++i) {
+        if (!ordered || i >= ordered->size() || !(*ordered)[i]) break;
+        after += amounts[i];
+      }
       if (after <= spare) return false;
       for (int64_t id : {c.read, c.write}) {
         if (id < 0) continue;
@@ -466,16 +478,18 @@ class OrderChecker : public Engine::Listener {
 
   void OnCredit(int slot, int from, int64_t from_pos, int64_t amount,
                 bool send_side) override {
-    int64_t& total = chain_[Key(slot, from)];
+    std::vector<int64_t>& amounts = amounts_[Key(slot, from)];
     const Event& e = engine_.At(from, from_pos);
     if (e.kind == EvKind::kDmaStart) {
+      // A wait_send sees the whole DMA complete, its target write too.
+      (void)send_side;
       int call = static_cast<int>(from_pos / engine_.Len(from));
       int64_t read = Id(from, call, e.read_access);
-      int64_t write = send_side ? -1 : Id(from, call, e.write_access);
+      int64_t write = Id(from, call, e.write_access);
       if (waiting_.count(read) || (write >= 0 && waiting_.count(write)))
-        pending_[slot].push_back({from, total, read, write});
+        pending_[slot].push_back({from, amounts.size(), read, write});
     }
-    total += amount;
+    amounts.push_back(amount);
     // 3. A push into the held device from a call it has not entered.
     if (!entry_race_ || from == held_ || slot == kBarrierSlot || race_op_)
       return;
@@ -525,24 +539,23 @@ class OrderChecker : public Engine::Listener {
            (acc.write ? " (it may land until a wait observes it)"
                       : " (until a wait observes it)");
   }
-  // The synchronization that would order `a` before `b`.
-  std::string Fix(const Inst& a, const Inst& b) const {
-    const Access& aa = Acc(a);
-    const Access& ba = Acc(b);
-    std::string lb = LineOf(ba.op);
-    if (!aa.dma)
-      return "a signal from device " + std::to_string(a.issuer) + " after " +
-             LineOf(aa.op) + " awaited by device " + std::to_string(b.issuer) +
-             " before " + lb + " would";
+  // The synchronization that would make `x` happen before `y`.
+  std::string Order(const Inst& x, const Inst& y) const {
+    const Access& xa = Acc(x);
+    std::string before = " before " + LineOf(Acc(y).op) + Call(y);
+    if (!xa.dma)
+      return "a signal from device " + std::to_string(x.issuer) + " after " +
+             LineOf(xa.op) + Call(x) + " awaited by device " +
+             std::to_string(y.issuer) + before;
+    int observer = xa.write ? xa.owner : x.issuer;
     std::string observe =
-        aa.write ? "a wait on device " + std::to_string(aa.owner) +
-                       " that only this DMA's completion can satisfy"
-                 : "a dma_wait_send on device " + std::to_string(a.issuer) +
-                       " for it";
-    if (!ba.dma || b.issuer == (aa.write ? aa.owner : a.issuer))
-      return observe + ", before " + lb + ", would";
+        xa.write ? "a wait on device " + std::to_string(xa.owner) +
+                       " that only the DMA of " + LineOf(xa.op) + " can satisfy"
+                 : "a dma_wait_send on device " + std::to_string(x.issuer) +
+                       " for the DMA of " + LineOf(xa.op);
+    if (y.issuer == observer) return observe + before;
     return observe + ", then a signal awaited by device " +
-           std::to_string(b.issuer) + " before " + lb + ", would";
+           std::to_string(y.issuer) + before;
   }
 
   LogicalResult ReportRace() {
@@ -555,7 +568,8 @@ class OrderChecker : public Engine::Listener {
           ba.op->emitError()
           << "data race on device " << ba.owner << ": bytes [" << q.lo << ", "
           << q.hi << ") of " << Buffer(ba) << " are " << What(a) << " and "
-          << What(b) << "; nothing orders them: " << Fix(a, b);
+          << What(b) << "; nothing orders them: either " << Order(a, b)
+          << ", or " << Order(b, a) << ", would";
       d.attachNote(aa.op->getLoc()) << "the other access";
       return failure();
     }
@@ -564,7 +578,7 @@ class OrderChecker : public Engine::Listener {
 
   struct Pending {
     int from;
-    int64_t before;  // the issuer's credits on the slot before this one
+    size_t index;  // in its chain: the issuer's credits on the slot
     int64_t read, write;
   };
 
@@ -584,7 +598,8 @@ class OrderChecker : public Engine::Listener {
   // The sweep of `held_`.
   int held_ = -1;
   llvm::DenseMap<int, std::vector<Pending>> pending_;
-  llvm::DenseMap<int64_t, int64_t> chain_;
+  llvm::DenseMap<int64_t, std::vector<int64_t>> amounts_;
+  const ChainOrder* order_ = nullptr;
   Operation* race_op_ = nullptr;
   int race_from_ = -1;
   int race_call_ = 0;
@@ -595,8 +610,10 @@ class OrderChecker : public Engine::Listener {
 LogicalResult CheckOrdering(func::FuncOp kernel,
                             const std::vector<Trace>& traces, int calls,
                             bool entry_race, int64_t& steps) {
-  if (ProvedByClocks(traces, calls, entry_race, steps)) return success();
-  OrderChecker checker(kernel, traces, calls, entry_race);
+  ChainOrder order;
+  if (ProvedByClocks(traces, calls, entry_race, steps, &order))
+    return success();
+  OrderChecker checker(kernel, traces, calls, entry_race, &order);
   return checker.Check(steps);
 }
 

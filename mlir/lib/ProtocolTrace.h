@@ -5,9 +5,11 @@
 #define MESHDMA_MLIR_LIB_PROTOCOLTRACE_H_
 
 #include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "meshdma_mlir/MeshDma.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -90,10 +92,15 @@ mlir::LogicalResult CheckOrdering(mlir::func::FuncOp kernel,
                                   const std::vector<Trace>& traces, int calls,
                                   bool entry_race, int64_t& steps);
 
+// Per chain (target device, slot, issuing device), in issue order: whether
+// each credit is known to land after the one before it.
+using ChainOrder = llvm::DenseMap<std::tuple<int, int, int>, std::vector<char>>;
+
 // The fast, sound, incomplete proof of the same (ProtocolClocks.cpp): true
-// when it proves there is no race; false proves nothing. Emits nothing.
+// when it proves there is no race; false proves nothing, and `order` gets
+// what it learned of the chains' order. Emits nothing.
 bool ProvedByClocks(const std::vector<Trace>& traces, int calls,
-                    bool entry_race, int64_t& steps);
+                    bool entry_race, int64_t& steps, ChainOrder* order);
 
 }  // namespace meshdma::ir
 
