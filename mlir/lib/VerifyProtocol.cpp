@@ -14,7 +14,10 @@
 //    checker cannot see that could communicate: an indirect call it cannot
 //    resolve, a semaphore or buffer handed to a function without a body, an
 //    unknown op that takes a semaphore. Loops and calls that only compute are
-//    skipped (their integer results evaluated where the checker can).
+//    skipped (their integer results evaluated where the checker can), their
+//    memory accesses recorded as reads and writes of whole views. Each trace
+//    also lists the byte ranges of buffers its device touches between
+//    events (loads, stores, copies, a DMA's source and target).
 // 2. Static checks on the traces: ids on the mesh, the same allocation
 //    sequence on every device, DMA shapes and element types, remote targets in
 //    symmetric memory, matching collectives within each group.
@@ -23,12 +26,12 @@
 //    run to a fixpoint reaches the one final state every schedule reaches. A
 //    DMA credits its semaphores when it starts (DMAs always finish). The run
 //    decides deadlock (with the wait-for cycle) and the exit contract (every
-//    semaphore back to 0).
-// 4. Entry race (kernels without the runtime's entry barrier): for each device
-//    R and call c of `calls` back-to-back calls (2 by default, 1 to 8), R is
-//    held before entering call c and the others run as far as they can; any
-//    DMA or REGULAR signal of call >= c into R is a push into a device that
-//    has not entered that call.
+//    semaphore back to 0, every DMA wait taking whole DMAs).
+// 4. Ordering (ProtocolClocks.cpp, ProtocolRaces.cpp): happens-before over
+//    every schedule, for `calls` back-to-back calls without the runtime's
+//    entry barrier (2 by default, 1 to 8), else one: no push into a device
+//    from a call it has not entered (the entry race), and no two accesses of
+//    the same bytes of one device's memory, at least one a write, unordered.
 #include <chrono>
 #include <deque>
 #include <string>
