@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
@@ -25,6 +26,11 @@ constexpr absl::Duration kCallerSpin = absl::Microseconds(200);
 // A sleeping device wakes this often to notice a failure of the Run that
 // happened elsewhere.
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(2);
+
+// The server whose Run this thread serves (set on its device thread only):
+// a call submitted from inside a call runs inline instead of queueing
+// behind the call that waits for it.
+thread_local const DeviceServer* t_serving = nullptr;
 
 }  // namespace
 
@@ -149,6 +155,7 @@ std::shared_ptr<Completion> DeviceServer::Submit(
 }
 
 absl::Status DeviceServer::Call(std::function<absl::Status()> fn) {
+  if (t_serving == this) return run_scoped(fn);
   std::shared_ptr<Completion> c = Submit(std::move(fn));
   return c->Wait();
 }
@@ -215,6 +222,8 @@ absl::Status DeviceServer::Serve() {
     return absl::OkStatus();
   }();
   if (!ready.ok()) return ready;
+  t_serving = this;
+  absl::Cleanup not_serving = [] { t_serving = nullptr; };
   {
     std::lock_guard<std::mutex> lock(mu_);
     serving_ = true;

@@ -86,7 +86,9 @@ class DeviceServer {
   // Queues `fn` to run on the device, inside its own allocation scope
   // (`run_scoped`); the returned completion reports its status.
   std::shared_ptr<Completion> Submit(std::function<absl::Status()> fn);
-  // Submit, then wait.
+  // Submit, then wait. Called on the device itself (from inside a call:
+  // a kernel called by a callback of a fused kernel), runs `fn` at once in
+  // a scope of its own; its failure is then the enclosing call's to report.
   absl::Status Call(std::function<absl::Status()> fn);
 
   int rank() const { return options_.rank; }

@@ -2,10 +2,15 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/collective_matmul.h"
+#include "meshdma/collectives/fused/kv_transfer.h"
 #include "meshdma/collectives/fused/ring_attention.h"
 
 namespace meshdma::torch_backend {
@@ -113,6 +118,115 @@ at::Tensor RingAttention(ProcessGroupMeshdma& group, const at::Tensor& q,
     return absl::OkStatus();
   });
   return out;
+}
+
+namespace {
+
+// The options KvTransfer needs, read off the cache's shape (checked on the
+// rank before anything runs; the pair compares them when it meets).
+KvTransferOptions KvOptionsOf(const at::Tensor& cache, int me) {
+  const char* op = "KvCacheTransfer";
+  TORCH_CHECK_VALUE(cache.dim() == 6 && cache.size(1) == 2, "meshdma.", op,
+                    " on rank ", me, ": 'cache' is ", cache.sizes(),
+                    "; expected [num_layers, 2, num_kv_heads, total_pages, "
+                    "page_size, head_dim]");
+  KvTransferOptions o;
+  o.role_axis = "x";  // The launch's mesh axis (process_device.h).
+  o.num_layers = static_cast<int>(cache.size(0));
+  o.num_kv_heads = cache.size(2);
+  o.total_pages = cache.size(3);
+  o.page_size = cache.size(4);
+  o.head_dim = cache.size(5);
+  return o;
+}
+
+// A callback's exception as the kernel's failure, naming the callback.
+template <typename Fn>
+absl::Status Guarded(const char* what, int64_t layer, Fn&& fn) {
+  try {
+    fn();
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("meshdma.KvCacheTransfer: ", what,
+                                            "(layer ", layer,
+                                            ") raised: ", e.what()));
+  }
+}
+
+// Copies the prefill callback's tensor into staging slot `slot` ([num_kv_heads,
+// seq_len, head_dim] float32).
+absl::Status StageLayer(const at::Tensor& t, const ArrayRef& slot,
+                        const char* name, int64_t layer) {
+  const std::vector<int64_t> want(slot.shape().begin(), slot.shape().end());
+  if (t.scalar_type() != at::kFloat || !t.device().is_cpu() ||
+      t.sizes().vec() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "meshdma.KvCacheTransfer: prefill(layer ", layer, ") returned ", name,
+        " of ", c10::toString(t.scalar_type()), " [",
+        absl::StrJoin(t.sizes(), ", "), "]; expected a float32 CPU tensor [",
+        absl::StrJoin(want, ", "), "] (num_kv_heads, seq_len, head_dim)"));
+  }
+  const at::Tensor c = t.contiguous();
+  std::memcpy(slot.data(), c.data_ptr(), slot.size_bytes());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void KvCacheTransfer(ProcessGroupMeshdma& group, const at::Tensor& cache,
+                     int64_t seq_len, const at::Tensor& block_table,
+                     const KvPrefillLayer& prefill,
+                     const KvDecodeLayer& decode) {
+  const char* op = "KvCacheTransfer";
+  const int me = group.getRank();
+  // Step 1: this rank's arguments, before anything is queued.
+  TORCH_CHECK_VALUE(group.getSize() == 2, "meshdma.", op, " on rank ", me,
+                    ": the group has ", group.getSize(),
+                    " ranks; a KV-cache transfer runs between 2 (rank 0 "
+                    "prefills, rank 1 decodes)");
+  const KvTransferOptions o =
+      KvOptionsOf(Operand(cache, op, "cache", 6, me), me);
+  absl::StatusOr<ArrayRef> heap = group.HeapView(cache, DType::kF32);
+  TORCH_CHECK_VALUE(heap.ok(), "meshdma.", op, " on rank ", me,
+                    ": 'cache' is not a tensor of meshdma's symmetric heap "
+                    "(allocate it with meshdma.torch.zeros on both ranks)");
+  absl::StatusOr<ArrayRef> cache_ref =
+      heap->Reshape({o.num_layers, 2, o.num_kv_heads, o.total_pages,
+                     o.page_size, o.head_dim});
+  TORCH_CHECK_VALUE(cache_ref.ok(), cache_ref.status().message());
+  const bool is_decode = me == 1;
+  TORCH_CHECK_VALUE(is_decode || prefill, "meshdma.", op,
+                    " on rank 0 (prefill): a prefill function is required");
+  std::vector<int32_t> table;
+  if (is_decode) {
+    TORCH_CHECK_TYPE(
+        block_table.scalar_type() == at::kInt && block_table.dim() == 1,
+        "meshdma.", op, " on rank 1 (decode): 'block_table' is ",
+        c10::toString(block_table.scalar_type()), " ", block_table.sizes(),
+        "; expected int32 [pages]");
+    const at::Tensor t = block_table.contiguous();
+    table.assign(t.data_ptr<int32_t>(), t.data_ptr<int32_t>() + t.numel());
+  }
+  absl::Status request = CheckKvTransferRequest(seq_len, table, o, is_decode);
+  TORCH_CHECK_VALUE(request.ok(), "meshdma.", op, " on rank ", me, ": ",
+                    request.message());
+  // Step 2: the pair's transfer, its callbacks on the device thread (the
+  // binding released the GIL; the callbacks take it).
+  PrefillLayerFn on_prefill = [&](int l, const ArrayRef& k,
+                                  const ArrayRef& v) -> absl::Status {
+    std::tuple<at::Tensor, at::Tensor> kv;
+    MESHDMA_RETURN_IF_ERROR(Guarded("prefill", l, [&] { kv = prefill(l); }));
+    MESHDMA_RETURN_IF_ERROR(StageLayer(std::get<0>(kv), k, "k", l));
+    return StageLayer(std::get<1>(kv), v, "v", l);
+  };
+  DecodeLayerFn on_decode = [&](int l, const ArrayRef&,
+                                const ArrayRef&) -> absl::Status {
+    if (!decode) return absl::OkStatus();
+    return Guarded("decode", l, [&] { decode(l, cache[l][0], cache[l][1]); });
+  };
+  Run(group, op, [&] {
+    return KvTransfer(seq_len, table, *cache_ref, o, on_prefill, on_decode);
+  });
 }
 
 }  // namespace meshdma::torch_backend

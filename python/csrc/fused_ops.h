@@ -9,7 +9,9 @@
 #ifndef MESHDMA_PYTHON_CSRC_FUSED_OPS_H_
 #define MESHDMA_PYTHON_CSRC_FUSED_OPS_H_
 
+#include <functional>
 #include <string>
+#include <tuple>
 
 #include "python/csrc/process_group_meshdma.h"
 
@@ -35,6 +37,31 @@ at::Tensor RingAttention(ProcessGroupMeshdma& group, const at::Tensor& q,
                          const at::Tensor& k, const at::Tensor& v, bool causal,
                          c10::optional<double> sm_scale,
                          const std::string& layout);
+
+// The prefill rank's keys and values of one layer: k and v, float32
+// [num_kv_heads, seq_len, head_dim] each.
+using KvPrefillLayer =
+    std::function<std::tuple<at::Tensor, at::Tensor>(int64_t layer)>;
+// Called on the decode rank once a layer's pages have arrived, with that
+// layer's key and value caches (views of `cache`, [num_kv_heads,
+// total_pages, page_size, head_dim]).
+using KvDecodeLayer = std::function<void(
+    int64_t layer, const at::Tensor& key_cache, const at::Tensor& value_cache)>;
+
+// One prompt's KV cache, layer by layer, from rank 0 (prefill) into the page
+// table `block_table` (int32 [ceil(seq_len / page_size)], distinct pages) of
+// rank 1's (decode) `cache`, a float32 heap tensor (meshdma.torch.zeros)
+// [num_layers, 2, num_kv_heads, total_pages, page_size, head_dim] that both
+// ranks allocated alike: collectives/fused/kv_transfer.h. Both ranks call
+// it; a group of the 2 ranks of the launch. `prefill` runs on the prefill
+// rank, `decode` (may be empty) on the decode rank, on the device's thread:
+// the decode of layer l overlaps the transfer of layer l + 1 and the
+// prefill of layer l + 2. Bad arguments raise before anything runs; an
+// exception in a callback ends the group.
+void KvCacheTransfer(ProcessGroupMeshdma& group, const at::Tensor& cache,
+                     int64_t seq_len, const at::Tensor& block_table,
+                     const KvPrefillLayer& prefill,
+                     const KvDecodeLayer& decode);
 
 }  // namespace meshdma::torch_backend
 

@@ -3,6 +3,7 @@
 // torch.distributed, which must be loaded first); the Python package
 // registers it as the backend "meshdma".
 #include <pybind11/chrono.h>
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -41,6 +42,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_ring_attention", &meshdma::torch_backend::RingAttention,
         py::arg("group"), py::arg("q"), py::arg("k"), py::arg("v"),
         py::arg("causal"), py::arg("sm_scale"), py::arg("layout"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("_kv_cache_transfer", &meshdma::torch_backend::KvCacheTransfer,
+        py::arg("group"), py::arg("cache"), py::arg("seq_len"),
+        py::arg("block_table"), py::arg("prefill"), py::arg("decode"),
         py::call_guard<py::gil_scoped_release>());
   // make_kernel's kernels (make_kernel.h).
   m.def("_call_registered_op", &meshdma::torch_backend::CallRegisteredOp,

@@ -338,6 +338,11 @@ absl::Status ProcessGroupMeshdma::RunCollectiveKernel(
   return server_->Call(std::move(kernel));
 }
 
+absl::StatusOr<ArrayRef> ProcessGroupMeshdma::HeapView(const at::Tensor& t,
+                                                       DType dtype) const {
+  return server_->arena().View(t.data_ptr(), t.nbytes(), dtype, t.numel());
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   CheckOne(tensors, "broadcast", rank_);

@@ -100,6 +100,9 @@ class ProcessGroupMeshdma : public c10d::ProcessGroup {
   // collective does.
   absl::Status RunCollectiveKernel(const char* name,
                                    std::function<absl::Status()> kernel);
+  // `t` as a symmetric array of `dtype` (the whole tensor's bytes) when it
+  // lies in this process's heap tensors (meshdma.torch.empty), else NotFound.
+  absl::StatusOr<ArrayRef> HeapView(const at::Tensor& t, DType dtype) const;
 
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return calls_; }

@@ -583,14 +583,65 @@ TEST(KvTransferCacheTest, RejectsPairsThatDisagreeOnThePrompt) {
                 s.code() == absl::StatusCode::kAborted)
         << s;
     EXPECT_NE(s.message().find(absl::StrCat(
-                  "kernel 'kv_transfer': the decode device's block table is "
-                  "for its call 1 of this Run, of ",
-                  (decode_seq + 3) / 4,
-                  " pages; this prefill device is in call 1, of ",
+                  "kernel 'kv_transfer': the decode device's call has prompt "
+                  "pages ",
+                  (decode_seq + 3) / 4, " where this prefill device's has ",
                   (prefill_seq + 3) / 4)),
               std::string::npos)
         << s;
   }
+}
+
+// The checks that need no device: each bad block table or size named.
+TEST(KvTransferCacheTest, ChecksRequestsWithoutADevice) {
+  const KvTransferOptions& o = kSmallCache;
+  EXPECT_TRUE(
+      CheckKvTransferRequest(7, std::vector<int32_t>{4, 1}, o, true).ok());
+  // The prefill side has no table to check.
+  EXPECT_TRUE(CheckKvTransferRequest(7, {}, o, false).ok());
+  const struct {
+    int64_t seq;
+    std::vector<int32_t> table;
+    const char* message;
+  } bad[] = {
+      {7, {4}, "block_table has 1 entries; 7 tokens in pages of 4 need 2"},
+      {7, {4, -1}, "block_table names page -1 of a cache of"},
+      {7, {4, 4}, "block_table names page 4 twice"},
+      {0, {}, "seq_len 0"},
+      {4 * o.total_pages + 1, {}, "pages per layer; the prompt of"},
+  };
+  for (const auto& b : bad) {
+    absl::Status s = CheckKvTransferRequest(b.seq, b.table, o, true);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << b.message;
+    EXPECT_NE(s.message().find(b.message), std::string::npos) << s;
+  }
+}
+
+// Caches that landed at different heap offsets on the two roles (an extra
+// allocation on the decode side first) fail at once, before a page moves
+// to where the prefill device's offset would put it.
+TEST(KvTransferCacheTest, RejectsCachesAtDifferentOffsets) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"stage", 2}, {"x", rt.num_devices() / 2}});
+  const KvTransferOptions& o = kSmallCache;
+  const std::vector<int32_t> table = {4, 1};
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int role, axis_index("stage"));
+    if (role == 1) {
+      MESHDMA_RETURN_IF_ERROR(
+          AllocateSymmetric<float>(std::vector<int64_t>{1024}).status());
+    }
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    return KvTransfer(7, table, cache, o, NoLayer, NoLayer);
+  });
+  EXPECT_TRUE(s.code() == absl::StatusCode::kFailedPrecondition ||
+              s.code() == absl::StatusCode::kAborted)
+      << s;
+  EXPECT_NE(s.message().find("the decode device's call has cache offset (low "
+                             "word) "),
+            std::string::npos)
+      << s;
 }
 
 const KvTable kKvTables[] = {

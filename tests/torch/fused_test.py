@@ -5,9 +5,13 @@ Every rank rebuilds every rank's inputs from seeds, so each checks its
 result against torch on the whole problem: all_gather_matmul against
 torch.cat(x blocks) @ w, matmul_reduce_scatter against the rows of the sum
 of the partial products, ring_attention (contiguous and zig-zag layouts,
-causal or not, MQA) against attention over the whole sequence. Also: bad
-arguments raise on the rank before anything runs, a group that is not the
-launch is refused, and the group serves after both.
+causal or not, MQA) against attention over the whole sequence; at 2 ranks,
+KvCacheTransfer: every prompt's pages in the decode cache where its block
+table puts them and nothing else written, each layer already there when
+decode is called for it, and paged_attention called from decode against
+attention over the prompt's keys and values. Also: bad arguments raise on
+the rank before anything runs, a group that is not the launch is refused,
+and the group serves after both.
 
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/fused_test.py
 (MESHDMA_TORCH_TEST_WORLD=4 for four ranks).
@@ -109,8 +113,74 @@ def check_refusals(rank, world):
     assert t.tolist() == [world] * 3
 
 
+KV_LAYERS, KV_HEADS, KV_DIM, PAGE, PAGES = 3, 2, 8, 4, 16
+
+
+def prompt_kv(prompt, layer, seq):
+    """Prompt `prompt`'s keys and values of `layer`: [KV_HEADS, seq, KV_DIM]."""
+    return (rand(100 * prompt + 2 * layer, KV_HEADS, seq, KV_DIM),
+            rand(100 * prompt + 2 * layer + 1, KV_HEADS, seq, KV_DIM))
+
+
+def check_kv_cache_transfer(rank, world):
+    kv = meshdma.torch.KvCacheTransfer(num_layers=KV_LAYERS, num_kv_heads=KV_HEADS,
+                                       head_dim=KV_DIM, page_size=PAGE, total_pages=PAGES)
+    # Prompt 0 takes a run of consecutive pages then a scattered one, prompt
+    # 1 two scattered pages with a partial last page.
+    prompts = [(10, [5, 6, 2]), (7, [9, 0])]
+    want = torch.zeros(KV_LAYERS, 2, KV_HEADS, PAGES, PAGE, KV_DIM)
+    heads = 2 * KV_HEADS  # Query heads: GQA over the kv heads.
+    for prompt, (seq, table) in enumerate(prompts):
+        for layer in range(KV_LAYERS):
+            k, v = prompt_kv(prompt, layer, seq)
+            for t in range(seq):
+                want[layer, 0, :, table[t // PAGE], t % PAGE] = k[:, t]
+                want[layer, 1, :, table[t // PAGE], t % PAGE] = v[:, t]
+        decoded = []
+
+        def decode(layer, key_cache, value_cache, seq=seq, table=table):
+            # The layer is whole when decode is called for it.
+            close(key_cache, want[layer, 0], f"key cache of layer {layer} at decode")
+            close(value_cache, want[layer, 1], f"value cache of layer {layer} at decode")
+            q = rand(7 + layer, 1, heads, KV_DIM)
+            got = meshdma.torch.paged_attention(
+                q, key_cache, value_cache, torch.tensor([seq], dtype=torch.int32),
+                torch.tensor([table], dtype=torch.int32), 1)
+            k, v = prompt_kv(prompt, layer, seq)
+            ref = attention(q.unsqueeze(2), k.unsqueeze(0), v.unsqueeze(0), False, 1.0)
+            close(got, ref.squeeze(2).float(), f"paged attention of layer {layer}")
+            decoded.append(layer)
+
+        kv.transfer(seq, prefill=lambda layer, p=prompt, s=seq: prompt_kv(p, layer, s),
+                    block_table=table, decode=decode)
+        if rank == 1:
+            assert decoded == list(range(KV_LAYERS)), decoded
+    if rank == 1:
+        close(kv.cache, want, "the decode cache after both prompts")
+        # Bad tables raise on the decode rank alone, before anything runs.
+        for table, text in [([5, 6], "block_table has 2 entries"),
+                            ([5, 16, 2], "names page 16 of a cache of 16"),
+                            ([5, 5, 2], "names page 5 twice")]:
+            try:
+                kv.transfer(10, block_table=table)
+                raise AssertionError(f"accepted: {text}")
+            except ValueError as e:
+                assert text in str(e) and "rank 1" in str(e), str(e)
+    # The pair still transfers, and the group serves.
+    kv.transfer(4, prefill=lambda layer: prompt_kv(5, layer, 4), block_table=[15])
+    if rank == 1:
+        close(kv.cache[:, 0, :, 15], torch.stack([prompt_kv(5, l, 4)[0] for l in range(KV_LAYERS)]),
+              "keys of the prompt after the refusals")
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [world] * 3
+
+
 def run_checks(rank, world):
-    for check in (check_collective_matmuls, check_ring_attention, check_refusals):
+    checks = [check_collective_matmuls, check_ring_attention, check_refusals]
+    if world == 2:
+        checks.append(check_kv_cache_transfer)
+    for check in checks:
         check(rank, world)
 
 

@@ -31,9 +31,47 @@ std::vector<int64_t> KvCacheShape(const KvTransferOptions& o) {
           o.total_pages, o.page_size, o.head_dim};
 }
 
-// Words before the block table in a table mailbox: the call number and the
-// table's length.
-constexpr int64_t kTableHeaderWords = 2;
+// The words before the block table in a table mailbox: what the prefill
+// device checks against its own call before it moves a byte (a pair that
+// calls KvTransfer differently fails at once, naming the field).
+struct TableHeader {
+  static constexpr int kWords = 9;
+  static constexpr const char* kNames[kWords] = {"call number",
+                                                 "prompt pages",
+                                                 "cache offset (low word)",
+                                                 "cache offset (high word)",
+                                                 "num_layers",
+                                                 "num_kv_heads",
+                                                 "head_dim",
+                                                 "page_size",
+                                                 "total_pages"};
+  int32_t words[kWords];
+
+  static TableHeader Of(int64_t call, int64_t pages, const ArrayRef& cache,
+                        const KvTransferOptions& o) {
+    const uint64_t offset = static_cast<uint64_t>(cache.heap_offset());
+    return {{static_cast<int32_t>(call), static_cast<int32_t>(pages),
+             static_cast<int32_t>(offset & 0xffffffffu),
+             static_cast<int32_t>(offset >> 32), o.num_layers,
+             static_cast<int32_t>(o.num_kv_heads),
+             static_cast<int32_t>(o.head_dim),
+             static_cast<int32_t>(o.page_size),
+             static_cast<int32_t>(o.total_pages)}};
+  }
+  // OK when `arrived` (the decode device's) matches this prefill device's.
+  absl::Status Check(const int32_t* arrived) const {
+    for (int i = 0; i < kWords; ++i) {
+      if (arrived[i] == words[i]) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the decode device's call has ", kNames[i], " ", arrived[i],
+          " where this prefill device's has ", words[i],
+          " (both devices of a pair must call KvTransfer alike, on caches "
+          "allocated alike)"));
+    }
+    return absl::OkStatus();
+  }
+};
+constexpr int64_t kTableHeaderWords = TableHeader::kWords;
 
 // A device's state for its pair, for the rest of the Run:
 // - on the prefill device, the mailbox for its decode device's block tables
@@ -44,9 +82,9 @@ constexpr int64_t kTableHeaderWords = 2;
 //   prefill device reads call m's table before any of them leaves. (Every
 //   device allocates it, in the same sequence of persistent allocations.)
 // - on the prefill device, the staging slots, kept from call to call as the
-//   cache is: fresh memory for each call pays its page faults inside the
-//   call (16 MiB at 1,024 tokens; BENCHMARKS.md, "KV-cache transfer: calls
-//   as a server makes them").
+//   cache is: fresh memory for each call would pay its page faults inside
+//   the call (4 MiB at 256 tokens, 16 MiB at 1,024 with
+//   `meshdma-bench-kv`'s default sizes).
 struct PairState {
   std::string role_axis;
   int64_t total_pages = 0;
@@ -95,7 +133,281 @@ absl::StatusOr<PairState*> PairStateFor(const KvTransferOptions& o) {
   return t_pairs->back().get();
 }
 
+// The arguments of one call, checked (step 1 of KvTransfer).
+absl::Status CheckKvTransferArguments(int64_t seq_len,
+                                      std::span<const int32_t> block_table,
+                                      const ArrayRef& cache,
+                                      const KvTransferOptions& o, int roles,
+                                      bool is_decode) {
+  if (roles != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'kv_transfer': mesh axis '", o.role_axis,
+                     "' has size ", roles, "; it must be 2 (prefill, decode)"));
+  }
+  MESHDMA_RETURN_IF_ERROR(
+      CheckKvTransferRequest(seq_len, block_table, o, is_decode));
+  const std::vector<int64_t> cache_shape = KvCacheShape(o);
+  if (cache.dtype() != DType::kF32 ||
+      !std::ranges::equal(cache.shape(), cache_shape) ||
+      !cache.is_contiguous() || !cache.is_symmetric()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel 'kv_transfer': the cache is ", cache.ToString(),
+        cache.is_symmetric() ? "" : " outside the symmetric heap",
+        "; the options need a contiguous symmetric f32[",
+        absl::StrJoin(cache_shape, ","),
+        "] (num_layers, key/value, num_kv_heads, total_pages, page_size, "
+        "head_dim), as AllocateKvCache gives"));
+  }
+  return absl::OkStatus();
+}
+
+// One call of a pair, inside its kernel: the checked arguments and the
+// call's symmetric allocations (the same sequence on both roles).
+struct PairCall {
+  PairCall(const KvTransferOptions& options, const ArrayRef& decode_cache,
+           int64_t prompt_len, int role)
+      : o(options),
+        cache(decode_cache),
+        seq_len(prompt_len),
+        pages((prompt_len + options.page_size - 1) / options.page_size),
+        layer_bytes(2 * options.num_kv_heads * prompt_len * options.head_dim *
+                    4),
+        peer(DeviceId::Partial({{{options.role_axis}, 1 - role}})) {}
+
+  const KvTransferOptions& o;
+  const ArrayRef& cache;
+  const int64_t seq_len;
+  const int64_t pages;
+  const int64_t layer_bytes;  // One layer's keys and values of the prompt.
+  const DeviceId peer;        // Same coordinates, the other role.
+  PairState* pair = nullptr;
+  int64_t call = -1;  // The pair's call number (-1: a mode that moves none).
+  TableHeader header = {};
+  SemaphoreArray send;        // Per staging slot: its DMAs have read it.
+  SemaphoreArray layer_recv;  // Per layer: its bytes arrived at decode.
+  Semaphore table_send;
+  ArrayRef table;  // The prefill device's mailbox, this call's length.
+  Semaphore entered;
+
+  // The call's allocations, and its number within the pair.
+  absl::Status Allocate() {
+    MESHDMA_ASSIGN_OR_RETURN(pair, PairStateFor(o));
+    MESHDMA_ASSIGN_OR_RETURN(
+        send, AllocateSemaphoreArray(SemaphoreType::kDma, 2, "send"));
+    MESHDMA_ASSIGN_OR_RETURN(
+        layer_recv, AllocateSemaphoreArray(SemaphoreType::kDma, o.num_layers,
+                                           "layer_recv"));
+    MESHDMA_ASSIGN_OR_RETURN(
+        table_send, AllocateSemaphore(SemaphoreType::kDma, "table_send"));
+    MESHDMA_ASSIGN_OR_RETURN(
+        table, pair->table_words.Slice(0, 0, kTableHeaderWords + pages));
+    MESHDMA_ASSIGN_OR_RETURN(entered, get_barrier_semaphore());
+    call = Communicates(o.mode) ? pair->calls++ : -1;
+    header = TableHeader::Of(call, pages, cache, o);
+    return absl::OkStatus();
+  }
+  // A wait-only descriptor of `array`'s bytes on `sem` and `recv`.
+  AsyncCopyDescriptor Counting(const ArrayRef& array, Semaphore sem,
+                               Semaphore recv) const {
+    return make_async_remote_copy(array, array, sem, recv, peer);
+  }
+};
+
+// The decode side: hands over the block table, then consumes each layer as
+// soon as its bytes are here (steps 1 and 3 of the protocol).
+absl::Status RunDecode(PairCall& c, std::span<const int32_t> block_table,
+                       const DecodeLayerFn& decode) {
+  const KvTransferOptions& o = c.o;
+  // Step 1: the table as it travels (the header, then the pages), pushed
+  // into the prefill device's mailbox; in the pair's first call of the Run,
+  // once the prefill device has entered (its mailbox exists from then on).
+  if (Communicates(o.mode)) {
+    std::vector<int32_t> words(kTableHeaderWords + c.pages);
+    std::ranges::copy(c.header.words, words.begin());
+    std::ranges::copy(block_table, words.begin() + kTableHeaderWords);
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef src,
+        ArrayRef::FromPointer(words.data(), DType::kI32,
+                              std::vector<int64_t>{c.table.dim(0)}));
+    if (c.call == 0) MESHDMA_RETURN_IF_ERROR(semaphore_wait(c.entered, 1));
+    AsyncCopyDescriptor push = make_async_remote_copy(
+        src, c.table, c.table_send, c.pair->table_arrived, c.peer);
+    MESHDMA_RETURN_IF_ERROR(push.start());
+    MESHDMA_RETURN_IF_ERROR(push.wait_send());
+  }
+  // Step 3: each layer, once its bytes have arrived.
+  const int64_t layer_elems =
+      2 * o.num_kv_heads * o.total_pages * o.page_size * o.head_dim;
+  for (int l = 0; l < o.num_layers; ++l) {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, c.cache.At(l));
+    if (Communicates(o.mode)) {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat,
+                               layer_cache.Reshape({layer_elems}));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef expected,
+                               flat.Slice(0, 0, c.layer_bytes / 4));
+      MESHDMA_RETURN_IF_ERROR(
+          c.Counting(expected, c.send[0], c.layer_recv[l]).wait_recv());
+    }
+    if (Computes(o.mode)) {
+      TraceSpan span(absl::StrCat("decode layer ", l));
+      MESHDMA_RETURN_IF_ERROR(
+          decode(l, *layer_cache.At(0), *layer_cache.At(1)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The decode device's block table for this call, checked against this
+// prefill device's call (step 1 of the prefill side). The table lands as one
+// DMA, so once its header's bytes are counted the whole table is here: a
+// call that differs fails at once instead of waiting for bytes that never
+// come.
+absl::StatusOr<const int32_t*> TakeBlockTable(const PairCall& c) {
+  auto wait_words = [&](int64_t start, int64_t words) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef part, c.table.Slice(0, start, words));
+    return c.Counting(part, c.table_send, c.pair->table_arrived).wait_recv();
+  };
+  MESHDMA_RETURN_IF_ERROR(wait_words(0, kTableHeaderWords));
+  MESHDMA_RETURN_IF_ERROR(c.header.Check(c.table.data_as<int32_t>()));
+  MESHDMA_RETURN_IF_ERROR(wait_words(kTableHeaderWords, c.pages));
+  return c.table.data_as<int32_t>() + kTableHeaderWords;
+}
+
+// Starts one layer's DMAs from staging slot `slot_kv` ([2, kv heads,
+// seq_len, head_dim]) into the decode cache: one per run of prompt pages
+// that the block table puts on consecutive cache pages (that run's rows are
+// contiguous in every kv head of the cache as in the slot, so keys and
+// values of every head travel as one strided copy), counted on `sent` and
+// the decode device's `layer_recv[layer]`.
+absl::Status StartLayerPages(const PairCall& c, int layer,
+                             const ArrayRef& slot_kv, const int32_t* dst_page,
+                             Semaphore sent) {
+  const KvTransferOptions& o = c.o;
+  const int64_t ps = o.page_size;
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, c.cache.At(layer));
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef cache_rows,
+      layer_cache.Reshape({2, o.num_kv_heads, o.total_pages * ps, o.head_dim}));
+  for (int64_t p0 = 0, p1 = 1; p0 < c.pages; p0 = p1++) {
+    while (p1 < c.pages && dst_page[p1] == int64_t{dst_page[p1 - 1]} + 1) ++p1;
+    const int64_t rows = std::min(p1 * ps, c.seq_len) - p0 * ps;
+    const int64_t src_start[] = {0, 0, p0 * ps, 0};
+    const int64_t dst_start[] = {0, 0, dst_page[p0] * ps, 0};
+    const int64_t sizes[] = {2, o.num_kv_heads, rows, o.head_dim};
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, slot_kv.Block(src_start, sizes));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst, cache_rows.Block(dst_start, sizes));
+    MESHDMA_RETURN_IF_ERROR(
+        make_async_remote_copy(src, dst, sent, c.layer_recv[layer], c.peer)
+            .start());
+  }
+  return absl::OkStatus();
+}
+
+// The prefill side: per layer, computes its keys and values into a staging
+// slot and streams them while the next layer is computed (step 2 of the
+// protocol).
+absl::Status RunPrefill(PairCall& c, const PrefillLayerFn& prefill) {
+  const KvTransferOptions& o = c.o;
+  const bool pipelined =
+      Communicates(o.mode) && o.mode != OverlapMode::kSequential;
+  // Step 1: in the pair's first call of the Run, announce it. The block
+  // table is taken when the first pages leave, so that it travels while
+  // layer 0 is computed.
+  if (c.call == 0)
+    MESHDMA_RETURN_IF_ERROR(semaphore_signal(c.entered, 1, c.peer));
+  // Step 2: two staging slots, kept by the pair and left uninitialised:
+  // `prefill` writes every element before a DMA reads it
+  // (kCommunicationOnly moves whatever they hold; its results are not the
+  // kernel's). No DMA of an earlier call reads them any more: each call
+  // waits for its sends.
+  const int64_t hkv = o.num_kv_heads, d = o.head_dim;
+  const int64_t stage_elems = 2 * 2 * hkv * c.seq_len * d;
+  if (c.pair->stage_elems < stage_elems) {
+    c.pair->stage.reset();
+    c.pair->stage = std::make_unique_for_overwrite<float[]>(stage_elems);
+    c.pair->stage_elems = stage_elems;
+  }
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef stage,
+      ArrayRef::FromPointer(c.pair->stage.get(), DType::kF32,
+                            std::vector<int64_t>{2, 2, hkv, c.seq_len, d}));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef stage_flat,
+                           stage.Reshape({2, 2 * hkv * c.seq_len * d}));
+  auto slot_sent = [&](int slot) -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef bytes, stage_flat.At(slot));
+    return c.Counting(bytes, c.send[slot], c.layer_recv[0]).wait_send();
+  };
+  const int32_t* dst_page = nullptr;
+  for (int l = 0; l < o.num_layers; ++l) {
+    const int slot = l % 2;
+    // Step 3: the slot is free once layer l - 2's DMAs have read it.
+    if (pipelined && l >= 2) MESHDMA_RETURN_IF_ERROR(slot_sent(slot));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef slot_kv, stage.At(slot));
+    // Step 4: compute this layer's keys and values.
+    if (Computes(o.mode)) {
+      TraceSpan span(absl::StrCat("prefill layer ", l));
+      MESHDMA_RETURN_IF_ERROR(prefill(l, *slot_kv.At(0), *slot_kv.At(1)));
+    }
+    if (!Communicates(o.mode)) continue;
+    // Step 5: stream its pages (the block table first, once).
+    if (dst_page == nullptr) {
+      MESHDMA_ASSIGN_OR_RETURN(dst_page, TakeBlockTable(c));
+    }
+    MESHDMA_RETURN_IF_ERROR(
+        StartLayerPages(c, l, slot_kv, dst_page, c.send[slot]));
+    if (!pipelined) MESHDMA_RETURN_IF_ERROR(slot_sent(slot));
+  }
+  // Step 6: the last (up to two) layers' sends.
+  if (pipelined) {
+    for (int l = std::max(0, o.num_layers - 2); l < o.num_layers; ++l) {
+      MESHDMA_RETURN_IF_ERROR(slot_sent(l % 2));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status CheckKvTransferRequest(int64_t seq_len,
+                                    std::span<const int32_t> block_table,
+                                    const KvTransferOptions& o,
+                                    bool is_decode) {
+  auto err = [](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel 'kv_transfer': ", parts...));
+  };
+  const int64_t ps = o.page_size;
+  if (seq_len <= 0 || o.num_kv_heads <= 0 || o.head_dim <= 0 || ps <= 0 ||
+      o.num_layers <= 0) {
+    return err("seq_len ", seq_len, ", num_kv_heads ", o.num_kv_heads,
+               ", head_dim ", o.head_dim, ", page_size ", ps,
+               " and num_layers ", o.num_layers, " must be positive");
+  }
+  const int64_t pages = (seq_len + ps - 1) / ps;
+  if (o.total_pages < pages) {
+    return err("the decode cache has ", o.total_pages,
+               " pages per layer; the prompt of ", seq_len, " tokens needs ",
+               pages, " pages of ", ps);
+  }
+  if (!is_decode) return absl::OkStatus();
+  if (static_cast<int64_t>(block_table.size()) != pages) {
+    return err("block_table has ", block_table.size(), " entries; ", seq_len,
+               " tokens in pages of ", ps, " need ", pages);
+  }
+  std::vector<bool> taken(o.total_pages, false);
+  for (int32_t p : block_table) {
+    if (p < 0 || p >= o.total_pages) {
+      return err("block_table names page ", p, " of a cache of ", o.total_pages,
+                 " pages");
+    }
+    if (taken[p]) {
+      return err("block_table names page ", p,
+                 " twice; a prompt's pages must be distinct");
+    }
+    taken[p] = true;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ArrayRef> AllocateKvCache(const KvTransferOptions& options) {
   return AllocateSymmetric<float>(KvCacheShape(options));
@@ -105,241 +417,26 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
                         const ArrayRef& cache, const KvTransferOptions& o,
                         const PrefillLayerFn& prefill,
                         const DecodeLayerFn& decode) {
-  auto err = [](auto&&... parts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel 'kv_transfer': ", parts...));
-  };
+  // Step 1: this device's role, and the arguments.
   MESHDMA_RETURN_IF_ERROR(CheckOverlapMode("kv_transfer", o.mode));
   MESHDMA_ASSIGN_OR_RETURN(int role, axis_index(o.role_axis));
   MESHDMA_ASSIGN_OR_RETURN(int roles, axis_size(o.role_axis));
-  if (roles != 2) {
-    return err("mesh axis '", o.role_axis, "' has size ", roles,
-               "; it must be 2 (prefill, decode)");
-  }
-  const int64_t hkv = o.num_kv_heads, d = o.head_dim, ps = o.page_size;
-  const int64_t pages = (seq_len + ps - 1) / ps;
-  const int layers = o.num_layers;
-  if (seq_len <= 0 || hkv <= 0 || d <= 0 || ps <= 0 || layers <= 0) {
-    return err("seq_len ", seq_len, ", num_kv_heads ", hkv, ", head_dim ", d,
-               ", page_size ", ps, " and num_layers ", layers,
-               " must be positive");
-  }
-  if (o.total_pages < pages) {
-    return err("the decode cache has ", o.total_pages,
-               " pages per layer; the prompt of ", seq_len, " tokens needs ",
-               pages, " pages of ", ps);
-  }
-  const std::vector<int64_t> cache_shape = KvCacheShape(o);
-  if (cache.dtype() != DType::kF32 ||
-      !std::ranges::equal(cache.shape(), cache_shape) ||
-      !cache.is_contiguous() || !cache.is_symmetric()) {
-    return err("the cache is ", cache.ToString(),
-               cache.is_symmetric() ? "" : " outside the symmetric heap",
-               "; the options need a contiguous symmetric f32[",
-               absl::StrJoin(cache_shape, ","),
-               "] (num_layers, key/value, num_kv_heads, total_pages, "
-               "page_size, head_dim), as AllocateKvCache gives");
-  }
   const bool is_decode = role == 1;
-  if (is_decode) {
-    if (static_cast<int64_t>(block_table.size()) != pages) {
-      return err("block_table has ", block_table.size(), " entries; ", seq_len,
-                 " tokens in pages of ", ps, " need ", pages);
-    }
-    for (int32_t p : block_table) {
-      if (p < 0 || p >= o.total_pages) {
-        return err("block_table names page ", p, " of a cache of ",
-                   o.total_pages, " pages");
-      }
-    }
-  }
-  // The peer: same coordinates, the other role.
-  const DeviceId peer = DeviceId::Partial({{{o.role_axis}, 1 - role}});
-  const int64_t layer_bytes = 2 * hkv * seq_len * d * 4;
-
-  // No barrier across the mesh at entry: each pair meets on its own. The
-  // table lands in persistent memory, and the decode device's allocations
-  // exist once its block table arrives, so no DMA lands in a scope that is
-  // not there yet (step 1).
-  return RunKernel(
-      {.name = "kv_transfer",
-       .entry_barrier = false,
-       .collective_id = kKvTransferCollectiveId},
-      [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(PairState * pair, PairStateFor(o));
-        // Symmetric allocations, the same sequence on both roles.
-        MESHDMA_ASSIGN_OR_RETURN(
-            SemaphoreArray send,
-            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            SemaphoreArray layer_recv,
-            AllocateSemaphoreArray(SemaphoreType::kDma, layers, "layer_recv"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore table_send,
-            AllocateSemaphore(SemaphoreType::kDma, "table_send"));
-        // The table as it travels: this call's number, its length, then the
-        // pages (the decode device's; the prefill device only waits for it).
-        const int64_t call = Communicates(o.mode) ? pair->calls++ : -1;
-        const int64_t table_words = kTableHeaderWords + pages;
-        std::vector<int32_t> table_local(table_words);
-        table_local[0] = static_cast<int32_t>(call);
-        table_local[1] = static_cast<int32_t>(pages);
-        if (is_decode) {
-          std::ranges::copy(block_table,
-                            table_local.begin() + kTableHeaderWords);
-        }
-        MESHDMA_ASSIGN_OR_RETURN(
-            ArrayRef table_src,
-            ArrayRef::FromPointer(table_local.data(), DType::kI32,
-                                  std::vector<int64_t>{table_words}));
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef table,
-                                 pair->table_words.Slice(0, 0, table_words));
-        AsyncCopyDescriptor table_copy = make_async_remote_copy(
-            table_src, table, table_send, pair->table_arrived, peer);
-
-        MESHDMA_ASSIGN_OR_RETURN(Semaphore entered, get_barrier_semaphore());
-        if (is_decode) {
-          // Step 1: hand the prefill device the block table; in the pair's
-          // first call of the Run, once it has entered this call (its
-          // mailbox exists from then on). (A mode that moves nothing meets
-          // no peer.)
-          if (Communicates(o.mode)) {
-            if (call == 0) {
-              MESHDMA_RETURN_IF_ERROR(semaphore_wait(entered, 1));
-            }
-            MESHDMA_RETURN_IF_ERROR(table_copy.start());
-            MESHDMA_RETURN_IF_ERROR(table_copy.wait_send());
-          }
-          // Step 3: consume each layer as soon as its bytes are here.
-          for (int l = 0; l < layers; ++l) {
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
-            if (Communicates(o.mode)) {
-              // A wait-only descriptor of the layer's byte count.
-              MESHDMA_ASSIGN_OR_RETURN(
-                  ArrayRef layer_flat,
-                  layer_cache.Reshape({2 * hkv * o.total_pages * ps * d}));
-              MESHDMA_ASSIGN_OR_RETURN(ArrayRef expected,
-                                       layer_flat.Slice(0, 0, layer_bytes / 4));
-              AsyncCopyDescriptor arrival = make_async_remote_copy(
-                  expected, expected, send[0], layer_recv[l], peer);
-              MESHDMA_RETURN_IF_ERROR(arrival.wait_recv());
-            }
-            if (Computes(o.mode)) {
-              TraceSpan span(absl::StrCat("decode layer ", l));
-              MESHDMA_RETURN_IF_ERROR(
-                  decode(l, *layer_cache.At(0), *layer_cache.At(1)));
-            }
-          }
-          return absl::OkStatus();
-        }
-
-        // Prefill. Step 1: in the pair's first call of the Run, announce
-        // it. The decode device's block table is taken when the first pages
-        // leave, so that it travels while layer 0 is computed.
-        if (call == 0) {
-          MESHDMA_RETURN_IF_ERROR(semaphore_signal(entered, 1, peer));
-        }
-        bool have_table = false;
-        auto take_table = [&]() -> absl::Status {
-          if (have_table) return absl::OkStatus();
-          have_table = true;
-          // The table lands as one DMA, so once its header's bytes are
-          // counted the whole table is here: a table of another length
-          // fails at once instead of waiting for bytes that never come.
-          auto wait_words = [&](int64_t start, int64_t words) -> absl::Status {
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef part,
-                                     table.Slice(0, start, words));
-            return make_async_remote_copy(part, part, table_send,
-                                          pair->table_arrived, peer)
-                .wait_recv();
-          };
-          MESHDMA_RETURN_IF_ERROR(wait_words(0, kTableHeaderWords));
-          const int32_t* header = table.data_as<int32_t>();
-          if (header[0] != static_cast<int32_t>(call) || header[1] != pages) {
-            return absl::FailedPreconditionError(absl::StrCat(
-                "the decode device's block table is for its call ", header[0],
-                " of this Run, of ", header[1],
-                " pages; this prefill device is in call ", call, ", of ", pages,
-                " pages (both must call KvTransfer alike)"));
-          }
-          return wait_words(kTableHeaderWords, pages);
-        };
-        const int32_t* dst_page = table.data_as<int32_t>() + kTableHeaderWords;
-        // Two staging slots, left uninitialised: `prefill` writes every
-        // element before a DMA reads it (kCommunicationOnly moves whatever
-        // they hold; its results are not the kernel's). No DMA of an
-        // earlier call reads them any more: each call waits for its sends.
-        const int64_t stage_elems = 2 * 2 * hkv * seq_len * d;
-        if (pair->stage_elems < stage_elems) {
-          pair->stage.reset();
-          pair->stage = std::make_unique_for_overwrite<float[]>(stage_elems);
-          pair->stage_elems = stage_elems;
-        }
-        MESHDMA_ASSIGN_OR_RETURN(
-            ArrayRef stage,
-            ArrayRef::FromPointer(pair->stage.get(), DType::kF32,
-                                  std::vector<int64_t>{2, 2, hkv, seq_len, d}));
-        // A wait-only descriptor for one layer's sends from staging slot
-        // `slot`.
-        auto layer_sent = [&](int slot) -> absl::Status {
-          MESHDMA_ASSIGN_OR_RETURN(ArrayRef flat,
-                                   stage.Reshape({2, 2 * hkv * seq_len * d}));
-          AsyncCopyDescriptor sent = make_async_remote_copy(
-              *flat.At(slot), *flat.At(slot), send[slot], layer_recv[0], peer);
-          return sent.wait_send();
-        };
-        for (int l = 0; l < layers; ++l) {
-          const int slot = l % 2;
-          // Step 2a: staging slot `slot` is free once layer l - 2 has been
-          // read.
-          if (Communicates(o.mode) && l >= 2 &&
-              o.mode != OverlapMode::kSequential) {
-            MESHDMA_RETURN_IF_ERROR(layer_sent(slot));
-          }
-          MESHDMA_ASSIGN_OR_RETURN(ArrayRef slot_kv, stage.At(slot));
-          // Step 2b: compute this layer's keys and values.
-          if (Computes(o.mode)) {
-            TraceSpan span(absl::StrCat("prefill layer ", l));
-            MESHDMA_RETURN_IF_ERROR(prefill(l, *slot_kv.At(0), *slot_kv.At(1)));
-          }
-          if (!Communicates(o.mode)) continue;
-          MESHDMA_RETURN_IF_ERROR(take_table());
-          // Step 2c: stream its pages into the decode cache, one DMA per run
-          // of prompt pages that the block table puts on consecutive cache
-          // pages: that run's rows are contiguous in every kv head of the
-          // cache as in the staging slot, so keys and values of every head
-          // travel as one strided copy.
-          MESHDMA_ASSIGN_OR_RETURN(ArrayRef layer_cache, cache.At(l));
-          MESHDMA_ASSIGN_OR_RETURN(
-              ArrayRef cache_rows,
-              layer_cache.Reshape({2, hkv, o.total_pages * ps, d}));
-          for (int64_t p0 = 0, p1 = 1; p0 < pages; p0 = p1++) {
-            while (p1 < pages && dst_page[p1] == int64_t{dst_page[p1 - 1]} + 1)
-              ++p1;
-            const int64_t rows = std::min(p1 * ps, seq_len) - p0 * ps;
-            const int64_t src_start[] = {0, 0, p0 * ps, 0};
-            const int64_t dst_start[] = {0, 0, dst_page[p0] * ps, 0};
-            const int64_t sizes[] = {2, hkv, rows, d};
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
-                                     slot_kv.Block(src_start, sizes));
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
-                                     cache_rows.Block(dst_start, sizes));
-            AsyncCopyDescriptor copy = make_async_remote_copy(
-                src, dst, send[slot], layer_recv[l], peer);
-            MESHDMA_RETURN_IF_ERROR(copy.start());
-          }
-          if (o.mode == OverlapMode::kSequential) {
-            MESHDMA_RETURN_IF_ERROR(layer_sent(slot));
-          }
-        }
-        // Step 4: the last (up to two) layers' sends.
-        if (Communicates(o.mode) && o.mode != OverlapMode::kSequential) {
-          for (int l = std::max(0, layers - 2); l < layers; ++l) {
-            MESHDMA_RETURN_IF_ERROR(layer_sent(l % 2));
-          }
-        }
-        return absl::OkStatus();
-      });
+  MESHDMA_RETURN_IF_ERROR(CheckKvTransferArguments(seq_len, block_table, cache,
+                                                   o, roles, is_decode));
+  PairCall c(o, cache, seq_len, role);
+  // Step 2: the kernel, with no barrier across the mesh at entry: each
+  // pair meets on its own. The table lands in persistent memory, and the
+  // decode device's allocations exist once its block table arrives, so no
+  // DMA lands in a scope that is not there yet.
+  return RunKernel({.name = "kv_transfer",
+                    .entry_barrier = false,
+                    .collective_id = kKvTransferCollectiveId},
+                   [&]() -> absl::Status {
+                     MESHDMA_RETURN_IF_ERROR(c.Allocate());
+                     return is_decode ? RunDecode(c, block_table, decode)
+                                      : RunPrefill(c, prefill);
+                   });
 }
 
 absl::StatusOr<std::vector<float>> DecodePagedAttention(

@@ -35,8 +35,11 @@
 //      of call m's pages have arrived, and the prefill device reads call
 //      m's table before any of them leaves. Prefill waits for the table only
 //      before its first pages leave (step 2), so that it travels while
-//      layer 0 is computed, and checks its call number and length first (a
-//      pair whose calls differ fails at once, naming both). Nothing lands
+//      layer 0 is computed, and checks the table's header first: the call
+//      number, the prompt's pages, the cache's heap offset and the options'
+//      sizes (a pair whose calls or caches differ fails at once, naming the
+//      field and both values; caches at different offsets would otherwise
+//      take pages at the wrong place). Nothing lands
 //      in a kernel scope before its device has entered it: the pages come
 //      after the table. A mode that does not communicate (`kComputeOnly`)
 //      meets no peer.
@@ -94,6 +97,15 @@ using DecodeLayerFn = std::function<absl::Status(
 // allocation in the innermost open scope (a kernel, `run_scoped`, or the
 // Run), made by every device of the mesh.
 absl::StatusOr<ArrayRef> AllocateKvCache(const KvTransferOptions& options);
+
+// The checks of KvTransfer's arguments that need no device: positive sizes,
+// a cache of pages enough for the prompt, and on the decode side
+// (`is_decode`) a block table of one distinct page in range per page of the
+// prompt. InvalidArgument naming the value.
+absl::Status CheckKvTransferRequest(int64_t seq_len,
+                                    std::span<const int32_t> block_table,
+                                    const KvTransferOptions& options,
+                                    bool is_decode);
 
 // Called by every device of the current mesh. `cache` is this device's
 // decode cache (`AllocateKvCache`), of the shape `options` describes;

@@ -44,12 +44,12 @@ if not hasattr(dist.Backend, BACKEND.upper()):
 from meshdma.torch.kernels import (  # noqa: E402
     flash_attention, make_kernel, paged_attention, registered_ops)
 from meshdma.torch.fused import (  # noqa: E402
-    all_gather_matmul, matmul_reduce_scatter, ring_attention)
+    KvCacheTransfer, all_gather_matmul, matmul_reduce_scatter, ring_attention)
 
 __all__ = ["BACKEND", "ProcessGroupMeshdma", "empty", "zeros",
            "flash_attention", "paged_attention", "make_kernel", "registered_ops",
            "all_gather_matmul",
-           "matmul_reduce_scatter", "ring_attention"]
+           "matmul_reduce_scatter", "ring_attention", "KvCacheTransfer"]
 
 
 def empty(*size, dtype=torch.float32):

@@ -48,3 +48,82 @@ def ring_attention(q, k, v, group=None, causal=False, sm_scale=None, layout="con
     return _C._ring_attention(_meshdma_group(group, "ring_attention"), q, k, v,
                               bool(causal), None if sm_scale is None else float(sm_scale),
                               layout)
+
+
+class KvCacheTransfer:
+    """A prefill rank's KV cache, streamed layer by layer into a decode
+    rank's paged cache (disaggregated serving).
+
+    The group (default: the default group) is a meshdma group of the 2
+    ranks of the launch: rank 0 prefills, rank 1 decodes. Both ranks make
+    the object alike (same sizes, in the same order as their other heap
+    tensors) and call ``transfer`` once per prompt, in the same order.
+
+    ``cache`` is the decode cache, a tensor of meshdma's symmetric heap,
+    float32 ``[num_layers, 2, num_kv_heads, total_pages, page_size,
+    head_dim]`` (keys at ``[:, 0]``, values at ``[:, 1]``): for layer l,
+    ``key_cache(l)`` and ``value_cache(l)`` have the layout that
+    ``meshdma.torch.paged_attention`` reads. On the prefill rank it is
+    allocated too (the heap is symmetric) but not written.
+    """
+
+    def __init__(self, *, num_layers, num_kv_heads, head_dim, page_size,
+                 total_pages, group=None):
+        self.group = _meshdma_group(group, "KvCacheTransfer")
+        if self.group.size() != 2:
+            raise ValueError(f"meshdma.KvCacheTransfer on rank {self.group.rank()}: "
+                             f"the group has {self.group.size()} ranks; a KV-cache "
+                             "transfer runs between 2 (rank 0 prefills, rank 1 decodes)")
+        sizes = dict(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                     page_size=page_size, total_pages=total_pages)
+        for name, value in sizes.items():
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"meshdma.KvCacheTransfer: {name} is {value!r}; "
+                                 "a positive int is required")
+        import meshdma.torch
+        self.num_layers, self.page_size = num_layers, page_size
+        self.cache = meshdma.torch.zeros(num_layers, 2, num_kv_heads, total_pages,
+                                         page_size, head_dim)
+
+    @property
+    def is_prefill(self):
+        return self.group.rank() == 0
+
+    def key_cache(self, layer):
+        return self.cache[layer, 0]
+
+    def value_cache(self, layer):
+        return self.cache[layer, 1]
+
+    def pages_for(self, seq_len):
+        """The number of cache pages a prompt of ``seq_len`` tokens takes."""
+        return -(-seq_len // self.page_size)
+
+    def transfer(self, seq_len, *, prefill=None, block_table=None, decode=None):
+        """One prompt of ``seq_len`` tokens, on both ranks.
+
+        On the prefill rank, ``prefill(layer)`` returns that layer's keys
+        and values, float32 ``[num_kv_heads, seq_len, head_dim]`` each; each
+        layer's pages leave while the next layer is computed. On the decode
+        rank, ``block_table`` (int32 ``[pages_for(seq_len)]``, distinct
+        pages) says where token t goes: page ``block_table[t // page_size]``,
+        row ``t % page_size``; ``decode(layer, key_cache, value_cache)``, if
+        given, runs as soon as that layer has arrived, while the next ones
+        travel. The callbacks run on meshdma's device thread: they may call
+        meshdma's kernels (``paged_attention``) but not the group's
+        collectives. Bad arguments raise before anything runs; an exception
+        in a callback ends the group (as a failed collective does)."""
+        import torch
+        if self.is_prefill:
+            if prefill is None:
+                raise ValueError("meshdma.KvCacheTransfer.transfer on rank 0 "
+                                 "(prefill): a prefill function is required")
+            table = torch.empty(0, dtype=torch.int32)
+        else:
+            if block_table is None:
+                raise ValueError("meshdma.KvCacheTransfer.transfer on rank 1 "
+                                 "(decode): a block_table is required")
+            table = (block_table if isinstance(block_table, torch.Tensor)
+                     else torch.tensor(block_table, dtype=torch.int32))
+        _C._kv_cache_transfer(self.group, self.cache, int(seq_len), table,
+                              prefill, decode)
