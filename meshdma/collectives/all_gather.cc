@@ -108,9 +108,11 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   const bool direct = plan.algorithm == CollectiveAlgorithm::kDirect;
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
-      collectives_internal::CallSignature(
-          collectives_internal::CollectiveKind::kAllGather, in.dtype(), count,
-          (tiled ? 1 : 0) | (direct ? 2 : 0), &output),
+      collectives_internal::WithPlan(
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kAllGather, in.dtype(),
+              count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output),
+          collectives_internal::PlanBits(plan.algorithm, options, false)),
       [&]() -> absl::Status {
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
         if (plan.algorithm == CollectiveAlgorithm::kHierarchical) {

@@ -181,9 +181,11 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   }
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
-      collectives_internal::CallSignature(
-          collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
-          input.num_elements(), split_axis * 8 + concat_axis, &output),
+      collectives_internal::WithPlan(
+          collectives_internal::CallSignature(
+              collectives_internal::CollectiveKind::kAllToAll, input.dtype(),
+              input.num_elements(), split_axis * 8 + concat_axis, &output),
+          collectives_internal::PlanBits(plan.algorithm, options, false)),
       [&]() -> absl::Status {
         if (plan.algorithm == CollectiveAlgorithm::kHierarchical) {
           return collectives_internal::HierarchicalAllToAll(

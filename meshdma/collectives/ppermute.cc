@@ -136,7 +136,8 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   if (plan.path == collectives_internal::Path::kChannel) {
     MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
     const int64_t signature = collectives_internal::CallSignature(
-        kKind, in.dtype(), in.num_elements(), 0, nullptr);
+        kKind, in.dtype(), in.num_elements(),
+        collectives_internal::PermutationAux(perm), nullptr);
     MESHDMA_RETURN_IF_ERROR(
         over_channel(channel, g, signature, dest_of[r], source_of[r]));
     collectives_internal::RememberChannelCall(
@@ -145,8 +146,9 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
   }
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
-      collectives_internal::CallSignature(kKind, in.dtype(), in.num_elements(),
-                                          0, nullptr),
+      collectives_internal::CallSignature(
+          kKind, in.dtype(), in.num_elements(),
+          collectives_internal::PermutationAux(perm), nullptr),
       [&]() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(
             Semaphore send_sem,

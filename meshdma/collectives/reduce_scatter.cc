@@ -122,9 +122,15 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
                            const collectives_internal::Plan& plan, ReduceOp op,
                            const ArrayRef& in, const ArrayRef& out) {
   using collectives_internal::CollectiveKind;
+  // The kernel's algorithm, and the pieces its rings cut, in its signature.
+  const int plan_bits = collectives_internal::PlanBits(
+      plan.algorithm, options,
+      plan.algorithm != CollectiveAlgorithm::kOneShot &&
+          plan.algorithm != CollectiveAlgorithm::kDirect);
   return collectives_internal::RunReductionKernel(
       name, g, options, plan.algorithm, CollectiveKind::kReduceScatter, op, in,
       nullptr, plan.reads_peer_inputs, plan.private_input, plan.boards,
+      plan_bits,
       [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
         if (g.size() == 1) {
           if (in.data() != out.data()) {
@@ -136,9 +142,11 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
           case CollectiveAlgorithm::kOneShot:
             return OneShot<T>(
                 name, g, op, in, out,
-                collectives_internal::CallSignature(
-                    CollectiveKind::kReduceScatter, in.dtype(),
-                    in.num_elements(), static_cast<int>(op), nullptr),
+                collectives_internal::WithPlan(
+                    collectives_internal::CallSignature(
+                        CollectiveKind::kReduceScatter, in.dtype(),
+                        in.num_elements(), static_cast<int>(op), nullptr),
+                    plan_bits),
                 one_shot_check);
           case CollectiveAlgorithm::kHierarchical:
             return collectives_internal::HierarchicalReduceScatter<T>(

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -147,6 +148,64 @@ TEST(OneShotMismatch, ElementCountOwnAllocations) {
       },
       {"psum of 16384 f32|carries no call signature",
        "psum of 32768 f32|carries no call signature"});
+}
+
+// --- Plans that differ (the kernel's algorithm, the pieces its rings cut,
+// ppermute's permutation): the call signature carries the plan, so the
+// kernel's entry names both plans at once.
+
+CollectiveOptions Algorithm(CollectiveAlgorithm a, int64_t chunk_bytes) {
+  CollectiveOptions o;
+  o.algorithm = a;
+  o.chunk_bytes = chunk_bytes;
+  return o;
+}
+
+TEST(PlanMismatch, Algorithm) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+        // Kernels on every launch (a one-shot this size takes the channel
+        // across hosts).
+        return psum(a, a, {"x"},
+                    Algorithm(me == 0 ? CollectiveAlgorithm::kRing
+                                      : CollectiveAlgorithm::kBidirectionalRing,
+                              256 << 10));
+      },
+      {"psum of 65536 f32", "elements (sum, ring", "bidirectional_ring"});
+}
+
+TEST(PlanMismatch, ChunkBytes) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+        return psum(a, a, {"x"},
+                    Algorithm(CollectiveAlgorithm::kRing,
+                              me == 0 ? 16 << 10 : 64 << 10));
+      },
+      {"psum of 65536 f32", "in pieces #"});
+}
+
+// A kernel's ppermute: every member shifts by one, device 0 without the
+// pair that wraps around.
+TEST(PlanMismatch, PpermutePermutation) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({65536}));
+        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({65536}));
+        std::vector<std::pair<int, int>> perm;
+        for (int i = 0; i < (me == 0 ? n - 1 : n); ++i) {
+          perm.emplace_back(i, (i + 1) % n);
+        }
+        CollectiveOptions o;
+        o.algorithm = CollectiveAlgorithm::kRing;  // A kernel at any size.
+        return ppermute(in, out, {"x"}, perm, o);
+      },
+      {"ppermute of 65536 f32", "permutation #"});
 }
 
 // --- Outputs whose size differs per member by design. Each member allocates

@@ -200,20 +200,27 @@ absl::Status PadToLargestOutput(const ArrayRef& output, int64_t largest_bytes) {
 
 namespace {
 
-// Signature layout (62 bits, never 0): [count + 1 mod 2^30 : 30][heap offset
-// / 64 mod 2^20 : 20][dtype : 3][kind : 3][aux : 6]. Decoded for messages.
+// Signature layout (62 bits, never 0): [plan : 6][count + 1 mod 2^24 :
+// 24][heap offset / 64 mod 2^20 : 20][dtype : 3][kind : 3][aux : 6]. The
+// plan: [pieces hash : 3][algorithm + 1 : 3] (0: none given). Decoded for
+// messages.
+constexpr int kCountBits = 24;
+constexpr int kPlanShift = 32 + kCountBits;
 struct Signature {
   int64_t count = 0;
   int64_t offset = -1;
-  int dtype = 0, kind = 0, aux = 0;
+  int dtype = 0, kind = 0, aux = 0, plan = 0;
   int64_t Encode() const {
     const int64_t off = offset < 0 ? 0 : (offset / 64 + 1) & ((1 << 20) - 1);
-    return (((count + 1) & ((int64_t{1} << 30) - 1)) << 32) | (off << 12) |
-           (int64_t{dtype & 7} << 9) | (int64_t{kind & 7} << 6) | (aux & 63);
+    return (int64_t{plan & 63} << kPlanShift) |
+           (((count + 1) & ((int64_t{1} << kCountBits) - 1)) << 32) |
+           (off << 12) | (int64_t{dtype & 7} << 9) | (int64_t{kind & 7} << 6) |
+           (aux & 63);
   }
   static Signature Decode(int64_t v) {
     Signature s;
-    s.count = ((v >> 32) & ((int64_t{1} << 30) - 1)) - 1;
+    s.plan = static_cast<int>((v >> kPlanShift) & 63);
+    s.count = ((v >> 32) & ((int64_t{1} << kCountBits) - 1)) - 1;
     const int64_t off = (v >> 12) & ((1 << 20) - 1);
     s.offset = off == 0 ? -1 : (off - 1) * 64;
     s.dtype = static_cast<int>((v >> 9) & 7);
@@ -241,7 +248,24 @@ struct Signature {
                           : ", direct: symmetric input read in place";
     const std::string option = (kind == 3 || kind == 4) && (aux & 7) < 4
                                    ? absl::StrCat(kOps[aux & 7], direct)
-                                   : absl::StrCat("option ", aux);
+                               : kind == 1 ? absl::StrCat("permutation #", aux)
+                                           : absl::StrCat("option ", aux);
+    // The plan: the kernel's algorithm, and its pieces (PlanBits).
+    const int algorithm = (plan & 7) - 1;
+    const std::string planned =
+        algorithm < 0
+            ? ""
+            : absl::StrCat(
+                  ", ",
+                  IsValidCollectiveAlgorithm(
+                      static_cast<CollectiveAlgorithm>(algorithm))
+                      ? CollectiveAlgorithmName(
+                            static_cast<CollectiveAlgorithm>(algorithm))
+                      : "?",
+                  (plan >> 3) == 0
+                      ? ""
+                      : absl::StrCat(" in pieces #", plan >> 3,
+                                     " (chunk_bytes, num_buffers)"));
     const std::string where =
         offset < 0         ? ""
         : (aux & 24) == 24 ? absl::StrCat(" with its output at heap offset ~",
@@ -255,7 +279,7 @@ struct Signature {
                            offset);
     return absl::StrCat(kKinds[kind], " of ", count, " ",
                         dtype <= 6 ? DTypeName(static_cast<DType>(dtype)) : "?",
-                        " elements (", option, ")", where);
+                        " elements (", option, planned, ")", where);
   }
 };
 
@@ -264,7 +288,7 @@ struct Signature {
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
                       const ArrayRef* symmetric, const ArrayRef* second) {
   Signature me;
-  me.count = count % ((int64_t{1} << 30) - 1);
+  me.count = count % ((int64_t{1} << kCountBits) - 1);
   me.offset = symmetric != nullptr && symmetric->is_symmetric()
                   ? symmetric->heap_offset()
                   : -1;
@@ -276,6 +300,43 @@ int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
   me.kind = static_cast<int>(kind);
   me.aux = aux;
   return me.Encode();
+}
+
+int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
+             bool cuts) {
+  int pieces = 0;
+  if (cuts) {
+    uint64_t h =
+        static_cast<uint64_t>(options.chunk_bytes) * 0x9E3779B97F4A7C15u;
+    h ^= static_cast<uint64_t>(options.num_buffers) * 0xC2B2AE3D27D4EB4Fu;
+    if (algorithm == CollectiveAlgorithm::kHierarchical) {
+      h ^=
+          static_cast<uint64_t>(options.lane_chunk_bytes) * 0x165667B19E3779F9u;
+    }
+    pieces = static_cast<int>((h >> 61) & 7);
+  }
+  return (pieces << 3) | ((static_cast<int>(algorithm) + 1) & 7);
+}
+
+int64_t WithPlan(int64_t signature, int plan_bits) {
+  return (signature & ~(int64_t{63} << kPlanShift)) |
+         (int64_t{plan_bits & 63} << kPlanShift);
+}
+
+int PermutationAux(std::span<const std::pair<int, int>> perm) {
+  // splitmix64's finalizer of each pair, summed (any order), then mixed.
+  auto mix = [](uint64_t z) {
+    z += 0x9E3779B97F4A7C15u;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+  };
+  uint64_t sum = 0;
+  for (const auto& [src, dst] : perm) {
+    sum += mix((static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
+               static_cast<uint32_t>(dst));
+  }
+  return static_cast<int>((mix(sum) >> 58) & 63);
 }
 
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,23 +90,37 @@ enum class CollectiveKind : int {
 // The neighbour check: tells the next device of the ring what this call is
 // and checks that the previous device is making the same call, as a 62-bit
 // signature (`CallSignature`) sent as one signal on the kernel's BARRIER
-// semaphore: kind, dtype, element count (mod 2^30), `aux` in [0, 64), and
-// the heap offset of `symmetric` (the output peers write into, when it must
-// be symmetric), so that outputs allocated at different offsets are an
-// error rather than writes into the wrong bytes. With `second` (a symmetric
-// input that peers read in place, kDirect), the offset mixes both operands'.
-// `EnterKernel` runs it after the entry barrier (or only on a mismatch, see
-// there); the one-shot reductions run it in two halves, overlapped with
-// their first data: `SendSignature` tells the next device of the ring what
-// this call is; `ReceiveSignature` waits for the previous device's and
-// fails, naming both calls, when it differs. Call the second before waiting
-// for any data a mismatched peer might never send.
+// semaphore: kind, dtype, element count (mod about 2^24), `aux` in [0, 64),
+// the plan (`PlanBits`, added by `WithPlan`) and the heap offset of
+// `symmetric` (the output peers write into, when it must be symmetric), so that
+// outputs allocated at different offsets are an error rather than writes into
+// the wrong bytes. With `second` (a symmetric input that peers read in place,
+// kDirect), the offset mixes both operands'. `EnterKernel` runs it after the
+// entry barrier (or only on a mismatch, see there); the one-shot reductions run
+// it in two halves, overlapped with their first data: `SendSignature` tells the
+// next device of the ring what this call is; `ReceiveSignature` waits for the
+// previous device's and fails, naming both calls, when it differs. Call the
+// second before waiting for any data a mismatched peer might never send.
 absl::Status SendSignature(const Group& group, int64_t signature);
 absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
                               int64_t signature);
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
                       const ArrayRef* symmetric,
                       const ArrayRef* second = nullptr);
+// The plan of a call as its signature carries it (6 bits, in place of the
+// count's top bits): the kernel's `algorithm`, and where `cuts` (the
+// reductions' rings and hierarchy, whose steps move pieces of `chunk_bytes`
+// through `num_buffers` slots, and between hosts `lane_chunk_bytes`) a
+// 3-bit hash of those options. Members whose plans differ (another
+// algorithm requested, other chunk sizes) then fail at the kernel's entry,
+// naming both plans, instead of waiting for bytes the other never sends.
+// `WithPlan` puts `plan_bits` into `signature`.
+int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
+             bool cuts);
+int64_t WithPlan(int64_t signature, int plan_bits);
+// ppermute's `aux`: a 6-bit hash of its pairs (the same on every member that
+// passes the same permutation, in any order).
+int PermutationAux(std::span<const std::pair<int, int>> perm);
 // The error when a peer's signature differs.
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                                int64_t mine, int64_t theirs, int peer);

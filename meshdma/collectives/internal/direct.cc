@@ -58,6 +58,7 @@ absl::Status RunReductionKernel(
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
     bool reads_peer_inputs, bool private_input, bool publish_input,
+    int plan_bits,
     absl::FunctionRef<absl::Status(bool one_shot_check, const ArrayRef* board)>
         body) {
   const bool one_shot = algorithm == CollectiveAlgorithm::kOneShot;
@@ -83,11 +84,12 @@ absl::Status RunReductionKernel(
       std::memcpy(board->data(), &address, sizeof(address));
     }
     if (barrier_in_body) MESHDMA_RETURN_IF_ERROR(device_barrier());
-    MESHDMA_RETURN_IF_ERROR(
-        EnterKernel(name, g, options.check_peers && (at_entry || !one_shot),
-                    ReductionSignature(kind, in.dtype(), in.num_elements(), aux,
-                                       symmetric_output,
-                                       reads_peer_inputs ? &in : nullptr)));
+    MESHDMA_RETURN_IF_ERROR(EnterKernel(
+        name, g, options.check_peers && (at_entry || !one_shot),
+        WithPlan(ReductionSignature(kind, in.dtype(), in.num_elements(), aux,
+                                    symmetric_output,
+                                    reads_peer_inputs ? &in : nullptr),
+                 plan_bits)));
     return body(options.check_peers && !at_entry,
                 board.has_value() ? &*board : nullptr);
   });

@@ -109,12 +109,14 @@ int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
 // (kPrivateInputAux). With `publish_input` (kBoardInputsAux: kDirect on
 // threads of one process, or the hierarchy's steps inside hosts that are one
 // process each), `in`'s address goes on a board before the entry barrier and
-// `board` is that board (`MemberInputs`); else it is null.
+// `board` is that board (`MemberInputs`); else it is null. `plan_bits`
+// (`PlanBits`, common.h) go into the signature.
 absl::Status RunReductionKernel(
     absl::string_view name, const Group& g, const CollectiveOptions& options,
     CollectiveAlgorithm algorithm, CollectiveKind kind, ReduceOp op,
     const ArrayRef& in, const ArrayRef* symmetric_output,
     bool reads_peer_inputs, bool private_input, bool publish_input,
+    int plan_bits,
     absl::FunctionRef<absl::Status(bool one_shot_check, const ArrayRef* board)>
         body);
 
