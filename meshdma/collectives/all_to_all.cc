@@ -38,7 +38,10 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   using collectives_internal::Channel;
   constexpr collectives_internal::CollectiveKind kKind =
       collectives_internal::CollectiveKind::kAllToAll;
-  const int aux = split_axis * 8 + concat_axis;
+  // The call's axes in its signature; wraps (never overflows) for axes
+  // outside the operands, which the checks below reject.
+  const int aux = static_cast<int>(static_cast<unsigned>(split_axis) * 8u +
+                                   static_cast<unsigned>(concat_axis));
   // Small, both split along dimension 0 and contiguous: one exchange over the
   // group's channel, no entry barrier (blocks are byte ranges).
   //   step 1: push block j of my input to member j (Channel::Exchange);
