@@ -15,6 +15,51 @@
 
 namespace meshdma {
 
+namespace {
+
+// The kernel of one DMA push per pair, `dest` and `source` this device's
+// positions in the permutation (-1 where it names none):
+//   step 1: push my input to my destination (a plain copy to myself). Eager:
+//           this device waits next, so a copy worker would add only its
+//           wake-up (`mpirun -np 2 -x MESHDMA_DMA_MODE=async|eager
+//           meshdma-bench --collective ppermute_call -b 32K -e 1M -f 2`);
+//   step 2: zeros if nobody sends to me, else wait for my source's bytes;
+//   step 3: my input may be reused once my push has been read.
+absl::Status PushPairs(const collectives_internal::Group& g, const ArrayRef& in,
+                       const ArrayRef& out, int dest, int source) {
+  const int r = g.index;
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore send_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "ppermute send"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore recv_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "ppermute recv"));
+  if (in.num_elements() == 0) return absl::OkStatus();
+  // Step 1.
+  std::optional<AsyncCopyDescriptor> send;
+  if (dest >= 0 && dest != r) {
+    send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
+                                            g.members[dest]);
+    MESHDMA_RETURN_IF_ERROR(send->start_eager());
+  } else if (dest == r) {
+    collectives_internal::LocalCopy(in, out);
+  }
+  // Step 2.
+  if (source < 0) {
+    if (RaceCheckingEnabled()) AnnotateWrite(out, "zero fill");
+    std::memset(out.data(), 0, out.size_bytes());
+  } else if (source != r) {
+    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
+                                out, out, send_sem, recv_sem, g.members[source])
+                                .wait_recv());
+  }
+  // Step 3.
+  if (send.has_value()) MESHDMA_RETURN_IF_ERROR(send->wait_send());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
                       const std::vector<std::string>& axes,
                       const std::vector<std::pair<int, int>>& perm,
@@ -149,40 +194,7 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
       collectives_internal::CallSignature(
           kKind, in.dtype(), in.num_elements(),
           collectives_internal::PermutationAux(perm), nullptr),
-      [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore send_sem,
-            AllocateSemaphore(SemaphoreType::kDma, "ppermute send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore recv_sem,
-            AllocateSemaphore(SemaphoreType::kDma, "ppermute recv"));
-        const bool empty = in.num_elements() == 0;
-        // Step 1: push my input to my destination (a plain copy to myself).
-        // Eager: this device waits next, so a copy worker would add only
-        // its wake-up (`mpirun -np 2 -x MESHDMA_DMA_MODE=async|eager
-        // meshdma-bench --collective ppermute_call -b 32K -e 1M -f 2`).
-        std::optional<AsyncCopyDescriptor> send;
-        if (remote_out && !empty) {
-          send = collectives_internal::RemoteCopy(in, out, send_sem, recv_sem,
-                                                  g.members[dest_of[r]]);
-          MESHDMA_RETURN_IF_ERROR(send->start_eager());
-        } else if (dest_of[r] == r && !empty) {
-          collectives_internal::LocalCopy(in, out);
-        }
-        // Step 2: zeros if nobody sends to me, else wait for my source's bytes.
-        if (source_of[r] < 0 && !empty) {
-          if (RaceCheckingEnabled()) AnnotateWrite(out, "zero fill");
-          std::memset(out.data(), 0, out.size_bytes());
-        } else if (remote_in && !empty) {
-          MESHDMA_RETURN_IF_ERROR(
-              collectives_internal::RemoteCopy(out, out, send_sem, recv_sem,
-                                               g.members[source_of[r]])
-                  .wait_recv());
-        }
-        // Step 3: my input may be reused once my push has been read.
-        if (send.has_value()) MESHDMA_RETURN_IF_ERROR(send->wait_send());
-        return absl::OkStatus();
-      });
+      [&]() { return PushPairs(g, in, out, dest_of[r], source_of[r]); });
 }
 
 }  // namespace meshdma
