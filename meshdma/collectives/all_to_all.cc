@@ -31,6 +31,58 @@ std::vector<int64_t> AllToAllOutputShape(std::span<const int64_t> input_shape,
   return shape;
 }
 
+namespace {
+
+// The kernel of one DMA push per peer. `send_block(j)` is the block of my
+// input bound for position j, `output_of(j)` member j's output (a
+// StatusOr), `recv_block(out, src)` where position `src`'s block lands in
+// `out`:
+//   step 1: push block j into member j's output, starting with the next
+//           member so that not everyone targets position 0 first;
+//   step 2: my own block, copied here while the sends travel;
+//   step 3: the n-1 blocks for me (all the same size), then my sends.
+template <typename SendBlock, typename OutputOf, typename RecvBlock>
+absl::Status PushBlocks(const collectives_internal::Group& g,
+                        const ArrayRef& output, SendBlock send_block,
+                        OutputOf output_of, RecvBlock recv_block) {
+  const int n = g.size(), r = g.index;
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore send_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "all_to_all send"));
+  MESHDMA_ASSIGN_OR_RETURN(
+      Semaphore recv_sem,
+      AllocateSemaphore(SemaphoreType::kDma, "all_to_all recv"));
+  // Step 1.
+  std::vector<AsyncCopyDescriptor> sends;
+  for (int i = 1; i < n; ++i) {
+    const int j = (r + i) % n;
+    const ArrayRef src = send_block(j);
+    if (src.num_elements() == 0) continue;
+    MESHDMA_ASSIGN_OR_RETURN(const ArrayRef out_j, output_of(j));
+    sends.push_back(collectives_internal::RemoteCopy(
+        src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
+    MESHDMA_RETURN_IF_ERROR(sends.back().start());
+  }
+  // Step 2.
+  collectives_internal::LocalCopy(send_block(r), recv_block(output, r));
+  // Step 3.
+  const ArrayRef mine = recv_block(output, r);
+  if (mine.num_elements() > 0) {
+    for (int i = 1; i < n; ++i) {
+      const int src = g.PositionAt(-i);
+      const ArrayRef slot = recv_block(output, src);
+      MESHDMA_RETURN_IF_ERROR(
+          collectives_internal::RemoteCopy(slot, slot, send_sem, recv_sem,
+                                           g.members[src])
+              .wait_recv());
+    }
+  }
+  for (AsyncCopyDescriptor& s : sends) MESHDMA_RETURN_IF_ERROR(s.wait_send());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
                         const std::vector<std::string>& axes, int split_axis,
                         int concat_axis, const CollectiveOptions& options) {
@@ -198,41 +250,7 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           return collectives_internal::DirectAllToAll(g, input, send_block,
                                                       output_of, recv_block);
         }
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore send_sem,
-            AllocateSemaphore(SemaphoreType::kDma, "all_to_all send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore recv_sem,
-            AllocateSemaphore(SemaphoreType::kDma, "all_to_all recv"));
-        // Step 1: push block j into member j's output, starting with the next
-        // member so that not everyone targets position 0 first.
-        std::vector<AsyncCopyDescriptor> sends;
-        for (int i = 1; i < n; ++i) {
-          const int j = (r + i) % n;
-          const ArrayRef src = send_block(j);
-          if (src.num_elements() == 0) continue;
-          MESHDMA_ASSIGN_OR_RETURN(const ArrayRef out_j, output_of(j));
-          sends.push_back(collectives_internal::RemoteCopy(
-              src, recv_block(out_j, r), send_sem, recv_sem, g.members[j]));
-          MESHDMA_RETURN_IF_ERROR(sends.back().start());
-        }
-        // Step 2: my own block, copied here while the sends travel.
-        collectives_internal::LocalCopy(send_block(r), recv_block(output, r));
-        // Step 3: the n-1 blocks for me (all the same size), then my sends.
-        const ArrayRef mine = recv_block(output, r);
-        if (mine.num_elements() > 0) {
-          for (int i = 1; i < n; ++i) {
-            const int src = g.PositionAt(-i);
-            const ArrayRef slot = recv_block(output, src);
-            MESHDMA_RETURN_IF_ERROR(
-                collectives_internal::RemoteCopy(slot, slot, send_sem, recv_sem,
-                                                 g.members[src])
-                    .wait_recv());
-          }
-        }
-        for (AsyncCopyDescriptor& s : sends)
-          MESHDMA_RETURN_IF_ERROR(s.wait_send());
-        return absl::OkStatus();
+        return PushBlocks(g, output, send_block, output_of, recv_block);
       });
 }
 
