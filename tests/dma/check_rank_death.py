@@ -4,7 +4,7 @@
 Usage: check_rank_death.py MODE TIMEOUT_S MPIRUN [MPIRUN ARGS...] BINARY
 
 Every live process must exit nonzero within TIMEOUT_S plus the fault
-grace docs/semantics.md states (min(TIMEOUT_S / 5, 1 s)) and a margin for
+grace docs/semantics.md states (min(T / 10, 0.5 s) + min(T, 1 s)) and a margin for
 a loaded machine (before TIMEOUT_S where rank 1 dies: every process runs on
 this machine, where the others notice its exit at once), and the output must
 name the lost rank (1). Where a wait timed out (stop, hang), the Status of
@@ -59,9 +59,9 @@ def main():
     live = [0] if mode != "hang" else [0, 1]
     timed = [0] if mode not in ("early", "hang") else [0, 1]
     # From the runtime's start: the wait timeout, the fault grace (the
-    # mesh-wide report's and the aborted shutdown's, min(T / 10, 0.5 s)
-    # each) and a margin for a loaded machine.
-    limit = timeout + min(timeout / 5, 1.0) + 1.0
+    # mesh-wide report's, min(T / 10, 0.5 s)), the aborted shutdown's wait
+    # (min(T, 1 s)) and a margin for a loaded machine.
+    limit = timeout + min(timeout / 10, 0.5) + min(timeout, 1.0) + 1.0
     if mode == "again":  # Plus the refused Run's barrier.
         limit += timeout
     # A process that dies is noticed at once by the others of its machine

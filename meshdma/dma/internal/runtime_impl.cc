@@ -50,9 +50,14 @@ void AbortRunAtExit() {
   if (rt != nullptr && CurrentDevice() != nullptr) rt->OnExitDuringRun();
 }
 
-// The most a fault's report adds to the wait timeout at each of its two
-// steps (RuntimeImpl::fault_grace).
+// The most the mesh-wide hang report waits for fresh boards
+// (RuntimeImpl::fault_grace).
 constexpr absl::Duration kMaxFaultGrace = absl::Milliseconds(500);
+// The most an aborted shutdown waits for its peers (healthy ones were told
+// and are shutting down too). Shorter, a peer slowed by a loaded machine
+// misses the barrier and is taken for lost, which poisons MPI for the rest
+// of the process (a later runtime of the process is refused).
+constexpr absl::Duration kMaxAbortedShutdown = absl::Seconds(1);
 
 // A Run whose only failure is races (RaceChecker::TakeReport's code).
 constexpr absl::StatusCode kRaceCode = absl::StatusCode::kFailedPrecondition;
@@ -1122,7 +1127,8 @@ absl::Duration RuntimeImpl::fault_grace() const {
 }
 
 absl::Duration RuntimeImpl::shutdown_timeout() const {
-  return aborted() ? fault_grace() : wait_timeout_;
+  return aborted() ? std::min(wait_timeout_, kMaxAbortedShutdown)
+                   : wait_timeout_;
 }
 
 std::string RuntimeImpl::MeshHangReport(int device, int64_t since_ns) {

@@ -50,12 +50,11 @@ class RuntimeImpl : public TransportHost {
     return RemotePeers() ? remote_transport_->congestion_control() : "";
   }
   absl::Duration wait_timeout() const override { return wait_timeout_; }
-  // The wait timeout, or the fault grace once the launch is aborted.
+  // The wait timeout, or once the launch is aborted the wait timeout up to
+  // 1 s (docs/semantics.md, "Faults within the timeout").
   absl::Duration shutdown_timeout() const override;
-  // How long a fault's report may add to the wait timeout at each of its two
-  // steps (the mesh-wide hang report's wait for fresh boards, the aborted
-  // shutdown's wait for peers): a tenth of the timeout, at most 0.5 s
-  // (docs/semantics.md, "Faults within the timeout").
+  // How long the mesh-wide hang report of a timeout waits for fresh boards:
+  // a tenth of the timeout, at most 0.5 s.
   absl::Duration fault_grace() const;
   int64_t async_min_bytes() const { return options_.async_min_bytes; }
   int64_t copy_chunk_bytes() const { return options_.copy_chunk_bytes; }
