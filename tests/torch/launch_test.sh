@@ -35,7 +35,8 @@ case "$mode" in
   *) echo "launch_test.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 cat "$log"
-oks=$(grep -c "$expect" "$log" || true)
+# Occurrences, not lines: mpirun may join two ranks' lines into one.
+oks=$({ grep -o "$expect" "$log" || true; } | wc -l)
 if [ "$oks" -ne 2 ]; then
   echo "launch_test.sh $mode: $oks of 2 ranks said OK" >&2
   exit 1
