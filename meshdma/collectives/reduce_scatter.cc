@@ -122,20 +122,15 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
                            const collectives_internal::Plan& plan, ReduceOp op,
                            const ArrayRef& in, const ArrayRef& out) {
   using collectives_internal::CollectiveKind;
-  // The kernel's algorithm, and the pieces its rings cut, in its signature.
-  const int plan_bits = collectives_internal::PlanBits(
-      plan.algorithm, options,
-      plan.algorithm != CollectiveAlgorithm::kOneShot &&
-          plan.algorithm != CollectiveAlgorithm::kDirect);
+  const int plan_bits =
+      collectives_internal::ReductionPlanBits(plan.algorithm, options);
   return collectives_internal::RunReductionKernel(
       name, g, options, plan.algorithm, CollectiveKind::kReduceScatter, op, in,
       nullptr, plan.reads_peer_inputs, plan.private_input, plan.boards,
       plan_bits,
       [&](bool one_shot_check, const ArrayRef* board) -> absl::Status {
         if (g.size() == 1) {
-          if (in.data() != out.data()) {
-            std::memmove(out.data(), in.data(), in.size_bytes());
-          }
+          collectives_internal::LocalCopy(in, out);
           return absl::OkStatus();
         }
         switch (plan.algorithm) {

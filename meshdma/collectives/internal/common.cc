@@ -318,6 +318,13 @@ int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
   return (pieces << 3) | ((static_cast<int>(algorithm) + 1) & 7);
 }
 
+int ReductionPlanBits(CollectiveAlgorithm algorithm,
+                      const CollectiveOptions& options) {
+  return PlanBits(algorithm, options,
+                  algorithm != CollectiveAlgorithm::kOneShot &&
+                      algorithm != CollectiveAlgorithm::kDirect);
+}
+
 int64_t WithPlan(int64_t signature, int plan_bits) {
   return (signature & ~(int64_t{63} << kPlanShift)) |
          (int64_t{plan_bits & 63} << kPlanShift);

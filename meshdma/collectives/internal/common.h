@@ -118,6 +118,10 @@ int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
 int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
              bool cuts);
 int64_t WithPlan(int64_t signature, int plan_bits);
+// `PlanBits` of a reduction's kernel (all-reduce, reduce-scatter): its rings
+// and hierarchy cut pieces; one-shot and direct do not.
+int ReductionPlanBits(CollectiveAlgorithm algorithm,
+                      const CollectiveOptions& options);
 // ppermute's `aux`: a 6-bit hash of its pairs (the same on every member that
 // passes the same permutation, in any order).
 int PermutationAux(std::span<const std::pair<int, int>> perm);
