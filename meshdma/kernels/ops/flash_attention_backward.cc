@@ -37,30 +37,27 @@ int64_t LastQuery(const Geometry& g, int64_t i) {
 bool Needed(const Geometry& g, int64_t i, int64_t j) {
   return !g.causal || LastQuery(g, i) >= j * g.bk;
 }
-// The last key block query block i needs.
-int64_t LastKeyBlock(const Geometry& g, int64_t i) {
-  if (!g.causal) return g.nk - 1;
-  return std::min(g.nk - 1, LastQuery(g, i) / g.bk);
-}
 // The first query block key block j is needed by (causal).
 int64_t FirstQueryBlock(const Geometry& g, int64_t j) {
   if (!g.causal) return 0;
   return std::min(g.nq - 1, (j * g.bk) / g.bq);
 }
 
-// Scratch shared by both kernels: 0 p[bq, bk], 1 ds[bq, bk], 2 delta[bq],
-// 3 acc0, 4 acc1 (kernel-specific accumulators), then widened copies of
-// 5 q, 6 o, 7 d_out [bq, d], 8 k, 9 v [bk, d] (bf16/f16 only).
-enum : int { kP = 0, kDs, kDelta, kAcc0, kAcc1, kQf, kOf, kDof, kKf, kVf };
+// Scratch of the kernel: 0 p[bq, bk], 1 ds[bq, bk], 2 delta[bq], 3 dk and
+// 4 dv [bk, d] (the current key block's accumulators), 5 dq [group, sq, d]
+// (the accumulators of every query row of the kv head's group), then
+// widened copies of 6 q, 7 o, 8 d_out [bq, d], 9 k, 10 v [bk, d] (bf16/f16
+// only).
+enum : int { kP = 0, kDs, kDelta, kDk, kDv, kDq, kQf, kOf, kDof, kKf, kVf };
 
-std::vector<ScratchShape> Scratch(const Geometry& g, bool dkdv) {
+std::vector<ScratchShape> Scratch(const Geometry& g) {
   const bool wide = g.dtype != DType::kF32;
-  const int64_t acc_rows = dkdv ? g.bk : g.bq;
   return {VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.bq}, DType::kF32),
-          VMEM({acc_rows, g.d}, DType::kF32),
-          VMEM({dkdv ? acc_rows : 1, g.d}, DType::kF32),
+          VMEM({g.bk, g.d}, DType::kF32),
+          VMEM({g.bk, g.d}, DType::kF32),
+          VMEM({g.group, g.sq, g.d}, DType::kF32),
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
@@ -127,7 +124,7 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
     int64_t limit = r < q_valid && t.lse[r] != kNegInf ? kv_valid : 0;
     if (g.causal) limit = std::min(limit, i * bq + r - j * bk + 1);
     limit = std::max<int64_t>(limit, 0);
-    for (int64_t c = 0; c < limit; ++c) row[c] = std::exp(row[c] - t.lse[r]);
+    if (limit > 0) kernels_internal::ExpShiftSum(row, limit, t.lse[r]);
     std::fill(row + limit, row + bk, 0.0f);
     float dot = 0;
     for (int64_t c = 0; c < d; ++c) dot += t.dout[r * d + c] * t.o[r * d + c];
@@ -141,43 +138,43 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   }
 }
 
-// Kernel 1, grid (b, kv head, j, t = g * nq + i).
-absl::Status DkDvBody(const Geometry& g, const KernelArgs& a) {
+// The kernel, grid (b, kv head, key block j, t = head in group * nq + i).
+// dK_j and dV_j accumulate over t and are stored when t ends; dQ of every
+// query row of the group accumulates over (j, t) and is stored at the
+// group's last grid point.
+absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
   const int64_t j = program_id(2), t = program_id(3);
-  const int64_t i = t % g.nq;
-  float* dk = F32(a, kAcc0);
-  float* dv = F32(a, kAcc1);
-  if (t == 0) {
+  const int64_t head = t / g.nq, i = t % g.nq;
+  const bool first_t = t == 0, last_t = t == num_programs(3) - 1;
+  float* dk = F32(a, kDk);
+  float* dv = F32(a, kDv);
+  float* dq = F32(a, kDq);
+  // Step 1: zero the accumulators that start here.
+  if (first_t) {
     std::fill(dk, dk + g.bk * g.d, 0.0f);
     std::fill(dv, dv + g.bk * g.d, 0.0f);
+    if (j == 0) std::fill(dq, dq + g.group * g.sq * g.d, 0.0f);
   }
+  // Step 2: the tile's P and dS, then its share of every gradient.
   if (Needed(g, i, j)) {
     const Tile tile = LoadTile(g, a);
     ProbsAndDs(g, a, tile, i, j);
-    Gemm(true, false, g.bk, g.d, g.bq, 1.0f, F32(a, kP), g.bk, tile.dout, g.d,
-         1.0f, dv, g.d);
-    Gemm(true, false, g.bk, g.d, g.bq, g.scale, F32(a, kDs), g.bk, tile.q, g.d,
-         1.0f, dk, g.d);
+    const float* p = F32(a, kP);
+    const float* ds = F32(a, kDs);
+    Gemm(true, false, g.bk, g.d, g.bq, 1.0f, p, g.bk, tile.dout, g.d, 1.0f, dv,
+         g.d);
+    Gemm(true, false, g.bk, g.d, g.bq, g.scale, ds, g.bk, tile.q, g.d, 1.0f, dk,
+         g.d);
+    const int64_t rows = a.in_valid(0, 0);
+    Gemm(false, false, rows, g.d, g.bk, g.scale, ds, g.bk, tile.k, g.d, 1.0f,
+         dq + (head * g.sq + i * g.bq) * g.d, g.d);
   }
-  if (t == num_programs(3) - 1) {
+  // Step 3: store what ends here.
+  if (last_t) {
     StoreBlock(dk, a.output(0), 1.0f, g.dtype);
     StoreBlock(dv, a.output(1), 1.0f, g.dtype);
+    if (j == num_programs(2) - 1) StoreBlock(dq, a.output(2), 1.0f, g.dtype);
   }
-  return absl::OkStatus();
-}
-
-// Kernel 2, grid (b, head, i, j).
-absl::Status DqBody(const Geometry& g, const KernelArgs& a) {
-  const int64_t i = program_id(2), j = program_id(3);
-  float* dq = F32(a, kAcc0);
-  if (j == 0) std::fill(dq, dq + g.bq * g.d, 0.0f);
-  if (j <= LastKeyBlock(g, i)) {
-    const Tile tile = LoadTile(g, a);
-    ProbsAndDs(g, a, tile, i, j);
-    Gemm(false, false, g.bq, g.d, g.bk, g.scale, F32(a, kDs), g.bk, tile.k, g.d,
-         1.0f, dq, g.d);
-  }
-  if (j == num_programs(3) - 1) StoreBlock(dq, a.output(0), 1.0f, g.dtype);
   return absl::OkStatus();
 }
 
@@ -348,54 +345,34 @@ absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
   const Geometry geometry = MakeGeometry(q, k, o);
   const ArrayRef operands[6] = {q, k, v, out, d_out, lse};
 
-  // Step 2: kernel 1, dk and dv, grid (b, kv head, j, (head in group, i)).
-  // Query blocks a key block does not need map to the first one it needs,
-  // so they are not copied again.
-  {
-    Geometry g = geometry;
-    PallasCallParams p;
-    std::vector<ArrayRef> ins;
-    AddInputs(
-        operands, masks,
-        [g](G x) {
-          const int64_t i = std::max(x[3] % g.nq, FirstQueryBlock(g, x[2]));
-          return std::array<int64_t, 4>{x[0], x[1] * g.group + x[3] / g.nq, i,
-                                        x[2]};
-        },
-        g, p, ins);
-    p.name = "flash_attention_bwd_dkdv";
-    p.grid = {g.b, g.hkv, g.nk, g.group * g.nq};
-    auto k_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
-    const V k_block = {kSqueezed, kSqueezed, g.bk, g.d};
-    p.out_specs = {{k_block, k_map}, {k_block, k_map}};
-    p.scratch_shapes = Scratch(g, true);
-    p.output_names = {"dk", "dv"};
-    p.stats = o.stats;
-    const ArrayRef outs[] = {dk, dv};
-    MESHDMA_RETURN_IF_ERROR(pallas_call(
-        p, [g](const KernelArgs& a) { return DkDvBody(g, a); }, ins, outs));
-  }
-  // Step 3: kernel 2, dq, grid (b, head, i, j). Key blocks above the
-  // diagonal repeat the last needed one.
+  // Step 2: one kernel, grid (b, kv head, j, (head in group, i)). Query
+  // blocks a key block does not need map to the first one it needs, so they
+  // are not copied again.
   Geometry g = geometry;
   PallasCallParams p;
   std::vector<ArrayRef> ins;
   AddInputs(
       operands, masks,
       [g](G x) {
-        return std::array<int64_t, 4>{x[0], x[1], x[2],
-                                      std::min(x[3], LastKeyBlock(g, x[2]))};
+        const int64_t i = std::max(x[3] % g.nq, FirstQueryBlock(g, x[2]));
+        return std::array<int64_t, 4>{x[0], x[1] * g.group + x[3] / g.nq, i,
+                                      x[2]};
       },
       g, p, ins);
-  p.name = "flash_attention_bwd_dq";
-  p.grid = {g.b, g.h, g.nq, g.nk};
-  p.out_specs = {{{kSqueezed, kSqueezed, g.bq, g.d}, [](G x) {
-                    return V{x[0], x[1], x[2], 0};
-                  }}};
-  p.scratch_shapes = Scratch(g, false);
-  p.output_names = {"dq"};
-  return pallas_call(p, [g](const KernelArgs& a) { return DqBody(g, a); }, ins,
-                     {&dq, 1});
+  p.name = "flash_attention_bwd";
+  p.grid = {g.b, g.hkv, g.nk, g.group * g.nq};
+  auto kv_map = [](G x) { return V{x[0], x[1], x[2], 0}; };
+  auto group_map = [](G x) { return V{x[0], x[1], 0, 0}; };
+  const V kv_block = {kSqueezed, kSqueezed, g.bk, g.d};
+  p.out_specs = {{kv_block, kv_map},
+                 {kv_block, kv_map},
+                 {{kSqueezed, g.group, g.sq, g.d}, group_map}};
+  p.scratch_shapes = Scratch(g);
+  p.output_names = {"dk", "dv", "dq"};
+  p.stats = o.stats;
+  const ArrayRef outs[] = {dk, dv, dq};
+  return pallas_call(
+      p, [g](const KernelArgs& a) { return BackwardBody(g, a); }, ins, outs);
 }
 
 }  // namespace meshdma

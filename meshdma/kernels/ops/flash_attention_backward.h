@@ -7,13 +7,15 @@
 // blockwise, and with delta_i = rowsum(dO_i * O_i):
 //   dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = P * (dP - delta_i),
 //   dQ_i += scale * dS K_j,  dK_j += scale * dS^T Q_i.
-// Kernel 1 ("flash_attention_bwd_dkdv") has grid (b, kv head, key block j,
-// (query head in group, query block i)): dK_j and dV_j accumulate in f32
-// VMEM scratch while the last axis sweeps every query block of every query
-// head that shares the kv head (so MQA/GQA gradients are summed over the
-// group), and are written once. Kernel 2 ("flash_attention_bwd_dq") has grid
-// (b, head, i, j) and accumulates dQ_i over j. Causal: blocks entirely above
-// the diagonal are skipped (and, for dq, not copied).
+// One kernel ("flash_attention_bwd") with grid (b, kv head, key block j,
+// (query head in group, query block i)) computes each tile's P and dS once:
+// dK_j and dV_j accumulate in f32 VMEM scratch while the last axis sweeps
+// every query block of every query head that shares the kv head (so MQA/GQA
+// gradients are summed over the group), and are written once; dQ of the
+// group's query rows accumulates in an f32 scratch of [group, Sq, D] over
+// every (j, i) and is written at the group's last grid point (its VMEM grows
+// with Sq: 4 * group * Sq * D bytes, plus the output block). Causal: blocks
+// entirely above the diagonal are skipped and not copied.
 //
 // Layouts and dtypes as `FlashAttention` (kernels/ops/flash_attention.h): q,
 // out, d_out, dq [B, H, Sq, D]; k, v, dk, dv [B, Hkv, Skv, D]; all one dtype
