@@ -13,7 +13,10 @@
 //    seen, of chain o, at least W minus what the other chains can have
 //    landed before it: their credits not known to follow the wait. Those
 //    are known from the previous run, so the runs repeat until they agree
-//    (each is sound; each knows more).
+//    (each is sound; each knows more). Credits in order form runs, and a
+//    run's sure credits are its prefix (found by bisection), so a wait
+//    costs the runs it crosses, the credits it includes and one join: not
+//    the chain's pending credits.
 // 3. Each access is checked, in the run's order, FastTrack-style against
 //    the last write of its bytes and the reads since: a local access
 //    (d, p) precedes B when B's clock holds more than p events of d; a
@@ -65,10 +68,12 @@ struct Segment {
   llvm::SmallVector<int64_t, 2> dma_reads;
 };
 
-// A device's credit to itself, as SeedOrder replays its trace.
-struct SelfCredit {
-  int64_t amount;
-  int64_t read;  // the DMA's source read, or -1
+// A device's credits to one of its slots, as SeedOrder replays its trace.
+struct SelfCredits {
+  std::vector<int64_t> amounts, reads;  // per credit; a read may be -1
+  std::vector<char> sure;  // per credit: a wait is sure to have included it
+  int64_t all = 0, consumed = 0;
+  size_t first = 0;  // the credits before it are sure to have been included
 };
 
 // A credit issued and not yet sure to be included by a wait.
@@ -90,7 +95,11 @@ struct Chain {
   // in ordered_next). Signals arrive in order; a DMA's completion after the
   // previous one's only when its issuer saw that one complete first.
   std::vector<char> ordered, ordered_next;
+  // run_end[j]: the first credit after j not in order (by `ordered`), or
+  // the chain's length: credits j..run_end[j]-1 land in order.
+  std::vector<int64_t> run_end;
   std::vector<Pending> issued;  // this run's credits so far
+  std::vector<int64_t> breaks;  // the issued credits not in order, ascending
   int64_t first = 0;            // the first credit not yet sure
 };
 
@@ -207,8 +216,7 @@ class ClockChecker {
   // with every earlier credit of o landable. The first run starts from it.
   void SeedOrder(int o) {
     llvm::DenseMap<int, int64_t> last_read;  // chain -> its last DMA's read
-    llvm::DenseMap<int, std::vector<SelfCredit>> self;  // slot -> credits
-    llvm::DenseMap<int, int64_t> consumed;
+    llvm::DenseMap<int, SelfCredits> self;   // slot -> o's credits to it
     llvm::DenseSet<int64_t> seen;  // reads whose completion o has waited for
     std::vector<int64_t> issued(chains_.size(), 0);
     auto credit = [&](int target, int slot, int64_t read, int64_t amount) {
@@ -216,7 +224,12 @@ class ClockChecker {
       auto [it, fresh] = last_read.try_emplace(k, read);
       chains_[k].ordered[issued[k]++] = !fresh && seen.count(it->second);
       it->second = read;
-      if (target == o) self[slot].push_back({amount, read});
+      if (target != o) return;
+      SelfCredits& mine = self[slot];
+      mine.amounts.push_back(amount);
+      mine.reads.push_back(read);
+      mine.sure.push_back(0);
+      mine.all += amount;
     };
     for (int64_t call = 0; call < calls_; ++call)
       for (const Event& e : traces_[o].events) {
@@ -228,20 +241,26 @@ class ClockChecker {
           if (e.send_slot >= 0) credit(o, e.send_slot, read, e.amount);
         } else if (e.kind == EvKind::kWaitRecv || e.kind == EvKind::kWaitSend) {
           const auto& list = slot_chains_[Slot(o, e.slot)];
-          if (list.size() != 1 || !self.count(e.slot)) continue;
-          auto& credits = self[e.slot];
-          int64_t all = 0;
-          for (const SelfCredit& c : credits) all += c.amount;
-          int64_t spare = all - (consumed[e.slot] += e.amount), run = 0;
-          for (size_t j = credits.size(); j-- > 0;) {
-            bool chained =
-                j + 1 < credits.size() && chains_[list[0]].ordered[j + 1];
-            run = credits[j].amount + (chained ? run : 0);
-            if (run > spare && credits[j].read >= 0)
-              seen.insert(credits[j].read);
-          }
+          auto it = self.find(e.slot);
+          if (list.size() != 1 || it == self.end()) continue;
+          SeedWait(it->second, chains_[list[0]].ordered, e.amount, seen);
         }
       }
+  }
+  // A wait of `amount` on a slot credited by one chain of o's own, whose
+  // credits so far are `mine`: the reads of the credits it is sure to
+  // include go to `seen`. Those before `mine.first` went there already.
+  static void SeedWait(SelfCredits& mine, const std::vector<char>& ordered,
+                       int64_t amount, llvm::DenseSet<int64_t>& seen) {
+    int64_t spare = mine.all - (mine.consumed += amount), run = 0;
+    size_t size = mine.amounts.size();
+    for (size_t j = size; j-- > mine.first;) {
+      run = mine.amounts[j] + (j + 1 < size && ordered[j + 1] ? run : 0);
+      if (run <= spare || mine.sure[j]) continue;
+      mine.sure[j] = 1;
+      if (mine.reads[j] >= 0) seen.insert(mine.reads[j]);
+    }
+    while (mine.first < size && mine.sure[mine.first]) ++mine.first;
   }
 
   //===------------------------------------------------------------------===//
@@ -268,7 +287,12 @@ class ClockChecker {
       clocks_.push_back(std::make_shared<std::vector<int32_t>>(n_, 0));
     for (Chain& c : chains_) {
       c.issued.clear();
+      c.breaks.clear();
       c.first = 0;
+      int64_t size = static_cast<int64_t>(c.ordered.size());
+      c.run_end.assign(size, size);
+      for (int64_t j = size - 2; j >= 0; --j)
+        c.run_end[j] = c.ordered[j + 1] ? c.run_end[j + 1] : j + 1;
     }
     observer_.assign(2 * abase_[n_], {-1, -1});
     shadow_.clear();
@@ -363,6 +387,7 @@ class ClockChecker {
     c.ordered_next[j] =
         read < 0 || (j > 0 && c.issued[j - 1].read >= 0 &&
                      observer_[2 * c.issued[j - 1].read].first == from);
+    if (!c.ordered_next[j]) c.breaks.push_back(static_cast<int64_t>(j));
     c.issued.push_back(
         {{clocks_[from], from, pos_[from] + 1}, read, write, write_owner});
     if (!entry_race_ || target == from || slot == kBarrierSlot || race_op_)
@@ -390,29 +415,47 @@ class ClockChecker {
       landable_[k] = it - c.after.begin();
       all += c.prefix[landable_[k]];
     }
-    int64_t spare = all - need;
     // 2b. Credit j is sure when what can land without it (and without the
     //     credits that land after it) is less than the wait needs.
-    for (int k : list) {
-      Chain& c = chains_[k];
-      int64_t end = landable_[k], issued = c.issued.size();
-      int64_t run = 0, last = -1;
-      for (int64_t j = end - 1; j >= c.first; --j) {
-        bool chained = j + 1 < end && (j + 1 < issued ? c.ordered_next[j + 1]
-                                                      : c.ordered[j + 1]);
-        run = c.prefix[j + 1] - c.prefix[j] + (chained ? run : 0);
-        if (run <= spare || j >= issued || c.issued[j].done) continue;
+    for (int k : list) IncludeSure(d, chains_[k], landable_[k], all - need);
+  }
+  // Of chain `c`'s first `end` credits, those a wait of device d with
+  // `spare` credit to spare is sure to include. Credits in order form runs;
+  // within a run [s, t) credit j is sure when its amount and those after
+  // it in the run exceed `spare`: a prefix of the run, found by bisection.
+  // A wait thus costs the runs it crosses and the credits it includes.
+  void IncludeSure(int d, Chain& c, int64_t end, int64_t spare) {
+    int64_t issued = c.issued.size(), top = std::min(end, issued);
+    int64_t last = -1, w = pos_[d];
+    auto brk = std::upper_bound(c.breaks.begin(), c.breaks.end(), c.first);
+    int64_t s = brk == c.breaks.begin() ? 0 : *std::prev(brk);
+    while (s < top) {
+      // 1. The run's end: the next issued break; past the issued credits,
+      //    the previous run's order.
+      int64_t t = brk != c.breaks.end() ? *brk++ : issued;
+      if (t == issued && issued < end && c.ordered[issued])
+        t = c.run_end[issued];
+      t = std::min(t, end);
+      // 2. Its sure prefix [s, sure).
+      int64_t sure =
+          std::lower_bound(c.prefix.begin() + s, c.prefix.begin() + t,
+                           c.prefix[t] - spare) -
+          c.prefix.begin();
+      // 3. Each issued credit of it not included yet ends its accesses.
+      for (int64_t j = std::max(s, c.first); j < std::min(sure, top); ++j) {
         Pending& p = c.issued[j];
+        if (p.done) continue;
         p.done = true;
         Observe(p.read, p.stamp.self == d ? 0 : 1, d, w);
         Observe(p.write, p.write_owner == d ? 0 : 1, d, w);
-        if (last < 0) last = j;
+        last = j;
       }
-      // Stamps grow along a chain: the latest sure credit's covers the rest.
-      if (last >= 0) Join(d, c.issued[last].stamp);
-      for (; c.first < issued && c.issued[c.first].done; ++c.first)
-        c.issued[c.first].stamp.clock.reset();
+      s = t;
     }
+    // 4. Stamps grow along a chain: the latest sure credit's covers the rest.
+    if (last >= 0) Join(d, c.issued[last].stamp);
+    for (; c.first < issued && c.issued[c.first].done; ++c.first)
+      c.issued[c.first].stamp.clock.reset();
   }
   // The first wait on device d (at its event w) sure to include a DMA's
   // completion ends its access `id`: entry 0 on the memory's owner, 1 on
@@ -422,14 +465,25 @@ class ClockChecker {
     auto& o = observer_[2 * id + side];
     if (o.first < 0) o = {d, w};
   }
+  // Device d's clock joins stamp `s`. A stamp of d's own is a no-op: its
+  // clock only grows, and its own entry is its position. A shared clock is
+  // replaced by the join, built in one pass.
   void Join(int d, const Stamp& s) {
-    if (clocks_[d].use_count() > 1)
-      clocks_[d] = std::make_shared<std::vector<int32_t>>(*clocks_[d]);
-    int32_t* __restrict v = clocks_[d]->data();
+    if (s.self == d) return;
     const int32_t* __restrict x = s.clock->data();
     const int n = n_;  // a local: the stores below cannot change it
-    for (int i = 0; i < n; ++i) v[i] = v[i] < x[i] ? x[i] : v[i];
-    v[s.self] = std::max<int32_t>(v[s.self], static_cast<int32_t>(s.own));
+    if (clocks_[d].use_count() > 1) {
+      auto joined = std::make_shared<std::vector<int32_t>>(n);
+      const int32_t* __restrict v = clocks_[d]->data();
+      int32_t* __restrict j = joined->data();
+      for (int i = 0; i < n; ++i) j[i] = v[i] < x[i] ? x[i] : v[i];
+      clocks_[d] = std::move(joined);
+    } else {
+      int32_t* __restrict v = clocks_[d]->data();
+      for (int i = 0; i < n; ++i) v[i] = v[i] < x[i] ? x[i] : v[i];
+    }
+    int32_t& own = (*clocks_[d])[s.self];
+    own = std::max<int32_t>(own, static_cast<int32_t>(s.own));
   }
 
   // A barrier or collective: true once every member has arrived; the last

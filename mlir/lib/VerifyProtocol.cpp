@@ -182,14 +182,19 @@ struct Abort {};
 // results become data.
 struct Speculation {};
 
+// The integer attributes ExecIntOp folds with, shared by the devices'
+// tracers: uniquing one in the context costs more than the fold itself.
+using IntAttrCache = llvm::DenseMap<std::pair<Type, int64_t>, Attribute>;
+
 class DeviceTracer {
  public:
   DeviceTracer(func::FuncOp kernel, const MeshInfo& mesh, int device,
-               bool entry_barrier)
+               bool entry_barrier, IntAttrCache& int_attrs)
       : kernel_(kernel),
         mesh_(mesh),
         device_(device),
-        entry_barrier_(entry_barrier) {
+        entry_barrier_(entry_barrier),
+        int_attrs_(int_attrs) {
     num_devices_ = 1;
     for (int64_t s : mesh.shape) num_devices_ *= s;
     int64_t rest = device;
@@ -852,20 +857,25 @@ class DeviceTracer {
     Buffer src = Buf(s.getSource(), op);
     Buffer out = src;
     out.shape.clear();
-    auto offsets = s.getMixedOffsets();
-    auto sizes = s.getMixedSizes();
-    auto strides = s.getMixedStrides();
     llvm::SmallBitVector dropped = s.getDroppedDims();
     out.strides.clear();
-    auto value_of = [&](OpFoldResult f, llvm::StringRef what) -> int64_t {
-      if (auto a = llvm::dyn_cast_if_present<Attribute>(f))
-        return llvm::cast<IntegerAttr>(a).getInt();
-      return Known(llvm::cast<Value>(f), op, what);
+    // The static values, a dynamic one (kDynamic) taken from the operands in
+    // order (as getMixedOffsets() pairs them, without building attributes).
+    auto values = [&](llvm::ArrayRef<int64_t> statics, OperandRange dynamic,
+                      llvm::StringRef what) {
+      llvm::SmallVector<int64_t, 4> out;
+      auto next = dynamic.begin();
+      for (int64_t v : statics)
+        out.push_back(ShapedType::isDynamic(v) ? Known(*next++, op, what) : v);
+      return out;
     };
+    auto offsets =
+        values(s.getStaticOffsets(), s.getOffsets(), "a subview offset");
+    auto sizes = values(s.getStaticSizes(), s.getSizes(), "a subview size");
+    auto strides =
+        values(s.getStaticStrides(), s.getStrides(), "a subview stride");
     for (size_t d = 0; d < sizes.size(); ++d) {
-      int64_t o = value_of(offsets[d], "a subview offset");
-      int64_t n = value_of(sizes[d], "a subview size");
-      int64_t st = value_of(strides[d], "a subview stride");
+      int64_t o = offsets[d], n = sizes[d], st = strides[d];
       int64_t dim = d < src.shape.size() ? src.shape[d] : -1;
       if (o < 0 || n < 0 || (dim >= 0 && n > 0 && o + (n - 1) * st >= dim))
         FailOnDevice(op, "subview out of bounds: dimension " +
@@ -922,9 +932,12 @@ class DeviceTracer {
         return true;
       }
       if (a.kind != AVal::kInt) return false;
-      attrs.push_back(IntegerAttr::get(
-          v.getType(),
-          llvm::APInt(Width(v.getType()), a.i, /*isSigned=*/true)));
+      Attribute& attr = int_attrs_[{v.getType(), a.i}];
+      if (!attr)
+        attr = IntegerAttr::get(
+            v.getType(),
+            llvm::APInt(Width(v.getType()), a.i, /*isSigned=*/true));
+      attrs.push_back(attr);
     }
     llvm::SmallVector<OpFoldResult, 2> folded;
     if (failed(op->fold(attrs, folded)) || folded.size() != op->getNumResults())
@@ -1220,6 +1233,7 @@ class DeviceTracer {
   const MeshInfo& mesh_;
   int device_;
   bool entry_barrier_;
+  IntAttrCache& int_attrs_;
   int64_t num_devices_;
   std::vector<int64_t> coords_;
   std::vector<int64_t> grid_, grid_index_;
@@ -1629,8 +1643,9 @@ struct VerifyProtocolPass
       entry_barrier = b.getValue();
 
     std::vector<Trace> traces(n);
+    IntAttrCache int_attrs;
     for (int d = 0; d < n; ++d) {
-      DeviceTracer tracer(f, mesh, d, entry_barrier);
+      DeviceTracer tracer(f, mesh, d, entry_barrier, int_attrs);
       if (failed(tracer.Run(traces[d]))) return failure();
     }
     if (failed(CheckAllocations(f, traces)) || failed(CheckCollectives(traces)))
