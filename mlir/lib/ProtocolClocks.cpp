@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 
+#include "ProtocolAccesses.h"
 #include "ProtocolTrace.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -50,22 +51,6 @@ struct Stamp {
   int self;
   int64_t own;
   int64_t At(int d) const { return d == self ? own : (*clock)[d]; }
-};
-
-// One access of one call: (device whose trace holds it, call, index).
-struct Inst {
-  int issuer;
-  int call;
-  int index;
-};
-
-// The shadow of one buffer of one device: per byte segment, the last write
-// and the reads since (access instances).
-struct Segment {
-  int64_t hi;
-  int64_t write = -1;
-  int64_t local_read = -1;  // local reads are in program order: the last
-  llvm::SmallVector<int64_t, 2> dma_reads;
 };
 
 // A device's credits to one of its slots, as SeedOrder replays its trace.
@@ -108,17 +93,16 @@ constexpr int kMaxRuns = 3;
 class ClockChecker {
  public:
   ClockChecker(const std::vector<Trace>& traces, int calls, bool entry_race)
-      : traces_(traces), calls_(calls), entry_race_(entry_race) {
+      : traces_(traces),
+        calls_(calls),
+        entry_race_(entry_race),
+        accesses_(traces, calls) {
     n_ = static_cast<int>(traces.size());
     slots_ = 1;
     for (const Trace& t : traces) slots_ = std::max(slots_, t.num_slots);
     len_.resize(n_);
-    abase_.resize(n_ + 1, 0);
-    for (int d = 0; d < n_; ++d) {
+    for (int d = 0; d < n_; ++d)
       len_[d] = static_cast<int64_t>(traces[d].events.size());
-      abase_[d + 1] =
-          abase_[d] + static_cast<int64_t>(calls) * traces[d].accesses.size();
-    }
     BuildChains();
   }
 
@@ -155,20 +139,6 @@ class ClockChecker {
   //===------------------------------------------------------------------===//
   // Accesses and chains
   //===------------------------------------------------------------------===//
-  Inst Decode(int64_t id) const {
-    int d =
-        static_cast<int>(std::upper_bound(abase_.begin(), abase_.end(), id) -
-                         abase_.begin() - 1);
-    int64_t rest = id - abase_[d];
-    int64_t per = static_cast<int64_t>(traces_[d].accesses.size());
-    return {d, static_cast<int>(rest / per), static_cast<int>(rest % per)};
-  }
-  const Access& Acc(const Inst& i) const {
-    return traces_[i.issuer].accesses[i.index];
-  }
-  int64_t AbsPos(const Inst& i) const {
-    return i.call * len_[i.issuer] + Acc(i).pos;
-  }
   int64_t Slot(int d, int slot) const {
     return static_cast<int64_t>(d) * slots_ + slot;
   }
@@ -294,8 +264,8 @@ class ClockChecker {
       for (int64_t j = size - 2; j >= 0; --j)
         c.run_end[j] = c.ordered[j + 1] ? c.run_end[j + 1] : j + 1;
     }
-    observer_.assign(2 * abase_[n_], {-1, -1});
-    shadow_.clear();
+    observer_.assign(2 * accesses_.size(), {-1, -1});
+    shadow_.Clear();
     race_op_ = nullptr;
     race_b_ = -1;
     steps_ = 0;
@@ -367,9 +337,7 @@ class ClockChecker {
   }
 
   int64_t Id(int d, int64_t call, int32_t index) const {
-    if (index < 0) return -1;
-    return abase_[d] + call * static_cast<int64_t>(traces_[d].accesses.size()) +
-           index;
+    return accesses_.Id(d, call, index);
   }
 
   // A credit from `from`'s current event into `slot` of `target`, carrying
@@ -490,15 +458,8 @@ class ClockChecker {
   // arrival joins the members' clocks.
   bool Meet(int d, const Event& e) {
     if (meet_key_[d] < 0) {
-      int64_t key;
-      const std::vector<int>* members = nullptr;
-      if (e.kind == EvKind::kBarrier) {
-        key = 2 * barriers_[d]++;
-      } else {
-        members = &traces_[d].collectives[e.slot].members;
-        key = 2 * (colls_[d]++ * n_ + members->front()) + 1;
-      }
-      int size = members ? static_cast<int>(members->size()) : n_;
+      auto [key, size] =
+          NextRendezvous(traces_[d], e, n_, barriers_[d], colls_[d]);
       Rendezvous& m = meets_[key];
       meet_key_[d] = key;
       m.waiting.push_back(d);
@@ -533,74 +494,30 @@ class ClockChecker {
       if (cursor_call_[d] * len_[d] + a.pos != pos_[d] || a.dma != dma) return;
       Inst b{d, static_cast<int>(cursor_call_[d]),
              static_cast<int>(cursor_index_[d])};
-      int64_t id =
-          abase_[d] + cursor_call_[d] * accesses.size() + cursor_index_[d];
+      int64_t id = Id(d, cursor_call_[d], b.index);
       if (++cursor_index_[d] == accesses.size()) {
         cursor_index_[d] = 0;
         ++cursor_call_[d];
       }
-      Visit(id, b, a);
+      asked_.clear();
+      shadow_.Visit(id, a, [&](int64_t earlier, int64_t lo, int64_t hi) {
+        Ask(earlier, id, b, a, lo, hi);
+      });
     }
-  }
-
-  void Visit(int64_t id, const Inst& b, const Access& acc) {
-    auto& segs = shadow_[{acc.owner, acc.root}];
-    asked_.clear();
-    for (auto [lo, hi] : acc.bytes) {
-      Split(segs, lo);
-      Split(segs, hi);
-      int64_t at = lo;
-      auto it = segs.lower_bound(lo);
-      while (at < hi) {
-        if (it == segs.end() || it->first > at) {
-          int64_t next = it == segs.end() ? hi : std::min(hi, it->first);
-          it = segs.emplace_hint(it, at, Segment{next, -1, -1, {}});
-        }
-        Segment& s = it->second;
-        if (s.write >= 0) Ask(s.write, id, b, acc, it->first, s.hi);
-        if (acc.write) {
-          if (s.local_read >= 0) Ask(s.local_read, id, b, acc, it->first, s.hi);
-          for (int64_t r : s.dma_reads) Ask(r, id, b, acc, it->first, s.hi);
-          s.write = id;
-          s.local_read = -1;
-          s.dma_reads.clear();
-        } else if (acc.dma) {
-          s.dma_reads.push_back(id);
-        } else {
-          s.local_read = id;
-        }
-        at = s.hi;
-        ++it;
-      }
-    }
-  }
-  static void Split(std::map<int64_t, Segment>& segs, int64_t x) {
-    auto it = segs.upper_bound(x);
-    if (it == segs.begin()) return;
-    --it;
-    if (it->first >= x || it->second.hi <= x) return;
-    Segment right = it->second;
-    it->second.hi = x;
-    segs.emplace(x, std::move(right));
   }
 
   // Does access `a` (earlier in this run) happen before access `b`, which
   // overlaps it in [lo, hi)? Records the first pair that does not.
   void Ask(int64_t a_id, int64_t b_id, const Inst& b, const Access& ba,
            int64_t lo, int64_t hi) {
-    if (a_id == b_id || llvm::is_contained(asked_, a_id)) return;
+    if (llvm::is_contained(asked_, a_id)) return;
     asked_.push_back(a_id);
-    Inst a = Decode(a_id);
-    const Access& aa = Acc(a);
-    if (!aa.write && !ba.write) return;
-    if (!aa.dma && !ba.dma) return;  // one device's code, in program order
-    if (aa.dma && ba.dma && a.issuer == b.issuer && a.call == b.call &&
-        aa.pos == ba.pos)
-      return;  // the two sides of one DMA
+    Inst a = accesses_.Decode(a_id);
+    const Access& aa = accesses_.Acc(a);
+    if (!NeedsOrder(a, aa, b, ba)) return;
     bool ordered;
     if (!aa.dma) {
-      ordered =
-          Known(b.issuer, a.issuer) >= AbsPos(a) + 1 || a.issuer == b.issuer;
+      ordered = Known(b.issuer, a.issuer) >= accesses_.AbsPos(a) + 1;
     } else {
       ordered = false;
       for (int side = 0; side < 2 && !ordered; ++side) {
@@ -626,7 +543,7 @@ class ClockChecker {
   int n_;
   int slots_;
   std::vector<int64_t> len_;
-  std::vector<int64_t> abase_;  // the first access instance of each device
+  AccessIndex accesses_;
   // Chains: by (target, slot, issuer); the chains of each (target, slot).
   std::vector<Chain> chains_;
   llvm::DenseMap<int64_t, int> chain_of_;
@@ -645,7 +562,7 @@ class ClockChecker {
   std::vector<size_t> cursor_index_;
   std::vector<int64_t> cursor_call_;
   std::vector<std::pair<int, int64_t>> observer_;
-  llvm::DenseMap<std::pair<int, int>, std::map<int64_t, Segment>> shadow_;
+  ByteShadow shadow_;
   std::vector<int64_t> asked_;
   int64_t steps_ = 0;
   // The first races of the run.

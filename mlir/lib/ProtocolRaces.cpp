@@ -30,6 +30,7 @@
 #include <map>
 #include <string>
 
+#include "ProtocolAccesses.h"
 #include "ProtocolTrace.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -135,16 +136,8 @@ class Engine {
   // A barrier or collective: true once every member has arrived.
   bool Meet(int d, const Event& e) {
     if (meet_key_[d] < 0) {
-      int64_t key;
-      int size;
-      if (e.kind == EvKind::kBarrier) {
-        key = 2 * barriers_[d]++;
-        size = n_;
-      } else {
-        const auto& members = traces_[d].collectives[e.slot].members;
-        key = 2 * (colls_[d]++ * n_ + members.front()) + 1;
-        size = static_cast<int>(members.size());
-      }
+      auto [key, size] =
+          NextRendezvous(traces_[d], e, n_, barriers_[d], colls_[d]);
       Rendezvous& m = meets_[key];
       meet_key_[d] = key;
       if (++m.arrived < size) {
@@ -229,27 +222,12 @@ std::string LineOf(Operation* op) {
   return "'" + op->getName().getStringRef().str() + "'";
 }
 
-// One access of one call: (device whose trace holds it, call, index).
-struct Inst {
-  int issuer;
-  int call;
-  int index;
-};
-
 // A pair to decide: does access `a` (earlier in the order run) happen
 // before access `b`, which overlaps it in bytes [lo, hi)?
 struct Query {
   int64_t a, b;
   int64_t lo, hi;
   bool ok = false;
-};
-
-// The shadow of one buffer of one device: per byte segment, the last write
-// and the reads since.
-struct Segment {
-  int64_t hi;
-  int64_t write = -1;
-  llvm::SmallVector<int64_t, 2> reads;
 };
 
 class OrderChecker : public Engine::Listener {
@@ -260,13 +238,10 @@ class OrderChecker : public Engine::Listener {
         traces_(traces),
         calls_(calls),
         entry_race_(entry_race),
-        engine_(traces, calls) {
+        engine_(traces, calls),
+        accesses_(traces, calls) {
     order_ = order;
     n_ = static_cast<int>(traces.size());
-    abase_.resize(n_ + 1, 0);
-    for (int d = 0; d < n_; ++d)
-      abase_[d + 1] =
-          abase_[d] + static_cast<int64_t>(calls) * traces[d].accesses.size();
   }
 
   LogicalResult Check(int64_t& steps) {
@@ -282,25 +257,12 @@ class OrderChecker : public Engine::Listener {
   //===------------------------------------------------------------------===//
   // Accesses
   //===------------------------------------------------------------------===//
-  Inst Decode(int64_t id) const {
-    int d =
-        static_cast<int>(std::upper_bound(abase_.begin(), abase_.end(), id) -
-                         abase_.begin() - 1);
-    int64_t rest = id - abase_[d];
-    int64_t per = static_cast<int64_t>(traces_[d].accesses.size());
-    return {d, static_cast<int>(rest / per), static_cast<int>(rest % per)};
-  }
+  Inst Decode(int64_t id) const { return accesses_.Decode(id); }
   int64_t Id(int d, int call, int index) const {
-    return abase_[d] + static_cast<int64_t>(call) * traces_[d].accesses.size() +
-           index;
+    return accesses_.Id(d, call, index);
   }
-  const Access& Acc(const Inst& i) const {
-    return traces_[i.issuer].accesses[i.index];
-  }
-  // The event position of an access in its issuer's calls-long trace.
-  int64_t AbsPos(const Inst& i) const {
-    return i.call * engine_.Len(i.issuer) + Acc(i).pos;
-  }
+  const Access& Acc(const Inst& i) const { return accesses_.Acc(i); }
+  int64_t AbsPos(const Inst& i) const { return accesses_.AbsPos(i); }
   // The event that must have run for the access to start: (device, pos).
   std::pair<int, int64_t> StartPoint(const Inst& i) const {
     return {i.issuer, Acc(i).dma ? AbsPos(i) : AbsPos(i) - 1};
@@ -325,70 +287,24 @@ class OrderChecker : public Engine::Listener {
 
   void CollectQueries() {
     std::vector<std::pair<int64_t, int64_t>> order;  // (time, id)
-    for (int64_t id = 0; id < abase_[n_]; ++id)
+    for (int64_t id = 0; id < accesses_.size(); ++id)
       order.push_back({Time(Decode(id)), id});
     std::stable_sort(order.begin(), order.end());
-    std::map<std::pair<int, int>, std::map<int64_t, Segment>> shadow;
+    ByteShadow shadow;
     for (auto [time, id] : order) {
       Inst b = Decode(id);
-      const Access& acc = Acc(b);
-      auto& segs = shadow[{acc.owner, acc.root}];
       asked_.clear();
-      for (auto [lo, hi] : acc.bytes) Visit(segs, lo, hi, id, b, acc);
+      shadow.Visit(id, Acc(b), [&](int64_t earlier, int64_t lo, int64_t hi) {
+        Ask(earlier, id, b, lo, hi);
+      });
     }
-  }
-
-  // Makes [lo, hi) a union of whole segments and checks access `id` against
-  // each.
-  void Visit(std::map<int64_t, Segment>& segs, int64_t lo, int64_t hi,
-             int64_t id, const Inst& b, const Access& acc) {
-    Split(segs, lo);
-    Split(segs, hi);
-    int64_t at = lo;
-    auto it = segs.lower_bound(lo);
-    while (at < hi) {
-      if (it == segs.end() || it->first > at) {
-        int64_t next = it == segs.end() ? hi : std::min(hi, it->first);
-        it = segs.emplace_hint(it, at, Segment{next, -1, {}});
-      }
-      Segment& s = it->second;
-      if (s.write >= 0) Ask(s.write, id, b, it->first, s.hi);
-      if (acc.write) {
-        for (int64_t r : s.reads) Ask(r, id, b, it->first, s.hi);
-        s.write = id;
-        s.reads.clear();
-      } else {
-        // Local reads are ordered among themselves: keep the last.
-        if (!acc.dma)
-          llvm::erase_if(s.reads,
-                         [&](int64_t r) { return !Acc(Decode(r)).dma; });
-        s.reads.push_back(id);
-      }
-      at = s.hi;
-      ++it;
-    }
-  }
-  static void Split(std::map<int64_t, Segment>& segs, int64_t x) {
-    auto it = segs.upper_bound(x);
-    if (it == segs.begin()) return;
-    --it;
-    if (it->first >= x || it->second.hi <= x) return;
-    Segment right = it->second;
-    it->second.hi = x;
-    segs.emplace(x, std::move(right));
   }
 
   // Records the pair (a, b) unless program order decides it.
   void Ask(int64_t a_id, int64_t b_id, const Inst& b, int64_t lo, int64_t hi) {
     Inst a = Decode(a_id);
     const Access& aa = Acc(a);
-    const Access& ba = Acc(b);
-    if (!aa.write && !ba.write) return;
-    if (!aa.dma && !ba.dma) return;  // one device's code, in program order
-    if (aa.dma && ba.dma && a.issuer == b.issuer && a.call == b.call &&
-        aa.pos == ba.pos)
-      return;                                     // the two sides of one DMA
-    if (!aa.dma && a.issuer == b.issuer) return;  // before its own DMA
+    if (!NeedsOrder(a, aa, b, Acc(b))) return;
     if (llvm::is_contained(asked_, a_id)) return;
     asked_.push_back(a_id);
     int64_t q = static_cast<int64_t>(queries_.size());
@@ -588,7 +504,7 @@ class OrderChecker : public Engine::Listener {
   bool entry_race_;
   Engine engine_;
   int n_;
-  std::vector<int64_t> abase_;
+  AccessIndex accesses_;
   std::vector<int64_t> seq_;
   std::vector<Query> queries_;
   std::vector<int64_t> asked_;
