@@ -9,13 +9,14 @@
 // gathered output, the scattered input, the exchanged input) and busbw =
 // algbw * (n-1)/n. In place: all_reduce with `output` as its input,
 // all_gather with its input in this device's block of the output,
-// reduce_scatter with its output in this device's segment of the input;
-// all_to_all has none. `--algo` takes auto, ring, bidirectional_ring,
-// one_shot, hierarchical, direct; `-o` sum, max, min, avg (all_reduce,
-// reduce_scatter). #wrong counts the elements of the -c checked calls (each on
-// freshly written inputs) that differ from a closed-form reference on any
-// device. --chunk-bytes, --num-buffers and --lane-chunk-bytes override
-// CollectiveOptions::chunk_bytes, num_buffers and lane_chunk_bytes.
+// reduce_scatter with its output in this device's segment of the input,
+// all_to_all with `output` as its input (MPI_IN_PLACE's form). `--algo`
+// takes auto, ring, bidirectional_ring, one_shot, hierarchical, direct; `-o`
+// sum, max, min, avg (all_reduce, reduce_scatter). #wrong counts the elements
+// of the -c checked calls (each on freshly written inputs) that differ from a
+// closed-form reference on any device. --chunk-bytes, --num-buffers and
+// --lane-chunk-bytes override CollectiveOptions::chunk_bytes, num_buffers and
+// lane_chunk_bytes.
 #include <mpi.h>
 
 #include <algorithm>
@@ -177,7 +178,6 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
   const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter;
   const bool integer = dtype == DType::kI32 || dtype == DType::kI64;
-  const bool has_in_place = op != Op::kAllToAll;
   MESHDMA_ASSIGN_OR_RETURN(ReduceOp redop, ParseRedop(redop_name));
   MESHDMA_ASSIGN_OR_RETURN(CollectiveAlgorithm algorithm,
                            ParseAlgorithm(cfg.algorithm));
@@ -264,11 +264,11 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
               return Operands{in, mine};
             }
             case Op::kAllToAll:
-              break;
+              return Operands{out, out};
           }
-          return absl::InternalError("all_to_all has no in-place form");
+          return absl::InternalError("unknown collective");
         };
-        for (int variant = 0; variant < (has_in_place ? 2 : 1); ++variant) {
+        for (int variant = 0; variant < 2; ++variant) {
           const bool in_place = variant == 1;
           MESHDMA_ASSIGN_OR_RETURN(Operands ops, operands(in_place));
           auto fill = [&] {

@@ -18,48 +18,43 @@
 #include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma {
+namespace {
 
-absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
-                        const std::vector<std::string>& axes, bool tiled,
-                        const CollectiveOptions& options) {
-  constexpr absl::string_view kName = "all_gather";
-  using collectives_internal::Channel;
-  using collectives_internal::ChannelCall;
-  constexpr collectives_internal::CollectiveKind kKind =
-      collectives_internal::CollectiveKind::kAllGather;
-  const int aux = tiled ? 1 : 0;
-  // Small: one exchange over the group's channel, no entry barrier.
-  //   step 1: push my block to every peer (Channel::Exchange);
-  //   step 2: copy every arrived block, and mine, into place.
-  auto over_channel = [&](Channel* channel,
-                          const collectives_internal::Group& g,
-                          int64_t signature) {
-    if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
-    const int64_t bytes = input.size_bytes();
-    return channel->ExchangeWithAll(
-        kName, g, signature,
-        [&](int) { return std::pair(input.data(), bytes); }, bytes,
-        [&](const std::byte* rows) {
-          if (RaceCheckingEnabled()) {
-            AnnotateWrite(output, "channel output write");
-          }
-          std::byte* base = output.data();
-          std::memmove(base + g.index * bytes, input.data(), bytes);
-          for (int i = 0; i < g.size(); ++i) {
-            if (i == g.index) continue;
-            std::memcpy(base + i * bytes, channel->Payload(rows, i), bytes);
-          }
-        });
-  };
-  // The same small call as before on this device: straight to its channel.
-  if (const ChannelCall* call = collectives_internal::FindChannelCall(
-          kKind, aux, input, output, axes, options)) {
-    return over_channel(call->channel, call->group, call->signature);
-  }
-  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
-                           collectives_internal::ResolveGroup(kName, axes));
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::CheckArguments(kName, g, options));
+constexpr absl::string_view kName = "all_gather";
+constexpr collectives_internal::CollectiveKind kKind =
+    collectives_internal::CollectiveKind::kAllGather;
+
+// Small: one exchange over the group's channel, no entry barrier.
+//   step 1: push my block to every peer (Channel::Exchange), which has
+//           stored it in every receiver's slot when it returns;
+//   step 2: copy my block, then every arrived one, into place (so an input
+//           that overlaps the output is read before it is written).
+absl::Status OverChannel(collectives_internal::Channel* channel,
+                         const collectives_internal::Group& g,
+                         int64_t signature, const ArrayRef& input,
+                         const ArrayRef& output) {
+  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+  const int64_t bytes = input.size_bytes();
+  return channel->ExchangeWithAll(
+      kName, g, signature, [&](int) { return std::pair(input.data(), bytes); },
+      bytes,
+      [&](const std::byte* rows) {
+        if (RaceCheckingEnabled()) {
+          AnnotateWrite(output, "channel output write");
+        }
+        std::byte* base = output.data();
+        std::memmove(base + g.index * bytes, input.data(), bytes);
+        for (int i = 0; i < g.size(); ++i) {
+          if (i == g.index) continue;
+          std::memcpy(base + i * bytes, channel->Payload(rows, i), bytes);
+        }
+      });
+}
+
+// The operand checks; `input` and `output` as 1-D views.
+absl::StatusOr<std::pair<ArrayRef, ArrayRef>> CheckOperands(
+    const collectives_internal::Group& g, const ArrayRef& input,
+    const ArrayRef& output, bool tiled) {
   const int n = g.size();
   std::vector<int64_t> want(input.shape().begin(), input.shape().end());
   if (tiled) {
@@ -88,30 +83,33 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
       ArrayRef out, collectives_internal::Flatten(output, kName, "output", g));
   MESHDMA_RETURN_IF_ERROR(
       collectives_internal::RequireSymmetric(kName, g, "output", output));
+  return std::pair(in, out);
+}
+
+// The kernel of `plan`: direct stores, hierarchical, or the ring. An input
+// that overlaps the output anywhere but this device's own block, which peers
+// write while the kernel reads the input, is read from a private copy made
+// before the kernel's entry barrier.
+absl::Status RunKernelPath(const collectives_internal::Group& g,
+                           const collectives_internal::Plan& plan, ArrayRef in,
+                           const ArrayRef& out, bool tiled,
+                           const CollectiveOptions& options) {
+  const int n = g.size();
   const int64_t count = in.num_elements();
-  // The plan (collectives/internal/plan.h), then its path.
-  collectives_internal::LiveTopology topology;
-  MESHDMA_ASSIGN_OR_RETURN(
-      const collectives_internal::Plan plan,
-      collectives_internal::PlanPath(
-          {kKind, kName, options, in.size_bytes(), in.size_bytes()}, g,
-          topology));
-  if (plan.path == collectives_internal::Path::kChannel) {
-    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    const int64_t signature = collectives_internal::CallSignature(
-        kKind, in.dtype(), count, aux, &output);
-    MESHDMA_RETURN_IF_ERROR(over_channel(channel, g, signature));
-    collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
-                                              channel, signature, options);
-    return absl::OkStatus();
+  std::vector<std::byte> staged;
+  if (collectives_internal::ViewsOverlap(in, out) &&
+      in.data() != out.data() + g.index * in.size_bytes()) {
+    staged.assign(in.data(), in.data() + in.size_bytes());
+    MESHDMA_ASSIGN_OR_RETURN(
+        in, ArrayRef::FromPointer(staged.data(), in.dtype(), in.shape()));
   }
   const bool direct = plan.algorithm == CollectiveAlgorithm::kDirect;
   return collectives_internal::RunCollectiveKernel(
       kName, g, options.check_peers,
       collectives_internal::WithPlan(
           collectives_internal::CallSignature(
-              collectives_internal::CollectiveKind::kAllGather, in.dtype(),
-              count, (tiled ? 1 : 0) | (direct ? 2 : 0), &output),
+              kKind, in.dtype(), count, (tiled ? 1 : 0) | (direct ? 2 : 0),
+              &out),
           collectives_internal::PlanBits(plan.algorithm, options, false)),
       [&]() -> absl::Status {
         if (direct) return collectives_internal::DirectAllGather(g, in, out);
@@ -131,6 +129,49 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
                        : 1));
         return collectives_internal::RingAllGather(g, in, out, blocks, state);
       });
+}
+
+}  // namespace
+
+absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
+                        const std::vector<std::string>& axes, bool tiled,
+                        const CollectiveOptions& options) {
+  using collectives_internal::Channel;
+  const int aux = tiled ? 1 : 0;
+  // Step 1: the same small call as before on this device goes straight to
+  // its channel.
+  if (const collectives_internal::ChannelCall* call =
+          collectives_internal::FindChannelCall(kKind, aux, input, output, axes,
+                                                options)) {
+    return OverChannel(call->channel, call->group, call->signature, input,
+                       output);
+  }
+  // Step 2: the group and the operands.
+  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
+                           collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_RETURN_IF_ERROR(
+      collectives_internal::CheckArguments(kName, g, options));
+  MESHDMA_ASSIGN_OR_RETURN(const auto operands,
+                           CheckOperands(g, input, output, tiled));
+  const auto& [in, out] = operands;
+  // Step 3: the plan (collectives/internal/plan.h).
+  collectives_internal::LiveTopology topology;
+  MESHDMA_ASSIGN_OR_RETURN(
+      const collectives_internal::Plan plan,
+      collectives_internal::PlanPath(
+          {kKind, kName, options, in.size_bytes(), in.size_bytes()}, g,
+          topology));
+  // Step 4: its path.
+  if (plan.path != collectives_internal::Path::kChannel) {
+    return RunKernelPath(g, plan, in, out, tiled, options);
+  }
+  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
+  const int64_t signature = collectives_internal::CallSignature(
+      kKind, in.dtype(), in.num_elements(), aux, &output);
+  MESHDMA_RETURN_IF_ERROR(OverChannel(channel, g, signature, input, output));
+  collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
+                                            channel, signature, options);
+  return absl::OkStatus();
 }
 
 }  // namespace meshdma

@@ -257,6 +257,62 @@ absl::Status DirectAllToAll(
   return DirectFinish(g, done);
 }
 
+namespace {
+
+// Swaps `bytes` at `a` with `bytes` at `b` (disjoint) through a buffer on
+// the stack, which stays in L1.
+void SwapBytes(std::byte* a, std::byte* b, int64_t bytes) {
+  alignas(64) std::byte buffer[kDirectSwapChunkBytes];
+  for (int64_t at = 0; at < bytes; at += kDirectSwapChunkBytes) {
+    const int64_t m = std::min(kDirectSwapChunkBytes, bytes - at);
+    std::memcpy(buffer, a + at, m);
+    std::memcpy(a + at, b + at, m);
+    std::memcpy(b + at, buffer, m);
+  }
+}
+
+}  // namespace
+
+absl::Status DirectSwapBlocks(const Group& g, const ArrayRef& out,
+                              int64_t block_bytes) {
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore done, AllocateDone());
+  MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> outs, MemberViews(g, out));
+  const int r = g.index;
+  // The lower position of a pair swaps [0, half), the higher [half, end).
+  const int64_t half = block_bytes / 2 / 64 * 64;
+  // Starting with the next member, as DirectAllGather.
+  for (int k = 1; k < g.size(); ++k) {
+    const int j = g.PositionAt(k);
+    const int64_t begin = r < j ? 0 : half;
+    const int64_t end = r < j ? half : block_bytes;
+    SwapBytes(outs[r].data() + j * block_bytes + begin,
+              outs[j].data() + r * block_bytes + begin, end - begin);
+  }
+  return DirectFinish(g, done);
+}
+
+namespace {
+
+// The first and one-past-last byte that the non-empty view `a` reaches.
+std::pair<const std::byte*, const std::byte*> Span(const ArrayRef& a) {
+  int64_t low = 0, high = 0;
+  for (int d = 0; d < a.rank(); ++d) {
+    const int64_t reach = (a.dim(d) - 1) * a.strides()[d];
+    (reach < 0 ? low : high) += reach;
+  }
+  const int64_t elem = DTypeSize(a.dtype());
+  return {a.data() + low * elem, a.data() + (high + 1) * elem};
+}
+
+}  // namespace
+
+bool ViewsOverlap(const ArrayRef& a, const ArrayRef& b) {
+  if (a.num_elements() == 0 || b.num_elements() == 0) return false;
+  const auto [a_begin, a_end] = Span(a);
+  const auto [b_begin, b_end] = Span(b);
+  return a_begin < b_end && b_begin < a_end;
+}
+
 int64_t SegmentRowBytes(const ArrayRef& in, int n) {
   const int64_t largest = (in.num_elements() + n - 1) / n;
   return (largest * DTypeSize(in.dtype()) + 63) / 64 * 64;

@@ -213,6 +213,11 @@ inline bool StreamOutputs(const ArrayRef& in, const ArrayRef& out) {
   return !overlap && in.size_bytes() >= kDirectStreamMinBytes;
 }
 
+// True when views `a` and `b` share a byte (strided views: their spans from
+// the lowest to the highest byte they reach). A call whose input shares
+// bytes with its output runs in place.
+bool ViewsOverlap(const ArrayRef& a, const ArrayRef& b);
+
 // The all-to-all streams from this many bytes stored per device (the
 // all-gather from kDirectGatherStreamMinBytes, below). Two alternating rounds
 // of `mpirun -np 2 meshdma-bench --collective all_to_all -b 4M -e 64M -f 2`,
@@ -358,6 +363,20 @@ absl::Status DirectAllToAll(
     const std::function<ArrayRef(int)>& block,
     const std::function<absl::StatusOr<ArrayRef>(int)>& out_of,
     const std::function<ArrayRef(const ArrayRef&, int)>& slot);
+
+// All-to-all in place, n >= 2, where block j of every member's 1-D
+// symmetric `out` is `block_bytes` long and holds what goes to member j
+// (split and concatenated along the same axis, blocks byte ranges). Member
+// r's block j and member j's block r trade places: each member swaps the
+// first half (whole cache lines) of the pairs where it is the lower
+// position and the second half where it is the higher, through a buffer of
+// kDirectSwapChunkBytes that stays in L1. Every byte that crosses is read
+// once and written once, and no byte of the member's own block moves: the
+// traffic of the concurrent-copy bound. Steps 1-3 as above (step 1 for the
+// outputs only).
+absl::Status DirectSwapBlocks(const Group& g, const ArrayRef& out,
+                              int64_t block_bytes);
+inline constexpr int64_t kDirectSwapChunkBytes = 8 << 10;
 
 }  // namespace meshdma::collectives_internal
 
