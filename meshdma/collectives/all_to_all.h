@@ -13,10 +13,19 @@
 // everywhere (docs/semantics.md §1).
 //
 // `output` must be symmetric (peers write their blocks straight into it)
-// unless the group has one device; `input` may be any memory but not
-// `output` itself. Any element type, u8 included. Each block is one DMA, from
-// its place in `input` to its place in the receiver's `output` (strided
-// views, single copy). With `CollectiveAlgorithm::kHierarchical` requested,
+// unless the group has one device; `input` may be any memory, `output`
+// included (in place, as MPI_IN_PLACE: pass the same buffer viewed with the
+// input's and the output's shapes). Any element type, u8 included. Each
+// block is one DMA, from its place in `input` to its place in the
+// receiver's `output` (strided views, single copy); on one host (kDirect)
+// the sender stores it through a peer view. In place, where the blocks are
+// byte ranges at the same place in input and output (split and concatenated
+// along one axis that the group divides, no dimension above 1 before it),
+// kDirect swaps them pairwise: member r's block j trades places with member
+// j's block r, and a member's own block stays where it is. Every other
+// in-place call reads a private copy of its input, made before the kernel's
+// entry barrier. Where kDirect runs, members of one call run all in place or
+// all out of place (a mix fails at the kernel's entry, naming both calls). With `CollectiveAlgorithm::kHierarchical` requested,
 // on a group spread over several hosts with the same number m > 1 of its
 // devices on each, blocks go through the member of the sender's host that
 // shares the receiver's local index: one DMA per other host instead of m
