@@ -120,6 +120,17 @@ inline constexpr Variable kCrossMemory{
     "Lets the single-copy reductions read a private input in another process "
     "of the host with `process_vm_readv` instead of copying it for the "
     "peers."};
+inline constexpr Variable kFusedTransfer{
+    "MESHDMA_FUSED_TRANSFER",
+    Type::kChoice,
+    "auto",
+    0,
+    0,
+    "auto|dma|peer_read",
+    "Who moves the blocks of the fused kernels' rings (collective matmuls, "
+    "ring attention): the consumer's compute reading them in place where "
+    "every member's memory is readable (auto, peer_read) or remote DMAs "
+    "(dma)."};
 inline constexpr Variable kCheck{
     "MESHDMA_CHECK",
     Type::kChoice,

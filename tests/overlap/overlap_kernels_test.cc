@@ -15,6 +15,7 @@
 #include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/collectives/fused/kv_transfer.h"
 #include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/dma/peer_view.h"
 #include "meshdma/dma/runtime.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/kernels/blas.h"
@@ -45,17 +46,43 @@ std::vector<float> PermuteRows(const std::vector<float>& in, int64_t h,
   return out;
 }
 
+// The transfers the launch can run: kDma everywhere, and kPeerRead where the
+// kernel's members can read one another's `inputs` (threads of one process)
+// or symmetric memory (one host); kAuto picks one of the two.
+bool PeerReadRuns(bool inputs) {
+  Runtime& rt = TestRuntime();
+  bool all = true;
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    for (int j = 0; j < n; ++j) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool yes,
+          inputs
+              ? peer_shares_address_space(DeviceId(j), DeviceIdType::kLogical)
+              : peer_view_reaches(DeviceId(j), DeviceIdType::kLogical));
+      if (!yes) all = false;  // Every device writes the same answer.
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  return all;
+}
+
 struct RingCase {
   bool causal;
   SequenceLayout layout;
   int64_t kv_heads;
   OverlapMode mode;
+  FusedTransfer transfer = FusedTransfer::kAuto;
 };
 
 class RingAttentionTest : public ::testing::TestWithParam<RingCase> {};
 
 TEST_P(RingAttentionTest, MatchesFullAttention) {
   const RingCase c = GetParam();
+  if (c.transfer == FusedTransfer::kPeerRead && !PeerReadRuns(true)) {
+    GTEST_SKIP() << "the members are not threads of one process";
+  }
   Runtime& rt = TestRuntime();
   const Mesh mesh = *rt.MakeMesh1D("x");
   const int n = mesh.size();
@@ -91,6 +118,7 @@ TEST_P(RingAttentionTest, MatchesFullAttention) {
                               .block_q = 6,
                               .block_k = 6,
                               .mode = c.mode,
+                              .transfer = c.transfer,
                               .products = &products[me]},
                              &out[1]);
       },
@@ -128,7 +156,15 @@ INSTANTIATE_TEST_SUITE_P(
         RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kOverlapped},
         RingCase{true, SequenceLayout::kZigZag, 1, OverlapMode::kOverlapped},
         RingCase{false, SequenceLayout::kZigZag, 2, OverlapMode::kSequential},
-        RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kSequential}));
+        RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kSequential},
+        RingCase{true, SequenceLayout::kZigZag, 2, OverlapMode::kOverlapped,
+                 FusedTransfer::kDma},
+        RingCase{false, SequenceLayout::kContiguous, 4,
+                 OverlapMode::kOverlapped, FusedTransfer::kPeerRead},
+        RingCase{true, SequenceLayout::kZigZag, 2, OverlapMode::kOverlapped,
+                 FusedTransfer::kPeerRead},
+        RingCase{true, SequenceLayout::kZigZag, 4, OverlapMode::kSequential,
+                 FusedTransfer::kPeerRead}));
 
 TEST(RingAttention, BadShapesNameTheOperand) {
   Runtime& rt = TestRuntime();
@@ -182,7 +218,20 @@ TEST(FusedKernels, EnumsOutsideTheEnum) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-class CollectiveMatmulTest : public ::testing::TestWithParam<OverlapMode> {};
+struct MatmulCase {
+  OverlapMode mode;
+  FusedTransfer transfer;
+};
+
+std::string MatmulCaseName(const ::testing::TestParamInfo<MatmulCase>& info) {
+  return absl::StrCat(
+      info.param.mode == OverlapMode::kOverlapped ? "Overlapped" : "Sequential",
+      FusedTransferName(info.param.transfer) == "dma"    ? "Dma"
+      : FusedTransferName(info.param.transfer) == "auto" ? "Auto"
+                                                         : "PeerRead");
+}
+
+class CollectiveMatmulTest : public ::testing::TestWithParam<MatmulCase> {};
 
 TEST_P(CollectiveMatmulTest, AllGatherMatmulMatchesUnsharded) {
   Runtime& rt = TestRuntime();
@@ -195,10 +244,14 @@ TEST_P(CollectiveMatmulTest, AllGatherMatmulMatchesUnsharded) {
             want.data(), c);
   auto xs = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, x, {m, k});
   auto ws = ShardedArray::FromHost(rt, mesh, PartitionSpec{}, w, {k, c});
-  const OverlapMode mode = GetParam();
+  const MatmulCase mc = GetParam();
+  if (mc.transfer == FusedTransfer::kPeerRead && !PeerReadRuns(true)) {
+    GTEST_SKIP() << "the members are not threads of one process";
+  }
   auto f = shard_map(
       [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
-        return AllGatherMatmul(in[0], in[1], out[0], {.mode = mode});
+        return AllGatherMatmul(in[0], in[1], out[0],
+                               {.mode = mc.mode, .transfer = mc.transfer});
       },
       mesh, {PartitionSpec{{"x"}}, PartitionSpec{}}, {PartitionSpec{}},
       {.check_replication = true});
@@ -221,10 +274,14 @@ TEST_P(CollectiveMatmulTest, MatmulReduceScatterMatchesUnsharded) {
   auto xs =
       ShardedArray::FromHost(rt, mesh, PartitionSpec{{}, {"x"}}, x, {m, k});
   auto ws = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, w, {k, c});
-  const OverlapMode mode = GetParam();
+  const MatmulCase mc = GetParam();
+  if (mc.transfer == FusedTransfer::kPeerRead && !PeerReadRuns(false)) {
+    GTEST_SKIP() << "the members are not on one host (or checked mode is on)";
+  }
   auto f = shard_map(
       [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
-        return MatmulReduceScatter(in[0], in[1], out[0], {.mode = mode});
+        return MatmulReduceScatter(in[0], in[1], out[0],
+                                   {.mode = mc.mode, .transfer = mc.transfer});
       },
       mesh, {PartitionSpec{{}, {"x"}}, PartitionSpec{{"x"}}},
       {PartitionSpec{{"x"}}});
@@ -235,9 +292,70 @@ TEST_P(CollectiveMatmulTest, MatmulReduceScatterMatchesUnsharded) {
   EXPECT_LT(MaxAbsDiff(*(*outs)[0].ToHost<float>(), want), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, CollectiveMatmulTest,
-                         ::testing::Values(OverlapMode::kOverlapped,
-                                           OverlapMode::kSequential));
+INSTANTIATE_TEST_SUITE_P(
+    Modes, CollectiveMatmulTest,
+    ::testing::Values(
+        MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kAuto},
+        MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kDma},
+        MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kPeerRead},
+        MatmulCase{OverlapMode::kSequential, FusedTransfer::kDma},
+        MatmulCase{OverlapMode::kSequential, FusedTransfer::kPeerRead}),
+    MatmulCaseName);
+
+// Reading in place where a member cannot be read is an error naming the
+// kernel and the member, on every device, before anything moves (checked
+// mode, and processes under mpirun, whose inputs are private).
+TEST(FusedTransfers, PeerReadWhereUnreachableNamesTheMember) {
+  if (PeerReadRuns(true)) GTEST_SKIP() << "every member's inputs are readable";
+  Runtime& rt = TestRuntime();
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    std::vector<float> x(4 * 8), w(8 * 4), out(4 * n * 4);
+    auto xr = *ArrayRef::FromPointer(x.data(), DType::kF32,
+                                     std::vector<int64_t>{4, 8});
+    auto wr = *ArrayRef::FromPointer(w.data(), DType::kF32,
+                                     std::vector<int64_t>{8, 4});
+    auto outr = *ArrayRef::FromPointer(out.data(), DType::kF32,
+                                       std::vector<int64_t>{4 * n, 4});
+    absl::Status st =
+        AllGatherMatmul(xr, wr, outr, {.transfer = FusedTransfer::kPeerRead});
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+    EXPECT_NE(std::string(st.message()).find("transfer peer_read, but member"),
+              std::string::npos)
+        << st;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Members that read each other's inputs in place check that every member's
+// input has their size: a member with more rows of x is an error on every
+// device, naming the member, instead of reads past a peer's block.
+TEST(FusedTransfers, PeerReadOfInputsOfAnotherSizeNamesTheMember) {
+  if (!PeerReadRuns(true)) GTEST_SKIP() << "needs threads of one process";
+  Runtime& rt = TestRuntime();
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    const int64_t rows = me == 0 ? 3 : 2;  // Device 0 disagrees.
+    std::vector<float> x(rows * 8), w(8 * 4), out(rows * n * 4);
+    auto xr = *ArrayRef::FromPointer(x.data(), DType::kF32,
+                                     std::vector<int64_t>{rows, 8});
+    auto wr = *ArrayRef::FromPointer(w.data(), DType::kF32,
+                                     std::vector<int64_t>{8, 4});
+    auto outr = *ArrayRef::FromPointer(out.data(), DType::kF32,
+                                       std::vector<int64_t>{rows * n, 4});
+    absl::Status st =
+        AllGatherMatmul(xr, wr, outr, {.transfer = FusedTransfer::kPeerRead});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(
+        std::string(st.message()).find(me == 0 ? "of member 1" : "of member 0"),
+        std::string::npos)
+        << st;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
 
 // Synthetic per-layer keys and values, a function of (layer, pair, ...), so
 // the reference can recompute them.

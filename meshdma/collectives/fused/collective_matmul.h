@@ -19,9 +19,19 @@
 // the accumulator that arrived from its left and forwards the sum; at step
 // n - 1 the block is its own and the sum is complete. The partial product of
 // step s + 1 is computed while the sum of step s travels.
+//
+// Who moves the blocks (`options.transfer`, overlap.h). By DMA (`kDma`), as
+// above. Read in place (`kPeerRead`): all-gather matmul multiplies the x
+// block of the member s places to its left where that member keeps it (an
+// entry barrier publishes every member's x; the members are threads of one
+// process) and signals it at the end when done with it; matmul
+// reduce-scatter adds its left neighbour's running sum straight from the
+// neighbour's slot (any member of the same host). `kAuto`, the default,
+// reads in place wherever the members allow it.
 #ifndef MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
 #define MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,6 +43,8 @@ namespace meshdma {
 struct CollectiveMatmulOptions {
   std::string axis = "x";
   OverlapMode mode = OverlapMode::kOverlapped;
+  // Unset: MESHDMA_FUSED_TRANSFER, else FusedTransfer::kAuto.
+  std::optional<FusedTransfer> transfer;
 };
 
 // x f32 [m/n, k], w f32 [k, n_out], out f32 [m, n_out] (contiguous). Call on

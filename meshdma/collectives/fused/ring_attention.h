@@ -54,6 +54,10 @@ struct RingAttentionOptions {
   int64_t block_q = 128;
   int64_t block_k = 128;
   OverlapMode mode = OverlapMode::kOverlapped;
+  // Who moves the KV blocks (overlap.h); kPeerRead reads them where their
+  // owners keep them (the members are threads of one process). Unset:
+  // MESHDMA_FUSED_TRANSFER, else kAuto.
+  std::optional<FusedTransfer> transfer;
   // Filled when set: (head, q-block, k-block) products this device computed.
   int64_t* products = nullptr;
 };
