@@ -11,6 +11,7 @@
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/plan.h"
+#include "meshdma/collectives/internal/plan_cache.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
@@ -140,9 +141,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   const int aux = tiled ? 1 : 0;
   // Step 1: the same small call as before on this device goes straight to
   // its channel.
-  if (const collectives_internal::ChannelCall* call =
-          collectives_internal::FindChannelCall(kKind, aux, input, output, axes,
-                                                options)) {
+  if (const collectives_internal::PlannedCall* call =
+          collectives_internal::FindPlannedCall(
+              {kKind, aux, input, output, axes, options})) {
     return OverChannel(call->channel, call->group, call->signature, input,
                        output);
   }
@@ -169,8 +170,9 @@ absl::Status all_gather(const ArrayRef& input, const ArrayRef& output,
   const int64_t signature = collectives_internal::CallSignature(
       kKind, in.dtype(), in.num_elements(), aux, &output);
   MESHDMA_RETURN_IF_ERROR(OverChannel(channel, g, signature, input, output));
-  collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
-                                            channel, signature, options);
+  collectives_internal::CachePlannedCall(
+      {kKind, aux, input, output, axes, options},
+      {plan, g, signature, channel});
   return absl::OkStatus();
 }
 

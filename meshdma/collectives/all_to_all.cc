@@ -12,6 +12,7 @@
 #include "meshdma/collectives/internal/direct.h"
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/plan.h"
+#include "meshdma/collectives/internal/plan_cache.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
@@ -294,9 +295,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
   // Step 1: the same small call as before on this device goes straight to
   // its channel (as the first call did, with the heap padded for the
   // largest output).
-  if (const collectives_internal::ChannelCall* call =
-          collectives_internal::FindChannelCall(kKind, aux, input, output, axes,
-                                                options)) {
+  if (const collectives_internal::PlannedCall* call =
+          collectives_internal::FindPlannedCall(
+              {kKind, aux, input, output, axes, options})) {
     MESHDMA_RETURN_IF_ERROR(collectives_internal::PadToLargestOutput(
         output, call->layout.largest_output_bytes));
     return OverChannel(call->channel, call->group, call->signature,
@@ -330,9 +331,9 @@ absl::Status all_to_all(const ArrayRef& input, const ArrayRef& output,
           b.split_size, b.n, b.split_row_bytes, b.LargestOutputBytes());
   MESHDMA_RETURN_IF_ERROR(
       OverChannel(channel, g, signature, layout, input, output));
-  collectives_internal::RememberChannelCall(kKind, aux, input, output, g,
-                                            channel, signature, options, {},
-                                            std::move(layout));
+  collectives_internal::CachePlannedCall(
+      {kKind, aux, input, output, axes, options},
+      {plan, g, signature, channel, std::move(layout)});
   return absl::OkStatus();
 }
 

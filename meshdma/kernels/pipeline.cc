@@ -382,10 +382,8 @@ absl::StatusOr<PipelineRunner> PipelineRunner::Plan(
   return p;
 }
 
-namespace {
-
 // Staging state of one VMEM/SMEM operand.
-struct Stage {
+struct PipelineRunner::Stage {
   ArrayRef buf[2];
   ArrayRef view[2];
   SemaphoreArray sems;
@@ -396,38 +394,76 @@ struct Stage {
   std::vector<int64_t> valid_view;
 };
 
-}  // namespace
+// One run of the grid loop: the body's arguments, the staging buffers, and
+// the block copies between them and the operands.
+class PipelineRunner::StepLoop {
+ public:
+  StepLoop(const PipelineRunner& runner, Scratch scratch);
 
-absl::Status PipelineRunner::Run(
-    const KernelBody& body,
-    std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch) {
-  KernelArgs args;
-  args.name_ = &name_;
-  args.scratch_ = std::move(scratch);
+  // Staging buffers (two when the block index ever changes, so the next
+  // block's copy overlaps the body on the current one) and one DMA semaphore
+  // per buffer; ANY operands are bound as they are.
+  absl::Status AllocateStages();
+  // Every grid point in order: bind its blocks, run the body, write back
+  // and advance.
+  absl::Status RunGrid(const KernelBody& body);
+  // Waits for every copy still in flight (also after an error, so no DMA
+  // outlives its buffers and every semaphore returns to 0); keeps the first
+  // error in `status`.
+  void Drain(absl::Status& status);
+
+ private:
+  // The array region (`starts_`, `valid_full_`) of `op`'s block at step `s`;
+  // true when the block is partial.
+  bool Region(const Operand& op, int64_t s);
+  // Whether `op`'s block index at step `s` differs from step s - 1's.
+  bool Changed(const Operand& op, int64_t s) const;
+  absl::Status Fetch(size_t o, int64_t s, int slot);
+  absl::Status WriteBack(size_t o, int64_t s, int slot);
+  absl::Status WaitSlot(Stage& st, int slot);
+  // Steps 3a/3b: this step's block of every staged operand, in the body's
+  // arguments.
+  absl::Status BindBlocks(int64_t s, bool last);
+  // Step 5: write back output blocks that the next step leaves (or all at
+  // the end); advance input buffers whose next block was prefetched.
+  absl::Status FinishStep(int64_t s, bool last);
+
+  const PipelineRunner& runner_;
+  const std::vector<Operand>& ops_;
+  PipelineStats* const stats_;
+  KernelArgs args_;
+  std::vector<Stage> stages_;
+  std::vector<int64_t> starts_, valid_full_, zeros_;
+};
+
+PipelineRunner::StepLoop::StepLoop(const PipelineRunner& runner,
+                                   Scratch scratch)
+    : runner_(runner), ops_(runner.ops_), stats_(runner.stats_) {
+  args_.name_ = &runner.name_;
+  args_.scratch_ = std::move(scratch);
   int n_in = 0, n_out = 0;
   for (const Operand& op : ops_) (op.is_output ? n_out : n_in)++;
-  args.inputs_.resize(n_in);
-  args.outputs_.resize(n_out);
-  args.in_valid_.resize(n_in);
-  args.out_valid_.resize(n_out);
+  args_.inputs_.resize(n_in);
+  args_.outputs_.resize(n_out);
+  args_.in_valid_.resize(n_in);
+  args_.out_valid_.resize(n_out);
   if (stats_ != nullptr) {
     stats_->input_copies.assign(n_in, 0);
     stats_->output_copies.assign(n_out, 0);
-    stats_->grid_steps = steps_;
+    stats_->grid_steps = runner.steps_;
   }
+  stages_.resize(ops_.size());
+}
 
-  // Step 1: staging buffers (two when the block index ever changes, so the
-  // next block's copy overlaps the body on the current one) and one DMA
-  // semaphore per buffer.
-  std::vector<Stage> stages(ops_.size());
+absl::Status PipelineRunner::StepLoop::AllocateStages() {
   int64_t vmem_bytes = 0;
   for (size_t o = 0; o < ops_.size(); ++o) {
-    Operand& op = ops_[o];
-    Stage& st = stages[o];
+    const Operand& op = ops_[o];
+    Stage& st = stages_[o];
     auto& valid =
-        op.is_output ? args.out_valid_[op.index] : args.in_valid_[op.index];
+        op.is_output ? args_.out_valid_[op.index] : args_.in_valid_[op.index];
     if (op.space == MemorySpace::kAny) {
-      (op.is_output ? args.outputs_[op.index] : args.inputs_[op.index]) =
+      (op.is_output ? args_.outputs_[op.index] : args_.inputs_[op.index]) =
           op.array;
       valid.assign(op.array.shape().begin(), op.array.shape().end());
       continue;
@@ -440,153 +476,176 @@ absl::Status PipelineRunner::Run(
       vmem_bytes += st.buf[b].size_bytes();
     }
     MESHDMA_ASSIGN_OR_RETURN(
-        st.sems, AllocateSemaphoreArray(SemaphoreType::kDma, st.nbuf,
-                                        absl::StrCat(name_, " ", op.label)));
+        st.sems,
+        AllocateSemaphoreArray(SemaphoreType::kDma, st.nbuf,
+                               absl::StrCat(runner_.name_, " ", op.label)));
   }
-  for (const auto& s : args.scratch_) {
+  for (const auto& s : args_.scratch_) {
     if (const ArrayRef* a = std::get_if<ArrayRef>(&s))
       vmem_bytes += a->size_bytes();
   }
   if (stats_ != nullptr) stats_->vmem_bytes = vmem_bytes;
+  return absl::OkStatus();
+}
 
-  std::vector<int64_t> starts, valid_full, zeros;
-  // The array region and valid extents of `op`'s block at step `s`.
-  auto region = [&](const Operand& op, int64_t s) {
-    const int rank = static_cast<int>(op.block.size());
-    const int64_t* b = op.schedule.data() + s * rank;
-    starts.assign(rank, 0);
-    valid_full.assign(rank, 0);
-    zeros.assign(rank, 0);
-    bool partial = false;
-    for (int d = 0; d < rank; ++d) {
-      starts[d] = b[d] * op.block[d];
-      valid_full[d] = std::min(op.block[d], op.array.dim(d) - starts[d]);
-      if (valid_full[d] < op.block[d]) partial = true;
+bool PipelineRunner::StepLoop::Region(const Operand& op, int64_t s) {
+  const int rank = static_cast<int>(op.block.size());
+  const int64_t* b = op.schedule.data() + s * rank;
+  starts_.assign(rank, 0);
+  valid_full_.assign(rank, 0);
+  zeros_.assign(rank, 0);
+  bool partial = false;
+  for (int d = 0; d < rank; ++d) {
+    starts_[d] = b[d] * op.block[d];
+    valid_full_[d] = std::min(op.block[d], op.array.dim(d) - starts_[d]);
+    if (valid_full_[d] < op.block[d]) partial = true;
+  }
+  return partial;
+}
+
+bool PipelineRunner::StepLoop::Changed(const Operand& op, int64_t s) const {
+  const size_t r = op.block.size();
+  const int64_t* b = op.schedule.data() + s * r;
+  return !std::equal(b, b + r, b - r);
+}
+
+absl::Status PipelineRunner::StepLoop::Fetch(size_t o, int64_t s, int slot) {
+  const Operand& op = ops_[o];
+  Stage& st = stages_[o];
+  if (Region(op, s))
+    std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, op.array.Block(starts_, valid_full_));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
+                           st.buf[slot].Block(zeros_, valid_full_));
+  st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
+  MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
+  st.pending[slot] = true;
+  if (stats_ != nullptr) ++stats_->input_copies[op.index];
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRunner::StepLoop::WriteBack(size_t o, int64_t s,
+                                                 int slot) {
+  const Operand& op = ops_[o];
+  Stage& st = stages_[o];
+  Region(op, s);
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
+                           st.buf[slot].Block(zeros_, valid_full_));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst, op.array.Block(starts_, valid_full_));
+  st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
+  MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
+  st.pending[slot] = true;
+  if (stats_ != nullptr) ++stats_->output_copies[op.index];
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRunner::StepLoop::WaitSlot(Stage& st, int slot) {
+  if (!st.pending[slot]) return absl::OkStatus();
+  st.pending[slot] = false;
+  return st.desc[slot].wait();
+}
+
+absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
+  for (size_t o = 0; o < ops_.size(); ++o) {
+    const Operand& op = ops_[o];
+    if (op.space == MemorySpace::kAny) continue;
+    Stage& st = stages_[o];
+    if (!op.is_output) {
+      // Step 3a: wait for this step's input block, then start the next
+      // step's copy into the other buffer if its index changes.
+      MESHDMA_RETURN_IF_ERROR(WaitSlot(st, st.cur));
+      if (!last && Changed(op, s + 1)) {
+        MESHDMA_RETURN_IF_ERROR(Fetch(o, s + 1, st.cur ^ 1));
+      }
+    } else if (s > 0 && Changed(op, s)) {
+      // Step 3b: a new output block goes to the other buffer, once its
+      // previous write-back has finished.
+      st.cur ^= 1;
+      MESHDMA_RETURN_IF_ERROR(WaitSlot(st, st.cur));
     }
-    return partial;
-  };
-  auto set_valid_view = [&](const Operand& op, Stage& st) {
+    Region(op, s);
     st.valid_view.clear();
     for (size_t d = 0; d < op.block.size(); ++d) {
-      if (!op.squeezed[d]) st.valid_view.push_back(valid_full[d]);
+      if (!op.squeezed[d]) st.valid_view.push_back(valid_full_[d]);
     }
-  };
-  auto fetch = [&](size_t o, int64_t s, int slot) -> absl::Status {
-    const Operand& op = ops_[o];
-    Stage& st = stages[o];
-    if (region(op, s))
-      std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, op.array.Block(starts, valid_full));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
-                             st.buf[slot].Block(zeros, valid_full));
-    st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
-    MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
-    st.pending[slot] = true;
-    if (stats_ != nullptr) ++stats_->input_copies[op.index];
-    return absl::OkStatus();
-  };
-  auto write_back = [&](size_t o, int64_t s, int slot) -> absl::Status {
-    const Operand& op = ops_[o];
-    Stage& st = stages[o];
-    region(op, s);
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef src,
-                             st.buf[slot].Block(zeros, valid_full));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst, op.array.Block(starts, valid_full));
-    st.desc[slot] = make_async_copy(src, dst, st.sems[slot]);
-    MESHDMA_RETURN_IF_ERROR(st.desc[slot].start());
-    st.pending[slot] = true;
-    if (stats_ != nullptr) ++stats_->output_copies[op.index];
-    return absl::OkStatus();
-  };
-  auto wait_slot = [&](Stage& st, int slot) -> absl::Status {
-    if (!st.pending[slot]) return absl::OkStatus();
-    st.pending[slot] = false;
-    return st.desc[slot].wait();
-  };
-  auto changed = [&](const Operand& op, int64_t s) {
-    const size_t r = op.block.size();
-    const int64_t* b = op.schedule.data() + s * r;
-    return !std::equal(b, b + r, b - r);
-  };
+    if (op.is_output) {
+      args_.outputs_[op.index] = st.view[st.cur];
+      args_.out_valid_[op.index] = st.valid_view;
+    } else {
+      args_.inputs_[op.index] = st.view[st.cur];
+      args_.in_valid_[op.index] = st.valid_view;
+    }
+  }
+  return absl::OkStatus();
+}
 
-  GridScope grid_scope(&grid_, batch_axes_);
-  std::vector<int64_t> gidx(grid_.size(), 0);
+absl::Status PipelineRunner::StepLoop::FinishStep(int64_t s, bool last) {
+  for (size_t o = 0; o < ops_.size(); ++o) {
+    const Operand& op = ops_[o];
+    if (op.space == MemorySpace::kAny) continue;
+    Stage& st = stages_[o];
+    const bool leaves = last || Changed(op, s + 1);
+    if (op.is_output && leaves) {
+      MESHDMA_RETURN_IF_ERROR(WriteBack(o, s, st.cur));
+    } else if (!op.is_output && !last && Changed(op, s + 1)) {
+      st.cur ^= 1;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineRunner::StepLoop::RunGrid(const KernelBody& body) {
+  const std::vector<int64_t>& grid = runner_.grid_;
+  const int64_t steps = runner_.steps_;
+  GridScope grid_scope(&grid, runner_.batch_axes_);
+  std::vector<int64_t> gidx(grid.size(), 0);
   grid_scope.set_index(gidx.data());
+  if (steps == 0) return absl::OkStatus();
+  // Step 2 (prologue): start the first block of every input.
+  for (size_t o = 0; o < ops_.size(); ++o) {
+    if (ops_[o].space != MemorySpace::kAny && !ops_[o].is_output) {
+      MESHDMA_RETURN_IF_ERROR(Fetch(o, 0, 0));
+    }
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const bool last = s + 1 == steps;
+    // Step 3: this step's blocks.
+    MESHDMA_RETURN_IF_ERROR(BindBlocks(s, last));
+    // Step 4: the body.
+    absl::Status status = body(args_);
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat("kernel '", runner_.name_, "' failed at grid point ",
+                       Tuple(gidx), ": ", status.message()));
+    }
+    // Step 5: write back and advance.
+    MESHDMA_RETURN_IF_ERROR(FinishStep(s, last));
+    for (int d = static_cast<int>(grid.size()) - 1; d >= 0; --d) {
+      if (++gidx[d] < grid[d]) break;
+      gidx[d] = 0;
+    }
+  }
+  return absl::OkStatus();
+}
 
-  auto loop = [&]() -> absl::Status {
-    if (steps_ == 0) return absl::OkStatus();
-    // Step 2 (prologue): start the first block of every input.
-    for (size_t o = 0; o < ops_.size(); ++o) {
-      if (ops_[o].space != MemorySpace::kAny && !ops_[o].is_output) {
-        MESHDMA_RETURN_IF_ERROR(fetch(o, 0, 0));
-      }
-    }
-    for (int64_t s = 0; s < steps_; ++s) {
-      const bool last = s + 1 == steps_;
-      for (size_t o = 0; o < ops_.size(); ++o) {
-        const Operand& op = ops_[o];
-        if (op.space == MemorySpace::kAny) continue;
-        Stage& st = stages[o];
-        if (!op.is_output) {
-          // Step 3a: wait for this step's input block, then start the next
-          // step's copy into the other buffer if its index changes.
-          MESHDMA_RETURN_IF_ERROR(wait_slot(st, st.cur));
-          if (!last && changed(op, s + 1)) {
-            MESHDMA_RETURN_IF_ERROR(fetch(o, s + 1, st.cur ^ 1));
-          }
-        } else if (s > 0 && changed(op, s)) {
-          // Step 3b: a new output block goes to the other buffer, once its
-          // previous write-back has finished.
-          st.cur ^= 1;
-          MESHDMA_RETURN_IF_ERROR(wait_slot(st, st.cur));
-        }
-        region(op, s);
-        set_valid_view(op, st);
-        if (op.is_output) {
-          args.outputs_[op.index] = st.view[st.cur];
-          args.out_valid_[op.index] = st.valid_view;
-        } else {
-          args.inputs_[op.index] = st.view[st.cur];
-          args.in_valid_[op.index] = st.valid_view;
-        }
-      }
-      // Step 4: the body.
-      absl::Status status = body(args);
-      if (!status.ok()) {
-        return absl::Status(
-            status.code(),
-            absl::StrCat("kernel '", name_, "' failed at grid point ",
-                         Tuple(gidx), ": ", status.message()));
-      }
-      // Step 5: write back output blocks that the next step leaves (or all
-      // at the end); advance input buffers whose next block was prefetched.
-      for (size_t o = 0; o < ops_.size(); ++o) {
-        const Operand& op = ops_[o];
-        if (op.space == MemorySpace::kAny) continue;
-        Stage& st = stages[o];
-        const bool leaves = last || changed(op, s + 1);
-        if (op.is_output && leaves) {
-          MESHDMA_RETURN_IF_ERROR(write_back(o, s, st.cur));
-        } else if (!op.is_output && !last && changed(op, s + 1)) {
-          st.cur ^= 1;
-        }
-      }
-      for (int d = static_cast<int>(grid_.size()) - 1; d >= 0; --d) {
-        if (++gidx[d] < grid_[d]) break;
-        gidx[d] = 0;
-      }
-    }
-    return absl::OkStatus();
-  };
-  absl::Status status = loop();
-  // Step 6: drain every copy still in flight (also after an error, so no
-  // DMA outlives its buffers and every semaphore returns to 0).
-  for (Stage& st : stages) {
+void PipelineRunner::StepLoop::Drain(absl::Status& status) {
+  for (Stage& st : stages_) {
     for (int b = 0; b < 2; ++b) {
-      absl::Status w = wait_slot(st, b);
+      absl::Status w = WaitSlot(st, b);
       if (status.ok()) status = w;
     }
   }
+}
+
+absl::Status PipelineRunner::Run(const KernelBody& body, Scratch scratch) {
+  StepLoop loop(*this, std::move(scratch));
+  // Step 1: staging buffers and their semaphores.
+  MESHDMA_RETURN_IF_ERROR(loop.AllocateStages());
+  // Steps 2-5: every grid point.
+  absl::Status status = loop.RunGrid(body);
+  // Step 6: drain every copy still in flight.
+  loop.Drain(status);
   return status;
 }
 

@@ -29,15 +29,16 @@ struct PipelineRequest {
 
 class PipelineRunner {
  public:
+  using Scratch =
+      std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>>;
+
   // Steps 1-2: resolve and schedule. Allocates nothing.
   static absl::StatusOr<PipelineRunner> Plan(const PipelineRequest& request,
                                              std::span<const ArrayRef> inputs,
                                              std::span<const ArrayRef> outputs);
   // Steps 3-4: allocate staging buffers in the current allocation scope and
   // run `body` at every grid point. `scratch` is passed to the body as is.
-  absl::Status Run(
-      const KernelBody& body,
-      std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch);
+  absl::Status Run(const KernelBody& body, Scratch scratch);
 
   struct Operand {
     bool is_output = false;
@@ -54,6 +55,9 @@ class PipelineRunner {
   };
 
  private:
+  struct Stage;
+  class StepLoop;
+
   std::string name_;
   std::vector<int64_t> grid_;
   int batch_axes_ = 0;
