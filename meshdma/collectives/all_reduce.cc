@@ -11,6 +11,7 @@
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/plan.h"
+#include "meshdma/collectives/internal/plan_cache.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -56,82 +57,6 @@ namespace {
 
 using collectives_internal::Group;
 using collectives_internal::Range;
-
-// One-shot all-reduce:
-//   step 0: when checked, signal the call's signature to the next member
-//           (`SendSignature`); after step 1, compare the previous member's
-//           with mine (`ReceiveSignature`), so that a member making another
-//           call (another collective, size or type) is an error at once;
-//   step 1: stage a 64-byte header (the call's signature, see
-//           `CallSignature`) followed by my input in one local buffer,
-//           and push it into row r of every peer's scratch [n, 64 + bytes]:
-//           one DMA per peer, all on one send and one receive semaphore;
-//   step 2: wait until n-1 rows have arrived and my pushes have been read;
-//   step 3: compare every peer's header with mine;
-//   step 4: reduce the n rows in group order (my input stands for row r).
-// The signal of step 0 travels while the rows do, so the check costs no
-// extra round trip; the headers of step 3 compare every member, not just the
-// ring neighbours.
-template <typename T>
-absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
-                     const ArrayRef& in, const ArrayRef& out, int64_t signature,
-                     bool check) {
-  const int n = g.size();
-  const int r = g.index;
-  const int64_t count = in.num_elements();
-  const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
-  const int64_t row_bytes = header + in.size_bytes();
-  if (row_bytes == 0) return absl::OkStatus();
-  // Step 0: the neighbour check's first half, before anything that depends
-  // on the call's size (docs/semantics.md §6).
-  if (check) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::SendSignature(g, signature));
-  }
-  MESHDMA_ASSIGN_OR_RETURN(
-      SemaphoreArray sems,
-      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
-  const Semaphore send_sem = sems[0], recv_sem = sems[1];
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
-                           AllocateSymmetric(DType::kU8, {n, row_bytes}));
-  // Step 1. The staging row lives in scratch row r, which no peer writes.
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef my_row, scratch.At(r));
-  std::byte* staged = my_row.data();
-  if (RaceCheckingEnabled()) {
-    AnnotateRead(in, "one-shot staging read");
-    AnnotateWrite(my_row, "one-shot staging write");
-  }
-  if (check) std::memcpy(staged, &signature, sizeof(signature));
-  std::memcpy(staged + header, in.data(), in.size_bytes());
-  for (int j = 1; j < n; ++j) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
-                                my_row, my_row, send_sem, recv_sem, g.Peer(j))
-                                .start());
-  }
-  // Step 0's second half: a peer making another call may never send the
-  // bytes waited for below.
-  if (check) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::ReceiveSignature(name, g, signature));
-  }
-  // Step 2: one wait for all rows, one for all sends (the counts add up).
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef rows, scratch.Slice(0, 0, n - 1));
-  AsyncCopyDescriptor all = collectives_internal::RemoteCopy(
-      rows, rows, send_sem, recv_sem, g.Peer(1));
-  MESHDMA_RETURN_IF_ERROR(all.wait_recv());
-  MESHDMA_RETURN_IF_ERROR(all.wait_send());
-  // Steps 3 and 4.
-  const std::byte* base = scratch.data();
-  if (check) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
-        name, g, signature, base, row_bytes));
-  }
-  collectives_internal::AnnotateReduceRows(
-      g, in, [&](int i) { return *scratch.At(i); }, out);
-  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>(), base,
-                                      row_bytes, header, out.data_as<T>(),
-                                      count);
-  return absl::OkStatus();
-}
 
 // A small all-reduce of a group spread evenly over hosts, several members
 // on each, over two channels:
@@ -192,14 +117,14 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
         }
         switch (plan.algorithm) {
           case CollectiveAlgorithm::kOneShot:
-            return OneShot<T>(
+            return collectives_internal::OneShotReduce<T>(
                 name, g, op, in, out,
                 collectives_internal::WithPlan(
                     collectives_internal::CallSignature(
                         CollectiveKind::kAllReduce, in.dtype(),
                         in.num_elements(), static_cast<int>(op), &output),
                     plan_bits),
-                one_shot_check);
+                one_shot_check, /*whole=*/true);
           case CollectiveAlgorithm::kHierarchical:
             return collectives_internal::HierarchicalAllReduce<T>(
                 g, plan.layout, op, in, out, options, plan.host_direct, board);
@@ -216,52 +141,14 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
       });
 }
 
-// The channel paths: every member gets my whole input over the group's
+// A planned channel path: every member gets my whole input over the group's
 // channel (Path::kChannel), or over my host's channel then my lane's
-// (Path::kChannelByHosts). A call that succeeded is remembered: its repeats
-// go straight to the channels (FindChannelCall).
+// (Path::kChannelByHosts).
 template <typename T>
-absl::Status RunChannelPath(absl::string_view name, const Group& g,
-                            const CollectiveOptions& options,
-                            const collectives_internal::Plan& plan, ReduceOp op,
-                            const ArrayRef& in, const ArrayRef& out,
-                            const ArrayRef& input, const ArrayRef& output) {
-  using collectives_internal::Channel;
-  const collectives_internal::CollectiveKind kind =
-      collectives_internal::CollectiveKind::kAllReduce;
-  const int64_t signature = collectives_internal::CallSignature(
-      kind, in.dtype(), in.num_elements(), static_cast<int>(op), &output);
-  if (plan.path == collectives_internal::Path::kChannelByHosts) {
-    const Group host = plan.layout.Host(g);
-    collectives_internal::ChannelStage lane{plan.layout.Lane(g)};
-    MESHDMA_ASSIGN_OR_RETURN(Channel * for_host, Channel::For(host));
-    MESHDMA_ASSIGN_OR_RETURN(lane.channel, Channel::For(lane.group));
-    if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-    MESHDMA_RETURN_IF_ERROR(ChannelReduceByHosts<T>(name, host, for_host, lane,
-                                                    op, in, out, signature));
-    collectives_internal::RememberChannelCall(kind, static_cast<int>(op), input,
-                                              output, host, for_host, signature,
-                                              options, {}, {}, std::move(lane));
-    return absl::OkStatus();
-  }
-  MESHDMA_ASSIGN_OR_RETURN(Channel * for_group, Channel::For(g));
-  if (RaceCheckingEnabled()) AnnotateRead(in, "channel staging read");
-  MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      for_group, name, g, op, signature,
-      [&](int) { return std::pair(in.data(), in.size_bytes()); },
-      in.data_as<const T>(), out));
-  collectives_internal::RememberChannelCall(kind, static_cast<int>(op), input,
-                                            output, g, for_group, signature,
-                                            options);
-  return absl::OkStatus();
-}
-
-// A remembered call: straight to its channel(s).
-template <typename T>
-absl::Status RunRemembered(absl::string_view name,
-                           const collectives_internal::ChannelCall& call,
-                           ReduceOp op, const ArrayRef& input,
-                           const ArrayRef& output) {
+absl::Status RunPlannedChannels(absl::string_view name,
+                                const collectives_internal::PlannedCall& call,
+                                ReduceOp op, const ArrayRef& input,
+                                const ArrayRef& output) {
   if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
   if (call.next.has_value()) {
     return ChannelReduceByHosts<T>(name, call.group, call.channel, *call.next,
@@ -271,6 +158,33 @@ absl::Status RunRemembered(absl::string_view name,
       call.channel, name, call.group, op, call.signature,
       [&](int) { return std::pair(input.data(), input.size_bytes()); },
       input.data_as<const T>(), output);
+}
+
+// The plan's channel path on its first call: its channels and signature,
+// then the path; a call that succeeded keeps its plan, which its repeats
+// run at once (plan_cache.h).
+template <typename T>
+absl::Status RunChannelPath(absl::string_view name, const Group& g,
+                            const collectives_internal::Plan& plan, ReduceOp op,
+                            const ArrayRef& in, const ArrayRef& out,
+                            const collectives_internal::CallKey& key) {
+  using collectives_internal::Channel;
+  collectives_internal::PlannedCall call{plan, g};
+  call.signature = collectives_internal::CallSignature(
+      collectives_internal::CollectiveKind::kAllReduce, in.dtype(),
+      in.num_elements(), static_cast<int>(op), &key.output);
+  if (plan.path == collectives_internal::Path::kChannelByHosts) {
+    call.group = plan.layout.Host(g);
+    call.next = collectives_internal::ChannelStage{plan.layout.Lane(g)};
+  }
+  MESHDMA_ASSIGN_OR_RETURN(call.channel, Channel::For(call.group));
+  if (call.next.has_value()) {
+    MESHDMA_ASSIGN_OR_RETURN(call.next->channel,
+                             Channel::For(call.next->group));
+  }
+  MESHDMA_RETURN_IF_ERROR(RunPlannedChannels<T>(name, call, op, in, out));
+  collectives_internal::CachePlannedCall(key, std::move(call));
+  return absl::OkStatus();
 }
 
 // Peers in other processes cannot load a private input (ordinary memory)
@@ -309,23 +223,28 @@ absl::string_view AllReduceName(ReduceOp op) {
 
 }  // namespace
 
-// Steps: 1. a repeat of a remembered small call goes straight to its
-// channel; 2. the group and the checked operands; 3. the plan
-// (collectives/internal/plan.h); 4. a private input that peers read is
-// copied into the output; 5. the plan's path.
+// Steps: 1. a repeat of a call whose plan is cached runs it at once; 2. the
+// group and the checked operands; 3. the plan (collectives/internal/plan.h); 4.
+// a private input that peers read is copied into the output; 5. the plan's
+// path.
 absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                         const ArrayRef& output,
                         const std::vector<std::string>& axes,
                         const CollectiveOptions& options) {
   namespace ci = collectives_internal;
   const absl::string_view name = AllReduceName(op);
+  const ci::CallKey key{ci::CollectiveKind::kAllReduce,
+                        static_cast<int>(op),
+                        input,
+                        output,
+                        axes,
+                        options};
   // Step 1.
-  if (const ci::ChannelCall* call = ci::FindChannelCall(
-          ci::CollectiveKind::kAllReduce, static_cast<int>(op), input, output,
-          axes, options)) {
+  if (const ci::PlannedCall* call = ci::FindPlannedCall(key)) {
     absl::Status status;
     ci::DispatchReducible(input.dtype(), [&](auto zero) {
-      status = RunRemembered<decltype(zero)>(name, *call, op, input, output);
+      status =
+          RunPlannedChannels<decltype(zero)>(name, *call, op, input, output);
     });
     return status;
   }
@@ -363,8 +282,7 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     status =
         plan.path == ci::Path::kKernel
             ? RunKernelPath<T>(name, g, options, plan, op, own, in, out, output)
-            : RunChannelPath<T>(name, g, options, plan, op, in, out, input,
-                                output);
+            : RunChannelPath<T>(name, g, plan, op, in, out, key);
   });
   if (!reducible) {
     return ci::CollectiveError(

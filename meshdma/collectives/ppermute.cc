@@ -8,14 +8,17 @@
 #include "meshdma/collectives/internal/channel.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/plan.h"
+#include "meshdma/collectives/internal/plan_cache.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 
 namespace meshdma {
-
 namespace {
+
+using collectives_internal::Group;
+constexpr absl::string_view kName = "ppermute";
 
 // The kernel of one DMA push per pair, `dest` and `source` this device's
 // positions in the permutation (-1 where it names none):
@@ -25,8 +28,8 @@ namespace {
 //           meshdma-bench --collective ppermute_call -b 32K -e 1M -f 2`);
 //   step 2: zeros if nobody sends to me, else wait for my source's bytes;
 //   step 3: my input may be reused once my push has been read.
-absl::Status PushPairs(const collectives_internal::Group& g, const ArrayRef& in,
-                       const ArrayRef& out, int dest, int source) {
+absl::Status PushPairs(const Group& g, const ArrayRef& in, const ArrayRef& out,
+                       int dest, int source) {
   const int r = g.index;
   MESHDMA_ASSIGN_OR_RETURN(
       Semaphore send_sem,
@@ -58,103 +61,101 @@ absl::Status PushPairs(const collectives_internal::Group& g, const ArrayRef& in,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
-                      const std::vector<std::string>& axes,
-                      const std::vector<std::pair<int, int>>& perm,
-                      const CollectiveOptions& options) {
-  constexpr absl::string_view kName = "ppermute";
-  using collectives_internal::Channel;
-  using collectives_internal::ChannelCall;
-  constexpr collectives_internal::CollectiveKind kKind =
-      collectives_internal::CollectiveKind::kPpermute;
-  // Small: one exchange over the group's channel, no entry barrier.
-  //   step 1: push my input to my destination `dest` (Channel::Exchange);
-  //   step 2: the row of my source `source` into `output` (zeros without a
-  //           source, my input when I am my own destination).
-  // Positions are -1 where the permutation names none.
-  auto over_channel = [&](Channel* channel,
-                          const collectives_internal::Group& g,
-                          int64_t signature, int dest, int source) {
-    const int r = g.index;
-    const int64_t bytes = input.size_bytes();
-    const bool empty = bytes == 0;
-    const bool push = dest >= 0 && dest != r && !empty;
-    const bool pull = source >= 0 && source != r && !empty;
-    Channel::Outgoing outgoing[1];
-    Channel::Incoming incoming[1];
-    if (push) outgoing[0] = {dest, input.data(), bytes};
-    if (pull) incoming[0] = {source, bytes};
-    if (!empty && (push || dest == r) && RaceCheckingEnabled()) {
-      AnnotateRead(input, "channel staging read");
-    }
-    return channel->Exchange(
-        kName, g, signature, {outgoing, push ? 1u : 0u},
-        {incoming, pull ? 1u : 0u}, [&](const std::byte* rows) {
-          if (empty) return;
-          if (RaceCheckingEnabled()) {
-            AnnotateWrite(output, "channel output write");
-          }
-          if (pull) {
-            std::memcpy(output.data(), channel->Payload(rows, source), bytes);
-          } else if (dest == r) {
-            std::memcpy(output.data(), input.data(), bytes);
-          } else if (source < 0) {
-            std::memset(output.data(), 0, bytes);
-          }
-        });
-  };
-  // The same small call as before on this device (the same permutation
-  // too): straight to its channel.
-  if (const ChannelCall* call = collectives_internal::FindChannelCall(
-          kKind, 0, input, output, axes, options, perm)) {
-    if (input.data() == output.data() && input.num_elements() > 0) {
-      return collectives_internal::CollectiveError(
-          kName, call->group,
-          "input and output are the same buffer; ppermute does not "
-          "run in place");
-    }
-    int dest = -1, source = -1;
-    for (const auto& [src, dst] : perm) {
-      if (src == call->group.index) dest = dst;
-      if (dst == call->group.index) source = src;
-    }
-    return over_channel(call->channel, call->group, call->signature, dest,
-                        source);
+// This device's place in the permutation: the position it sends to and
+// the one it receives from (-1 where the permutation names none).
+struct Pair {
+  int dest = -1;
+  int source = -1;
+};
+Pair PairOf(std::span<const std::pair<int, int>> perm, int me) {
+  Pair pair;
+  for (const auto& [src, dst] : perm) {
+    if (src == me) pair.dest = dst;
+    if (dst == me) pair.source = src;
   }
-  MESHDMA_ASSIGN_OR_RETURN(collectives_internal::Group g,
-                           collectives_internal::ResolveGroup(kName, axes));
-  MESHDMA_RETURN_IF_ERROR(
-      collectives_internal::CheckArguments(kName, g, options));
+  return pair;
+}
+
+absl::Status NotInPlace(const Group& g) {
+  return collectives_internal::CollectiveError(
+      kName, g,
+      "input and output are the same buffer; ppermute does not run in place");
+}
+
+// Small: one exchange over the group's channel, no entry barrier.
+//   step 1: push my input to my destination (Channel::Exchange);
+//   step 2: the row of my source into `output` (zeros without a source, my
+//           input when I am my own destination).
+absl::Status OverChannel(const collectives_internal::PlannedCall& call,
+                         const ArrayRef& input, const ArrayRef& output,
+                         Pair pair) {
+  using collectives_internal::Channel;
+  const int r = call.group.index;
+  const int64_t bytes = input.size_bytes();
+  const bool empty = bytes == 0;
+  const bool push = pair.dest >= 0 && pair.dest != r && !empty;
+  const bool pull = pair.source >= 0 && pair.source != r && !empty;
+  Channel::Outgoing outgoing[1];
+  Channel::Incoming incoming[1];
+  if (push) outgoing[0] = {pair.dest, input.data(), bytes};
+  if (pull) incoming[0] = {pair.source, bytes};
+  if (!empty && (push || pair.dest == r) && RaceCheckingEnabled()) {
+    AnnotateRead(input, "channel staging read");
+  }
+  return call.channel->Exchange(
+      kName, call.group, call.signature, {outgoing, push ? 1u : 0u},
+      {incoming, pull ? 1u : 0u}, [&](const std::byte* rows) {
+        if (empty) return;
+        if (RaceCheckingEnabled()) {
+          AnnotateWrite(output, "channel output write");
+        }
+        if (pull) {
+          std::memcpy(output.data(), call.channel->Payload(rows, pair.source),
+                      bytes);
+        } else if (pair.dest == r) {
+          std::memcpy(output.data(), input.data(), bytes);
+        } else if (pair.source < 0) {
+          std::memset(output.data(), 0, bytes);
+        }
+      });
+}
+
+// The operands as 1-D views, after the checks: the same dtype and count,
+// not the same buffer, a permutation of positions of `g` (each source and
+// destination at most once), and a symmetric output where peers write it.
+struct Operands {
+  ArrayRef in, out;
+  Pair pair;
+};
+absl::StatusOr<Operands> CheckOperands(
+    const Group& g, const ArrayRef& input, const ArrayRef& output,
+    std::span<const std::pair<int, int>> perm) {
+  namespace ci = collectives_internal;
   const int n = g.size();
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef in, collectives_internal::Flatten(input, kName, "input", g));
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef out, collectives_internal::Flatten(output, kName, "output", g));
-  if (in.dtype() != out.dtype() || in.num_elements() != out.num_elements()) {
-    return collectives_internal::CollectiveError(
+  Operands ops;
+  MESHDMA_ASSIGN_OR_RETURN(ops.in, ci::Flatten(input, kName, "input", g));
+  MESHDMA_ASSIGN_OR_RETURN(ops.out, ci::Flatten(output, kName, "output", g));
+  if (ops.in.dtype() != ops.out.dtype() ||
+      ops.in.num_elements() != ops.out.num_elements()) {
+    return ci::CollectiveError(
         kName, g,
         absl::StrCat("input ", input.ToString(), " and output ",
                      output.ToString(),
                      " must have the same dtype and element count"));
   }
-  if (in.data() == out.data() && in.num_elements() > 0) {
-    return collectives_internal::CollectiveError(
-        kName, g,
-        "input and output are the same buffer; ppermute does not "
-        "run in place");
+  if (ops.in.data() == ops.out.data() && ops.in.num_elements() > 0) {
+    return NotInPlace(g);
   }
   std::vector<int> dest_of(n, -1), source_of(n, -1);
   for (const auto& [src, dst] : perm) {
     if (src < 0 || src >= n || dst < 0 || dst >= n) {
-      return collectives_internal::CollectiveError(
+      return ci::CollectiveError(
           kName, g,
           absl::StrCat("pair (", src, ", ", dst,
                        ") names a position outside [0, ", n, ")"));
     }
     if (dest_of[src] != -1 || source_of[dst] != -1) {
-      return collectives_internal::CollectiveError(
+      return ci::CollectiveError(
           kName, g,
           absl::StrCat("pair (", src, ", ", dst, ") repeats a ",
                        dest_of[src] != -1 ? "source" : "destination",
@@ -164,37 +165,62 @@ absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
     source_of[dst] = src;
   }
   const int r = g.index;
-  const bool remote_in = source_of[r] >= 0 && source_of[r] != r;
-  const bool remote_out = dest_of[r] >= 0 && dest_of[r] != r;
+  ops.pair = {dest_of[r], source_of[r]};
   // A sender names the receiver's output by its own output's handle.
+  const bool remote_in = ops.pair.source >= 0 && ops.pair.source != r;
+  const bool remote_out = ops.pair.dest >= 0 && ops.pair.dest != r;
   if (remote_in || remote_out) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::RequireSymmetric(kName, g, "output", output));
+    MESHDMA_RETURN_IF_ERROR(ci::RequireSymmetric(kName, g, "output", output));
   }
-  // The plan (collectives/internal/plan.h), then its path.
-  collectives_internal::LiveTopology topology;
+  return ops;
+}
+
+}  // namespace
+
+// Steps: 1. a repeat of a call whose plan is cached (the same permutation
+// too) runs it at once; 2. the group and the checked operands; 3. the plan
+// (collectives/internal/plan.h); 4. the plan's path.
+absl::Status ppermute(const ArrayRef& input, const ArrayRef& output,
+                      const std::vector<std::string>& axes,
+                      const std::vector<std::pair<int, int>>& perm,
+                      const CollectiveOptions& options) {
+  namespace ci = collectives_internal;
+  constexpr ci::CollectiveKind kKind = ci::CollectiveKind::kPpermute;
+  const ci::CallKey key{kKind, 0, input, output, axes, options, perm};
+  // Step 1.
+  if (const ci::PlannedCall* call = ci::FindPlannedCall(key)) {
+    if (input.data() == output.data() && input.num_elements() > 0) {
+      return NotInPlace(call->group);
+    }
+    return OverChannel(*call, input, output, PairOf(perm, call->group.index));
+  }
+  // Step 2.
+  MESHDMA_ASSIGN_OR_RETURN(ci::Group g, ci::ResolveGroup(kName, axes));
+  MESHDMA_RETURN_IF_ERROR(ci::CheckArguments(kName, g, options));
+  MESHDMA_ASSIGN_OR_RETURN(const Operands ops,
+                           CheckOperands(g, input, output, perm));
+  // Step 3.
+  ci::LiveTopology topology;
   MESHDMA_ASSIGN_OR_RETURN(
-      const collectives_internal::Plan plan,
-      collectives_internal::PlanPath(
-          {kKind, kName, options, in.size_bytes(), in.size_bytes()}, g,
+      const ci::Plan plan,
+      ci::PlanPath(
+          {kKind, kName, options, ops.in.size_bytes(), ops.in.size_bytes()}, g,
           topology));
-  if (plan.path == collectives_internal::Path::kChannel) {
-    MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-    const int64_t signature = collectives_internal::CallSignature(
-        kKind, in.dtype(), in.num_elements(),
-        collectives_internal::PermutationAux(perm), nullptr);
-    MESHDMA_RETURN_IF_ERROR(
-        over_channel(channel, g, signature, dest_of[r], source_of[r]));
-    collectives_internal::RememberChannelCall(
-        kKind, 0, input, output, g, channel, signature, options, perm);
+  // Step 4.
+  const int64_t signature =
+      ci::CallSignature(kKind, ops.in.dtype(), ops.in.num_elements(),
+                        ci::PermutationAux(perm), nullptr);
+  if (plan.path == ci::Path::kChannel) {
+    ci::PlannedCall call{plan, g, signature};
+    MESHDMA_ASSIGN_OR_RETURN(call.channel, ci::Channel::For(g));
+    MESHDMA_RETURN_IF_ERROR(OverChannel(call, input, output, ops.pair));
+    ci::CachePlannedCall(key, std::move(call));
     return absl::OkStatus();
   }
-  return collectives_internal::RunCollectiveKernel(
-      kName, g, options.check_peers,
-      collectives_internal::CallSignature(
-          kKind, in.dtype(), in.num_elements(),
-          collectives_internal::PermutationAux(perm), nullptr),
-      [&]() { return PushPairs(g, in, out, dest_of[r], source_of[r]); });
+  return ci::RunCollectiveKernel(
+      kName, g, options.check_peers, signature, [&]() {
+        return PushPairs(g, ops.in, ops.out, ops.pair.dest, ops.pair.source);
+      });
 }
 
 }  // namespace meshdma

@@ -11,6 +11,7 @@
 #include "meshdma/collectives/internal/hierarchy.h"
 #include "meshdma/collectives/internal/one_shot.h"
 #include "meshdma/collectives/internal/plan.h"
+#include "meshdma/collectives/internal/plan_cache.h"
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
@@ -22,98 +23,6 @@ namespace meshdma {
 namespace {
 
 using collectives_internal::Group;
-
-// One-shot reduce-scatter:
-//   step 0: as in the one-shot all-reduce, the neighbour check in two
-//           halves around step 1 (a mismatched call fails at once);
-//   step 1: for each member j, stage a 64-byte header (the call's signature,
-//           see `CallSignature`) and segment j of my input, and push it
-//           into row r of member j's scratch [n, 64 + largest segment]; one
-//           DMA per peer, all on one send and one receive semaphore;
-//   step 2: wait until the n-1 rows for my segment have arrived and my
-//           pushes have been read (one wait each: the byte counts add up);
-//   step 3: compare every peer's header with mine;
-//   step 4: reduce the rows in group order (my own segment of `in` is row r).
-template <typename T>
-absl::Status OneShot(absl::string_view name, const Group& g, ReduceOp op,
-                     const ArrayRef& in, const ArrayRef& out, int64_t signature,
-                     bool check) {
-  const int n = g.size();
-  const int r = g.index;
-  const int64_t count = in.num_elements();
-  const int64_t elem = static_cast<int64_t>(sizeof(T));
-  const int64_t header = check ? collectives_internal::kOneShotHeaderBytes : 0;
-  const int64_t row = header + (count + n - 1) / n * elem;
-  // Step 0: the neighbour check's first half, before anything that depends
-  // on the call's size (docs/semantics.md §6).
-  if (check) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::SendSignature(g, signature));
-  }
-  MESHDMA_ASSIGN_OR_RETURN(
-      SemaphoreArray sems,
-      AllocateSemaphoreArray(SemaphoreType::kDma, 2, "one-shot"));
-  const Semaphore send_sem = sems[0], recv_sem = sems[1];
-  MESHDMA_ASSIGN_OR_RETURN(ArrayRef scratch,
-                           AllocateSymmetric(DType::kU8, {2 * n * row}));
-  std::byte* recv = scratch.data();
-  std::byte* staging = recv + n * row;
-  const auto [my_begin, my_len] = ScatterSegment(count, n, r);
-  const int64_t in_bytes = header + my_len * elem;  // Per peer, to me.
-  // Step 1.
-  int64_t out_bytes = 0;
-  for (int j = 1; j < n; ++j) {
-    const int pos = (r + j) % n;
-    const auto [b, len] = ScatterSegment(count, n, pos);
-    const int64_t bytes = header + len * elem;
-    if (bytes == 0) continue;
-    std::byte* staged = staging + pos * row;
-    const ArrayRef src =
-        collectives_internal::Range(scratch, n * row + pos * row, bytes);
-    if (RaceCheckingEnabled()) {
-      AnnotateRead(collectives_internal::Range(in, b, len),
-                   "one-shot staging read");
-      AnnotateWrite(src, "one-shot staging write");
-    }
-    if (check) std::memcpy(staged, &signature, sizeof(signature));
-    std::memcpy(staged + header, in.data() + b * elem, len * elem);
-    const ArrayRef dst = collectives_internal::Range(scratch, r * row, bytes);
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
-                                src, dst, send_sem, recv_sem, g.members[pos])
-                                .start());
-    out_bytes += bytes;
-  }
-  // Step 0's second half: a peer making another call may never send the
-  // bytes waited for below.
-  if (check) {
-    MESHDMA_RETURN_IF_ERROR(
-        collectives_internal::ReceiveSignature(name, g, signature));
-  }
-  // Step 2 (wait-only descriptors of the total byte counts).
-  const ArrayRef all_in =
-      collectives_internal::Range(scratch, 0, (n - 1) * in_bytes);
-  MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
-                              all_in, all_in, send_sem, recv_sem, g.Peer(-1))
-                              .wait_recv());
-  const ArrayRef all_out = collectives_internal::Range(scratch, 0, out_bytes);
-  MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
-                              all_out, all_out, send_sem, recv_sem, g.Peer(1))
-                              .wait_send());
-  // Steps 3 and 4.
-  if (check && in_bytes > 0) {
-    MESHDMA_RETURN_IF_ERROR(collectives_internal::CheckRowSignatures(
-        name, g, signature, recv, row));
-  }
-  collectives_internal::AnnotateReduceRows(
-      g, collectives_internal::Range(in, my_begin, my_len),
-      [&](int i) {
-        return collectives_internal::Range(scratch, i * row, in_bytes);
-      },
-      out);
-  collectives_internal::ReduceRows<T>(op, g, in.data_as<const T>() + my_begin,
-                                      recv, row, header, out.data_as<T>(),
-                                      my_len);
-  return absl::OkStatus();
-}
 
 // The kernel path: `plan.algorithm` over `g`.
 template <typename T>
@@ -135,14 +44,14 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
         }
         switch (plan.algorithm) {
           case CollectiveAlgorithm::kOneShot:
-            return OneShot<T>(
+            return collectives_internal::OneShotReduce<T>(
                 name, g, op, in, out,
                 collectives_internal::WithPlan(
                     collectives_internal::CallSignature(
                         CollectiveKind::kReduceScatter, in.dtype(),
                         in.num_elements(), static_cast<int>(op), nullptr),
                     plan_bits),
-                one_shot_check);
+                one_shot_check, /*whole=*/false);
           case CollectiveAlgorithm::kHierarchical:
             return collectives_internal::HierarchicalReduceScatter<T>(
                 g, plan.layout, op, in, out, options, plan.host_direct, board);
@@ -162,21 +71,45 @@ absl::Status RunKernelPath(absl::string_view name, const Group& g,
 }
 
 // The channel path: member j gets segment j of my input over the group's
-// channel (`layout.Part(j)`). In place too (`output` my segment of
+// channel (`call.layout.Part(j)`). In place too (`output` my segment of
 // `input`): the channel reads the other segments when it pushes them, and
 // writes mine only after.
 template <typename T>
 absl::Status OverChannel(absl::string_view name,
-                         collectives_internal::Channel* channel, const Group& g,
-                         ReduceOp op, int64_t signature,
-                         const collectives_internal::CallLayout& layout,
-                         const ArrayRef& input, const ArrayRef& output) {
+                         const collectives_internal::PlannedCall& call,
+                         ReduceOp op, const ArrayRef& input,
+                         const ArrayRef& output) {
   if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
+  const collectives_internal::CallLayout& layout = call.layout;
   return collectives_internal::ChannelReduce<T>(
-      channel, name, g, op, signature,
+      call.channel, name, call.group, op, call.signature,
       [&](int j) { return layout.Part(input.data(), j); },
-      reinterpret_cast<const T*>(layout.Part(input.data(), g.index).first),
+      reinterpret_cast<const T*>(
+          layout.Part(input.data(), call.group.index).first),
       output);
+}
+
+// The plan's channel path on its first call: the group's channel, the
+// signature and the segments' layout, then the path; a call that succeeded
+// keeps its plan, which its repeats run at once (plan_cache.h).
+template <typename T>
+absl::Status RunChannelPath(absl::string_view name, const Group& g,
+                            const collectives_internal::Plan& plan, ReduceOp op,
+                            const ArrayRef& input, const ArrayRef& output,
+                            const collectives_internal::CallKey& key) {
+  namespace ci = collectives_internal;
+  const int64_t count = input.num_elements();
+  const int64_t elem = static_cast<int64_t>(DTypeSize(input.dtype()));
+  ci::PlannedCall call{plan, g};
+  MESHDMA_ASSIGN_OR_RETURN(call.channel, ci::Channel::For(g));
+  call.signature =
+      ci::CallSignature(ci::CollectiveKind::kReduceScatter, input.dtype(),
+                        count, static_cast<int>(op), nullptr);
+  call.layout = ci::CallLayout::Split(count, g.size(), elem,
+                                      (count + g.size() - 1) / g.size() * elem);
+  MESHDMA_RETURN_IF_ERROR(OverChannel<T>(name, call, op, input, output));
+  ci::CachePlannedCall(key, std::move(call));
+  return absl::OkStatus();
 }
 
 absl::string_view ReduceScatterName(ReduceOp op) {
@@ -189,8 +122,8 @@ absl::string_view ReduceScatterName(ReduceOp op) {
 
 }  // namespace
 
-// Steps: 1. a repeat of a remembered small call goes straight to its
-// channel, with the segments and padding the first call computed; 2. the
+// Steps: 1. a repeat of a call whose plan is cached runs it at once, with
+// the segments and padding the first call computed; 2. the
 // group and the checked operands; 3. the plan
 // (collectives/internal/plan.h); 4. the plan's path.
 absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
@@ -200,16 +133,15 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   namespace ci = collectives_internal;
   const absl::string_view name = ReduceScatterName(op);
   constexpr ci::CollectiveKind kKind = ci::CollectiveKind::kReduceScatter;
+  const ci::CallKey key{kKind,  static_cast<int>(op), input, output, axes,
+                        options};
   // Step 1.
-  if (const ci::ChannelCall* call = ci::FindChannelCall(
-          kKind, static_cast<int>(op), input, output, axes, options)) {
+  if (const ci::PlannedCall* call = ci::FindPlannedCall(key)) {
     MESHDMA_RETURN_IF_ERROR(
         ci::PadToLargestOutput(output, call->layout.largest_output_bytes));
     absl::Status status;
     ci::DispatchReducible(input.dtype(), [&](auto zero) {
-      status = OverChannel<decltype(zero)>(name, call->channel, call->group, op,
-                                           call->signature, call->layout, input,
-                                           output);
+      status = OverChannel<decltype(zero)>(name, *call, op, input, output);
     });
     return status;
   }
@@ -248,23 +180,7 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
       status = RunKernelPath<T>(name, g, options, plan, op, in, out);
       return;
     }
-    absl::StatusOr<ci::Channel*> channel = ci::Channel::For(g);
-    if (!channel.ok()) {
-      status = channel.status();
-      return;
-    }
-    const int64_t signature = ci::CallSignature(
-        kKind, in.dtype(), in.num_elements(), static_cast<int>(op), nullptr);
-    ci::CallLayout layout = ci::CallLayout::Split(
-        in.num_elements(), n, static_cast<int64_t>(DTypeSize(in.dtype())),
-        largest_segment);
-    status =
-        OverChannel<T>(name, *channel, g, op, signature, layout, input, output);
-    if (status.ok()) {
-      ci::RememberChannelCall(kKind, static_cast<int>(op), input, output, g,
-                              *channel, signature, options, {},
-                              std::move(layout));
-    }
+    status = RunChannelPath<T>(name, g, plan, op, input, output, key);
   });
   if (!reducible) {
     return ci::CollectiveError(

@@ -188,6 +188,35 @@ TEST(PlanMismatch, ChunkBytes) {
       {"psum of 65536 f32", "in pieces #"});
 }
 
+// 128 KiB and 256 KiB pieces had one 3-bit hash (the signature's before it
+// had 4 bits); they differ in the 4-bit hash.
+TEST(PlanMismatch, ChunkBytesOnceOneHash) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+        return psum(a, a, {"x"},
+                    Algorithm(CollectiveAlgorithm::kRing,
+                              me == 0 ? 128 << 10 : 256 << 10));
+      },
+      {"psum of 65536 f32", "in pieces #"});
+}
+
+// 128 KiB and 512 KiB pieces have one 4-bit hash: a kernel over the whole
+// mesh compares the sizes themselves at its entry.
+TEST(PlanMismatch, ChunkBytesOfOneHash) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+        return psum(a, a, {"x"},
+                    Algorithm(CollectiveAlgorithm::kRing,
+                              me == 0 ? 128 << 10 : 512 << 10));
+      },
+      {"psum of 65536 f32", "plans cut different pieces",
+       "chunk_bytes 131072, num_buffers 2|chunk_bytes 524288, num_buffers 2"});
+}
+
 // A kernel's ppermute: every member shifts by one, device 0 without the
 // pair that wraps around.
 TEST(PlanMismatch, PpermutePermutation) {
@@ -206,6 +235,55 @@ TEST(PlanMismatch, PpermutePermutation) {
         return ppermute(in, out, {"x"}, perm, o);
       },
       {"ppermute of 65536 f32", "permutation #"});
+}
+
+// --- A device that skips a call: its next call is the others' current one,
+// so the calls match until it reaches the end of its Run while the others
+// still enter a kernel. The check at the end of the Run meets that kernel's
+// entry and names both calls with their numbers.
+
+// Device 1 skips the first of `calls` psums (ring kernels on every launch).
+absl::Status SkipFirstPsum(int calls) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+  for (int call = me == 1 ? 1 : 0; call < calls; ++call) {
+    MESHDMA_RETURN_IF_ERROR(
+        psum(a, a, {"x"}, Algorithm(CollectiveAlgorithm::kRing, 256 << 10)));
+  }
+  return absl::OkStatus();
+}
+
+TEST(SkippedCall, Psum) {
+  ExpectPromptError([] { return SkipFirstPsum(3); },
+                    {"psum of 65536 f32", "collective kernel #3",
+                     "end of its Run after 2 collective kernels"});
+}
+
+// The same program without the skip: the check at the end of every Run
+// passes, Run after Run.
+TEST(SkippedCall, NoneSkippedPasses) {
+  auto rt = FreshRuntime();
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh1D("x");
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  for (int run = 0; run < 3; ++run) {
+    absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+      MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
+      for (int64_t i = 0; i < 65536; ++i) a.data_as<float>()[i] = 1;
+      for (int call = 0; call < 2; ++call) {
+        MESHDMA_RETURN_IF_ERROR(psum(
+            a, a, {"x"}, Algorithm(CollectiveAlgorithm::kRing, 256 << 10)));
+      }
+      const float want = static_cast<float>(n) * n;
+      if (a.data_as<float>()[65535] != want) {
+        return absl::InternalError(absl::StrCat(
+            "psum twice: ", a.data_as<float>()[65535], ", want ", want));
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << "run " << run << ": " << s;
+  }
 }
 
 // --- Outputs whose size differs per member by design. Each member allocates
