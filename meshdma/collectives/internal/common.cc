@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -200,11 +203,14 @@ absl::Status PadToLargestOutput(const ArrayRef& output, int64_t largest_bytes) {
 
 namespace {
 
-// Signature layout (62 bits, never 0): [plan : 6][count + 1 mod 2^24 :
+// Signature layout (63 bits, never 0): [plan : 7][count + 1 mod 2^24 :
 // 24][heap offset / 64 mod 2^20 : 20][dtype : 3][kind : 3][aux : 6]. The
-// plan: [pieces hash : 3][algorithm + 1 : 3] (0: none given). Decoded for
+// plan: [pieces hash : 4][algorithm + 1 : 3] (0: none given). Decoded for
 // messages.
 constexpr int kCountBits = 24;
+// The kind of the check at the end of a Run (`EnterKernel`), after the
+// CollectiveKinds.
+constexpr int kRunEndKind = 6;
 constexpr int kPlanShift = 32 + kCountBits;
 struct Signature {
   int64_t count = 0;
@@ -212,14 +218,14 @@ struct Signature {
   int dtype = 0, kind = 0, aux = 0, plan = 0;
   int64_t Encode() const {
     const int64_t off = offset < 0 ? 0 : (offset / 64 + 1) & ((1 << 20) - 1);
-    return (int64_t{plan & 63} << kPlanShift) |
+    return (int64_t{plan & 127} << kPlanShift) |
            (((count + 1) & ((int64_t{1} << kCountBits) - 1)) << 32) |
            (off << 12) | (int64_t{dtype & 7} << 9) | (int64_t{kind & 7} << 6) |
            (aux & 63);
   }
   static Signature Decode(int64_t v) {
     Signature s;
-    s.plan = static_cast<int>((v >> kPlanShift) & 63);
+    s.plan = static_cast<int>((v >> kPlanShift) & 127);
     s.count = ((v >> 32) & ((int64_t{1} << kCountBits) - 1)) - 1;
     const int64_t off = (v >> 12) & ((1 << 20) - 1);
     s.offset = off == 0 ? -1 : (off - 1) * 64;
@@ -230,9 +236,14 @@ struct Signature {
   }
   // False for bytes that no call encoded (a zero or foreign header).
   bool Valid() const {
-    return kind >= 1 && kind <= 5 && dtype <= 6 && count >= 0;
+    return kind >= 1 && kind <= 6 && dtype <= 6 && count >= 0;
   }
+  bool IsRunEnd() const { return kind == kRunEndKind; }
   std::string ToString() const {
+    if (IsRunEnd()) {
+      return absl::StrCat("the end of its Run after ", count,
+                          " collective kernels");
+    }
     static constexpr const char* kKinds[] = {
         "?",    "ppermute",   "all_gather", "psum_scatter",
         "psum", "all_to_all", "?",          "?"};
@@ -302,20 +313,56 @@ int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
   return me.Encode();
 }
 
+namespace {
+
+// splitmix64's finalizer.
+uint64_t Mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15u;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+  return z ^ (z >> 31);
+}
+
+// The pieces a kernel's plan cuts (`PlanBits`), exactly.
+struct PlanPieces {
+  bool cuts = false;
+  int64_t chunk_bytes = 0, num_buffers = 0, lane_chunk_bytes = 0;
+
+  uint64_t Hash() const {
+    if (!cuts) return 0;
+    return Mix64(Mix64(Mix64(static_cast<uint64_t>(chunk_bytes)) ^
+                       static_cast<uint64_t>(num_buffers)) ^
+                 static_cast<uint64_t>(lane_chunk_bytes));
+  }
+  std::string ToString() const {
+    return absl::StrCat(
+        "chunk_bytes ", chunk_bytes, ", num_buffers ", num_buffers,
+        lane_chunk_bytes == 0
+            ? ""
+            : absl::StrCat(", lane_chunk_bytes ", lane_chunk_bytes));
+  }
+};
+
+// The pieces of the kernel this device thread enters next: set by
+// `PlanBits`, taken by `EnterKernel`.
+thread_local PlanPieces t_next_pieces;
+
+}  // namespace
+
 int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
              bool cuts) {
-  int pieces = 0;
+  PlanPieces pieces;
   if (cuts) {
-    uint64_t h =
-        static_cast<uint64_t>(options.chunk_bytes) * 0x9E3779B97F4A7C15u;
-    h ^= static_cast<uint64_t>(options.num_buffers) * 0xC2B2AE3D27D4EB4Fu;
+    pieces.cuts = true;
+    pieces.chunk_bytes = options.chunk_bytes;
+    pieces.num_buffers = options.num_buffers;
     if (algorithm == CollectiveAlgorithm::kHierarchical) {
-      h ^=
-          static_cast<uint64_t>(options.lane_chunk_bytes) * 0x165667B19E3779F9u;
+      pieces.lane_chunk_bytes = options.lane_chunk_bytes;
     }
-    pieces = static_cast<int>((h >> 61) & 7);
   }
-  return (pieces << 3) | ((static_cast<int>(algorithm) + 1) & 7);
+  t_next_pieces = pieces;
+  const int hash = cuts ? static_cast<int>(pieces.Hash() >> 60) : 0;
+  return (hash << 3) | ((static_cast<int>(algorithm) + 1) & 7);
 }
 
 int ReductionPlanBits(CollectiveAlgorithm algorithm,
@@ -326,29 +373,62 @@ int ReductionPlanBits(CollectiveAlgorithm algorithm,
 }
 
 int64_t WithPlan(int64_t signature, int plan_bits) {
-  return (signature & ~(int64_t{63} << kPlanShift)) |
-         (int64_t{plan_bits & 63} << kPlanShift);
+  return (signature & ~(int64_t{127} << kPlanShift)) |
+         (int64_t{plan_bits & 127} << kPlanShift);
 }
 
 int PermutationAux(std::span<const std::pair<int, int>> perm) {
   // splitmix64's finalizer of each pair, summed (any order), then mixed.
-  auto mix = [](uint64_t z) {
-    z += 0x9E3779B97F4A7C15u;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-  };
   uint64_t sum = 0;
   for (const auto& [src, dst] : perm) {
-    sum += mix((static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
-               static_cast<uint32_t>(dst));
+    sum += Mix64((static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) |
+                 static_cast<uint32_t>(dst));
   }
-  return static_cast<int>((mix(sum) >> 58) & 63);
+  return static_cast<int>((Mix64(sum) >> 58) & 63);
 }
+
+namespace {
+
+// The collective kernels this device thread entered in the current Run
+// (`EnterKernel`); 0 until the first, which registers the Run-end check.
+thread_local int64_t t_kernels_entered = 0;
+
+// The error when a peer's signature differs and one of the two devices has
+// reached the end of its Run: both counts of collective kernels.
+absl::Status RunEndMismatch(absl::string_view collective, const Group& group,
+                            const Signature& mine, const Signature& theirs,
+                            int peer) {
+  const std::string what =
+      "; a device skipped a call or made one more: every device of the mesh "
+      "must make the same sequence of collective calls";
+  if (mine.IsRunEnd()) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat("this device has reached the end of its Run after ",
+                     mine.count, " collective kernels but device LOGICAL id ",
+                     peer, " calls ", theirs.ToString(),
+                     ", its collective kernel #", mine.count + 1, what));
+  }
+  return CollectiveError(
+      collective, group,
+      absl::StrCat("this device calls ", mine.ToString(),
+                   ", its collective kernel #", t_kernels_entered,
+                   " of this Run, but device LOGICAL id ", peer,
+                   " has reached the end of its Run after ", theirs.count,
+                   " collective kernels", what));
+}
+
+}  // namespace
 
 absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                                int64_t mine, int64_t theirs, int peer) {
   if (theirs == mine) return absl::OkStatus();
+  if (Signature::Decode(theirs).Valid() &&
+      (Signature::Decode(mine).IsRunEnd() ||
+       Signature::Decode(theirs).IsRunEnd())) {
+    return RunEndMismatch(collective, group, Signature::Decode(mine),
+                          Signature::Decode(theirs), peer);
+  }
   if (!Signature::Decode(theirs).Valid()) {
     return CollectiveError(
         collective, group,
@@ -406,14 +486,72 @@ std::string ChosenBy(CollectiveAlgorithm requested) {
   return absl::StrCat(" (", CollectiveAlgorithmName(requested), " requested)");
 }
 
+namespace {
+
+// `EnterKernel` without counting the kernel.
+absl::Status CompareCallAtEntry(absl::string_view collective,
+                                const Group& group, bool check,
+                                int64_t signature, const PlanPieces& pieces);
+
+constexpr absl::string_view kRunEndName = "the end of the Run";
+
+// The check at the end of a Run (common.h, `EnterKernel`): step 1, the whole
+// mesh as one group; step 2, its kernel, whose entry compares this device's
+// count of collective kernels with every other device's, or meets the kernel
+// that a device still enters.
+absl::Status CheckCallsAtRunEnd() {
+  // Step 1.
+  MESHDMA_ASSIGN_OR_RETURN(const Mesh* mesh, current_mesh());
+  if (mesh->size() == 1) return absl::OkStatus();
+  std::vector<std::string> axes;
+  for (const Mesh::Axis& axis : mesh->axes()) axes.push_back(axis.first);
+  MESHDMA_ASSIGN_OR_RETURN(Group g, ResolveGroup(kRunEndName, axes));
+  // Step 2.
+  Signature end;
+  end.kind = kRunEndKind;
+  end.count = t_kernels_entered % ((int64_t{1} << kCountBits) - 1);
+  const int64_t signature = end.Encode();
+  return RunKernel(KernelFor(kRunEndName, g, /*check=*/true),
+                   [&]() -> absl::Status {
+                     return CompareCallAtEntry(kRunEndName, g, /*check=*/true,
+                                               signature, PlanPieces());
+                   });
+}
+
+// Counts a collective kernel; the first of a Run registers the Run-end
+// check, and the count's reset for the next Run.
+void CountKernel() {
+  if (t_kernels_entered == 0) {
+    if (!AtRunEnd([] { t_kernels_entered = 0; }).ok()) return;
+    if (!AtRunExit(CheckCallsAtRunEnd).ok()) return;
+  }
+  ++t_kernels_entered;
+}
+
+}  // namespace
+
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature) {
+  CountKernel();
+  return CompareCallAtEntry(collective, group, check, signature,
+                            std::exchange(t_next_pieces, PlanPieces()));
+}
+
+namespace {
+
+absl::Status CompareCallAtEntry(absl::string_view collective,
+                                const Group& group, bool check,
+                                int64_t signature, const PlanPieces& pieces) {
   if (!check) return absl::OkStatus();
   if (!ComparesAtEntry(group, check)) {
     MESHDMA_RETURN_IF_ERROR(SendSignature(group, signature));
     return ReceiveSignature(collective, group, signature);
   }
-  MESHDMA_ASSIGN_OR_RETURN(const bool same, device_barrier_compare(signature));
+  // The barrier compares the plan's pieces exactly (a hash of them beside
+  // the signature), not only the signature's hash of them.
+  MESHDMA_ASSIGN_OR_RETURN(
+      const bool same,
+      device_barrier_compare(static_cast<uint64_t>(signature) ^ pieces.Hash()));
   if (same) return absl::OkStatus();
   // Some device makes another call, and every device knows. Each tells every
   // other its call, one peer a round, with a barrier between rounds (a
@@ -434,9 +572,21 @@ absl::Status EnterKernel(absl::string_view collective, const Group& group,
     MESHDMA_RETURN_IF_ERROR(device_barrier());
   }
   if (!first.ok()) return first;
+  if (pieces.cuts) {
+    return CollectiveError(
+        collective, group,
+        absl::StrCat("every device calls ",
+                     Signature::Decode(signature).ToString(),
+                     " but their plans cut different pieces; this device's "
+                     "are ",
+                     pieces.ToString(),
+                     ": every device must pass the same CollectiveOptions"));
+  }
   return CollectiveError(collective, group,
                          "the devices of the mesh make different calls");
 }
+
+}  // namespace
 
 void LocalCopy(const ArrayRef& src, const ArrayRef& dst) {
   if (src.size_bytes() == 0 || src.data() == dst.data()) return;

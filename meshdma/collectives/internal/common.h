@@ -88,7 +88,7 @@ enum class CollectiveKind : int {
 };
 
 // The neighbour check: tells the next device of the ring what this call is
-// and checks that the previous device is making the same call, as a 62-bit
+// and checks that the previous device is making the same call, as a 63-bit
 // signature (`CallSignature`) sent as one signal on the kernel's BARRIER
 // semaphore: kind, dtype, element count (mod about 2^24), `aux` in [0, 64),
 // the plan (`PlanBits`, added by `WithPlan`) and the heap offset of
@@ -107,13 +107,17 @@ absl::Status ReceiveSignature(absl::string_view collective, const Group& group,
 int64_t CallSignature(CollectiveKind kind, DType dtype, int64_t count, int aux,
                       const ArrayRef* symmetric,
                       const ArrayRef* second = nullptr);
-// The plan of a call as its signature carries it (6 bits, in place of the
-// count's top bits): the kernel's `algorithm`, and where `cuts` (the
-// reductions' rings and hierarchy, whose steps move pieces of `chunk_bytes`
-// through `num_buffers` slots, and between hosts `lane_chunk_bytes`) a
-// 3-bit hash of those options. Members whose plans differ (another
-// algorithm requested, other chunk sizes) then fail at the kernel's entry,
-// naming both plans, instead of waiting for bytes the other never sends.
+// The plan of a call as its signature carries it (7 bits): the kernel's
+// `algorithm`, and where `cuts` (the reductions' rings and hierarchy, whose
+// steps move pieces of `chunk_bytes` through `num_buffers` slots, and
+// between hosts `lane_chunk_bytes`) a 4-bit hash of those options. Members
+// whose plans differ (another algorithm requested, other chunk sizes) then
+// fail at the kernel's entry, naming both plans, instead of waiting for bytes
+// the other never sends. The pieces themselves are kept for the next
+// `EnterKernel` of this device: a kernel over the whole mesh compares them
+// exactly in its entry barrier (two sizes of one 4-bit hash fail there too,
+// naming this device's sizes); one over part of the mesh compares only the
+// hash (1 pair of sizes in 16 passes it). Call it right before the kernel.
 // `WithPlan` puts `plan_bits` into `signature`.
 int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
              bool cuts);
@@ -169,6 +173,16 @@ inline KernelOptions KernelFor(absl::string_view name) {
 // Groups that are part of the mesh keep the barrier and the check: members
 // of other groups may make the same call with other choices (another
 // algorithm), which the signature covers. Every member decides alike.
+//
+// `EnterKernel` also counts the collective kernels this device enters in the
+// current Run. Every one has an entry barrier over the whole mesh, so every
+// device of the mesh enters as many. When the Run ends on a device that
+// entered any (and did not fail), it enters one more kernel over the whole
+// mesh, whose signature is "the end of its Run after N collective kernels"
+// (a signature of its own kind): a device that skipped a call, and so ends its
+// Run while the others still enter a kernel, meets that kernel's entry at once
+// and both fail, naming both calls and their numbers, instead of waiting for
+// the timeout. Where every device made the same calls it costs one barrier.
 bool ComparesAtEntry(const Group& group, bool check);
 KernelOptions KernelFor(absl::string_view name, const Group& group, bool check);
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
