@@ -23,13 +23,12 @@ namespace meshdma::collectives_internal {
 namespace {
 
 // A launch as the planner sees it: each member's host and process, checked
-// mode, cross-memory attach, the heap.
+// mode, the heap.
 struct FakeLaunch {
   std::string name;
   std::vector<int> host;     // By LOGICAL id.
   std::vector<int> process;  // By LOGICAL id.
   bool checked = false;
-  bool cross_memory = false;
   int64_t heap_bytes = int64_t{1} << 30;
 };
 
@@ -55,8 +54,7 @@ class FakeTopology final : public Topology {
   }
   absl::StatusOr<bool> ReadsPeerMemory(const Group& g) override {
     return Every(g, [&](int me, int peer) {
-      return !l_.checked && (l_.process[me] == l_.process[peer] ||
-                             (l_.cross_memory && l_.host[me] == l_.host[peer]));
+      return !l_.checked && l_.process[me] == l_.process[peer];
     });
   }
   absl::StatusOr<HostLayout> Layout(const Group& g) override {
@@ -338,11 +336,10 @@ std::vector<FakeLaunch> Launches() {
     checked.name += ", checked";
     checked.checked = true;
     all.push_back(checked);
-    FakeLaunch cma = all[i];
-    cma.name += ", cross-memory attach, 64 MiB heap";
-    cma.cross_memory = true;
-    cma.heap_bytes = 64 << 20;
-    all.push_back(cma);
+    FakeLaunch small_heap = all[i];
+    small_heap.name += ", 64 MiB heap";
+    small_heap.heap_bytes = 64 << 20;
+    all.push_back(small_heap);
   }
   return all;
 }

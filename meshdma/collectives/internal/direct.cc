@@ -34,13 +34,7 @@ absl::StatusOr<bool> SharesAddressSpace(const Group& g) {
 }
 
 absl::StatusOr<bool> ReadsPeerMemory(const Group& g) {
-  return EveryPeer(g, &peer_memory_readable);
-}
-
-std::byte* CrossMemoryBuffer(int64_t bytes) {
-  thread_local std::vector<std::byte> buffer;
-  if (static_cast<int64_t>(buffer.size()) < bytes) buffer.resize(bytes);
-  return buffer.data();
+  return EveryPeer(g, &peer_shares_address_space);
 }
 
 int64_t ReductionSignature(CollectiveKind kind, DType dtype, int64_t count,
@@ -114,12 +108,12 @@ absl::StatusOr<std::vector<MemberInput>> MemberInputs(const Group& g,
                                                       const ArrayRef& shared,
                                                       const ArrayRef* board) {
   std::vector<MemberInput> inputs(g.size());
-  inputs[g.index] = {own.data(), g.members[g.index], false};
+  inputs[g.index] = {own.data(), g.members[g.index]};
   if (board == nullptr) {
     MESHDMA_ASSIGN_OR_RETURN(std::vector<ArrayRef> views,
                              MemberViews(g, shared));
     for (int i = 0; i < g.size(); ++i) {
-      if (i != g.index) inputs[i] = {views[i].data(), g.members[i], false};
+      if (i != g.index) inputs[i] = {views[i].data(), g.members[i]};
     }
     return inputs;
   }
@@ -130,10 +124,7 @@ absl::StatusOr<std::vector<MemberInput>> MemberInputs(const Group& g,
     // Stored before the entry barrier, which this device has passed.
     std::byte* address = nullptr;
     std::memcpy(&address, boards[i].data(), sizeof(address));
-    MESHDMA_ASSIGN_OR_RETURN(const bool here,
-                             peer_shares_address_space(DeviceId(g.members[i]),
-                                                       DeviceIdType::kLogical));
-    inputs[i] = {address, g.members[i], !here};
+    inputs[i] = {address, g.members[i]};
   }
   return inputs;
 }

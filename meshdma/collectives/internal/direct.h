@@ -33,16 +33,6 @@
 // the entry barrier, which publishes it, and step 1 reads the peers' boards.
 // A private input then needs no copy for the peers, and the inputs no common
 // offset; step 3 keeps every input alive until all peers are done with it.
-// Devices of other processes of one host read a private input the same way
-// where the launch uses cross-memory attach (dma/peer_view.h, contract 7):
-// the board holds an address of the owner's process, and step 2 reads the
-// peers' bytes from there in chunks of kCrossMemoryChunkBytes into a buffer
-// of its own, reducing each chunk while it is in the caches. The input is
-// then read once, where a copy for the peers would write it and read it
-// again. Launches ask for it (`RuntimeOptions::cross_memory_attach`): on
-// the 2-core development machine the kernel's copy made the reductions
-// 1.5-1.9x slower than the copy for the peers (`mpirun -np 2 -x
-// MESHDMA_CROSS_MEMORY=0|1 meshdma-bench --input private -b 2M -e 64M`).
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_DIRECT_H_
 
@@ -83,10 +73,9 @@ absl::StatusOr<bool> DirectReaches(const Group& g);
 // True when every member of `g` is a device of this process, checked mode
 // off: a kDirect reduction then reads the inputs through boards (above).
 absl::StatusOr<bool> SharesAddressSpace(const Group& g);
-// True when the calling device can read any memory of every member of `g`
-// (dma/peer_view.h, `peer_memory_readable`): a kDirect reduction then reads
-// a private input through boards, by cross-memory attach where a member is
-// another process (above).
+// True when the calling device can read any memory of every member of `g`:
+// every member is a device of this process (`SharesAddressSpace`), and a
+// kDirect reduction then reads a private input through boards (above).
 absl::StatusOr<bool> ReadsPeerMemory(const Group& g);
 
 // The call signature (common.h, `CallSignature`) of a reduction's kernel.
@@ -123,13 +112,11 @@ absl::Status RunReductionKernel(
 // Step 1: `a` (symmetric) as each member holds it, in group order.
 absl::StatusOr<std::vector<ArrayRef>> MemberViews(const Group& g,
                                                   const ArrayRef& a);
-// Member i's input as this device reads it: at `data` in this process, or,
-// where `foreign`, at `data` in the process of device `device` (logical
-// id), read by cross-memory attach.
+// Member i's input as this device reads it: at `data` in this process;
+// `device` is the member's logical id.
 struct MemberInput {
   const std::byte* data = nullptr;
   int device = -1;
-  bool foreign = false;
 };
 // Step 1 for the inputs of a reduction, in group order: member i's `own`
 // input on this device; with a `board` (RunReductionKernel), each member's
@@ -140,56 +127,19 @@ absl::StatusOr<std::vector<MemberInput>> MemberInputs(const Group& g,
                                                       const ArrayRef& shared,
                                                       const ArrayRef* board);
 
-// Cross-memory reads of a reduction's step 2 move chunks of this many bytes
-// per member: each chunk is reduced while it is in the L2 cache beside the
-// others.
-inline constexpr int64_t kCrossMemoryChunkBytes = 256 << 10;
-// A buffer of at least `bytes` for the calling thread's cross-memory chunks,
-// kept for its next call.
-std::byte* CrossMemoryBuffer(int64_t bytes);
-
 // Step 2: elements [begin, begin + count) of every member's input, reduced
 // in group order into the `num_outs` outputs `outs` (each already at
-// `begin`'s place) as ReduceMany does. Foreign inputs are read in chunks
-// of kCrossMemoryChunkBytes, each reduced before the next is read.
+// `begin`'s place) as ReduceMany does.
 template <typename T>
 absl::Status ReduceMembers(ReduceOp op, std::span<const MemberInput> inputs,
                            int64_t begin, int64_t count, T* const* outs,
                            int num_outs, bool stream) {
   const int n = static_cast<int>(inputs.size());
   std::vector<const T*> sources(n);
-  int foreign = 0;
   for (int i = 0; i < n; ++i) {
     sources[i] = reinterpret_cast<const T*>(inputs[i].data) + begin;
-    foreign += inputs[i].foreign ? 1 : 0;
   }
-  if (foreign == 0) {
-    ReduceMany<T>(op, sources.data(), n, outs, num_outs, count, stream);
-    return absl::OkStatus();
-  }
-  const int64_t chunk =
-      std::max<int64_t>(1, kCrossMemoryChunkBytes / int64_t{sizeof(T)});
-  T* const buffers = reinterpret_cast<T*>(
-      CrossMemoryBuffer(foreign * chunk * int64_t{sizeof(T)}));
-  std::vector<T*> destinations(num_outs);
-  for (int64_t at = 0; at < count; at += chunk) {
-    const int64_t m = std::min(chunk, count - at);
-    for (int i = 0, k = 0; i < n; ++i) {
-      const T* from = reinterpret_cast<const T*>(inputs[i].data) + begin + at;
-      if (!inputs[i].foreign) {
-        sources[i] = from;
-        continue;
-      }
-      T* into = buffers + int64_t{k++} * chunk;
-      MESHDMA_RETURN_IF_ERROR(peer_memory_read(DeviceId(inputs[i].device), from,
-                                               m * int64_t{sizeof(T)}, into,
-                                               DeviceIdType::kLogical));
-      sources[i] = into;
-    }
-    for (int o = 0; o < num_outs; ++o) destinations[o] = outs[o] + at;
-    ReduceMany<T>(op, sources.data(), n, destinations.data(), num_outs, m,
-                  stream);
-  }
+  ReduceMany<T>(op, sources.data(), n, outs, num_outs, count, stream);
   return absl::OkStatus();
 }
 

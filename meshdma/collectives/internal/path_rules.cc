@@ -34,11 +34,10 @@ constexpr std::array<PathRuleRow, static_cast<int>(PathRule::kCount)> kTable = {
          "one_shot (auto: input <= one_shot_max_bytes)", "kernel one_shot"},
         {PathRule::kReduceDirect, "psum, psum_scatter",
          "direct, or auto above one_shot_max_bytes, and reachable "
-         "(psum_scatter's private input between processes without "
-         "cross-memory attach: <= kDirectPrivateScatterMaxBytes)",
-         "kernel direct (threads of one process, or cross-memory attach, read "
-         "the inputs where they are; else a private input is copied for the "
-         "peers)"},
+         "(psum_scatter's private input between processes: "
+         "<= kDirectPrivateScatterMaxBytes)",
+         "kernel direct (threads of one process read the inputs where they "
+         "are; else a private input is copied for the peers)"},
         {PathRule::kReduceHierarchical, "psum, psum_scatter",
          "hierarchical, or auto above one_shot_max_bytes, on hosts holding "
          "the same number of devices each (psum_scatter with auto: several "

@@ -143,7 +143,7 @@ absl::StatusOr<Plan> PlanReduction(const CallShape& call, const Group& g,
     MESHDMA_ASSIGN_OR_RETURN(direct, t.Reaches(g));
   }
   // psum_scatter: a private input takes kDirect where threads of one process
-  // or cross-memory attach read it, else up to kDirectPrivateScatterMaxBytes.
+  // read it, else up to kDirectPrivateScatterMaxBytes.
   if (!psum && direct) {
     MESHDMA_ASSIGN_OR_RETURN(plan.boards, t.SharesAddressSpace(g));
     if (!plan.boards && !call.input_symmetric) {
