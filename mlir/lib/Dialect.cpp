@@ -358,6 +358,31 @@ LogicalResult SemAllocOp::verify() {
   return success();
 }
 
+// The largest semaphore array: the checker and the lowering hold one slot
+// per semaphore.
+constexpr int64_t kMaxSemaphoreArray = 1 << 16;
+
+LogicalResult SemAllocArrayOp::verify() {
+  SemaphoreArrayType t = getType();
+  if (t.getKind() == SemaphoreKind::barrier)
+    return emitOpError(
+        "cannot allocate BARRIER semaphores; use meshdma.barrier_semaphore");
+  if (t.getSize() < 1 || t.getSize() > kMaxSemaphoreArray)
+    return emitOpError("an array of ")
+           << t.getSize() << " semaphores; the size must be 1 to "
+           << kMaxSemaphoreArray;
+  return success();
+}
+
+LogicalResult SemIndexOp::verify() {
+  auto array = llvm::cast<SemaphoreArrayType>(getArray().getType());
+  if (getType().getKind() != array.getKind())
+    return emitOpError("indexes an array of ")
+           << stringifySemaphoreKind(array.getKind())
+           << " semaphores but returns " << getType();
+  return success();
+}
+
 LogicalResult BarrierSemaphoreOp::verify() {
   if (getType().getKind() != SemaphoreKind::barrier)
     return emitOpError("returns a !meshdma.semaphore<barrier>, not ")

@@ -302,6 +302,50 @@ MESHDMA_PATTERN(SemAllocOp) {
   return success();
 }
 
+// An array of semaphores: `size` handles on the stack (in the entry block,
+// so that loops do not grow it), each allocated in order, as `size`
+// sem_allocs would be.
+MESHDMA_PATTERN(SemAllocArrayOp) {
+  Location loc = op.getLoc();
+  int64_t size = op.getType().getSize();
+  Value array;
+  {
+    Operation* fn = op;
+    while (fn && !llvm::isa<FunctionOpInterface>(fn)) fn = fn->getParentOp();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&fn->getRegion(0).front());
+    array = b.create<LLVM::AllocaOp>(loc, l.ptr_, l.sem_, l.I32(b, loc, size));
+  }
+  Value kind = l.I32(b, loc, static_cast<int>(op.getType().getKind()));
+  for (int64_t k = 0; k < size; ++k) {
+    Value at = b.create<LLVM::GEPOp>(loc, l.ptr_, l.sem_, array,
+                                     ValueRange{l.I64(b, loc, k)});
+    l.Call(b, loc, "meshdma_allocate_semaphore", {kind, at});
+  }
+  b.replaceOp(op, array);
+  return success();
+}
+
+// Semaphore `index` of an array. An index off the array gives a handle of
+// no semaphore type (-1), which every runtime call refuses with an error.
+MESHDMA_PATTERN(SemIndexOp) {
+  Location loc = op.getLoc();
+  int64_t size =
+      llvm::cast<SemaphoreArrayType>(op.getArray().getType()).getSize();
+  Value index = a.getIndex();
+  Value in = b.create<LLVM::ICmpOp>(loc, LLVM::ICmpPredicate::ult, index,
+                                    l.I64(b, loc, size));
+  Value safe = b.create<LLVM::SelectOp>(loc, in, index, l.I64(b, loc, 0));
+  Value at = b.create<LLVM::GEPOp>(loc, l.ptr_, l.sem_, a.getArray(),
+                                   ValueRange{safe});
+  Value sem = b.create<LLVM::LoadOp>(loc, l.sem_, at);
+  Value none = b.create<LLVM::UndefOp>(loc, l.sem_);
+  none = b.create<LLVM::InsertValueOp>(loc, none, l.I64(b, loc, 0), 0);
+  none = b.create<LLVM::InsertValueOp>(loc, none, l.I32(b, loc, -1), 1);
+  b.replaceOpWithNewOp<LLVM::SelectOp>(op, in, sem, none);
+  return success();
+}
+
 MESHDMA_PATTERN(BarrierSemaphoreOp) {
   Value out = l.Slot(b, op, l.sem_);
   l.Call(b, op.getLoc(), "meshdma_get_barrier_semaphore", {out});
@@ -495,6 +539,7 @@ struct ConvertMeshDmaToLLVMPass
     LowerToLLVMOptions options(ctx);
     LLVMTypeConverter tc(ctx, options);
     tc.addConversion([&](SemaphoreType) -> Type { return l.sem_; });
+    tc.addConversion([&](SemaphoreArrayType) -> Type { return l.ptr_; });
     RewritePatternSet patterns(ctx);
     populateFuncToLLVMConversionPatterns(tc, patterns);
     // ceildivsi, ceildivui and floordivsi have no LLVM lowering of their own:
@@ -508,9 +553,10 @@ struct ConvertMeshDmaToLLVMPass
     populateFinalizeMemRefToLLVMConversionPatterns(tc, patterns);
     patterns
         .add<DeviceIdOpLowering, AxisIndexOpLowering, AxisSizeOpLowering,
-             SemAllocOpLowering, BarrierSemaphoreOpLowering, AllocOpLowering,
-             SemSignalOpLowering, SemWaitOpLowering, SemReadOpLowering,
-             DmaStartOpLowering, DmaWaitRecvOpLowering, DmaWaitSendOpLowering,
+             SemAllocOpLowering, SemAllocArrayOpLowering, SemIndexOpLowering,
+             BarrierSemaphoreOpLowering, AllocOpLowering, SemSignalOpLowering,
+             SemWaitOpLowering, SemReadOpLowering, DmaStartOpLowering,
+             DmaWaitRecvOpLowering, DmaWaitSendOpLowering,
              DeviceBarrierOpLowering, PpermuteOpLowering, AllGatherOpLowering,
              AllReduceOpLowering, ReduceScatterOpLowering, AllToAllOpLowering>(
             tc, l);
@@ -628,7 +674,8 @@ struct MaterializeGridPass
   }
 
   static bool IsAllocation(Operation* op) {
-    return llvm::isa<SemAllocOp, AllocOp, BarrierSemaphoreOp>(op);
+    return llvm::isa<SemAllocOp, SemAllocArrayOp, AllocOp, BarrierSemaphoreOp>(
+        op);
   }
 
   void runOnOperation() override {

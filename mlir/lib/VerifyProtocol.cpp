@@ -67,10 +67,19 @@ constexpr int kMaxCalls = 8;
 constexpr int64_t kMaxDevices = 4096;
 // One abstract value of the interpreter.
 struct AVal {
-  enum Kind : uint8_t { kNone, kInt, kData, kSem, kBuf, kFunc } kind = kNone;
+  enum Kind : uint8_t {
+    kNone,
+    kInt,
+    kData,
+    kSem,
+    kSemArray,
+    kBuf,
+    kFunc
+  } kind = kNone;
   int64_t i = 0;  // kInt: the value (sign-extended from its width; an i1 is
-                  // 0 or 1); kData: reason index; kSem: slot; kBuf: buffer
-                  // index; kFunc: index into the tracer's functions
+                  // 0 or 1); kData: reason index; kSem: slot; kSemArray: its
+                  // first slot (the rest follow); kBuf: buffer index; kFunc:
+                  // index into the tracer's functions
 };
 
 struct DataReason {
@@ -667,7 +676,7 @@ class DeviceTracer {
     if (op->getDialect() && op->getDialect()->getNamespace() == "meshdma")
       return true;
     for (Type t : op->getOperandTypes())
-      if (llvm::isa<SemaphoreType>(t)) return true;
+      if (llvm::isa<SemaphoreType, SemaphoreArrayType>(t)) return true;
     if (!llvm::isa<CallOpInterface>(op)) return false;
     auto call = llvm::dyn_cast<func::CallOp>(op);
     if (!call) return true;  // call_indirect, llvm.call, ...
@@ -681,12 +690,14 @@ class DeviceTracer {
   // (code that could communicate when called back), or -1.
   static int EscapingOperand(Operation* op) {
     for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
-      if (llvm::isa<SemaphoreType, BaseMemRefType, FunctionType>(t))
+      if (llvm::isa<SemaphoreType, SemaphoreArrayType, BaseMemRefType,
+                    FunctionType>(t))
         return static_cast<int>(i);
     return -1;
   }
   static const char* HandleKind(Type t) {
     if (llvm::isa<SemaphoreType>(t)) return "semaphore";
+    if (llvm::isa<SemaphoreArrayType>(t)) return "semaphore array";
     return llvm::isa<FunctionType>(t) ? "function" : "buffer";
   }
 
@@ -697,7 +708,8 @@ class DeviceTracer {
   // buffer, a semaphore, a function): the caller runs it.
   bool SkipComputeOnly(Operation* loop, llvm::function_ref<void()> run) {
     for (Type t : loop->getResultTypes())
-      if (llvm::isa<SemaphoreType, BaseMemRefType, FunctionType>(t))
+      if (llvm::isa<SemaphoreType, SemaphoreArrayType, BaseMemRefType,
+                    FunctionType>(t))
         return false;
     if (Communicates(loop)) return false;
     bool integers = false;
@@ -998,7 +1010,7 @@ class DeviceTracer {
     if (ExecSelectHandle(op)) return;
     RecordEffects(op);
     for (auto [i, t] : llvm::enumerate(op->getOperandTypes()))
-      if (llvm::isa<SemaphoreType>(t))
+      if (llvm::isa<SemaphoreType, SemaphoreArrayType>(t))
         Fail(op, "unverifiable: '" + op->getName().getStringRef() +
                      "' takes a semaphore (operand #" + llvm::Twine(i) +
                      ") and the checker does not model it");
@@ -1010,7 +1022,7 @@ class DeviceTracer {
                    "' holds meshdma ops or calls the checker cannot "
                    "follow");
     for (Value r : op->getResults()) {
-      if (llvm::isa<SemaphoreType>(r.getType()) ||
+      if (llvm::isa<SemaphoreType, SemaphoreArrayType>(r.getType()) ||
           llvm::isa<MemRefType>(r.getType()))
         Fail(op, "unverifiable: '" + op->getName().getStringRef() +
                      "' yields a semaphore or buffer the checker cannot "
@@ -1051,15 +1063,37 @@ class DeviceTracer {
     return static_cast<int>(linear);
   }
 
-  int NewSlot(Operation* op, SemaphoreKind kind) {
+  // `count` new semaphore slots of `op` (once per call in a grid kernel):
+  // the first of them.
+  int NewSlots(Operation* op, SemaphoreKind kind, int64_t count = 1) {
     if (!grid_.empty()) {
       auto it = memo_.find(op);
       if (it != memo_.end()) return static_cast<int>(it->second.i);
     }
-    int slot = trace_->num_slots++;
-    trace_->allocs.push_back({true, kind, {}, op});
+    int slot = trace_->num_slots;
+    trace_->num_slots += static_cast<int>(count);
+    for (int64_t k = 0; k < count; ++k)
+      trace_->allocs.push_back({true, kind, {}, op});
     if (!grid_.empty()) memo_[op] = AVal{AVal::kSem, slot};
     return slot;
+  }
+
+  // Semaphore `index` of an array: its slot; an index off the array is an
+  // error on this device.
+  void ExecSemIndex(SemIndexOp o) {
+    Operation* op = o;
+    AVal a = Get(o.getArray());
+    if (a.kind != AVal::kSemArray)
+      Fail(op,
+           "unverifiable: the semaphore array is not one the checker can "
+           "track");
+    int64_t size = o.getArray().getType().getSize();
+    int64_t index = Known(o.getIndex(), op, "the semaphore index");
+    if (index < 0 || index >= size)
+      FailOnDevice(op, "semaphore index " + llvm::Twine(index) +
+                           " is off the array of " + llvm::Twine(size) +
+                           " semaphores (0 to " + llvm::Twine(size - 1) + ")");
+    Set(o.getResult(), AVal{AVal::kSem, a.i + index});
   }
 
   void Emit(Event e) { trace_->events.push_back(e); }
@@ -1081,8 +1115,14 @@ class DeviceTracer {
         })
         .Case<SemAllocOp>([&](SemAllocOp o) {
           Set(o.getResult(),
-              AVal{AVal::kSem, NewSlot(op, o.getType().getKind())});
+              AVal{AVal::kSem, NewSlots(op, o.getType().getKind())});
         })
+        .Case<SemAllocArrayOp>([&](SemAllocArrayOp o) {
+          Set(o.getResult(),
+              AVal{AVal::kSemArray,
+                   NewSlots(op, o.getType().getKind(), o.getType().getSize())});
+        })
+        .Case<SemIndexOp>([&](SemIndexOp o) { ExecSemIndex(o); })
         .Case<BarrierSemaphoreOp>([&](BarrierSemaphoreOp o) {
           Set(o.getResult(), AVal{AVal::kSem, kBarrierSlot});
         })

@@ -78,6 +78,19 @@ def MeshDma_SemaphoreType : MeshDma_Type<"Semaphore", "semaphore"> {
   let assemblyFormat = "`<` $kind `>`";
 }
 
+def MeshDma_SemaphoreArrayType
+    : MeshDma_Type<"SemaphoreArray", "semaphore_array"> {
+  let summary = "a fixed-size array of REGULAR or DMA semaphores";
+  let description = [{
+    `size` semaphores of one kind, allocated together by `sem_alloc_array`
+    (the runtime's `AllocateSemaphoreArray`, Mosaic's semaphore memrefs) and
+    named one at a time by `sem_index` with a computed index.
+  }];
+  let parameters = (ins EnumParameter<MeshDma_SemaphoreKind>:$kind,
+                        "int64_t":$size);
+  let assemblyFormat = "`<` $kind `,` $size `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Ops
 //===----------------------------------------------------------------------===//
@@ -131,6 +144,25 @@ def MeshDma_SemAllocOp : MeshDma_Op<"sem_alloc", [
   let summary = "allocates a REGULAR or DMA semaphore (symmetric, zero)";
   let results = (outs MeshDma_SemaphoreType:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MeshDma_SemAllocArrayOp : MeshDma_Op<"sem_alloc_array", [
+    MemoryEffects<[MemAlloc<DefaultResource>]>]> {
+  let summary = "allocates an array of REGULAR or DMA semaphores (symmetric, "
+                "zero)";
+  let results = (outs MeshDma_SemaphoreArrayType:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MeshDma_SemIndexOp : MeshDma_Op<"sem_index", [Pure]> {
+  let summary = "semaphore `index` of an array (0 <= index < size)";
+  let arguments = (ins MeshDma_SemaphoreArrayType:$array, Index:$index);
+  let results = (outs MeshDma_SemaphoreType:$result);
+  let assemblyFormat = [{
+    $array `[` $index `]` attr-dict `:` type($array) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 

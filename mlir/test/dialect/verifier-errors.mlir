@@ -851,3 +851,31 @@ mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
 func.func @k(%a: memref<?x4xf32>) attributes {meshdma.kernel, meshdma.mesh = @m, meshdma.window_params = [{window_bounds = array<i64: 2, 4>}]} {
   return
 }
+
+// -----
+
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k() attributes {meshdma.kernel, meshdma.mesh = @m} {
+  // expected-error @+1 {{cannot allocate BARRIER semaphores; use meshdma.barrier_semaphore}}
+  %0 = meshdma.sem_alloc_array : !meshdma.semaphore_array<barrier, 2>
+  return
+}
+
+// -----
+
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k() attributes {meshdma.kernel, meshdma.mesh = @m} {
+  // expected-error @+1 {{an array of 0 semaphores; the size must be 1 to 65536}}
+  %0 = meshdma.sem_alloc_array : !meshdma.semaphore_array<dma, 0>
+  return
+}
+
+// -----
+
+mesh.mesh @m(shape = 4) {meshdma.axes = ["x"]}
+func.func @k(%i: index) attributes {meshdma.kernel, meshdma.mesh = @m} {
+  %0 = meshdma.sem_alloc_array : !meshdma.semaphore_array<dma, 2>
+  // expected-error @+1 {{indexes an array of dma semaphores but returns '!meshdma.semaphore<regular>'}}
+  %1 = meshdma.sem_index %0[%i] : !meshdma.semaphore_array<dma, 2> -> !meshdma.semaphore<regular>
+  return
+}
