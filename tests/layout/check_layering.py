@@ -18,7 +18,13 @@ Checks every file under meshdma/:
   6. The planner sits above the collectives' algorithms: nothing under
      meshdma/collectives/internal/ but the planner itself includes
      collectives/internal/plan.h, and the planner includes no entry point
-     (a collective's .cc runs the plan, the algorithms run the steps).
+     (a collective's .cc runs the plan, the algorithms run the steps); the
+     plan cache (plan_cache.h) sits with the planner.
+  7. The channel's protocols sit below its interface: the protocol files
+     (collectives/internal/channel_protocol.h, channel_dma.*,
+     channel_stores.*) include nothing of channel.h, plan.h or an entry
+     point, and nothing but the channel itself (channel.cc) includes a
+     protocol's implementation (channel_dma.h, channel_stores.h).
 Usage: check_layering.py REPO_ROOT [PUBLIC_HEADER ...]
 """
 import os
@@ -35,7 +41,15 @@ TRANSPORT_ALLOWED = {
     "meshdma/dma/semaphore.h",
 }
 PLANNER = "meshdma/collectives/internal/plan.h"
-PLANNER_FILES = {PLANNER, "meshdma/collectives/internal/plan.cc"}
+PLANNER_FILES = {PLANNER, "meshdma/collectives/internal/plan.cc",
+                 "meshdma/collectives/internal/plan_cache.h",
+                 "meshdma/collectives/internal/plan_cache.cc"}
+_CI = "meshdma/collectives/internal/"
+PROTOCOL_FILES = {_CI + "channel_protocol.h", _CI + "channel_dma.h",
+                  _CI + "channel_dma.cc", _CI + "channel_stores.h",
+                  _CI + "channel_stores.cc"}
+PROTOCOL_IMPLEMENTATIONS = {_CI + "channel_dma.h", _CI + "channel_stores.h"}
+CHANNEL_FILES = {_CI + "channel.h", _CI + "channel.cc"}
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE = re.compile(r"\.\./" + "shared|" + "shared" + "/design|" +
                      "design" + " notes")
@@ -101,6 +115,18 @@ def main():
                                         "meshdma/collectives/all_reduce.h")):
                     errors.append(f"{path}: the planner includes the entry "
                                   f"point {inc}")
+                if path in PROTOCOL_FILES and (
+                        inc in CHANNEL_FILES or inc == PLANNER or
+                        re.fullmatch(r"meshdma/collectives/[a-z_]+\.h", inc)):
+                    errors.append(f"{path}: a channel protocol includes "
+                                  f"{inc}; protocols sit below the channel "
+                                  "interface")
+                if (inc in PROTOCOL_IMPLEMENTATIONS and
+                        path not in CHANNEL_FILES and
+                        path not in PROTOCOL_FILES):
+                    errors.append(f"{path}: includes the channel protocol "
+                                  f"{inc}; only the channel chooses and "
+                                  "makes its protocols")
                 if path in public and (
                         inc.startswith("meshdma/dma/internal/") or
                         inc.startswith("meshdma/dma/transport/") or
