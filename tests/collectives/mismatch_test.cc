@@ -549,5 +549,26 @@ TEST(DirectMismatch, PrivateAndSymmetricInputs) {
       });
 }
 
+
+// --- ppermute over the channel: device 0 leaves out the pair that wraps
+// around; the member that receives its row finds the other permutation in
+// the row's signature.
+
+TEST(ChannelMismatch, PpermutePermutation) {
+  ExpectPromptError(
+      []() -> absl::Status {
+        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+        MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({16}));
+        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({16}));
+        std::vector<std::pair<int, int>> perm;
+        for (int i = 0; i < (me == 0 ? n - 1 : n); ++i) {
+          perm.emplace_back(i, (i + 1) % n);
+        }
+        return ppermute(in, out, {"x"}, perm);
+      },
+      {"ppermute of 16 f32", "permutation #"});
+}
+
 }  // namespace
 }  // namespace meshdma
