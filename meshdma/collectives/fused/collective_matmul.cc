@@ -198,11 +198,14 @@ absl::Status MatmulReduceScatterDma(const Group& ring, const ArrayRef& x,
           // Step 2: the sum of the devices to my left for this block arrives in
           // slot `cur`; add it, then release the slot to my left neighbour
           // (`free`) if it will fill it again.
-          if (comm && s >= 1) {
-            AsyncCopyDescriptor incoming = make_async_remote_copy(
-                *send_buf.At(cur), *recv_buf.At(cur), send, recv[cur],
-                ring.right(), DeviceIdType::kLogical);
-            MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
+          // (Compute-only adds the slot as it is: the same adds, no data.)
+          if (s >= 1) {
+            if (comm) {
+              AsyncCopyDescriptor incoming = make_async_remote_copy(
+                  *send_buf.At(cur), *recv_buf.At(cur), send, recv[cur],
+                  ring.right(), DeviceIdType::kLogical);
+              MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
+            }
             if (Computes(mode)) {
               TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
               const ArrayRef arrived = *recv_buf.At(cur);
@@ -214,7 +217,7 @@ absl::Status MatmulReduceScatterDma(const Group& ring, const ArrayRef& x,
               float* sum = acc.data_as<float>();
               for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
             }
-            if (s + 1 <= n - 2) {
+            if (comm && s + 1 <= n - 2) {
               MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
                                                        DeviceIdType::kLogical));
             }
@@ -299,19 +302,24 @@ absl::Status MatmulReduceScatterInPlace(const Group& ring, const ArrayRef& x,
           // Step 3: add the sum of the devices to my left for this block,
           // from my left neighbour's slot once it is complete (`ready`); then
           // give the slot back (`free`).
-          if (comm && s >= 1) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_wait(ready, 1));
-            MESHDMA_ASSIGN_OR_RETURN(
-                const ArrayRef arrived,
-                pulled.From((*left_slots.At((s - 1) % 2)).data()));
+          // (Compute-only adds my own slot: the same adds on local data.)
+          if (s >= 1) {
+            ArrayRef arrived = *slots.At((s - 1) % 2);
+            if (comm) {
+              MESHDMA_RETURN_IF_ERROR(semaphore_wait(ready, 1));
+              MESHDMA_ASSIGN_OR_RETURN(
+                  arrived, pulled.From((*left_slots.At((s - 1) % 2)).data()));
+            }
             if (Computes(mode)) {
               TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
               const float* in = arrived.data_as<float>();
               float* sum = acc.data_as<float>();
               for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
             }
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
-                                                     DeviceIdType::kLogical));
+            if (comm) {
+              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
+                                                       DeviceIdType::kLogical));
+            }
           }
           // Step 4: my sum for this step is complete in my slot.
           if (comm && !last) {
