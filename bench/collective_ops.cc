@@ -2,7 +2,8 @@
 // meshdma's collectives (collectives/collectives.h) on a 1-D mesh of every
 // device, against the MPI library's own collective on the same processes, in
 // the same run (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block,
-// MPI_Alltoall).
+// MPI_Alltoall), out of place and in place (MPI_IN_PLACE, which ip_vs_mpi
+// compares with meshdma's in-place call).
 //
 // nccl-tests conventions: all_reduce's size is the bytes per device and
 // busbw = algbw * 2(n-1)/n; for the others size is the total bytes (the
@@ -25,6 +26,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -354,13 +356,40 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
           break;
       }
     };
+    // In place (MPI_IN_PLACE): the result buffer holds the input (all_gather:
+    // this rank's block of it; reduce_scatter: the whole input, reduced in
+    // place, its first block the result).
+    auto mpi_call_in_place = [&] {
+      switch (op) {
+        case Op::kAllReduce:
+          MPI_Allreduce(MPI_IN_PLACE, rbuf.data(), static_cast<int>(total),
+                        mpi.type, mpi.op, MPI_COMM_WORLD);
+          break;
+        case Op::kAllGather:
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf.data(), b,
+                        mpi.type, MPI_COMM_WORLD);
+          break;
+        case Op::kReduceScatter:
+          MPI_Reduce_scatter_block(MPI_IN_PLACE, sbuf.data(), b, mpi.type,
+                                   mpi.op, MPI_COMM_WORLD);
+          break;
+        case Op::kAllToAll:
+          MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf.data(), b,
+                       mpi.type, MPI_COMM_WORLD);
+          break;
+      }
+    };
+    auto time_mpi = [&](const std::function<void()>& call) {
+      return [&, call]() -> double {
+        if (!mpi_baseline) return 0;
+        return ctx.TimeMpi(iters, [&](int k) {
+          for (int i = 0; i < k; ++i) call();
+        });
+      };
+    };
     MESHDMA_ASSIGN_OR_RETURN(const BenchContext::RoundTimes times,
-                             ctx.MeasureInRounds(on_mesh, [&]() -> double {
-                               if (!mpi_baseline) return 0;
-                               return ctx.TimeMpi(iters, [&](int k) {
-                                 for (int i = 0; i < k; ++i) mpi_call();
-                               });
-                             }));
+                             ctx.MeasureInRounds(on_mesh, time_mpi(mpi_call),
+                                                 time_mpi(mpi_call_in_place)));
     Row row;
     row.collective = name;
     row.transport = ctx.Transport();
@@ -390,6 +419,7 @@ absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
       row.baseline_time_us = t * 1e6;
       row.baseline_busbw_GBps = bytes / t / 1e9 * factor;
     }
+    row.baseline_in_place_time_us = times.baseline_in_place_seconds * 1e6;
     row.memcpy_GBps = ctx.MemcpyGBps(bytes);
     ctx.Emit(row);
   }

@@ -489,8 +489,9 @@ double BenchContext::MemcpyGBps(int64_t bytes) const {
 
 absl::StatusOr<BenchContext::RoundTimes> BenchContext::MeasureInRounds(
     const std::function<absl::Status(int round)>& on_mesh,
-    const std::function<double()>& baseline) {
-  std::vector<double> slots[kNumSlots], base;
+    const std::function<double()>& baseline,
+    const std::function<double()>& baseline_in_place) {
+  std::vector<double> slots[kNumSlots], base, base_in_place;
   for (int round = 0; round < config_.repeats; ++round) {
     MESHDMA_RETURN_IF_ERROR(on_mesh(round));
     for (int s = 0; s < kNumSlots; ++s) {
@@ -499,10 +500,13 @@ absl::StatusOr<BenchContext::RoundTimes> BenchContext::MeasureInRounds(
     }
     const double b = baseline();
     if (b > 0) base.push_back(b);
+    const double p = baseline_in_place ? baseline_in_place() : 0;
+    if (p > 0) base_in_place.push_back(p);
   }
   RoundTimes times;
   for (int s = 0; s < kNumSlots; ++s) times.seconds[s] = Median(slots[s]);
   times.baseline_seconds = Median(base);
+  times.baseline_in_place_seconds = Median(base_in_place);
   return times;
 }
 
@@ -672,20 +676,23 @@ void BenchContext::PrintHeader(const Row& first) {
       "# bound: every device copying at once, with memcpy, the bytes the "
       "collective must move per device; of_bound = busbw / bound busbw "
       "(ip_of_bound: the in-place busbw's)\n"
+      "# ip_vs_mpi: the MPI call in place (MPI_IN_PLACE) against meshdma's "
+      "in place (time over time)\n"
       "# memcpy: one thread of rank 0 copying alone\n#\n");
   std::printf("# %46s %-32s %s\n", "", "out-of-place", "in-place");
   std::printf(
       "# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %6s %9s %7s "
-      "%6s %7s %8s %7s %11s\n",
+      "%6s %7s %8s %7s %11s %9s\n",
       "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
       "#wrong", "time", "algbw", "busbw", "#wrong", "iters", "mpi_time",
-      "mpi_bw", "vs_mpi", "bound", "of_bound", "memcpy", "ip_of_bound");
+      "mpi_bw", "vs_mpi", "bound", "of_bound", "memcpy", "ip_of_bound",
+      "ip_vs_mpi");
   std::printf(
       "# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %6s %9s %7s "
-      "%6s %7s %8s %7s %11s\n",
+      "%6s %7s %8s %7s %11s %9s\n",
       "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
       "(GB/s)", "(GB/s)", "", "", "(us)", "(GB/s)", "", "(GB/s)", "", "(GB/s)",
-      "");
+      "", "");
 }
 
 void BenchContext::Emit(const Row& row) {
@@ -707,7 +714,7 @@ void BenchContext::Emit(const Row& row) {
   const Measured& i = row.in_place;
   std::printf(
       "  %10lld %12lld %8s %6s %6d %8s %7s %7s %6s %8s %7s %7s %6s %6d %9s "
-      "%7s %6s %7s %8s %7.2f %11s\n",
+      "%7s %6s %7s %8s %7.2f %11s %9s\n",
       static_cast<long long>(row.bytes), static_cast<long long>(row.count),
       row.dtype.c_str(), row.redop.c_str(), -1, f2(o.time_us, o.valid).c_str(),
       f2(o.algbw_GBps, o.valid).c_str(), f2(o.busbw_GBps, o.valid).c_str(),
@@ -718,7 +725,10 @@ void BenchContext::Emit(const Row& row) {
       f2(o.busbw_GBps / row.baseline_busbw_GBps, base).c_str(),
       f2(row.bound_busbw_GBps, bound).c_str(),
       f2(o.busbw_GBps / row.bound_busbw_GBps, bound).c_str(), row.memcpy_GBps,
-      f2(i.busbw_GBps / row.bound_busbw_GBps, bound && i.valid).c_str());
+      f2(i.busbw_GBps / row.bound_busbw_GBps, bound && i.valid).c_str(),
+      f2(row.baseline_in_place_time_us / i.time_us,
+         row.baseline_in_place_time_us > 0 && i.valid)
+          .c_str());
   std::fflush(stdout);
 }
 
@@ -835,7 +845,7 @@ absl::Status BenchContext::Finish() {
          "time_us,algbw_GBps,busbw_GBps,wrong,"
          "ip_time_us,ip_algbw_GBps,ip_busbw_GBps,ip_wrong,"
          "mpi_time_us,mpi_busbw_GBps,bound_time_us,bound_busbw_GBps,"
-         "memcpy_GBps\n";
+         "memcpy_GBps,ip_mpi_time_us\n";
     auto num = [](double v, bool valid) {
       return valid ? absl::StrFormat("%.6g", v) : std::string("");
     };
@@ -862,7 +872,9 @@ absl::Status BenchContext::Finish() {
                           num(r.baseline_busbw_GBps, r.baseline_time_us > 0),
                           num(r.bound_time_us, r.bound_time_us > 0),
                           num(r.bound_busbw_GBps, r.bound_time_us > 0),
-                          num(r.memcpy_GBps, true)},
+                          num(r.memcpy_GBps, true),
+                          num(r.baseline_in_place_time_us,
+                              r.baseline_in_place_time_us > 0)},
                          ",")
         << "\n";
     }
@@ -889,7 +901,7 @@ absl::Status BenchContext::Finish() {
           R"({"collective":%s,"transport":%s,"type":%s,"redop":%s,"root":-1,)"
           R"("size":%d,"count":%d,"devices":%d,"iters":%d,)"
           R"("out_of_place":%s,"in_place":%s,)"
-          R"("mpi":%s,"bound":%s,"memcpy_GBps":%s})",
+          R"("mpi":%s,"mpi_in_place":%s,"bound":%s,"memcpy_GBps":%s})",
           JsonString(r.collective), JsonString(r.transport),
           JsonString(r.dtype), JsonString(r.redop), r.bytes, r.count, r.devices,
           r.iters, measured(r.out_of_place), measured(r.in_place),
@@ -897,6 +909,10 @@ absl::Status BenchContext::Finish() {
                                  JsonNumber(r.baseline_time_us),
                                  JsonNumber(r.baseline_busbw_GBps))
                : "null",
+          r.baseline_in_place_time_us > 0
+              ? absl::StrFormat(R"({"time_us":%s})",
+                                JsonNumber(r.baseline_in_place_time_us))
+              : "null",
           bound ? absl::StrFormat(R"({"time_us":%s,"busbw_GBps":%s})",
                                   JsonNumber(r.bound_time_us),
                                   JsonNumber(r.bound_busbw_GBps))

@@ -90,6 +90,8 @@ struct Row {
   Measured out_of_place, in_place;
   double baseline_time_us = 0;  // 0 when no baseline ran.
   double baseline_busbw_GBps = 0;
+  // The MPI call in place (MPI_IN_PLACE); 0 when none ran.
+  double baseline_in_place_time_us = 0;
   double bound_time_us = 0;  // 0 when not measured.
   double bound_busbw_GBps = 0;
   double memcpy_GBps = 0;
@@ -125,15 +127,18 @@ class BenchContext {
   // each), then `baseline()` (seconds per iteration of the MPI baseline, one
   // repeat by TimeMpi; 0 for none). A slow spell of a shared machine then
   // falls on meshdma and its baselines alike, not on one side of a ratio.
-  // Returns, per slot and for the baseline, the median over the rounds (0
-  // when nothing was measured).
+  // `baseline_in_place`, when given, times the MPI call in place right after
+  // `baseline`. Returns, per slot and for each baseline, the median over the
+  // rounds (0 when nothing was measured).
   struct RoundTimes {
     double seconds[kNumSlots] = {};
     double baseline_seconds = 0;
+    double baseline_in_place_seconds = 0;
   };
   absl::StatusOr<RoundTimes> MeasureInRounds(
       const std::function<absl::Status(int round)>& on_mesh,
-      const std::function<double()>& baseline);
+      const std::function<double()>& baseline,
+      const std::function<double()>& baseline_in_place = {});
 
   // On a device: runs `body(iters)` -w times, then once more between device
   // barriers, timed, and records this device's seconds per iteration in
