@@ -283,9 +283,6 @@ std::vector<Setting> Settings(const Runtime& rt) {
       Resolve("tcp_congestion",
               congestion.empty() ? "unused (no TCP transport)" : congestion, "",
               kTcpCongestionEnv));
-  s.push_back(Resolve("cross_memory_attach",
-                      rt.cross_memory_attach() ? "true" : "false", "",
-                      kCrossMemoryEnv));
   s.push_back(
       Resolve("mpi_pieced_bytes", PiecedBytes(rt), "", kMpiPiecedBytesEnv));
   const char* trace = Env(kTraceEnv);

@@ -18,7 +18,6 @@ absl::Span<const Variable* const> AllVariables() {
       &kMpiPiecedBytes,
       &kRemoteTransport,
       &kTcpCongestion,
-      &kCrossMemory,
       &kFusedTransfer,
       &kCheck,
       &kTrace,

@@ -110,16 +110,6 @@ inline constexpr Variable kTcpCongestion{
     "",
     "The congestion control of the TCP transport's connections (a name the "
     "kernel offers, or `system` for its default)."};
-inline constexpr Variable kCrossMemory{
-    "MESHDMA_CROSS_MEMORY",
-    Type::kBool,
-    "false",
-    0,
-    0,
-    "",
-    "Lets the single-copy reductions read a private input in another process "
-    "of the host with `process_vm_readv` instead of copying it for the "
-    "peers."};
 inline constexpr Variable kFusedTransfer{
     "MESHDMA_FUSED_TRANSFER",
     Type::kChoice,

@@ -25,26 +25,6 @@ absl::StatusOr<bool> peer_shares_address_space(const DeviceId& peer,
   return target == d->global_index() || d->SharesAddressSpace(target);
 }
 
-absl::StatusOr<bool> peer_memory_readable(const DeviceId& peer,
-                                          DeviceIdType type) {
-  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
-                           dma_internal::RequireDevice("peer_memory_readable"));
-  MESHDMA_ASSIGN_OR_RETURN(
-      int target, d->ResolveTarget(peer, type, "peer_memory_readable"));
-  return target == d->global_index() || d->ReadsProcessMemory(target);
-}
-
-absl::Status peer_memory_read(const DeviceId& peer, const void* address,
-                              int64_t bytes, void* into, DeviceIdType type) {
-  MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,
-                           dma_internal::RequireDevice("peer_memory_read"));
-  MESHDMA_ASSIGN_OR_RETURN(int target,
-                           d->ResolveTarget(peer, type, "peer_memory_read"));
-  return d->ReadProcessMemory(target, static_cast<const std::byte*>(address),
-                              bytes, static_cast<std::byte*>(into),
-                              "peer_memory_read");
-}
-
 absl::StatusOr<ArrayRef> peer_view(const ArrayRef& symmetric,
                                    const DeviceId& peer, DeviceIdType type) {
   MESHDMA_ASSIGN_OR_RETURN(dma_internal::Device * d,

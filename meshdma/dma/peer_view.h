@@ -37,18 +37,6 @@
 //      reductions read a private input so). Contracts 2-4 apply to such
 //      accesses too: order them with semaphores, and keep the memory alive
 //      until the peer has said it is done.
-//   7. A device of another process of the caller's host can have any memory
-//      of its process read by the caller, not only its heap, where the
-//      launch agreed on cross-memory attach (`peer_memory_readable`;
-//      `RuntimeOptions::cross_memory_attach`): `peer_memory_read` copies
-//      bytes at an address of that process (one the peer published, for
-//      example through symmetric memory) into the caller's memory, in one
-//      pass by the kernel (`process_vm_readv`, the single copy of MPI
-//      libraries on one host); for a device of the caller's own process,
-//      the same call on the caller's process, so that an address that is
-//      not mapped is an error there too. It is a read only, and contracts 2-4
-//      apply: the peer publishes the address and keeps the bytes unchanged and
-//      alive until the caller signals that it is done.
 #ifndef MESHDMA_DMA_PEER_VIEW_H_
 #define MESHDMA_DMA_PEER_VIEW_H_
 
@@ -70,21 +58,6 @@ absl::StatusOr<bool> peer_view_reaches(const DeviceId& peer,
 // mode off (contract 6 and 3).
 absl::StatusOr<bool> peer_shares_address_space(
     const DeviceId& peer, DeviceIdType type = DeviceIdType::kMesh);
-
-// True when the calling device can `peer_memory_read` from `peer`: itself, a
-// device of its process, or of another process of this host where the
-// launch uses cross-memory attach; checked mode off (contract 7 and 3).
-absl::StatusOr<bool> peer_memory_readable(
-    const DeviceId& peer, DeviceIdType type = DeviceIdType::kMesh);
-
-// Copies `bytes` at `address`, an address in `peer`'s process, into `into`
-// (memory of the calling device). FailedPrecondition where
-// `peer_memory_readable` is false; InvalidArgument, naming the device, the
-// address and the byte count, where those bytes are not mapped in the
-// peer's process; Unavailable when that process is gone.
-absl::Status peer_memory_read(const DeviceId& peer, const void* address,
-                              int64_t bytes, void* into,
-                              DeviceIdType type = DeviceIdType::kMesh);
 
 // `symmetric` (a view of the calling device's symmetric heap) as `peer` holds
 // it: the same heap offset, dtype, shape and strides, at `peer`'s address in

@@ -27,9 +27,6 @@ std::string Runtime::remote_transport() const {
   return impl_->remote_transport_name();
 }
 std::string Runtime::tcp_congestion() const { return impl_->tcp_congestion(); }
-bool Runtime::cross_memory_attach() const {
-  return impl_->cross_memory_attach();
-}
 int64_t Runtime::heap_bytes() const { return impl_->heap_bytes(); }
 absl::Duration Runtime::wait_timeout() const { return impl_->wait_timeout(); }
 int64_t Runtime::mpi_pieced_bytes(int rank) const {

@@ -110,8 +110,6 @@ inline constexpr const char* kTcpCongestionEnv = config::kTcpCongestion.name;
 // one that never uses a channel.
 inline constexpr const char* kChannelProtocolEnv =
     config::kChannelProtocol.name;
-// Overrides cross_memory_attach: 1/true/yes or 0/false/no.
-inline constexpr const char* kCrossMemoryEnv = config::kCrossMemory.name;
 
 // Checked mode: kRaces reports data races as an error from `Runtime::Run` on
 // every process; all processes use one mode (docs/checked_mode.md).
@@ -189,19 +187,6 @@ struct RuntimeOptions {
   // socket-exchange-probe --congestion bbr|cubic`). A name the kernel refuses
   // fails `Create` on every process.
   std::optional<std::string> tcp_congestion;
-  // Let devices read any memory of the other processes of their host
-  // (cross-memory attach, `process_vm_readv`; dma/peer_view.h, contract 7),
-  // so that the single-copy reductions read a private input where it is
-  // instead of copying it for the peers. Unset: MESHDMA_CROSS_MEMORY, else
-  // false: on the 2-core development machine the kernel's copy ran at about
-  // half of memcpy's speed, and the reductions 1.5-1.9x slower than with the
-  // copy for the peers (`mpirun -np 2 -x MESHDMA_CROSS_MEMORY=0|1
-  // meshdma-bench --collective all_reduce --input private -b 2M -e 64M -f
-  // 8`). It is used only where every
-  // process of the launch asks for it and can read each process of its host
-  // (a seccomp filter or Yama's ptrace_scope may refuse): one answer for the
-  // launch, agreed at start-up.
-  std::optional<bool> cross_memory_attach;
   // A wait that cannot complete fails after this long, measured on the
   // monotonic clock. Unset: MESHDMA_WAIT_TIMEOUT_S (seconds, or "inf"), else
   // 120 s. absl::InfiniteDuration() (or "inf") means no timeout; other values
@@ -245,10 +230,6 @@ class Runtime {
   // The congestion control the TCP transport's connections run ("cubic");
   // "" without that transport.
   std::string tcp_congestion() const;
-  // Whether devices read the memory of other processes of their host by
-  // cross-memory attach (`RuntimeOptions::cross_memory_attach`, agreed by
-  // the launch); false with one process.
-  bool cross_memory_attach() const;
   int64_t heap_bytes() const;
   absl::Duration wait_timeout() const;
   // The effective `RuntimeOptions::mpi_pieced_bytes` for puts to process

@@ -79,13 +79,6 @@ def main():
            "host cores and memory")
     expect(any(c["level"] >= 2 for c in d["host"]["caches"]) or
            not d["host"]["caches"], "cache levels")
-    expect(d["settings"]["cross_memory_attach"]["value"] == "false",
-           "cross_memory_attach off by default")
-    # Asked for by every process of one machine: the launch agrees on it.
-    d = info(cmd, [], {"MESHDMA_CROSS_MEMORY": "1"})
-    s = d["settings"]["cross_memory_attach"]
-    expect(s["value"] == "true" and s["source"] == "environment",
-           f"asked: cross_memory_attach {s}")
 
     # Forced hosts on one machine whose MPI shares memory between them: the
     # automatic remote transport is MPI's; told, meshdma's own TCP.

@@ -3,7 +3,6 @@
 #include "meshdma/dma/internal/device.h"
 
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,11 +23,6 @@
 
 namespace meshdma::dma_internal {
 namespace {
-
-// An address as errors print it.
-std::string Address(const void* p) {
-  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
-}
 
 thread_local Device* tls_device = nullptr;
 
@@ -1026,60 +1020,6 @@ bool Device::FlaggedReaches(int target_global) const {
 bool Device::SharesAddressSpace(int target_global) const {
   return runtime_->race_checker() == nullptr &&
          runtime_->IsLocalDevice(target_global);
-}
-
-bool Device::ReadsProcessMemory(int target_global) const {
-  return SharesAddressSpace(target_global) ||
-         (runtime_->race_checker() == nullptr &&
-          runtime_->ReadsByCrossMemory(target_global));
-}
-
-absl::Status Device::ReadProcessMemory(int target_global,
-                                       const std::byte* address, int64_t bytes,
-                                       std::byte* into,
-                                       absl::string_view verb) const {
-  if (bytes < 0 || (bytes > 0 && (address == nullptr || into == nullptr))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        verb, " on ", Name(), ": ", bytes, " bytes from ", Address(address),
-        " into ", Address(into), " (a count below 0, or a null address)"));
-  }
-  const bool here =
-      target_global == global_index_ || SharesAddressSpace(target_global);
-  if (!here && !ReadsProcessMemory(target_global)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        verb, " on ", Name(), ": device ", target_global,
-        " is not readable by cross-memory attach from this process (another "
-        "host, cross-memory attach refused or turned off by ",
-        kCrossMemoryEnv, ", or checked mode is on)"));
-  }
-  // In this process too through the kernel, so that an address that is not
-  // mapped is an error rather than a fault; a plain copy where a seccomp
-  // filter refuses the call.
-  const pid_t pid = here ? getpid() : runtime_->PidOf(target_global);
-  int64_t done = 0;
-  while (done < bytes) {
-    iovec local{into + done, static_cast<size_t>(bytes - done)};
-    iovec remote{const_cast<std::byte*>(address) + done,
-                 static_cast<size_t>(bytes - done)};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EFAULT;
-      if (err == EINTR) continue;
-      if (here && (err == EPERM || err == ENOSYS)) {
-        std::memcpy(into + done, address + done, bytes - done);
-        return absl::OkStatus();
-      }
-      const std::string message = absl::StrCat(
-          verb, " on ", Name(), ": reading ", bytes - done, " bytes at ",
-          Address(address + done), " of device ", target_global,
-          "'s process (pid ", pid, ") failed: ", std::strerror(err),
-          err == EFAULT ? " (not mapped there)" : "");
-      return err == ESRCH ? absl::UnavailableError(message)
-                          : absl::InvalidArgumentError(message);
-    }
-    done += n;
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::byte*> Device::PeerAddress(const ArrayRef& view,

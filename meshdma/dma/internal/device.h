@@ -164,15 +164,6 @@ class Device {
   // True when `target_global` is a device of this process and checked mode
   // is off: any memory of this device is at the same address there.
   bool SharesAddressSpace(int target_global) const;
-  // True when this device can read any memory of `target_global`'s process
-  // (peer_view.h, contract 7): a device of this process, or of another
-  // process of this host with cross-memory attach; checked mode off.
-  bool ReadsProcessMemory(int target_global) const;
-  // Copies `bytes` at `address` in `target_global`'s process into `into`
-  // (ReadsProcessMemory must hold); `verb` names the caller in errors.
-  absl::Status ReadProcessMemory(int target_global, const std::byte* address,
-                                 int64_t bytes, std::byte* into,
-                                 absl::string_view verb) const;
   // The address of `words` (a view of this device's heap) on
   // `target_global` (this device when unset), after checking the view holds
   // `count` aligned words of the user heap, `flag` is nonzero and the target

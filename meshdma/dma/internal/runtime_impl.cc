@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,11 +247,6 @@ absl::Status RuntimeImpl::ReadOptions() {
   if (remote_spin_env.has_value()) {
     options_.remote_spin_ns = *remote_spin_env;
   }
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<bool> cross_memory_env,
-                           base_internal::EnvBool(config::kCrossMemory));
-  if (!options_.cross_memory_attach.has_value()) {
-    options_.cross_memory_attach = cross_memory_env;
-  }
   if (options_.spin_ns < 0 || options_.remote_spin_ns < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("spin_ns ", options_.spin_ns, " and remote_spin_ns ",
@@ -443,53 +437,6 @@ absl::StatusOr<RemoteTransport> RuntimeImpl::AgreeOnRemoteTransport(
   return any_mpi ? RemoteTransport::kMpi : RemoteTransport::kTcp;
 }
 
-absl::Status RuntimeImpl::AgreeOnCrossMemoryAttach(
-    const std::vector<int>& host_peers) {
-  // What every process reads of every other process of its host: a word of
-  // its data, at an address that differs between processes.
-  static const uint64_t kProbeWord = 0x616d632d616d646dULL;  // "mdma-cma"
-  const bool asked =
-      options_.cross_memory_attach.value_or(false) && race_checker_ == nullptr;
-  const int64_t mine[2] = {
-      asked ? 1 : 0,
-      static_cast<int64_t>(reinterpret_cast<uintptr_t>(&kProbeWord))};
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<int64_t> published,
-      processes_->BarrierExchange("cross-memory attach (probes)", wait_timeout_,
-                                  mine));
-  const int p = launch_->num_processes();
-  for (int r = 0; r < p; ++r) {
-    if (published[2 * r] != 1) return absl::OkStatus();  // Not everywhere.
-  }
-  bool read_all = true;
-  for (int r : host_peers) {
-    const pid_t pid = static_cast<pid_t>(identity_of_rank_[r].pid);
-    uint64_t word = 0;
-    iovec local{&word, sizeof(word)};
-    iovec remote{
-        reinterpret_cast<void*>(static_cast<uintptr_t>(published[2 * r + 1])),
-        sizeof(word)};
-    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (n != static_cast<ssize_t>(sizeof(word)) || word != kProbeWord) {
-      MESHDMA_LOG(
-          kInfo, kLogTransport, "rank ", launch_->rank(),
-          ": cross-memory attach to rank ", r, " (pid ", pid,
-          ") refused: ", n < 0 ? std::strerror(errno) : "short or wrong read",
-          "; private inputs are copied for peers instead");
-      read_all = false;
-      break;
-    }
-  }
-  const int64_t verdict[1] = {read_all ? 1 : 0};
-  MESHDMA_ASSIGN_OR_RETURN(
-      std::vector<int64_t> verdicts,
-      processes_->BarrierExchange("cross-memory attach (verdicts)",
-                                  wait_timeout_, verdict));
-  cross_memory_ = std::all_of(verdicts.begin(), verdicts.end(),
-                              [](int64_t v) { return v == 1; });
-  return absl::OkStatus();
-}
-
 absl::Status RuntimeImpl::ExchangeProcessIdentities() {
   const ProcessIdentity me = ProcessIdentity::Self();
   const int64_t mine[2] = {me.pid, static_cast<int64_t>(me.start_ticks)};
@@ -601,7 +548,6 @@ absl::Status RuntimeImpl::InitHeaps() {
   MESHDMA_RETURN_IF_ERROR(mapped);
   if (launch_->num_processes() > 1) {
     MESHDMA_RETURN_IF_ERROR(ExchangeProcessIdentities());
-    MESHDMA_RETURN_IF_ERROR(AgreeOnCrossMemoryAttach(host_peers));
   }
 
   MESHDMA_RETURN_IF_ERROR(StartRemoteTransport());

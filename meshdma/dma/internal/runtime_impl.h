@@ -92,17 +92,6 @@ class RuntimeImpl : public TransportHost {
     return heap_base_of_device_[global_device];
   }
   int64_t heap_bytes() const override { return heap_bytes_; }
-  bool cross_memory_attach() const { return cross_memory_; }
-  // True when `global_device` is a device of another process of this host
-  // whose memory this process reads by cross-memory attach.
-  bool ReadsByCrossMemory(int global_device) const {
-    return cross_memory_ && !IsLocalDevice(global_device) &&
-           heap_base_of_device_[global_device] != nullptr;
-  }
-  // The pid of the process that holds `global_device` (ReadsByCrossMemory).
-  pid_t PidOf(int global_device) const {
-    return static_cast<pid_t>(identity_of_rank_[RankOf(global_device)].pid);
-  }
   int RankOf(int global_device) const override;
   bool IsLocalDevice(int global_device) const override;
   void CompleteDma(std::unique_ptr<DmaOp> op) override;
@@ -213,12 +202,6 @@ class RuntimeImpl : public TransportHost {
   // Every process's identity on its machine (pid and start time), gathered
   // once into `identity_of_rank_` (collective).
   absl::Status ExchangeProcessIdentities();
-  // Whether this process's devices read the memory of the `host_peers`
-  // (ranks of this host) by cross-memory attach, agreed by every process
-  // (collective): each publishes the address of a probe word, reads the word
-  // of every process of its host, and the launch uses the mechanism only
-  // where every process asked for it and read every word.
-  absl::Status AgreeOnCrossMemoryAttach(const std::vector<int>& host_peers);
   // Watches every other process of this machine for exit (PeerWatch).
   void StartPeerWatch();
   // The watch saw `rank` (pid `pid`) exit: the launch fails at once, here
@@ -248,8 +231,6 @@ class RuntimeImpl : public TransportHost {
   // The TCP congestion control asked for ("": the transport's default) and
   // who asked; the TCP transport applies it.
   std::string tcp_congestion_asked_, tcp_congestion_source_;
-  // Cross-memory attach, as agreed (AgreeOnCrossMemoryAttach).
-  bool cross_memory_ = false;
   // Per rank, as it published it (ExchangeProcessIdentities); empty for a
   // launch of one process.
   std::vector<ProcessIdentity> identity_of_rank_;
