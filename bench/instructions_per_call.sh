@@ -14,7 +14,7 @@
 # bytes, tens of instructions at small sizes): MPI's start-up differs from
 # run to run by millions of instructions, which divided by ITERS moved an
 # inter-host count by thousands. The
-# waits (Device::WaitFlags and Device::SpinUntil) are left out: under
+# waits (Device::WaitFlags and SpinUntil) are left out: under
 # callgrind rank 0 is the slow side and rarely waits, but what it spins
 # depends on timing. One iteration is one call out of place, and one in
 # place where the op has an in-place column. Needs valgrind and Open MPI's

@@ -1,6 +1,11 @@
 // A device of this process: its heap, allocation scopes, DMAs in flight, and
 // the verbs every public call funnels into. These methods are the single place
 // where DMAs, signals and waits happen, and so where the `Observer` sees them.
+// They are defined by concern: device.cc (identity, the mesh of the current
+// Run), device_allocation.cc, device_dma.cc, device_semaphores.cc,
+// device_barrier.cc, device_peer_memory.cc and device_recovery.cc; the state
+// of the in-flight list, the hang notes and the wait policy are classes of
+// their own (inflight_dmas.h, hang_notes.h, wait_policy.h).
 #ifndef MESHDMA_DMA_INTERNAL_DEVICE_H_
 #define MESHDMA_DMA_INTERNAL_DEVICE_H_
 
@@ -17,6 +22,8 @@
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/internal/allocation_log.h"
+#include "meshdma/dma/internal/hang_notes.h"
+#include "meshdma/dma/internal/inflight_dmas.h"
 #include "meshdma/dma/observer.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/transport/transport.h"
@@ -219,12 +226,6 @@ class Device {
   std::string DescribeSemaphore(Semaphore sem) const;
 
  private:
-  // Spins (then yields) until `ready()`; Aborted when the runtime aborts,
-  // DeadlineExceeded "<verb> on <device> timed out after T: <detail>" at the
-  // wait timeout. Shared by the waits that poll memory (flags, counters).
-  template <typename Ready, typename Timeout>
-  absl::Status SpinUntil(absl::string_view verb, const ArrayRef& view,
-                         Ready ready, Timeout timeout_detail);
   struct SemaphoreRecord {
     int64_t offset;
     int count;
@@ -244,6 +245,9 @@ class Device {
   // heap offset and lies in the heap's user part; `role` names it.
   absl::Status CheckHeapView(const ArrayRef& ref, absl::string_view role,
                              absl::string_view verb) const;
+  // Waits for `value` on `cell` (the cell of `sem`) by the wait policy
+  // (wait_policy.h): Aborted when the launch aborts, DeadlineExceeded with
+  // the hang report at the wait timeout.
   absl::Status WaitCell(SemaphoreCell* cell, int64_t value, WaitKind kind,
                         Semaphore sem);
   absl::Status TimeoutError(SemaphoreCell* cell, int64_t value, WaitKind kind,
@@ -284,23 +288,8 @@ class Device {
   // True while `Barrier` runs: only then are device-barrier cells accepted.
   bool in_device_barrier_ = false;
 
-  // Removes `op` from `inflight_` (if listed).
-  void LeaveInflight(const DmaOp* op);
-  std::mutex inflight_mu_;
-  std::vector<DmaOp*> inflight_;
-
-  std::mutex blocked_mu_;
-  std::string blocked_on_;
-  // While blocked: the verb, the semaphore and the count awaited.
-  absl::string_view blocked_verb_;
-  Semaphore blocked_sem_;
-  int64_t blocked_value_ = 0;
-  // Per target device: the semaphore last signalled there (or a DMA's
-  // receive semaphore) and when; -1 when none.
-  std::unique_ptr<std::atomic<int64_t>[]> last_sent_sem_;
-  std::unique_ptr<std::atomic<int64_t>[]> last_sent_ns_;
-  int num_devices_ = 0;
-  void NoteSent(int target, int64_t sem_offset);
+  InflightDmas inflight_;
+  HangNotes hang_notes_;
 };
 
 // The device whose thread is calling, or null outside `Runtime::Run`.
