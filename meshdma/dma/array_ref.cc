@@ -47,6 +47,7 @@ absl::StatusOr<ArrayRef> ArrayRef::FromPointer(
 absl::StatusOr<ArrayRef> ArrayRef::MakeView(void* data, DType dtype,
                                             std::span<const int64_t> shape,
                                             std::span<const int64_t> strides) {
+  // Step 1: rank, strides, dimensions, data and dtype.
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
     return absl::InvalidArgumentError(
         absl::StrCat("array of rank ", shape.size(), " ", ShapeString(shape),
@@ -72,7 +73,8 @@ absl::StatusOr<ArrayRef> ArrayRef::MakeView(void* data, DType dtype,
                                                    ": invalid dtype ",
                                                    static_cast<int>(dtype)));
   }
-  // Every size derived from a view (elements, bytes, the bytes it spans) must
+  // Step 2: every size derived from a view (elements, bytes, the bytes it
+  // spans) must
   // fit in int64_t, so that later bounds checks cannot be fooled by a wrap.
   const std::optional<int64_t> elements = CheckedProduct(shape);
   const std::optional<int64_t> bytes =
@@ -84,6 +86,7 @@ absl::StatusOr<ArrayRef> ArrayRef::MakeView(void* data, DType dtype,
         absl::StrCat("array ", DTypeName(dtype), ShapeString(shape),
                      ": size in bytes overflows int64"));
   }
+  // Step 3: the view, with row-major strides unless given.
   ArrayRef r;
   r.dtype_ = dtype;
   r.rank_ = static_cast<int>(shape.size());

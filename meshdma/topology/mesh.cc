@@ -201,6 +201,7 @@ absl::StatusOr<int> Mesh::LogicalId(std::span<const int64_t> coords) const {
 
 absl::StatusOr<int> Mesh::Resolve(int caller, const DeviceId& id,
                                   DeviceIdType type) const {
+  // Step 1: the caller and the id's type.
   if (caller < 0 || caller >= size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "caller ", caller, " resolving device id ", id.ToString(),
@@ -214,7 +215,7 @@ absl::StatusOr<int> Mesh::Resolve(int caller, const DeviceId& id,
   }
   const auto& v = id.value();
 
-  // LOGICAL: the linear index itself, given as a scalar.
+  // Step 2, LOGICAL: the linear index itself, given as a scalar.
   if (type == DeviceIdType::kLogical) {
     const auto* scalar = std::get_if<int64_t>(&v);
     if (scalar == nullptr) {
@@ -230,7 +231,7 @@ absl::StatusOr<int> Mesh::Resolve(int caller, const DeviceId& id,
     return static_cast<int>(*scalar);
   }
 
-  // MESH, scalar: only a 1-D mesh takes one.
+  // Step 3, MESH, scalar: only a 1-D mesh takes one.
   if (const auto* scalar = std::get_if<int64_t>(&v)) {
     if (num_axes() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -241,12 +242,13 @@ absl::StatusOr<int> Mesh::Resolve(int caller, const DeviceId& id,
     return LogicalId(std::span<const int64_t>(&coord, 1));
   }
 
-  // MESH, full coordinates.
+  // Step 4, MESH, full coordinates.
   if (const auto* coords = std::get_if<std::vector<int64_t>>(&v)) {
     return LogicalId(*coords);
   }
 
-  // MESH, partial: start from the caller's coordinates; each part overrides
+  // Step 5, MESH, partial: start from the caller's coordinates; each part
+  // overrides
   // the coordinates of its axes, a joint key decomposed row-major over them.
   const auto& parts = std::get<std::vector<DeviceId::AxisIndex>>(v);
   MESHDMA_ASSIGN_OR_RETURN(std::vector<int> caller_coords, Coords(caller));

@@ -28,9 +28,10 @@ TEST(SocketTransportTest, OutOfFileDescriptorsNamesTheLimit) {
   rlimit tight = saved;
   tight.rlim_cur = 3;
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::string running;
   auto transport =
       MakeSocketTransport(/*host=*/nullptr, *group, /*one_machine=*/true,
-                          absl::Seconds(5), TcpCongestion{});
+                          absl::Seconds(5), TcpCongestion{}, &running);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
   ASSERT_FALSE(transport.ok());
   EXPECT_EQ(transport.status().code(), absl::StatusCode::kResourceExhausted)

@@ -174,32 +174,20 @@ bool HangBoard::ClaimFirst() {
   return true;
 }
 
-std::string HangBoard::Report(int self_device, int64_t since_ns,
-                              absl::Duration grace) {
-  const std::string host = LocalHost();
-  // Give peers whose devices wait too the time to publish a fresh board.
-  std::vector<std::optional<ProcessHangState>> boards(num_processes_);
-  const base_internal::Deadline deadline =
-      base_internal::Deadline::After(grace);
-  for (;;) {
-    bool all_fresh = true;
-    for (int r = 0; r < num_processes_; ++r) {
-      boards[r] = ReadBoard(PathOf(r));
-      // A process of this host that is stopped or gone publishes nothing
-      // more: waiting for it would only delay the report.
-      const bool fresh =
-          boards[r].has_value() &&
-          (boards[r]->host != host || boards[r]->written_ns >= since_ns ||
-           ProcessCondition(boards[r]->pid) != "running");
-      if (!fresh) all_fresh = false;
-    }
-    if (all_fresh || deadline.Expired()) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+namespace {
 
-  std::map<int, DeviceHangState> devices;
+// Waiting devices by global index.
+using DeviceStates = std::map<int, DeviceHangState>;
+// Wait-for edges: a waiting device to the devices it waits for.
+using WaitForEdges = std::map<int, std::vector<int>>;
+
+// One line per process (its condition as seen from `host`, where it runs),
+// then one per device; collects every device's state into `devices`.
+std::vector<std::string> DescribeProcesses(
+    const std::vector<std::optional<ProcessHangState>>& boards,
+    const std::string& host, int64_t since_ns, DeviceStates& devices) {
   std::vector<std::string> lines;
-  for (int r = 0; r < num_processes_; ++r) {
+  for (size_t r = 0; r < boards.size(); ++r) {
     const auto& b = boards[r];
     if (!b.has_value()) {
       lines.push_back(absl::StrCat(
@@ -236,9 +224,14 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
       }
     }
   }
-  // Wait-for edges: a waiting device waits for whoever last signalled (or
-  // sent a DMA to) the semaphore it waits on.
-  std::map<int, std::vector<int>> edges;
+  return lines;
+}
+
+// The wait-for graph, one line per waiting device: it waits for whoever
+// last signalled (or sent a DMA to) the semaphore it waits on. Fills
+// `edges`.
+std::vector<std::string> WaitForGraph(const DeviceStates& devices,
+                                      WaitForEdges& edges) {
   std::vector<std::string> graph;
   for (const auto& [g, d] : devices) {
     if (!d.waiting) continue;
@@ -258,15 +251,25 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
                      : absl::StrJoin(from, ", "),
         from.empty() ? "" : "  [last signal received from]"));
   }
-  // A cycle among waiting devices.
+  return graph;
+}
+
+// A cycle among waiting devices, "device 1 -> device 2 -> device 1"; empty
+// when there is none.
+std::string FindCycle(const DeviceStates& devices, const WaitForEdges& edges) {
   std::string cycle;
   std::map<int, int> color;
   std::vector<int> stack;
+  auto waiting = [&](int g) {
+    auto it = devices.find(g);
+    return it != devices.end() && it->second.waiting;
+  };
   std::function<bool(int)> dfs = [&](int g) -> bool {
     color[g] = 1;
     stack.push_back(g);
-    for (int e : edges[g]) {
-      if (!devices.count(e) || !devices[e].waiting) continue;
+    auto out = edges.find(g);
+    for (int e : out == edges.end() ? std::vector<int>{} : out->second) {
+      if (!waiting(e)) continue;
       if (color[e] == 1) {
         auto it = std::find(stack.begin(), stack.end(), e);
         std::vector<std::string> names;
@@ -284,6 +287,48 @@ std::string HangBoard::Report(int self_device, int64_t since_ns,
   for (const auto& [g, d] : devices) {
     if (d.waiting && color[g] == 0 && dfs(g)) break;
   }
+  return cycle;
+}
+
+}  // namespace
+
+std::vector<std::optional<ProcessHangState>> HangBoard::ReadFreshBoards(
+    const std::string& host, int64_t since_ns, absl::Duration grace) const {
+  std::vector<std::optional<ProcessHangState>> boards(num_processes_);
+  const base_internal::Deadline deadline =
+      base_internal::Deadline::After(grace);
+  for (;;) {
+    bool all_fresh = true;
+    for (int r = 0; r < num_processes_; ++r) {
+      boards[r] = ReadBoard(PathOf(r));
+      // A process of this host that is stopped or gone publishes nothing
+      // more: waiting for it would only delay the report.
+      const bool fresh =
+          boards[r].has_value() &&
+          (boards[r]->host != host || boards[r]->written_ns >= since_ns ||
+           ProcessCondition(boards[r]->pid) != "running");
+      if (!fresh) all_fresh = false;
+    }
+    if (all_fresh || deadline.Expired()) return boards;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+std::string HangBoard::Report(int self_device, int64_t since_ns,
+                              absl::Duration grace) {
+  // Step 1: every board, giving peers whose devices wait too the time to
+  // publish a fresh one.
+  const std::string host = LocalHost();
+  const std::vector<std::optional<ProcessHangState>> boards =
+      ReadFreshBoards(host, since_ns, grace);
+  // Step 2: each process and device.
+  DeviceStates devices;
+  const std::vector<std::string> lines =
+      DescribeProcesses(boards, host, since_ns, devices);
+  // Step 3: the wait-for graph, and a cycle in it.
+  WaitForEdges edges;
+  const std::vector<std::string> graph = WaitForGraph(devices, edges);
+  const std::string cycle = FindCycle(devices, edges);
   return absl::StrCat(
       kMeshReportHeading, " (device ", self_device, " timed out first on rank ",
       rank_, "):\n", absl::StrJoin(lines, "\n"), "\n  Wait-for graph:\n",

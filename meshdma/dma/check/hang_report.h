@@ -10,6 +10,7 @@
 #define MESHDMA_DMA_CHECK_HANG_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,11 @@ class HangBoard {
 
  private:
   std::string PathOf(int rank) const;
+  // Every process's board, read again every 20 ms for up to `grace` until
+  // each process of `host` (this host) has written it since `since_ns` or
+  // is no longer running; a board missing then is null.
+  std::vector<std::optional<ProcessHangState>> ReadFreshBoards(
+      const std::string& host, int64_t since_ns, absl::Duration grace) const;
   std::string ReportPath() const;
   std::string dir_;
   uint64_t tag_;

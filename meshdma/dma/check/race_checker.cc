@@ -557,6 +557,7 @@ void RaceChecker::RecordRange(int space, int64_t lo, int64_t hi,
 
 void RaceChecker::Report(int space, int64_t lo, int64_t hi,
                          const Access& earlier, const Access& later) {
+  // Step 1: once per pair of sites.
   {
     std::lock_guard<std::mutex> lock(report_mu_);
     auto key = std::minmax(*earlier.site, *later.site);
@@ -570,7 +571,7 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
     }
     return s;
   };
-  // Which wait would have ordered them.
+  // Step 2: which wait would have ordered them.
   std::string hint;
   auto sem_role = [](const DmaInfo& dma) {
     return dma.local ? absl::StrCat("its semaphore @", dma.recv_sem)
@@ -615,6 +616,7 @@ void RaceChecker::Report(int space, int64_t lo, int64_t hi,
                         " after the first access and waited on by device ",
                         later.device, " before the second");
   }
+  // Step 3: the report, kept and handed to the callback.
   const std::string where = space < n_
                                 ? absl::StrCat("device ", space, "'s heap")
                                 : std::string("memory outside the heap");

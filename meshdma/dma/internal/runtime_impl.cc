@@ -161,13 +161,18 @@ int RuntimeImpl::UsableCores() {
 // Step 1: options, each from the struct, else the environment, else its
 // default.
 absl::Status RuntimeImpl::ReadOptions() {
+  MESHDMA_RETURN_IF_ERROR(CheckOptionEnums(options_));
+  MESHDMA_RETURN_IF_ERROR(ReadMemoryOptions());
+  MESHDMA_RETURN_IF_ERROR(ReadTransportOptions());
+  return ReadWaitOptions();
+}
+
+// Step 1a: the heap's size and the DMA execution mode.
+absl::Status RuntimeImpl::ReadMemoryOptions() {
   using base_internal::EnvChoice;
   using base_internal::EnvInt;
-  using base_internal::EnvSeconds;
-  using base_internal::EnvString;
   using base_internal::Resolve;
   static_assert(kMinHeapBytes >= kReservedHeapBytes + 4096);
-  MESHDMA_RETURN_IF_ERROR(CheckOptionEnums(options_));
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> heap_env,
                            EnvInt(config::kHeapBytes));
   heap_bytes_ = Resolve(options_.heap_bytes, heap_env, int64_t{256} << 20);
@@ -186,6 +191,22 @@ absl::Status RuntimeImpl::ReadOptions() {
     mode_from_env = *mode_env == "eager" ? DmaMode::kEager : DmaMode::kAsync;
   }
   dma_mode_ = Resolve(options_.dma_mode, mode_from_env, DmaMode::kAsync);
+  if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("async_min_bytes ", options_.async_min_bytes,
+                     " must be >= 0 and copy_chunk_bytes ",
+                     options_.copy_chunk_bytes, " >= 4096"));
+  }
+  return absl::OkStatus();
+}
+
+// Step 1b: the transport to other hosts, its congestion control and how
+// MPI cuts its puts; the channels' protocol.
+absl::Status RuntimeImpl::ReadTransportOptions() {
+  using base_internal::EnvChoice;
+  using base_internal::EnvInt;
+  using base_internal::EnvString;
+  using base_internal::Resolve;
   MESHDMA_ASSIGN_OR_RETURN(std::optional<std::string> remote_env,
                            EnvChoice(config::kRemoteTransport));
   std::optional<RemoteTransport> remote_from_env;
@@ -209,7 +230,27 @@ absl::Status RuntimeImpl::ReadOptions() {
   // in a launch that will not use TCP (uniform on every process of a host).
   MESHDMA_RETURN_IF_ERROR(CheckTcpCongestion(
       TcpCongestion{tcp_congestion_asked_, tcp_congestion_source_}));
+  constexpr int64_t kMaxPieced = config::kMpiPiecedBytes.max;
+  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> pieced_env,
+                           EnvInt(config::kMpiPiecedBytes));
+  if (!options_.mpi_pieced_bytes.has_value()) {
+    options_.mpi_pieced_bytes = pieced_env;
+  }
+  if (options_.mpi_pieced_bytes.has_value() &&
+      (*options_.mpi_pieced_bytes < 0 ||
+       *options_.mpi_pieced_bytes > kMaxPieced)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RuntimeOptions::mpi_pieced_bytes ", *options_.mpi_pieced_bytes,
+        " must lie in [0, ", kMaxPieced, "]"));
+  }
+  return absl::OkStatus();
+}
 
+// Step 1c: the wait timeout and the spins of a wait.
+absl::Status RuntimeImpl::ReadWaitOptions() {
+  using base_internal::EnvInt;
+  using base_internal::EnvSeconds;
+  using base_internal::Resolve;
   // Infinite means no timeout; a finite timeout is at most ~31 years, so a
   // deadline on the monotonic clock never overflows.
   constexpr double kMaxTimeoutSeconds = config::kWaitTimeout.max;
@@ -225,20 +266,6 @@ absl::Status RuntimeImpl::ReadOptions() {
         " must be positive and at most ", kMaxTimeoutSeconds,
         " s, or absl::InfiniteDuration() for no timeout"));
   }
-
-  constexpr int64_t kMaxPieced = config::kMpiPiecedBytes.max;
-  MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> pieced_env,
-                           EnvInt(config::kMpiPiecedBytes));
-  if (!options_.mpi_pieced_bytes.has_value()) {
-    options_.mpi_pieced_bytes = pieced_env;
-  }
-  if (options_.mpi_pieced_bytes.has_value() &&
-      (*options_.mpi_pieced_bytes < 0 ||
-       *options_.mpi_pieced_bytes > kMaxPieced)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RuntimeOptions::mpi_pieced_bytes ", *options_.mpi_pieced_bytes,
-        " must lie in [0, ", kMaxPieced, "]"));
-  }
   MESHDMA_ASSIGN_OR_RETURN(std::optional<int64_t> spin_env,
                            EnvInt(config::kSpinNs));
   if (spin_env.has_value()) options_.spin_ns = *spin_env;
@@ -251,12 +278,6 @@ absl::Status RuntimeImpl::ReadOptions() {
     return absl::InvalidArgumentError(
         absl::StrCat("spin_ns ", options_.spin_ns, " and remote_spin_ns ",
                      options_.remote_spin_ns, " must be >= 0"));
-  }
-  if (options_.async_min_bytes < 0 || options_.copy_chunk_bytes < 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("async_min_bytes ", options_.async_min_bytes,
-                     " must be >= 0 and copy_chunk_bytes ",
-                     options_.copy_chunk_bytes, " >= 4096"));
   }
   return absl::OkStatus();
 }
@@ -453,10 +474,6 @@ absl::Status RuntimeImpl::ExchangeProcessIdentities() {
 
 absl::Status RuntimeImpl::InitHeaps() {
   const int rank = launch_->rank();
-  const std::vector<int> mine = launch_->DevicesOfRank(rank);
-  const size_t per_device = static_cast<size_t>(heap_bytes_);
-  local_heaps_bytes_ = per_device * mine.size();
-
   // Processes sharing this host (other than this one) reach our heaps through
   // shared memory; without such peers private memory suffices. The tag
   // broadcast and the barriers are collective over all processes, whether or
@@ -465,40 +482,89 @@ absl::Status RuntimeImpl::InitHeaps() {
   for (int r = 0; r < launch_->num_processes(); ++r) {
     if (r != rank && launch_->SameHost(r, rank)) host_peers.push_back(r);
   }
+  // Step 1: one tag for the job's segments and boards.
   MESHDMA_RETURN_IF_ERROR(AgreeOnHeaps());
+  MESHDMA_ASSIGN_OR_RETURN(const uint64_t tag, AgreeOnJobTag());
+  // Step 2: this process's heaps and devices. Checked mode: each segment
+  // ends with its process's clock mailbox.
+  const size_t mailbox_bytes =
+      race_checker_ != nullptr && !host_peers.empty()
+          ? ClockMailbox::BytesFor(launch_->num_devices())
+          : 0;
+  MESHDMA_RETURN_IF_ERROR(MapOwnHeaps(tag, !host_peers.empty(), mailbox_bytes));
+  CreateLocalDevices();
+  // Step 3: the heaps of the other processes of this host.
+  MESHDMA_RETURN_IF_ERROR(
+      processes_->Barrier("heap set-up (segments created)", wait_timeout_));
+  std::vector<ClockMailbox*> mailbox_of_device(launch_->num_devices(), nullptr);
+  const absl::Status mapped =
+      MapPeerHeaps(tag, host_peers, mailbox_bytes, mailbox_of_device);
+  // Every peer has mapped every segment: the names can go, so nothing is
+  // left behind in /dev/shm however the job ends.
+  MESHDMA_RETURN_IF_ERROR(
+      processes_->Barrier("heap set-up (segments mapped)", wait_timeout_));
+  if (own_segment_ != nullptr) own_segment_->Unlink();
+  MESHDMA_RETURN_IF_ERROR(mapped);
+  if (launch_->num_processes() > 1) {
+    MESHDMA_RETURN_IF_ERROR(ExchangeProcessIdentities());
+  }
+  // Step 4: the transport to other hosts, checked mode's mailboxes and the
+  // hang board.
+  MESHDMA_RETURN_IF_ERROR(StartRemoteTransport());
+  if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
+    race_checker_->AttachMailboxes(own_mailbox_.get(),
+                                   std::move(mailbox_of_device));
+  }
+  hang_board_ =
+      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
+  PublishHangState();
+  LogLaunch();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> RuntimeImpl::AgreeOnJobTag() {
   std::string job_tag(sizeof(uint64_t), '\0');
-  if (rank == 0) {
+  if (launch_->rank() == 0) {
     const uint64_t tag = std::random_device{}() ^ (uint64_t(getpid()) << 32);
     std::memcpy(job_tag.data(), &tag, sizeof(tag));
   }
   MESHDMA_RETURN_IF_ERROR(processes_->Broadcast(job_tag, 0));
   uint64_t tag = 0;
   std::memcpy(&tag, job_tag.data(), sizeof(tag));
-  // Checked mode: each segment ends with its process's clock mailbox.
-  const size_t mailbox_bytes =
-      race_checker_ != nullptr && !host_peers.empty()
-          ? ClockMailbox::BytesFor(launch_->num_devices())
-          : 0;
-  if (host_peers.empty()) {
+  return tag;
+}
+
+absl::Status RuntimeImpl::MapOwnHeaps(uint64_t tag, bool shared,
+                                      size_t mailbox_bytes) {
+  const size_t devices = launch_->DevicesOfRank(launch_->rank()).size();
+  local_heaps_bytes_ = static_cast<size_t>(heap_bytes_) * devices;
+  if (!shared) {
     void* p = mmap(nullptr, local_heaps_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot reserve ", local_heaps_bytes_, " bytes of heap for ",
-          mine.size(), " devices: ", std::strerror(errno)));
+          "cannot reserve ", local_heaps_bytes_, " bytes of heap for ", devices,
+          " devices: ", std::strerror(errno)));
     }
     local_heaps_ = static_cast<std::byte*>(p);
-  } else {
-    MESHDMA_ASSIGN_OR_RETURN(
-        own_segment_, ShmSegment::Create(ShmSegment::NameFor(tag, rank),
-                                         local_heaps_bytes_ + mailbox_bytes));
-    local_heaps_ = own_segment_->data();
-    if (mailbox_bytes > 0) {
-      own_mailbox_ = std::make_unique<ClockMailbox>(
-          local_heaps_ + local_heaps_bytes_, launch_->num_devices());
-      own_mailbox_->Format();
-    }
+    return absl::OkStatus();
   }
+  MESHDMA_ASSIGN_OR_RETURN(
+      own_segment_,
+      ShmSegment::Create(ShmSegment::NameFor(tag, launch_->rank()),
+                         local_heaps_bytes_ + mailbox_bytes));
+  local_heaps_ = own_segment_->data();
+  if (mailbox_bytes > 0) {
+    own_mailbox_ = std::make_unique<ClockMailbox>(
+        local_heaps_ + local_heaps_bytes_, launch_->num_devices());
+    own_mailbox_->Format();
+  }
+  return absl::OkStatus();
+}
+
+void RuntimeImpl::CreateLocalDevices() {
+  const std::vector<int> mine = launch_->DevicesOfRank(launch_->rank());
+  const size_t per_device = static_cast<size_t>(heap_bytes_);
   for (size_t i = 0; i < mine.size(); ++i) {
     heap_base_of_device_[mine[i]] = local_heaps_ + i * per_device;
     local_of_global_[mine[i]] = static_cast<int>(i);
@@ -509,56 +575,34 @@ absl::Status RuntimeImpl::InitHeaps() {
   transports_.push_back(std::make_unique<DirectTransport>("local", this));
   Transport* local_transport = transports_.back().get();
   for (int g : mine) transport_of_device_[g] = local_transport;
+}
 
-  MESHDMA_RETURN_IF_ERROR(
-      processes_->Barrier("heap set-up (segments created)", wait_timeout_));
-  absl::Status mapped = absl::OkStatus();
-  std::vector<ClockMailbox*> mailbox_of_device(launch_->num_devices(), nullptr);
-  if (!host_peers.empty()) {
-    transports_.push_back(std::make_unique<DirectTransport>("shm", this));
-    Transport* shm = transports_.back().get();
-    for (int r : host_peers) {
-      const std::vector<int> theirs = launch_->DevicesOfRank(r);
-      const size_t heaps = per_device * theirs.size();
-      auto segment =
-          ShmSegment::Open(ShmSegment::NameFor(tag, r), heaps + mailbox_bytes);
-      if (!segment.ok()) {
-        mapped = segment.status();
-        break;
-      }
-      ClockMailbox* mailbox = nullptr;
-      if (mailbox_bytes > 0) {
-        peer_mailboxes_.push_back(std::make_unique<ClockMailbox>(
-            (*segment)->data() + heaps, launch_->num_devices()));
-        mailbox = peer_mailboxes_.back().get();
-      }
-      for (size_t i = 0; i < theirs.size(); ++i) {
-        heap_base_of_device_[theirs[i]] = (*segment)->data() + i * per_device;
-        transport_of_device_[theirs[i]] = shm;
-        mailbox_of_device[theirs[i]] = mailbox;
-      }
-      peer_segments_.push_back(std::move(*segment));
+absl::Status RuntimeImpl::MapPeerHeaps(
+    uint64_t tag, const std::vector<int>& host_peers, size_t mailbox_bytes,
+    std::vector<ClockMailbox*>& mailbox_of_device) {
+  if (host_peers.empty()) return absl::OkStatus();
+  const size_t per_device = static_cast<size_t>(heap_bytes_);
+  transports_.push_back(std::make_unique<DirectTransport>("shm", this));
+  Transport* shm = transports_.back().get();
+  for (int r : host_peers) {
+    const std::vector<int> theirs = launch_->DevicesOfRank(r);
+    const size_t heaps = per_device * theirs.size();
+    MESHDMA_ASSIGN_OR_RETURN(
+        std::unique_ptr<ShmSegment> segment,
+        ShmSegment::Open(ShmSegment::NameFor(tag, r), heaps + mailbox_bytes));
+    ClockMailbox* mailbox = nullptr;
+    if (mailbox_bytes > 0) {
+      peer_mailboxes_.push_back(std::make_unique<ClockMailbox>(
+          segment->data() + heaps, launch_->num_devices()));
+      mailbox = peer_mailboxes_.back().get();
     }
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      heap_base_of_device_[theirs[i]] = segment->data() + i * per_device;
+      transport_of_device_[theirs[i]] = shm;
+      mailbox_of_device[theirs[i]] = mailbox;
+    }
+    peer_segments_.push_back(std::move(segment));
   }
-  // Every peer has mapped every segment: the names can go, so nothing is
-  // left behind in /dev/shm however the job ends.
-  MESHDMA_RETURN_IF_ERROR(
-      processes_->Barrier("heap set-up (segments mapped)", wait_timeout_));
-  if (own_segment_ != nullptr) own_segment_->Unlink();
-  MESHDMA_RETURN_IF_ERROR(mapped);
-  if (launch_->num_processes() > 1) {
-    MESHDMA_RETURN_IF_ERROR(ExchangeProcessIdentities());
-  }
-
-  MESHDMA_RETURN_IF_ERROR(StartRemoteTransport());
-  if (race_checker_ != nullptr && own_mailbox_ != nullptr) {
-    race_checker_->AttachMailboxes(own_mailbox_.get(),
-                                   std::move(mailbox_of_device));
-  }
-  hang_board_ =
-      std::make_unique<HangBoard>(tag, rank, launch_->num_processes());
-  PublishHangState();
-  LogLaunch();
   return absl::OkStatus();
 }
 
@@ -588,16 +632,19 @@ absl::Status RuntimeImpl::StartRemoteTransport() {
     // One transport carries every message between processes, so that a
     // put and a later signal to the same process stay in order.
     MESHDMA_ASSIGN_OR_RETURN(
-        std::unique_ptr<Transport> tcp,
+        std::unique_ptr<PolledTransport> tcp,
         MakeSocketTransport(
             this, *processes_, one_machine, wait_timeout_,
-            TcpCongestion{tcp_congestion_asked_, tcp_congestion_source_}));
+            TcpCongestion{tcp_congestion_asked_, tcp_congestion_source_},
+            &tcp_congestion_running_));
+    remote_transport_ = tcp.get();
     transports_.push_back(std::move(tcp));
-    remote_transport_ = transports_.back().get();
   } else if (launch_->num_processes() > 1) {
     mpi_limits_ = MpiLimits();
-    transports_.push_back(MakeMpiTransport(this, *processes_, mpi_limits_));
-    remote_transport_ = transports_.back().get();
+    std::unique_ptr<PolledTransport> mpi =
+        MakeMpiTransport(this, *processes_, mpi_limits_);
+    remote_transport_ = mpi.get();
+    transports_.push_back(std::move(mpi));
   }
   bool remote_peers = false;
   for (int g = 0; g < launch_->num_devices(); ++g) {
@@ -746,6 +793,7 @@ Device* RuntimeImpl::LocalDevice(int global_device) const {
 
 absl::Status RuntimeImpl::Run(const Mesh& mesh,
                               std::function<absl::Status()> fn) {
+  // Step 1: a Run may start here (not after Shutdown, not inside a Run).
   if (shut_down_) {
     return absl::FailedPreconditionError("Runtime::Run after Shutdown");
   }
@@ -754,7 +802,9 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
         "Runtime::Run called from inside Run on ", d->Name(),
         ": the function passed to Run already runs on every device"));
   }
-  // Checked mode forgets the previous Run before the processes meet: a
+  // Step 2: begin the Run (recovering from a failed one) on a mesh of this
+  // launch's devices. Checked mode forgets the previous Run before the
+  // processes meet: a
   // peer that leaves the barrier first may already send this Run's clocks.
   if (race_checker_ != nullptr) race_checker_->Reset();
   MESHDMA_RETURN_IF_ERROR(BeginRun());
@@ -765,6 +815,7 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
           " but the launch has ", launch_->num_devices(), " devices"));
     }
   }
+  // Step 3: every local device of the mesh runs `fn` on its thread.
   std::vector<absl::Status> results(devices_.size());
   auto task = [&](int local) {
     Device* device = devices_[local].get();
@@ -807,7 +858,8 @@ absl::Status RuntimeImpl::Run(const Mesh& mesh,
     task_ = nullptr;
   }
   g_running.store(nullptr);
-  // No local device writes any more; peers' writes into persistent memory
+  // Step 4: release persistent memory; one status for the Run. No local
+  // device writes any more; peers' writes into persistent memory
   // were ordered by the channels' credits. After a failure the next Run's
   // recovery zeroes it, once every late DMA has drained.
   if (!aborted()) {

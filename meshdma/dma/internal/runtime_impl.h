@@ -47,7 +47,7 @@ class RuntimeImpl : public TransportHost {
     return RemotePeers() ? std::string(remote_transport_->name()) : "";
   }
   std::string tcp_congestion() const {
-    return RemotePeers() ? remote_transport_->congestion_control() : "";
+    return RemotePeers() ? tcp_congestion_running_ : "";
   }
   absl::Duration wait_timeout() const override { return wait_timeout_; }
   // The wait timeout, or once the launch is aborted the wait timeout up to
@@ -121,7 +121,7 @@ class RuntimeImpl : public TransportHost {
     return remote_transport_ != nullptr && remote_transport_->Poll();
   }
   // True when a poll of the transport to other hosts that finds nothing to
-  // do yields the core itself (Transport::PollYieldsWhenIdle).
+  // do yields the core itself (PolledTransport::PollYieldsWhenIdle).
   bool RemotePollYields() const {
     return remote_transport_ != nullptr &&
            remote_transport_->PollYieldsWhenIdle();
@@ -182,6 +182,9 @@ class RuntimeImpl : public TransportHost {
   // Init's steps, in order.
   absl::Status Init();
   absl::Status ReadOptions();
+  absl::Status ReadMemoryOptions();
+  absl::Status ReadTransportOptions();
+  absl::Status ReadWaitOptions();
   absl::Status ConnectProcesses();
   absl::Status DiscoverLaunch();
   // Device threads of the launch on this machine (by hostname, so simulated
@@ -194,6 +197,20 @@ class RuntimeImpl : public TransportHost {
   void LogLaunch() const;
   absl::Status AgreeOnHeaps();
   absl::Status InitHeaps();
+  // InitHeaps' steps. The tag rank 0 draws for the job's shared-memory
+  // segments and hang boards (collective).
+  absl::StatusOr<uint64_t> AgreeOnJobTag();
+  // This process's heaps: private memory, or with `shared` (processes of
+  // this host map them) a segment ending with `mailbox_bytes` of checked
+  // mode's clock mailbox.
+  absl::Status MapOwnHeaps(uint64_t tag, bool shared, size_t mailbox_bytes);
+  // A `Device` per heap of this process, reached by the local transport.
+  void CreateLocalDevices();
+  // The segments of `host_peers`, reached by the shm transport; their clock
+  // mailboxes into `mailbox_of_device`.
+  absl::Status MapPeerHeaps(uint64_t tag, const std::vector<int>& host_peers,
+                            size_t mailbox_bytes,
+                            std::vector<ClockMailbox*>& mailbox_of_device);
   absl::Status StartRemoteTransport();
   std::vector<MpiPeerLimits> MpiLimits() const;
   // The transport to other hosts, agreed by every process (collective):
@@ -259,7 +276,10 @@ class RuntimeImpl : public TransportHost {
   std::vector<std::byte*> heap_base_of_device_;
   std::vector<Transport*> transport_of_device_;
   std::vector<std::unique_ptr<Transport>> transports_;
-  Transport* remote_transport_ = nullptr;  // To other hosts, if any.
+  PolledTransport* remote_transport_ = nullptr;  // To other hosts, if any.
+  // The congestion control the TCP transport's connections run; "" without
+  // it.
+  std::string tcp_congestion_running_;
   std::unique_ptr<CopyEngine> copy_engine_;
 
   std::vector<std::unique_ptr<Device>> devices_;

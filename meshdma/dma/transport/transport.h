@@ -3,12 +3,16 @@
 //
 // The runtime picks a transport per peer device: the direct transport for
 // devices whose heap this process can address (same process: plain memory;
-// same host: a shared-memory mapping; direct/), the MPI transport for devices
-// on other hosts (mpi/). Transports are leaves: they include this header and
-// nothing else of the runtime, and reach the runtime only through
-// `TransportHost`. Who copies the bytes of an addressable destination (the
-// issuing device now, or the copy engine later) is the device's policy, not
-// the transport's.
+// same host: a shared-memory mapping; direct/ over shm/), and for devices on
+// other hosts one `PolledTransport`: meshdma's own TCP connections
+// (socket/, `MakeSocketTransport`) or MPI messages (mpi/,
+// `MakeMpiTransport`). Transports are leaves that move bytes: they include
+// this header and nothing else of the runtime, and reach the runtime only
+// through `TransportHost`. Policy lives above them: who copies the bytes of
+// an addressable destination (the issuing device now, or the copy engine
+// later) is the device's, and when a waiting device polls, spins, yields or
+// sleeps is the wait policy's (dma/internal/wait_policy.h), which a remote
+// transport only informs.
 #ifndef MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 
@@ -118,9 +122,6 @@ class Transport {
   virtual ~Transport() = default;
   // "local", "shm" or "mpi": shown in diagnostics and benchmarks.
   virtual absl::string_view name() const = 0;
-  // A TCP transport's congestion control, as its connections run it; ""
-  // for other transports.
-  virtual std::string congestion_control() const { return ""; }
   // When this process can address `op`'s destination, sets `op->dst` (if
   // unset) and `op->recv_cell` and returns true: any thread of this process
   // may then copy the bytes, and the device may hand them to its copy
@@ -135,23 +136,6 @@ class Transport {
   // otherwise), for transports that cross processes to carry.
   virtual void Signal(int target_device, int64_t sem_offset, int64_t inc,
                       std::span<const uint32_t> check_clock) = 0;
-  // Makes progress on this transport's outstanding traffic from the calling
-  // thread (a device spinning in a wait); true when anything moved. Paths
-  // whose copies complete on their own have nothing to do.
-  virtual bool Poll() { return false; }
-  // True when a `Poll` that finds nothing to do yields the calling thread's
-  // core itself (MPI's progress under Open MPI's `mpi_yield_when_idle`): a
-  // device that polls on every turn of an oversubscribed wait then need not
-  // yield again.
-  virtual bool PollYieldsWhenIdle() const { return false; }
-  // A device that polled in a wait stops to sleep: a progress thread that
-  // backs off while devices poll must now cover for it.
-  virtual void DeviceSleeping() {}
-  // True while traffic that somebody waits for is outstanding: a put whose
-  // send semaphore waits for MPI to finish with its source, or a payload
-  // announced but not yet received. (A message that carried its payload
-  // inline completed its put already; its send is retired in passing.)
-  virtual bool HasPending() const { return false; }
   // Tells every other process that this launch failed. Paths that share
   // memory have nothing to tell: a no-op.
   virtual void BroadcastAbort(const std::string& reason) {}
@@ -167,6 +151,27 @@ class Transport {
   // Collective over the processes using this transport: completes
   // outstanding traffic and stops any helper thread.
   virtual absl::Status Shutdown() { return absl::OkStatus(); }
+};
+
+// A transport to devices on other hosts (TCP or MPI): its messages move
+// only while a thread polls it, its own progress thread or a waiting device.
+// It tells the wait policy what it needs to decide; it decides nothing.
+class PolledTransport : public Transport {
+ public:
+  // Makes progress on outstanding traffic from the calling thread (a device
+  // in a wait); true when anything moved.
+  virtual bool Poll() = 0;
+  // True while traffic that somebody waits for is outstanding: a put whose
+  // send semaphore waits for the transport to finish with its source, or a
+  // payload announced but not yet received. (A message that carried its
+  // payload inline completed its put already.)
+  virtual bool HasPending() const = 0;
+  // True when a `Poll` that finds nothing to do yields the calling thread's
+  // core itself (MPI's progress under Open MPI's `mpi_yield_when_idle`).
+  virtual bool PollYieldsWhenIdle() const { return false; }
+  // A device that polled in a wait stops to sleep: a progress thread that
+  // backs off while devices poll must now cover for it.
+  virtual void DeviceSleeping() {}
 };
 
 }  // namespace meshdma::dma_internal

@@ -92,6 +92,7 @@ void MergeDimensions(ViewLayout& src, ViewLayout& dst) {
 absl::StatusOr<WireTarget> ResolveWireTarget(TransportHost& host, int rank,
                                              int source, const WireHeader& h,
                                              const ViewLayout* layout) {
+  // Step 1: a device this process holds.
   std::byte* heap = host.HeapBase(h.dst_device);
   if (heap == nullptr || !host.IsLocalDevice(h.dst_device)) {
     return absl::InvalidArgumentError(
@@ -110,6 +111,7 @@ absl::StatusOr<WireTarget> ResolveWireTarget(TransportHost& host, int rank,
                      ", outside its ", heap_bytes, "-byte heap; dropped"));
   };
   const int64_t cell = static_cast<int64_t>(sizeof(SemaphoreCell));
+  // Step 2: a signal's semaphore inside the heap.
   WireTarget target;
   if (h.kind == WireKind::kSignal) {
     if (!fits(h.dst_offset, 0, cell)) {
@@ -122,6 +124,8 @@ absl::StatusOr<WireTarget> ResolveWireTarget(TransportHost& host, int rank,
   if (h.kind != WireKind::kPut) {
     return reject(absl::StrCat("of unknown kind ", static_cast<int>(h.kind)));
   }
+  // Step 3: a put's layout (sent, or contiguous bytes), which must hold
+  // exactly the bytes sent.
   ViewLayout& dst_layout = target.dst_layout;
   if (h.has_layout == 1 && layout != nullptr) {
     dst_layout = *layout;
@@ -147,6 +151,7 @@ absl::StatusOr<WireTarget> ResolveWireTarget(TransportHost& host, int rank,
       extent.reset();  // The layout does not hold the bytes sent.
     }
   }
+  // Step 4: its semaphore and every byte it writes inside the heap.
   if (!fits(h.sem_offset, 0, cell) || !extent.has_value() || h.value < 0 ||
       (h.inline_bytes > 0 && h.inline_bytes != h.value)) {
     return reject(absl::StrCat("with a malformed put (", h.value, " bytes, ",

@@ -72,9 +72,9 @@ struct MpiPeerLimits {
 // communicator (collective), cutting puts to rank r by `limits[r]`.
 // `processes` must come from `ConnectMpiProcesses` and outlive the
 // transport.
-std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
-                                            ProcessGroup& processes,
-                                            std::vector<MpiPeerLimits> limits);
+std::unique_ptr<PolledTransport> MakeMpiTransport(
+    TransportHost* host, ProcessGroup& processes,
+    std::vector<MpiPeerLimits> limits);
 
 }  // namespace meshdma::dma_internal
 

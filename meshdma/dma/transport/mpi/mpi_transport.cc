@@ -166,15 +166,66 @@ MpiTransport::~MpiTransport() {
   if (!MpiPeersLost()) MPI_Comm_free(&comm_);
 }
 
+void MpiTransport::PackMessage(PendingSend& send, const WireHeader& header,
+                               const ViewLayout* layout,
+                               const InlinePayload& inline_payload,
+                               std::span<const uint32_t> check_clock) {
+  const size_t clock_bytes = check_clock.size() * sizeof(uint32_t);
+  const size_t layout_bytes = layout != nullptr ? sizeof(ViewLayout) : 0;
+  send.message.Resize(sizeof(WireHeader) + layout_bytes + clock_bytes +
+                      inline_payload.bytes);
+  WireHeader h = header;
+  h.has_layout = layout != nullptr ? 1 : 0;
+  h.check_words = static_cast<int32_t>(check_clock.size());
+  h.inline_bytes = static_cast<int32_t>(inline_payload.bytes);
+  std::byte* at = send.message.data();
+  auto append = [&at](const void* bytes, size_t n) {
+    if (n > 0) std::memcpy(at, bytes, n);
+    at += n;
+  };
+  append(&h, sizeof(WireHeader));
+  append(layout, layout_bytes);
+  append(check_clock.data(), clock_bytes);
+  if (inline_payload.bytes > 0) inline_payload.write(at);
+}
+
+void MpiTransport::PostPayloadLocked(PendingSend& send, const DmaOp& op) {
+  MPI_Request req;
+  MPI_Datatype strided =
+      IsPacked(op.src_layout, op.elem_bytes)
+          ? MPI_DATATYPE_NULL
+          : StridedDatatype(op.src_layout, op.elem_bytes, op.event.bytes);
+  if (strided != MPI_DATATYPE_NULL) {
+    // In place: one message of the view's bytes in element order, the
+    // order in which the receiver's layout takes them.
+    MPI_Isend(op.src, 1, strided, send.dest, kPayloadTag, comm_, &req);
+    send.requests.push_back(req);
+    MPI_Type_free(&strided);
+    return;
+  }
+  const std::byte* payload = op.src;
+  if (!IsPacked(op.src_layout, op.elem_bytes)) {
+    send.packed.Resize(op.event.bytes);
+    CopyPlan(op.src_layout, Packed(op.src_layout, op.elem_bytes), op.elem_bytes)
+        .CopyAll(op.src, send.packed.data());
+    payload = send.packed.data();
+  }
+  for (int64_t off = 0; off < op.event.bytes; off += kMaxPiece) {
+    const int64_t len = std::min(kMaxPiece, op.event.bytes - off);
+    MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE, send.dest,
+              kPayloadTag, comm_, &req);
+    send.requests.push_back(req);
+  }
+}
+
 void MpiTransport::Send(int dest_rank, const WireHeader& header,
                         const ViewLayout* layout,
                         const InlinePayload& inline_payload,
                         std::unique_ptr<DmaOp> op,
                         std::span<const uint32_t> check_clock) {
+  // Step 1: receives are posted for a header and kInlineBytes more.
   const size_t clock_bytes = check_clock.size() * sizeof(uint32_t);
-  const size_t layout_bytes = layout != nullptr ? sizeof(ViewLayout) : 0;
   if (static_cast<int64_t>(clock_bytes) + inline_payload.bytes > kInlineBytes) {
-    // Receives are posted for a header and kInlineBytes more.
     host_->Abort(absl::StrCat("checked mode over MPI carries at most ",
                               kInlineBytes / sizeof(uint32_t),
                               " devices' clocks in a message; this mesh has ",
@@ -185,29 +236,16 @@ void MpiTransport::Send(int dest_rank, const WireHeader& header,
     op.release();
     return;
   }
-  // Most sends complete at once (MPI's eager path): the calling thread's
-  // last completed send is reused, its message buffer and request list
-  // with it, which saves three allocations and frees per small message.
+  // Step 2: the message. Most sends complete at once (MPI's eager path):
+  // the calling thread's last completed send is reused, its message buffer
+  // and request list with it, which saves three allocations and frees per
+  // small message.
   thread_local std::unique_ptr<PendingSend> t_spare;
   std::unique_ptr<PendingSend> send = std::move(t_spare);
   if (send == nullptr) send = std::make_unique<PendingSend>();
   send->requests.clear();
   send->dest = dest_rank;
-  send->message.Resize(sizeof(WireHeader) + layout_bytes + clock_bytes +
-                       inline_payload.bytes);
-  WireHeader h = header;
-  h.has_layout = layout != nullptr ? 1 : 0;
-  h.check_words = static_cast<int32_t>(check_clock.size());
-  h.inline_bytes = static_cast<int32_t>(inline_payload.bytes);
-  std::byte* at = send->message.data();
-  auto append = [&at](const void* bytes, size_t n) {
-    if (n > 0) std::memcpy(at, bytes, n);
-    at += n;
-  };
-  append(&h, sizeof(WireHeader));
-  append(layout, layout_bytes);
-  append(check_clock.data(), clock_bytes);
-  if (inline_payload.bytes > 0) inline_payload.write(at);
+  PackMessage(*send, header, layout, inline_payload, check_clock);
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
   // A device that sends counts as polling: it progresses MPI when it waits,
   // and until then (copying, reducing) the progress thread stays out of the
@@ -216,47 +254,22 @@ void MpiTransport::Send(int dest_rank, const WireHeader& header,
   // meshdma-bench --collective OP -b 256K -e 16M -f 2 -w 20`).
   NoteDevicePolling();
   {
+    // Step 3: post the message, and the payload that does not travel in it.
     std::lock_guard<std::recursive_mutex> lock(mu_);
     MPI_Request req;
     MPI_Isend(send->message.data(), static_cast<int>(send->message.size()),
               MPI_BYTE, dest_rank, kMessageTag, comm_, &req);
     send->requests.push_back(req);
     if (op != nullptr && inline_payload.bytes == 0 && header.value > 0) {
-      MPI_Datatype strided =
-          IsPacked(op->src_layout, op->elem_bytes)
-              ? MPI_DATATYPE_NULL
-              : StridedDatatype(op->src_layout, op->elem_bytes,
-                                op->event.bytes);
-      if (strided != MPI_DATATYPE_NULL) {
-        // In place: one message of the view's bytes in element order, the
-        // order in which the receiver's layout takes them.
-        MPI_Isend(op->src, 1, strided, dest_rank, kPayloadTag, comm_, &req);
-        send->requests.push_back(req);
-        MPI_Type_free(&strided);
-      } else {
-        const std::byte* payload = op->src;
-        if (!IsPacked(op->src_layout, op->elem_bytes)) {
-          send->packed.Resize(op->event.bytes);
-          CopyPlan(op->src_layout, Packed(op->src_layout, op->elem_bytes),
-                   op->elem_bytes)
-              .CopyAll(op->src, send->packed.data());
-          payload = send->packed.data();
-        }
-        for (int64_t off = 0; off < op->event.bytes; off += kMaxPiece) {
-          const int64_t len = std::min(kMaxPiece, op->event.bytes - off);
-          MPI_Isend(payload + off, static_cast<int>(len), MPI_BYTE, dest_rank,
-                    kPayloadTag, comm_, &req);
-          send->requests.push_back(req);
-        }
-      }
+      PostPayloadLocked(*send, *op);
       send->op = std::move(op);
     } else {
       done = std::move(op);
     }
-    // An eager send is usually complete at once. Only this send is tested:
-    // polling for incoming messages here would, on an oversubscribed
-    // machine, make MPI yield the core inside every start() (Open MPI's
-    // yield_when_idle), and whoever waits polls them anyway.
+    // Step 4: an eager send is usually complete at once. Only this send is
+    // tested: polling for incoming messages here would, on an
+    // oversubscribed machine, make MPI yield the core inside every start()
+    // (Open MPI's yield_when_idle), and whoever waits polls them anyway.
     int sent = 0;
     MPI_Testall(static_cast<int>(send->requests.size()), send->requests.data(),
                 &sent, MPI_STATUSES_IGNORE);
@@ -540,6 +553,8 @@ void MpiTransport::AbandonLocked() {
 
 void MpiTransport::HandleMessage(std::span<const std::byte> message,
                                  int source) {
+  // Step 1: the header, and the parts after it checked against what
+  // arrived.
   if (message.size() < sizeof(WireHeader)) {
     host_->Abort(absl::StrCat("rank ", rank_, " received from rank ", source,
                               " a message of ", message.size(),
@@ -567,6 +582,7 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
       reinterpret_cast<const uint32_t*>(after_header + layout_bytes),
       static_cast<size_t>(h.check_words));
   const std::byte* payload = after_header + extras;
+  // Step 2: control messages.
   if (h.kind == WireKind::kAbort) {
     host_->Abort(
         std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
@@ -579,6 +595,7 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     }
     return;
   }
+  // Step 3: where the message lands; a signal moves its semaphore.
   ViewLayout sent_layout;
   if (h.has_layout == 1) {
     std::memcpy(&sent_layout, after_header, sizeof(ViewLayout));
@@ -598,6 +615,7 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     CellAdd(target->cell, h.value);
     return;
   }
+  // Step 4: a put whose payload came inside the message.
   const ViewLayout& dst_layout = target->dst_layout;
   if (h.inline_bytes > 0 || h.value == 0) {
     if (h.has_layout == 0) {  // `value` contiguous bytes.
@@ -613,12 +631,19 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     CellAdd(target->cell, h.value);  // The data is in place.
     return;
   }
+  // Step 5: a payload that follows in messages of its own.
+  ReceivePayload(h, *target, clock, source);
+}
+
+void MpiTransport::ReceivePayload(const WireHeader& h, const WireTarget& target,
+                                  std::span<const uint32_t> clock, int source) {
+  const ViewLayout& dst_layout = target.dst_layout;
   auto recv = std::make_unique<PendingRecv>();
-  recv->dst = target->dst;
+  recv->dst = target.dst;
   recv->dst_layout = dst_layout;
   recv->elem_bytes = h.elem_bytes;
   recv->bytes = h.value;
-  recv->recv_cell = target->cell;
+  recv->recv_cell = target.cell;
   recv->header = h;
   recv->check_clock.assign(clock.begin(), clock.end());
   MPI_Datatype strided =
@@ -731,6 +756,63 @@ bool MpiTransport::TestPending() {
   return any;
 }
 
+struct MpiTransport::ShutdownProgress {
+  std::unique_ptr<MpiBarrier> barrier;
+  absl::Duration timeout;
+  std::optional<base_internal::Deadline> deadline;
+};
+
+bool MpiTransport::ShutdownStepLocked(ShutdownProgress& closing) {
+  if (!closing.deadline.has_value()) {
+    closing.timeout = host_->shutdown_timeout();
+    closing.deadline = base_internal::Deadline::After(closing.timeout);
+  }
+  if (MpiPeersLost()) {
+    // No barrier can complete: the loss was reported where it was
+    // found, and the process exits without finalising MPI.
+    return true;
+  }
+  if (sends_.empty()) {
+    if (closing.barrier == nullptr) {
+      closing.barrier =
+          std::make_unique<MpiBarrier>(comm_, kShutdownBarrierTag, 0);
+    }
+    absl::StatusOr<bool> done = closing.barrier->Test();
+    if (!done.ok()) {
+      error_ = done.status();
+      return true;
+    }
+    if (*done && recvs_.empty()) {
+      for (PostedReceive& r : posted_) {
+        MPI_Cancel(&r.request);
+        MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+        MPI_Request_free(&r.request);
+      }
+      return true;
+    }
+  }
+  if (closing.deadline->Expired()) {
+    std::string missing;
+    if (closing.barrier != nullptr) {
+      missing = absl::StrCat("rank(s) ", closing.barrier->Missing(),
+                             " never reached the shutdown barrier");
+    } else {
+      std::set<int> dests;
+      for (const auto& send : sends_) dests.insert(send->dest);
+      missing = absl::StrCat("rank(s) ", absl::StrJoin(dests, ", "),
+                             " never received ", sends_.size(),
+                             " message(s) sent to them");
+    }
+    error_ = absl::DeadlineExceededError(
+        absl::StrCat("MPI transport shutdown on rank ", rank_, ": ", missing,
+                     " within ", absl::FormatDuration(closing.timeout),
+                     " (dead, stuck, or still in another call)"));
+    MarkMpiPeersLost(std::string(error_.message()));
+    return true;
+  }
+  return false;
+}
+
 void MpiTransport::ProgressMain() {
   // While devices poll (a device spinning in a wait calls `Poll`), stay out
   // of their way. Otherwise poll while traffic is outstanding or a device
@@ -744,10 +826,9 @@ void MpiTransport::ProgressMain() {
   constexpr int64_t kPendingPollUs = 250;
   constexpr int64_t kOneHostPollUs = 2'000;
   int idle = 0;
-  std::unique_ptr<MpiBarrier> barrier;
-  absl::Duration barrier_timeout;
-  std::optional<base_internal::Deadline> deadline;
+  ShutdownProgress closing;
   for (;;) {
+    // Step 1: whether the transport is shutting down.
     bool shutdown;
     {
       std::lock_guard<std::mutex> lock(wake_mu_);
@@ -756,7 +837,9 @@ void MpiTransport::ProgressMain() {
     const bool devices_polling = DevicesPolling();
     bool did = false;
     {
-      // While a device polls, it progresses everything; taking the lock here
+      // Step 2: one round of progress under the lock (and one step of the
+      // shutdown). While a device polls, it progresses everything; taking
+      // the lock here
       // would only make that device's next start() or poll wait for this
       // thread, which on an oversubscribed machine may lose its core while
       // holding the lock.
@@ -778,57 +861,13 @@ void MpiTransport::ProgressMain() {
         continue;
       }
       did = ProgressLocked();
-      if (shutdown && !deadline.has_value()) {
-        barrier_timeout = host_->shutdown_timeout();
-        deadline = base_internal::Deadline::After(barrier_timeout);
-      }
-      if (shutdown && MpiPeersLost()) {
-        // No barrier can complete: the loss was reported where it was
-        // found, and the process exits without finalising MPI.
-        return;
-      }
-      if (shutdown && sends_.empty()) {
-        if (barrier == nullptr) {
-          barrier = std::make_unique<MpiBarrier>(comm_, kShutdownBarrierTag, 0);
-        }
-        absl::StatusOr<bool> done = barrier->Test();
-        if (!done.ok()) {
-          error_ = done.status();
-          return;
-        }
-        if (*done && recvs_.empty()) {
-          for (PostedReceive& r : posted_) {
-            MPI_Cancel(&r.request);
-            MPI_Wait(&r.request, MPI_STATUS_IGNORE);
-            MPI_Request_free(&r.request);
-          }
-          return;
-        }
-      }
-      if (shutdown && deadline->Expired()) {
-        std::string missing;
-        if (barrier != nullptr) {
-          missing = absl::StrCat("rank(s) ", barrier->Missing(),
-                                 " never reached the shutdown barrier");
-        } else {
-          std::set<int> dests;
-          for (const auto& send : sends_) dests.insert(send->dest);
-          missing = absl::StrCat("rank(s) ", absl::StrJoin(dests, ", "),
-                                 " never received ", sends_.size(),
-                                 " message(s) sent to them");
-        }
-        error_ = absl::DeadlineExceededError(absl::StrCat(
-            "MPI transport shutdown on rank ", rank_, ": ", missing, " within ",
-            absl::FormatDuration(barrier_timeout),
-            " (dead, stuck, or still in another call)"));
-        MarkMpiPeersLost(std::string(error_.message()));
-        return;
-      }
+      if (shutdown && ShutdownStepLocked(closing)) return;
     }
     if (did) {
       idle = 0;
       continue;
     }
+    // Step 3: nothing moved: poll again, yield or sleep.
     ++idle;
     // On one host nothing but control messages comes this way: a waiting
     // device is woken through shared memory, and every wake-up of this
@@ -860,9 +899,9 @@ int64_t MpiPieceBytesWithin(int64_t message_bytes) {
       1 << 10, MpiTransport::kInlineBytes);
 }
 
-std::unique_ptr<Transport> MakeMpiTransport(TransportHost* host,
-                                            ProcessGroup& processes,
-                                            std::vector<MpiPeerLimits> limits) {
+std::unique_ptr<PolledTransport> MakeMpiTransport(
+    TransportHost* host, ProcessGroup& processes,
+    std::vector<MpiPeerLimits> limits) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm_dup(static_cast<MpiProcessGroup&>(processes).comm(), &comm);
   // The duplicate inherits the process group's MPI_ERRORS_RETURN, but the

@@ -55,7 +55,7 @@
 
 namespace meshdma::dma_internal {
 
-class MpiTransport : public Transport {
+class MpiTransport : public PolledTransport {
  public:
   // Payloads up to this many bytes travel inside the header's message, which
   // stays within Open MPI's TCP eager limit (64 KiB).
@@ -131,7 +131,29 @@ class MpiTransport : public Transport {
   bool FlushedLocked(int64_t epoch) const;
   // The peers whose flush marker `epoch` has not arrived, as "1, 3".
   std::string Unflushed(int64_t epoch);
+  // Handles one message from `source`: control, a signal, a put with its
+  // payload inside, or the header of a put whose payload follows.
   void HandleMessage(std::span<const std::byte> message, int source);
+  // Posts the receives of the payload that follows header `h`, into
+  // `target`; pending until they complete.
+  void ReceivePayload(const WireHeader& h, const WireTarget& target,
+                      std::span<const uint32_t> clock, int source);
+  // `send.message`: the header `header` marked with what follows it,
+  // `layout` (when not null), `check_clock` and `inline_payload`.
+  void PackMessage(PendingSend& send, const WireHeader& header,
+                   const ViewLayout* layout,
+                   const InlinePayload& inline_payload,
+                   std::span<const uint32_t> check_clock);
+  // Posts `op`'s payload to `send.dest` in messages of its own (a strided
+  // datatype, or packed pieces); the caller holds `mu_`.
+  void PostPayloadLocked(PendingSend& send, const DmaOp& op);
+  // The progress thread's shutdown: the barrier, posted once every send is
+  // out, and the deadline.
+  struct ShutdownProgress;
+  // One step of the shutdown, the caller holding `mu_`: true when the
+  // progress thread is to return (done; peers lost; or past the deadline,
+  // with `error_` naming the ranks missing).
+  bool ShutdownStepLocked(ShutdownProgress& closing);
   void ProgressMain();
 
   TransportHost* const host_;

@@ -168,18 +168,16 @@ void SetNonBlocking(int fd) {
 
 }  // namespace
 
-class SocketTransport : public Transport {
+class SocketTransport : public PolledTransport {
  public:
   // `fds[r]`: the connected socket to rank r (-1 for this rank).
   // `processes` (the group the connections were made over) is told when a
   // peer is lost, and must outlive the transport.
-  // `congestion`: what the connections run (for `congestion_control`).
   SocketTransport(TransportHost* host, ProcessGroup* processes, int rank,
-                  std::vector<int> fds, std::string congestion);
+                  std::vector<int> fds);
   ~SocketTransport() override;
 
   absl::string_view name() const override { return "tcp"; }
-  std::string congestion_control() const override { return congestion_; }
   bool MapDestination(DmaOp&) override { return false; }
   void Put(std::unique_ptr<DmaOp> op) override;
   void Signal(int target_device, int64_t sem_offset, int64_t inc,
@@ -272,7 +270,6 @@ class SocketTransport : public Transport {
   TransportHost* const host_;
   ProcessGroup* const processes_;
   const int rank_;
-  const std::string congestion_;              // What the connections run.
   std::vector<std::unique_ptr<Peer>> peers_;  // Indexed by rank; null: self.
   std::vector<Peer*> live_;                   // The other ranks.
 
@@ -290,12 +287,8 @@ class SocketTransport : public Transport {
 };
 
 SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
-                                 int rank, std::vector<int> fds,
-                                 std::string congestion)
-    : host_(host),
-      processes_(processes),
-      rank_(rank),
-      congestion_(std::move(congestion)) {
+                                 int rank, std::vector<int> fds)
+    : host_(host), processes_(processes), rank_(rank) {
   for (int r = 0; r < static_cast<int>(fds.size()); ++r) {
     if (r == rank) {
       peers_.push_back(nullptr);
@@ -358,6 +351,8 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
     std::lock_guard<std::mutex> lock(peer.send_mu);
     size_t written = 0;
     const size_t total_head = head.size();
+    // Step 1: write what the socket takes now (nothing to a lost peer, or
+    // behind queued messages).
     if (peer.lost.load(std::memory_order_relaxed)) {
       abandoned = std::move(op);  // As in Lose.
       payload = IoCursor{};
@@ -379,6 +374,7 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
         written = static_cast<size_t>(w);
       }
     }
+    // Step 2: done, or queue the rest with its own copy of the head.
     if (!failed) {
       const size_t from_head = std::min(written, total_head);
       payload.Advance(written - from_head);
@@ -404,8 +400,9 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
       }
     }
   }
-  // A device that sent counts as polling: it progresses the sockets when it
-  // waits, and until then the progress thread stays off the core.
+  // Step 3: outside the lock, complete, lose or abandon. A device that sent
+  // counts as polling: it progresses the sockets when it waits, and until
+  // then the progress thread stays off the core.
   NoteDevicePolling();
   devices_active_.fetch_sub(1, std::memory_order_relaxed);
   for (auto& d : done) host_->CompleteDma(std::move(d));
@@ -596,6 +593,7 @@ void SocketTransport::FinishPayload(Peer& peer) {
 }
 
 bool SocketTransport::ParseMessage(Peer& peer) {
+  // Step 1: a whole header and its extras in the buffer.
   const size_t avail = peer.end - peer.begin;
   if (avail < kWireHeaderBytes) return false;
   WireHeader h;
@@ -616,6 +614,7 @@ bool SocketTransport::ParseMessage(Peer& peer) {
   }
   const std::byte* after = peer.buffer.data() + peer.begin + kWireHeaderBytes;
   peer.begin += head_bytes;
+  // Step 2: control messages.
   switch (h.kind) {
     case WireKind::kAbort:
       host_->Abort(std::string(reinterpret_cast<const char*>(after), trailer),
@@ -630,6 +629,7 @@ bool SocketTransport::ParseMessage(Peer& peer) {
     default:
       break;
   }
+  // Step 3: where it lands; a signal moves its semaphore.
   ViewLayout sent_layout;
   if (h.has_layout == 1) std::memcpy(&sent_layout, after, sizeof(ViewLayout));
   absl::StatusOr<WireTarget> target =
@@ -653,6 +653,8 @@ bool SocketTransport::ParseMessage(Peer& peer) {
     CellAdd(target->cell, h.value);
     return true;
   }
+  // Step 4: a put's payload follows: read it straight into the view's runs
+  // (or a staging buffer).
   peer.header = h;
   peer.target = *target;
   peer.clock.assign(clock.begin(), clock.end());
@@ -673,6 +675,7 @@ bool SocketTransport::ParseMessage(Peer& peer) {
 }
 
 bool SocketTransport::ReceiveFrom(Peer& peer) {
+  // Step 1: nothing more from a lost peer.
   if (peer.lost.load(std::memory_order_relaxed)) {
     if (peer.in_payload) {  // It never completes.
       peer.in_payload = false;
@@ -682,6 +685,8 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
   }
   bool did = false;
   for (;;) {
+    // Step 2: inside a put's payload: the bytes buffered with its header,
+    // then straight from the socket; the put lands once all are in.
     if (peer.in_payload) {
       if (peer.payload_left > 0) {
         const size_t buffered = peer.end - peer.begin;
@@ -728,6 +733,7 @@ bool SocketTransport::ReceiveFrom(Peer& peer) {
       did = true;
       continue;
     }
+    // Step 3: the next message, reading more when it is not all buffered.
     if (peer.lost.load(std::memory_order_relaxed)) return did;
     if (ParseMessage(peer)) {
       did = true;
@@ -1072,91 +1078,61 @@ class FdCloser {
   bool released_ = false;
 };
 
-}  // namespace
-
-absl::Status CheckTcpCongestion(const TcpCongestion& congestion) {
-  if (congestion.name.empty()) return absl::OkStatus();
-  return CongestionControl(congestion).status();
+// Step 1 of MakeSocketTransport: a listening socket on `addr`, any port,
+// running `congestion`; `*mine` becomes "address:port".
+absl::StatusOr<int> Listen(const in_addr& addr,
+                           const absl::StatusOr<std::string>& congestion,
+                           int size, std::string* mine) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (congestion.ok()) SetCongestion(listener, *congestion);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr = addr;
+  sa.sin_port = 0;
+  socklen_t len = sizeof(sa);
+  if (listener >= 0 &&
+      bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+      listen(listener, size) == 0 &&
+      getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
+    *mine = absl::StrCat(text, ":", ntohs(sa.sin_port));
+    return listener;
+  }
+  const int err = errno;
+  if (listener >= 0) close(listener);
+  return SocketError("cannot listen on a TCP port", err, size - 1);
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
-    TransportHost* host, ProcessGroup& processes, bool one_machine,
-    absl::Duration timeout, const TcpCongestion& asked) {
-  const int rank = processes.rank();
-  const int size = processes.size();
-  absl::StatusOr<in_addr> addr = ListenAddress(one_machine);
-  absl::StatusOr<std::string> congestion = CongestionControl(asked);
-  if (addr.ok() && !congestion.ok()) addr = congestion.status();
-  // Every process takes part in the exchange, so that one's failure to find
-  // an address fails all of them alike instead of leaving them waiting.
-  int listener = -1;
-  std::string mine;
-  if (addr.ok()) {
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (congestion.ok()) SetCongestion(listener, *congestion);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr = *addr;
-    sa.sin_port = 0;
-    socklen_t len = sizeof(sa);
-    if (listener >= 0 &&
-        bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
-        listen(listener, size) == 0 &&
-        getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-      char text[INET_ADDRSTRLEN];
-      inet_ntop(AF_INET, &sa.sin_addr, text, sizeof(text));
-      mine = absl::StrCat(text, ":", ntohs(sa.sin_port));
-    } else {
-      addr = SocketError("cannot listen on a TCP port", errno, size - 1);
-    }
-  }
-  absl::StatusOr<std::vector<std::string>> all = processes.AllGather(mine);
-  if (!all.ok() || !addr.ok()) {
-    if (listener >= 0) close(listener);
-    const absl::Status& why = !addr.ok() ? addr.status() : all.status();
-    return absl::Status(why.code(), absl::StrCat("TCP transport on rank ", rank,
-                                                 ": ", why.message()));
-  }
-  std::vector<std::string> failed;
-  for (int r = 0; r < size; ++r) {
-    if ((*all)[r].empty()) failed.push_back(absl::StrCat(r));
-  }
-  if (!failed.empty()) {
-    close(listener);
-    return absl::UnavailableError(
-        absl::StrCat("TCP transport: rank(s) ", absl::StrJoin(failed, ", "),
-                     " could not listen (each of them says why)"));
-  }
-  const Deadline deadline = Deadline::After(timeout);
-  std::vector<int> fds(size, -1);
-  FdCloser closer(fds);
-  // Connect to every lower rank: the listener's backlog takes the
-  // connection before that rank accepts it, so nobody waits in a cycle.
+// Step 3: a connection to every lower rank, at the addresses `all` holds,
+// each greeted with this rank's Hello, into `fds`. The listener's backlog
+// takes the connection before that rank accepts it, so nobody waits in a
+// cycle.
+absl::Status ConnectToLowerRanks(int rank, int size,
+                                 const std::vector<std::string>& all,
+                                 const std::string& congestion,
+                                 const Deadline& deadline,
+                                 std::vector<int>& fds) {
   for (int r = 0; r < rank; ++r) {
     std::pair<std::string, std::string> hp =
-        absl::StrSplit((*all)[r], absl::MaxSplits(':', 1));
+        absl::StrSplit(all[r], absl::MaxSplits(':', 1));
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     int port = 0;
     if (inet_pton(AF_INET, hp.first.c_str(), &sa.sin_addr) != 1 ||
         !absl::SimpleAtoi(hp.second, &port)) {
-      close(listener);
       return absl::InternalError(
-          absl::StrCat("TCP transport: rank ", r, " sent address ", (*all)[r]));
+          absl::StrCat("TCP transport: rank ", r, " sent address ", all[r]));
     }
     sa.sin_port = htons(static_cast<uint16_t>(port));
     for (;;) {
       const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) {
-        const int err = errno;
-        const absl::Status why =
-            SocketError(absl::StrCat("TCP transport on rank ", rank,
-                                     ": no socket to connect to rank ", r),
-                        err, size - 1);
-        close(listener);
-        return why;
+        return SocketError(absl::StrCat("TCP transport on rank ", rank,
+                                        ": no socket to connect to rank ", r),
+                           errno, size - 1);
       }
-      SetCongestion(fd, *congestion);
+      SetCongestion(fd, congestion);
       if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
         fds[r] = fd;
         break;
@@ -1164,10 +1140,9 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
       const int err = errno;
       close(fd);
       if (deadline.Expired()) {
-        close(listener);
         return absl::DeadlineExceededError(absl::StrCat(
             "TCP transport on rank ", rank, ": cannot connect to rank ", r,
-            " at ", (*all)[r], ": ", ErrnoText(err), " (", kSocketInterfaceEnv,
+            " at ", all[r], ": ", ErrnoText(err), " (", kSocketInterfaceEnv,
             " names the interface to listen on; MESHDMA_REMOTE_TRANSPORT=mpi "
             "takes MPI's path instead)"));
       }
@@ -1176,12 +1151,19 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     SetNonBlocking(fds[r]);
     Hello hello{kHelloMagic, rank};
     if (!ExactIo(fds[r], &hello, sizeof(hello), true, deadline)) {
-      close(listener);
       return absl::UnavailableError(
           absl::StrCat("TCP transport on rank ", rank, ": rank ", r, " at ",
-                       (*all)[r], " did not take the connection"));
+                       all[r], " did not take the connection"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Step 4: the connections of every higher rank on `listener`, each known by
+// its Hello, into `fds`; others and duplicates are closed and ignored.
+absl::Status AcceptHigherRanks(int listener, int rank, int size,
+                               const Deadline& deadline, absl::Duration timeout,
+                               std::vector<int>& fds) {
   SetNonBlocking(listener);
   for (int accepted = 0; accepted < size - 1 - rank;) {
     pollfd p{listener, POLLIN, 0};
@@ -1189,12 +1171,10 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     const int accept_err = errno;
     if (fd < 0 && (accept_err == EMFILE || accept_err == ENFILE)) {
-      const absl::Status why = SocketError(
+      return SocketError(
           absl::StrCat("TCP transport on rank ", rank,
                        ": cannot accept the connections of higher ranks"),
           accept_err, size - 1);
-      close(listener);
-      return why;
     }
     if (fd < 0) {
       if (deadline.Expired()) {
@@ -1202,7 +1182,6 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
         for (int r = rank + 1; r < size; ++r) {
           if (fds[r] < 0) missing.push_back(r);
         }
-        close(listener);
         return absl::DeadlineExceededError(absl::StrCat(
             "TCP transport on rank ", rank, ": rank(s) ",
             absl::StrJoin(missing, ", "), " did not connect within ",
@@ -1221,7 +1200,89 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     fds[hello.rank] = fd;
     ++accepted;
   }
+  return absl::OkStatus();
+}
+
+// Step 5: what the connections run, as the kernel reports it: one name, or
+// each connection's where they differ.
+std::string RunningCongestion(const std::vector<int>& fds) {
+  std::map<std::string, std::vector<int>> ranks_by_name;
+  for (size_t r = 0; r < fds.size(); ++r) {
+    char name[32] = {};
+    socklen_t len = sizeof(name) - 1;
+    if (fds[r] >= 0 &&
+        getsockopt(fds[r], IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) {
+      ranks_by_name[name].push_back(static_cast<int>(r));
+    }
+  }
+  if (ranks_by_name.size() == 1) return ranks_by_name.begin()->first;
+  if (ranks_by_name.empty()) return ProcNetIpv4("tcp_congestion_control");
+  std::vector<std::string> parts;
+  for (const auto& [name, ranks] : ranks_by_name) {
+    parts.push_back(
+        absl::StrCat(name, " (to rank ", absl::StrJoin(ranks, ", "), ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+absl::Status CheckTcpCongestion(const TcpCongestion& congestion) {
+  if (congestion.name.empty()) return absl::OkStatus();
+  return CongestionControl(congestion).status();
+}
+
+absl::StatusOr<std::unique_ptr<PolledTransport>> MakeSocketTransport(
+    TransportHost* host, ProcessGroup& processes, bool one_machine,
+    absl::Duration timeout, const TcpCongestion& asked,
+    std::string* running_congestion) {
+  const int rank = processes.rank();
+  const int size = processes.size();
+  // Step 1: listen. Every process takes part in the exchange of step 2, so
+  // that one's failure to find an address fails all of them alike instead
+  // of leaving them waiting.
+  absl::StatusOr<in_addr> addr = ListenAddress(one_machine);
+  absl::StatusOr<std::string> congestion = CongestionControl(asked);
+  if (addr.ok() && !congestion.ok()) addr = congestion.status();
+  int listener = -1;
+  std::string mine;
+  if (addr.ok()) {
+    absl::StatusOr<int> listening = Listen(*addr, congestion, size, &mine);
+    if (listening.ok()) {
+      listener = *listening;
+    } else {
+      addr = listening.status();
+    }
+  }
+  // Step 2: every process's address.
+  absl::StatusOr<std::vector<std::string>> all = processes.AllGather(mine);
+  if (!all.ok() || !addr.ok()) {
+    if (listener >= 0) close(listener);
+    const absl::Status& why = !addr.ok() ? addr.status() : all.status();
+    return absl::Status(why.code(), absl::StrCat("TCP transport on rank ", rank,
+                                                 ": ", why.message()));
+  }
+  std::vector<std::string> failed;
+  for (int r = 0; r < size; ++r) {
+    if ((*all)[r].empty()) failed.push_back(absl::StrCat(r));
+  }
+  if (!failed.empty()) {
+    close(listener);
+    return absl::UnavailableError(
+        absl::StrCat("TCP transport: rank(s) ", absl::StrJoin(failed, ", "),
+                     " could not listen (each of them says why)"));
+  }
+  // Steps 3 and 4: connect to the lower ranks, accept the higher ones.
+  const Deadline deadline = Deadline::After(timeout);
+  std::vector<int> fds(size, -1);
+  FdCloser closer(fds);
+  absl::Status connected =
+      ConnectToLowerRanks(rank, size, *all, *congestion, deadline, fds);
+  if (connected.ok()) {
+    connected = AcceptHigherRanks(listener, rank, size, deadline, timeout, fds);
+  }
   close(listener);
+  if (!connected.ok()) return connected;
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
     const int one = 1;
@@ -1230,33 +1291,14 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
     // buffers were no faster for puts of 256 KiB and 2 MiB.
   }
   closer.Release();
-  // What the connections run, as the kernel reports it: one name, or each
-  // connection's where they differ.
-  std::map<std::string, std::vector<int>> ranks_by_name;
-  for (int r = 0; r < size; ++r) {
-    char name[32] = {};
-    socklen_t len = sizeof(name) - 1;
-    if (fds[r] >= 0 &&
-        getsockopt(fds[r], IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) {
-      ranks_by_name[name].push_back(r);
-    }
-  }
-  std::string running = ProcNetIpv4("tcp_congestion_control");
-  if (ranks_by_name.size() == 1) {
-    running = ranks_by_name.begin()->first;
-  } else if (ranks_by_name.size() > 1) {
-    std::vector<std::string> parts;
-    for (const auto& [name, ranks] : ranks_by_name) {
-      parts.push_back(
-          absl::StrCat(name, " (to rank ", absl::StrJoin(ranks, ", "), ")"));
-    }
-    running = absl::StrJoin(parts, ", ");
-  }
+  // Step 5: the congestion control the connections run.
+  std::string running = RunningCongestion(fds);
   MESHDMA_LOG(kInfo, kLogTransport, "rank ", rank, ": TCP transport on ", mine,
               " connected to ", size - 1, " peers (congestion control ",
               running, ")");
+  *running_congestion = std::move(running);
   return std::make_unique<SocketTransport>(host, &processes, rank,
-                                           std::move(fds), std::move(running));
+                                           std::move(fds));
 }
 
 }  // namespace meshdma::dma_internal

@@ -83,9 +83,12 @@ bool HostHasRdmaDevice();
 // naming the ranks not reached) and returns the transport over those
 // connections. `one_machine`: every process runs on this machine, so the
 // loopback address serves unless kSocketInterfaceEnv names another.
-absl::StatusOr<std::unique_ptr<Transport>> MakeSocketTransport(
+// What the connections run, as the kernel reports it (one name, or each
+// connection's where they differ), goes to `running_congestion`.
+absl::StatusOr<std::unique_ptr<PolledTransport>> MakeSocketTransport(
     TransportHost* host, ProcessGroup& processes, bool one_machine,
-    absl::Duration timeout, const TcpCongestion& congestion);
+    absl::Duration timeout, const TcpCongestion& congestion,
+    std::string* running_congestion);
 
 }  // namespace meshdma::dma_internal
 
