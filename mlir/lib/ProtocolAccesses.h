@@ -2,7 +2,8 @@
 // clocks of ProtocolClocks.cpp and the exact check of ProtocolRaces.cpp):
 // access instances over `calls` calls, which pairs of accesses need
 // happens-before, the per-byte shadow that yields those pairs, and the
-// rendezvous a barrier or collective joins. Internal to mlir/lib.
+// joint run's semaphore counts, work list and rendezvous. Internal to
+// mlir/lib.
 #ifndef MESHDMA_MLIR_LIB_PROTOCOLACCESSES_H_
 #define MESHDMA_MLIR_LIB_PROTOCOLACCESSES_H_
 
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "ProtocolTrace.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace meshdma::ir {
@@ -143,20 +146,121 @@ class ByteShadow {
   std::map<std::pair<int, int>, std::map<int64_t, Segment>> buffers_;
 };
 
-// The rendezvous device d's barrier or collective event `e` joins: a key
-// the same on every member and the number of members. `barriers` and
-// `collectives` count d's earlier ones and are advanced.
-struct RendezvousKey {
-  int64_t key;
-  int size;
+// The semaphore counts of a joint run and the work list of devices to run:
+// a device runs until it blocks on a slot, and a credit into that slot (or
+// a Wake) puts it back on the list.
+class JointCounts {
+ public:
+  void Reset(int n, int slots) {
+    slots_ = slots;
+    counts_.assign(static_cast<size_t>(n) * slots, 0);
+    blocked_.assign(n, -1);
+    queued_.assign(n, 0);
+    work_.clear();
+    head_ = 0;
+  }
+  int64_t Count(int d, int slot) const { return counts_[Index(d, slot)]; }
+  // Adds `amount` to `slot` of `target`, waking it if it waits there.
+  void Credit(int target, int slot, int64_t amount) {
+    counts_[Index(target, slot)] += amount;
+    if (blocked_[target] == slot) Wake(target);
+  }
+  // Takes `amount` from `slot` of d; false (d now waits on the slot) when it
+  // holds less.
+  bool Take(int d, int slot, int64_t amount) {
+    int64_t& c = counts_[Index(d, slot)];
+    if (c < amount) {
+      blocked_[d] = slot;
+      return false;
+    }
+    c -= amount;
+    blocked_[d] = -1;
+    return true;
+  }
+  void Wake(int d) {
+    if (queued_[d]) return;
+    queued_[d] = 1;
+    work_.push_back(d);
+  }
+  // Runs `advance(d)` for each device on the list, in order, until the list
+  // is empty or `stop()`; a later call goes on from there.
+  template <typename Advance, typename Stop>
+  void Drain(Advance advance, Stop stop) {
+    while (head_ < work_.size() && !stop()) {
+      int d = work_[head_++];
+      queued_[d] = 0;
+      advance(d);
+    }
+    if (head_ == work_.size()) {
+      work_.clear();
+      head_ = 0;
+    }
+  }
+
+ private:
+  size_t Index(int d, int slot) const {
+    return static_cast<size_t>(d) * slots_ + slot;
+  }
+
+  int slots_ = 1;
+  std::vector<int64_t> counts_;
+  std::vector<int> blocked_;  // the slot a device waits on, or -1
+  std::vector<char> queued_;
+  std::vector<int> work_;
+  size_t head_ = 0;
 };
-inline RendezvousKey NextRendezvous(const Trace& trace, const Event& e, int n,
-                                    int64_t& barriers, int64_t& collectives) {
-  if (e.kind == EvKind::kBarrier) return {2 * barriers++, n};
-  const auto& members = trace.collectives[e.slot].members;
-  return {2 * (collectives++ * n + members.front()) + 1,
-          static_cast<int>(members.size())};
-}
+
+// The barriers and collectives of a joint run: a device's k-th barrier
+// meets every device's k-th; its k-th collective meets the k-th of the
+// same group (named by its first member).
+class Rendezvous {
+ public:
+  void Reset(int n) {
+    n_ = n;
+    key_.assign(n, -1);
+    barriers_.assign(n, 0);
+    collectives_.assign(n, 0);
+    meets_.clear();
+  }
+  // Device d at its barrier or collective event `e` (of `trace`): true when
+  // it may go on. The first call of d there is its arrival; the arrival
+  // that completes the rendezvous gets `on_complete(members)`, the members
+  // in order of arrival, itself last (the others are to be woken).
+  template <typename OnComplete>
+  bool Arrive(int d, const Trace& trace, const Event& e,
+              OnComplete on_complete) {
+    if (key_[d] < 0) {
+      int size = n_;
+      int64_t key;
+      if (e.kind == EvKind::kBarrier) {
+        key = 2 * barriers_[d]++;
+      } else {
+        const auto& members = trace.collectives[e.slot].members;
+        key = 2 * (collectives_[d]++ * n_ + members.front()) + 1;
+        size = static_cast<int>(members.size());
+      }
+      Meet& m = meets_[key];
+      key_[d] = key;
+      m.arrived.push_back(d);
+      if (static_cast<int>(m.arrived.size()) < size) return false;
+      on_complete(llvm::ArrayRef<int>(m.arrived));
+      m.done = true;
+    }
+    if (!meets_[key_[d]].done) return false;
+    key_[d] = -1;
+    return true;
+  }
+
+ private:
+  struct Meet {
+    bool done = false;
+    std::vector<int> arrived;
+  };
+  int n_ = 0;
+  std::vector<int64_t> key_;  // the rendezvous a device is at, or -1
+  std::vector<int64_t> barriers_, collectives_;
+  llvm::DenseMap<int64_t, Meet> meets_;
+};
 
 }  // namespace meshdma::ir
 

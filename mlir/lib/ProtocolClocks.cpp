@@ -240,18 +240,13 @@ class ClockChecker {
     pos_.assign(n_, 0);
     index_.assign(n_, 0);
     call_.assign(n_, 0);
-    counts_.assign(static_cast<size_t>(n_) * slots_, 0);
+    counts_.Reset(n_, slots_);
     consumed_.assign(static_cast<size_t>(n_) * slots_, 0);
-    blocked_.assign(n_, -1);
-    queued_.assign(n_, 0);
-    meet_key_.assign(n_, -1);
-    barriers_.assign(n_, 0);
-    colls_.assign(n_, 0);
+    meets_.Reset(n_);
     cursor_index_.assign(n_, 0);
     cursor_call_.assign(n_, 0);
     for (int d = 0; d < n_; ++d)
       if (traces_[d].accesses.empty()) cursor_call_[d] = calls_;
-    meets_.clear();
     clocks_.clear();
     for (int d = 0; d < n_; ++d)
       clocks_.push_back(std::make_shared<std::vector<int32_t>>(n_, 0));
@@ -269,19 +264,8 @@ class ClockChecker {
     race_op_ = nullptr;
     race_b_ = -1;
     steps_ = 0;
-    work_.clear();
-    for (int d = 0; d < n_; ++d) Wake(d);
-    for (size_t head = 0; head < work_.size(); ++head) {
-      int d = work_[head];
-      queued_[d] = 0;
-      Advance(d);
-    }
-  }
-
-  void Wake(int d) {
-    if (queued_[d]) return;
-    queued_[d] = 1;
-    work_.push_back(d);
+    for (int d = 0; d < n_; ++d) counts_.Wake(d);
+    counts_.Drain([&](int d) { Advance(d); }, [] { return false; });
   }
 
   // How many of d's events device `e`'s clock knows.
@@ -310,22 +294,15 @@ class ClockChecker {
           break;
         case EvKind::kWait:
         case EvKind::kWaitRecv:
-        case EvKind::kWaitSend: {
-          int64_t& c = counts_[Slot(d, e.slot)];
-          if (c < e.amount) {
-            blocked_[d] = e.slot;
-            return;
-          }
-          c -= e.amount;
+        case EvKind::kWaitSend:
+          if (!counts_.Take(d, e.slot, e.amount)) return;
           Include(d, e.slot, e.amount);
           break;
-        }
         case EvKind::kBarrier:
         case EvKind::kCollective:
           if (!Meet(d, e)) return;
           break;
       }
-      blocked_[d] = -1;
       ++pos_[d];
       if (++index_[d] == len_[d]) {
         index_[d] = 0;
@@ -345,8 +322,7 @@ class ClockChecker {
   // is the entry race.
   void Credit(int from, int target, int slot, int64_t amount, int64_t read,
               int64_t write, int write_owner) {
-    counts_[Slot(target, slot)] += amount;
-    if (blocked_[target] == slot) Wake(target);
+    counts_.Credit(target, slot, amount);
     Chain& c = chains_[chain_of_.find(ChainKey(target, slot, from))->second];
     size_t j = c.issued.size();
     c.next[j] = target == from ? pos_[from] : Known(from, target);
@@ -457,29 +433,19 @@ class ClockChecker {
   // A barrier or collective: true once every member has arrived; the last
   // arrival joins the members' clocks.
   bool Meet(int d, const Event& e) {
-    if (meet_key_[d] < 0) {
-      auto [key, size] =
-          NextRendezvous(traces_[d], e, n_, barriers_[d], colls_[d]);
-      Rendezvous& m = meets_[key];
-      meet_key_[d] = key;
-      m.waiting.push_back(d);
-      if (static_cast<int>(m.waiting.size()) < size) return false;
+    return meets_.Arrive(d, traces_[d], e, [&](llvm::ArrayRef<int> members) {
       auto joined = std::make_shared<std::vector<int32_t>>(n_, 0);
       int32_t* __restrict j = joined->data();
-      for (int w : m.waiting) {
+      for (int w : members) {
         const int32_t* __restrict x = clocks_[w]->data();
         for (int i = 0, n = n_; i < n; ++i) j[i] = j[i] < x[i] ? x[i] : j[i];
       }
-      for (int w : m.waiting) j[w] = static_cast<int32_t>(pos_[w] + 1);
-      for (int w : m.waiting) {
+      for (int w : members) j[w] = static_cast<int32_t>(pos_[w] + 1);
+      for (int w : members) {
         clocks_[w] = joined;
-        if (w != d) Wake(w);
+        if (w != d) counts_.Wake(w);
       }
-      m.done = true;
-    }
-    if (!meets_[meet_key_[d]].done) return false;
-    meet_key_[d] = -1;
-    return true;
+    });
   }
 
   //===------------------------------------------------------------------===//
@@ -532,11 +498,6 @@ class ClockChecker {
     race_hi_ = hi;
   }
 
-  struct Rendezvous {
-    bool done = false;
-    std::vector<int> waiting;  // the members that have arrived
-  };
-
   const std::vector<Trace>& traces_;
   int calls_;
   bool entry_race_;
@@ -550,13 +511,10 @@ class ClockChecker {
   llvm::DenseMap<int64_t, llvm::SmallVector<int, 2>> slot_chains_;
   llvm::DenseMap<int, int64_t> landable_;  // Include's scratch, per chain
   // One run.
-  std::vector<int64_t> pos_, counts_, consumed_;
+  std::vector<int64_t> pos_, consumed_;
+  JointCounts counts_;
   std::vector<int64_t> index_, call_;  // pos_ as (call, event of the call)
-  std::vector<int> blocked_;           // the slot a device waits on, or -1
-  std::vector<char> queued_;
-  std::vector<int> work_;
-  std::vector<int64_t> meet_key_, barriers_, colls_;
-  llvm::DenseMap<int64_t, Rendezvous> meets_;
+  Rendezvous meets_;
   std::vector<Clock> clocks_;
   // The next access instance of each device: call and index.
   std::vector<size_t> cursor_index_;

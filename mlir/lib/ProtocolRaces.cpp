@@ -73,35 +73,20 @@ class Engine {
     listener_ = listener;
     stop_ = false;
     pos_.assign(n_, 0);
-    counts_.assign(static_cast<size_t>(n_) * slots_, 0);
-    blocked_.assign(n_, -1);
-    queued_.assign(n_, 0);
-    meet_key_.assign(n_, -1);
-    barriers_.assign(n_, 0);
-    colls_.assign(n_, 0);
-    meets_.clear();
-    work_.clear();
-    head_ = 0;
-    for (int d = 0; d < n_; ++d) Wake(d);
+    counts_.Reset(n_, slots_);
+    meets_.Reset(n_);
+    for (int d = 0; d < n_; ++d) counts_.Wake(d);
   }
   // Lets the held device run up to (not including) event `hold_at`.
   void Release(int64_t hold_at) {
     hold_at_ = hold_at;
-    Wake(held_);
+    counts_.Wake(held_);
   }
   // Runs to the fixpoint (or until Stop). With `seq`, records the order in
   // which events run: seq[Index(d, p)].
   void Run(std::vector<int64_t>* seq = nullptr) {
     seq_ = seq;
-    while (head_ < work_.size() && !stop_) {
-      int d = work_[head_++];
-      queued_[d] = 0;
-      Advance(d);
-    }
-    if (head_ == work_.size()) {
-      work_.clear();
-      head_ = 0;
-    }
+    counts_.Drain([&](int d) { Advance(d); }, [&] { return stop_; });
   }
   void Stop() { stop_ = true; }
 
@@ -114,43 +99,22 @@ class Engine {
   const Event& At(int d, int64_t p) const {
     return traces_[d].events[p % len_[d]];
   }
-  int64_t Count(int d, int slot) const {
-    return counts_[static_cast<size_t>(d) * slots_ + slot];
-  }
+  int64_t Count(int d, int slot) const { return counts_.Count(d, slot); }
   int64_t steps() const { return steps_; }
 
  private:
-  void Wake(int d) {
-    if (queued_[d]) return;
-    queued_[d] = 1;
-    work_.push_back(d);
-  }
-
   void Credit(int target, int slot, int64_t amount, int from, bool send) {
-    counts_[static_cast<size_t>(target) * slots_ + slot] += amount;
-    if (blocked_[target] == slot) Wake(target);
+    counts_.Credit(target, slot, amount);
     if (target == held_ && listener_)
       listener_->OnCredit(slot, from, pos_[from], amount, send);
   }
 
   // A barrier or collective: true once every member has arrived.
   bool Meet(int d, const Event& e) {
-    if (meet_key_[d] < 0) {
-      auto [key, size] =
-          NextRendezvous(traces_[d], e, n_, barriers_[d], colls_[d]);
-      Rendezvous& m = meets_[key];
-      meet_key_[d] = key;
-      if (++m.arrived < size) {
-        m.waiting.push_back(d);
-        return false;
-      }
-      for (int w : m.waiting) Wake(w);
-      m.waiting.clear();
-      m.done = true;
-    }
-    if (!meets_[meet_key_[d]].done) return false;
-    meet_key_[d] = -1;
-    return true;
+    return meets_.Arrive(d, traces_[d], e, [&](llvm::ArrayRef<int> members) {
+      for (int w : members)
+        if (w != d) counts_.Wake(w);
+    });
   }
 
   void Advance(int d) {
@@ -167,32 +131,19 @@ class Engine {
           break;
         case EvKind::kWait:
         case EvKind::kWaitRecv:
-        case EvKind::kWaitSend: {
-          int64_t& c = counts_[static_cast<size_t>(d) * slots_ + e.slot];
-          if (c < e.amount) {
-            blocked_[d] = e.slot;
-            return;
-          }
-          c -= e.amount;
+        case EvKind::kWaitSend:
+          if (!counts_.Take(d, e.slot, e.amount)) return;
           break;
-        }
         case EvKind::kBarrier:
         case EvKind::kCollective:
           if (!Meet(d, e)) return;
           break;
       }
-      blocked_[d] = -1;
       if (seq_) (*seq_)[Index(d, pos_[d])] = seq_next_++;
       ++pos_[d];
       ++steps_;
     }
   }
-
-  struct Rendezvous {
-    int arrived = 0;
-    bool done = false;
-    std::vector<int> waiting;
-  };
 
   const std::vector<Trace>& traces_;
   int n_;
@@ -203,14 +154,8 @@ class Engine {
   Listener* listener_ = nullptr;
   bool stop_ = false;
   std::vector<int64_t> pos_;
-  std::vector<int64_t> counts_;
-  std::vector<int> blocked_;  // the slot a device waits on, or -1
-  std::vector<char> queued_;
-  std::vector<int64_t> meet_key_;
-  std::vector<int64_t> barriers_, colls_;
-  llvm::DenseMap<int64_t, Rendezvous> meets_;
-  std::vector<int> work_;
-  size_t head_ = 0;
+  JointCounts counts_;
+  Rendezvous meets_;
   std::vector<int64_t>* seq_ = nullptr;
   int64_t seq_next_ = 0;
   int64_t steps_ = 0;
