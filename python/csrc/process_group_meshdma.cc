@@ -61,6 +61,8 @@ class C10dStore : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
+// A Status from the device (the call ran): RuntimeError with its message.
+// Bad arguments raise ValueError or TypeError before anything is queued.
 [[noreturn]] void Throw(const absl::Status& s) {
   TORCH_CHECK(false, s.message());
 }
@@ -134,30 +136,30 @@ class MeshdmaWork : public c10d::Work {
 // of a supported dtype.
 void CheckTensor(const at::Tensor& t, const char* call, const char* what,
                  int rank) {
-  TORCH_CHECK(t.defined(), "meshdma ", call, " on rank ", rank, ": ", what,
-              " is undefined");
-  TORCH_CHECK(t.device().is_cpu() && t.layout() == c10::kStrided, "meshdma ",
-              call, " on rank ", rank, ": ", what,
-              " must be a dense CPU tensor, not ", t.toString());
+  TORCH_CHECK_VALUE(t.defined(), "meshdma ", call, " on rank ", rank, ": ",
+                    what, " is undefined");
+  TORCH_CHECK_VALUE(t.device().is_cpu() && t.layout() == c10::kStrided,
+                    "meshdma ", call, " on rank ", rank, ": ", what,
+                    " must be a dense CPU tensor, not ", t.toString());
   absl::StatusOr<DType> dtype = DTypeOfTensor(t);
-  TORCH_CHECK(dtype.ok(), "meshdma ", call, " on rank ", rank, ": ", what, ": ",
-              dtype.status().message());
+  TORCH_CHECK_TYPE(dtype.ok(), "meshdma ", call, " on rank ", rank, ": ", what,
+                   ": ", dtype.status().message());
 }
 
 void CheckOne(const std::vector<at::Tensor>& tensors, const char* call,
               int rank) {
-  TORCH_CHECK(tensors.size() == 1, "meshdma ", call, " on rank ", rank,
-              ": takes one tensor per process, got ", tensors.size());
+  TORCH_CHECK_VALUE(tensors.size() == 1, "meshdma ", call, " on rank ", rank,
+                    ": takes one tensor per process, got ", tensors.size());
   CheckTensor(tensors[0], call, "the tensor", rank);
 }
 
 void CheckSameAs(const at::Tensor& t, const at::Tensor& like, const char* call,
                  const char* what, int rank) {
   CheckTensor(t, call, what, rank);
-  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "meshdma ", call,
-              " on rank ", rank, ": ", what, " has dtype ",
-              c10::toString(t.scalar_type()), ", the input ",
-              c10::toString(like.scalar_type()));
+  TORCH_CHECK_TYPE(t.scalar_type() == like.scalar_type(), "meshdma ", call,
+                   " on rank ", rank, ": ", what, " has dtype ",
+                   c10::toString(t.scalar_type()), ", the input ",
+                   c10::toString(like.scalar_type()));
 }
 
 TorchReduce ToReduce(const c10d::ReduceOp& op, const at::Tensor& t,
@@ -176,19 +178,21 @@ TorchReduce ToReduce(const c10d::ReduceOp& op, const at::Tensor& t,
     case c10d::ReduceOp::BAND:
     case c10d::ReduceOp::BOR:
     case c10d::ReduceOp::BXOR: {
-      TORCH_CHECK(!t.is_floating_point(), "meshdma ", call, " on rank ", rank,
-                  ": bitwise reductions need an integer or bool tensor, not ",
-                  c10::toString(t.scalar_type()));
+      TORCH_CHECK_TYPE(
+          !t.is_floating_point(), "meshdma ", call, " on rank ", rank,
+          ": bitwise reductions need an integer or bool tensor, not ",
+          c10::toString(t.scalar_type()));
       const auto o = static_cast<c10d::ReduceOp::RedOpType>(op);
       return o == c10d::ReduceOp::BAND  ? TorchReduce::kBand
              : o == c10d::ReduceOp::BOR ? TorchReduce::kBor
                                         : TorchReduce::kBxor;
     }
     default:
-      TORCH_CHECK(false, "meshdma ", call, " on rank ", rank, ": reduction op ",
-                  static_cast<int>(op.op_),
-                  " is not supported (SUM, AVG, MAX, MIN, PRODUCT, BAND, BOR, "
-                  "BXOR are)");
+      TORCH_CHECK_VALUE(
+          false, "meshdma ", call, " on rank ", rank, ": reduction op ",
+          static_cast<int>(op.op_),
+          " is not supported (SUM, AVG, MAX, MIN, PRODUCT, BAND, BOR, "
+          "BXOR are)");
   }
 }
 
@@ -231,23 +235,25 @@ void CheckWholeAndPart(const at::Tensor& whole, const at::Tensor& part,
   const at::Tensor& output = whole_is_input ? part : whole;
   CheckTensor(input, call, "the input", rank);
   CheckSameAs(output, input, call, "the output", rank);
-  TORCH_CHECK(whole.numel() == part.numel() * size, "meshdma ", call,
-              " on rank ", rank, ": ", whole_is_input ? "input" : "output",
-              " of ", whole.numel(), " elements for ", size, " ",
-              whole_is_input ? "outputs" : "inputs", " of ", part.numel());
+  TORCH_CHECK_VALUE(
+      whole.numel() == part.numel() * size, "meshdma ", call, " on rank ", rank,
+      ": ", whole_is_input ? "input" : "output", " of ", whole.numel(),
+      " elements for ", size, " ", whole_is_input ? "outputs" : "inputs",
+      " of ", part.numel());
 }
 
 // A point-to-point call's peer: another rank of the group.
 void CheckPeer(int peer, int size, const char* call, const char* which,
                int rank) {
-  TORCH_CHECK(peer >= 0 && peer < size && peer != rank, "meshdma ", call,
-              " on rank ", rank, ": ", which, " ", peer,
-              " must be another rank of the group of ", size);
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size && peer != rank, "meshdma ", call,
+                    " on rank ", rank, ": ", which, " ", peer,
+                    " must be another rank of the group of ", size);
 }
 
 void CheckRoot(int root, int size, const char* call, int rank) {
-  TORCH_CHECK(root >= 0 && root < size, "meshdma ", call, " on rank ", rank,
-              ": root ", root, " is not a rank of the group of ", size);
+  TORCH_CHECK_VALUE(root >= 0 && root < size, "meshdma ", call, " on rank ",
+                    rank, ": root ", root, " is not a rank of the group of ",
+                    size);
 }
 
 }  // namespace
@@ -287,9 +293,9 @@ ProcessGroupMeshdma::ProcessGroupMeshdma(
   if (launch_ranks.empty()) {
     for (int r = 0; r < size; ++r) launch_ranks.push_back(r);
   }
-  TORCH_CHECK(static_cast<int>(launch_ranks.size()) == size,
-              "meshdma: group of ", size, " ranks given ", launch_ranks.size(),
-              " launch ranks");
+  TORCH_CHECK_VALUE(static_cast<int>(launch_ranks.size()) == size,
+                    "meshdma: group of ", size, " ranks given ",
+                    launch_ranks.size(), " launch ranks");
   members_.ranks = std::move(launch_ranks);
   members_.me = rank;
   members_.whole = size == server_->size();
@@ -370,8 +376,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allreduce_coalesced(
     std::vector<at::Tensor>& tensors,
     const c10d::AllreduceCoalescedOptions& opts) {
-  TORCH_CHECK(!tensors.empty(), "meshdma allreduce_coalesced on rank ", rank_,
-              ": no tensors");
+  TORCH_CHECK_VALUE(!tensors.empty(), "meshdma allreduce_coalesced on rank ",
+                    rank_, ": no tensors");
   for (const at::Tensor& t : tensors) {
     CheckSameAs(t, tensors[0], "allreduce_coalesced", "a tensor", rank_);
   }
@@ -412,16 +418,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   CheckOne(inputs, "allgather", rank_);
-  TORCH_CHECK(
+  TORCH_CHECK_VALUE(
       outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
       "meshdma allgather on rank ", rank_, ": needs one list of ", size_,
       " output tensors");
   const at::Tensor in = inputs[0].contiguous();
   for (const at::Tensor& o : outputs[0]) {
     CheckSameAs(o, in, "allgather", "an output", rank_);
-    TORCH_CHECK(o.numel() == in.numel(), "meshdma allgather on rank ", rank_,
-                ": output of ", o.numel(), " elements for an input of ",
-                in.numel());
+    TORCH_CHECK_VALUE(o.numel() == in.numel(), "meshdma allgather on rank ",
+                      rank_, ": output of ", o.numel(),
+                      " elements for an input of ", in.numel());
   }
   std::vector<at::Tensor> outs = outputs[0];
   const int n = size_;
@@ -453,19 +459,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::_allgather_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(static_cast<int>(outputs.size()) == size_,
-              "meshdma allgather_coalesced on rank ", rank_, ": needs ", size_,
-              " output lists, got ", outputs.size());
+  TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size_,
+                    "meshdma allgather_coalesced on rank ", rank_, ": needs ",
+                    size_, " output lists, got ", outputs.size());
   for (const auto& list : outputs) {
-    TORCH_CHECK(list.size() == inputs.size(),
-                "meshdma allgather_coalesced on rank ", rank_,
-                ": each output list needs ", inputs.size(), " tensors");
+    TORCH_CHECK_VALUE(list.size() == inputs.size(),
+                      "meshdma allgather_coalesced on rank ", rank_,
+                      ": each output list needs ", inputs.size(), " tensors");
     for (size_t i = 0; i < list.size(); ++i) {
       CheckSameAs(list[i], inputs[i], "allgather_coalesced", "an output",
                   rank_);
-      TORCH_CHECK(list[i].numel() == inputs[i].numel(),
-                  "meshdma allgather_coalesced on rank ", rank_,
-                  ": output and input sizes differ");
+      TORCH_CHECK_VALUE(list[i].numel() == inputs[i].numel(),
+                        "meshdma allgather_coalesced on rank ", rank_,
+                        ": output and input sizes differ");
     }
   }
   std::vector<at::Tensor> ins;
@@ -499,20 +505,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::gather(
   CheckRoot(root, size_, "gather", rank_);
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
-    TORCH_CHECK(
+    TORCH_CHECK_VALUE(
         outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
         "meshdma gather on root ", rank_, ": needs one list of ", size_,
         " output tensors");
     outs = outputs[0];
     for (const at::Tensor& o : outs) {
       CheckSameAs(o, inputs[0], "gather", "an output", rank_);
-      TORCH_CHECK(o.numel() == inputs[0].numel(), "meshdma gather on rank ",
-                  rank_, ": output and input sizes differ");
+      TORCH_CHECK_VALUE(o.numel() == inputs[0].numel(),
+                        "meshdma gather on rank ", rank_,
+                        ": output and input sizes differ");
     }
   } else {
-    TORCH_CHECK(outputs.empty() || outputs[0].empty(),
-                "meshdma gather on rank ", rank_, ": only the root ", root,
-                " passes outputs");
+    TORCH_CHECK_VALUE(outputs.empty() || outputs[0].empty(),
+                      "meshdma gather on rank ", rank_, ": only the root ",
+                      root, " passes outputs");
   }
   const at::Tensor in = inputs[0].contiguous();
   const int n = size_;
@@ -540,21 +547,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::scatter(
   CheckRoot(root, size_, "scatter", rank_);
   at::Tensor blocks;
   if (rank_ == root) {
-    TORCH_CHECK(
+    TORCH_CHECK_VALUE(
         inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
         "meshdma scatter on root ", rank_, ": needs one list of ", size_,
         " input tensors");
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : inputs[0]) {
       CheckSameAs(t, outputs[0], "scatter", "an input", rank_);
-      TORCH_CHECK(t.numel() == outputs[0].numel(), "meshdma scatter on rank ",
-                  rank_, ": input and output sizes differ");
+      TORCH_CHECK_VALUE(t.numel() == outputs[0].numel(),
+                        "meshdma scatter on rank ", rank_,
+                        ": input and output sizes differ");
       flat.push_back(t.reshape(-1));
     }
     blocks = at::cat(flat);
   } else {
-    TORCH_CHECK(inputs.empty() || inputs[0].empty(), "meshdma scatter on rank ",
-                rank_, ": only the root ", root, " passes inputs");
+    TORCH_CHECK_VALUE(inputs.empty() || inputs[0].empty(),
+                      "meshdma scatter on rank ", rank_, ": only the root ",
+                      root, " passes inputs");
   }
   return Launch(c10d::OpType::SCATTER, "scatter", outputs,
                 ThenWriteBack(Staged::Of(outputs[0], false),
@@ -570,15 +579,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::reduce_scatter(
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   CheckOne(outputs, "reduce_scatter", rank_);
-  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
-              "meshdma reduce_scatter on rank ", rank_, ": needs one list of ",
-              size_, " input tensors");
+  TORCH_CHECK_VALUE(
+      inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+      "meshdma reduce_scatter on rank ", rank_, ": needs one list of ", size_,
+      " input tensors");
   std::vector<at::Tensor> flat;
   for (const at::Tensor& t : inputs[0]) {
     CheckSameAs(t, outputs[0], "reduce_scatter", "an input", rank_);
-    TORCH_CHECK(t.numel() == outputs[0].numel(),
-                "meshdma reduce_scatter on rank ", rank_, ": input of ",
-                t.numel(), " elements for an output of ", outputs[0].numel());
+    TORCH_CHECK_VALUE(t.numel() == outputs[0].numel(),
+                      "meshdma reduce_scatter on rank ", rank_, ": input of ",
+                      t.numel(), " elements for an output of ",
+                      outputs[0].numel());
     flat.push_back(t.reshape(-1));
   }
   const TorchReduce op =
@@ -625,11 +636,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::alltoall(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllToAllOptions& opts) {
-  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
-                  static_cast<int>(outputs.size()) == size_,
-              "meshdma alltoall on rank ", rank_, ": needs ", size_,
-              " inputs and outputs, got ", inputs.size(), " and ",
-              outputs.size());
+  TORCH_CHECK_VALUE(static_cast<int>(inputs.size()) == size_ &&
+                        static_cast<int>(outputs.size()) == size_,
+                    "meshdma alltoall on rank ", rank_, ": needs ", size_,
+                    " inputs and outputs, got ", inputs.size(), " and ",
+                    outputs.size());
   // The lists as one tensor each, split by element counts.
   std::vector<at::Tensor> flat_in, flat_out;
   std::vector<int64_t> in_splits, out_splits;
@@ -687,8 +698,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recv(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
-  TORCH_CHECK(false, "meshdma recv on rank ", rank_,
-              ": a receive from any source is not supported; name the source");
+  TORCH_CHECK_VALUE(
+      false, "meshdma recv on rank ", rank_,
+      ": a receive from any source is not supported; name the source");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::barrier(
@@ -715,7 +727,7 @@ at::Tensor AllocateHeapTensor(int64_t bytes) {
   TORCH_CHECK(server != nullptr,
               "meshdma heap tensor: no meshdma process group is alive in "
               "this process (init_process_group(\"meshdma\") first)");
-  TORCH_CHECK(bytes >= 0, "meshdma heap tensor of ", bytes, " bytes");
+  TORCH_CHECK_VALUE(bytes >= 0, "meshdma heap tensor of ", bytes, " bytes");
   absl::StatusOr<std::byte*> p = server->arena().Allocate(bytes);
   if (!p.ok()) Throw(p.status());
   // The deleter holds the server weakly: the region goes with the group.

@@ -301,23 +301,36 @@ def run_checks(rank, world, store_path, failures):
 def run_bad_input(rank, world, store_path, results):
     store = dist.FileStore(store_path, world)
     dist.init_process_group("meshdma", store=store, rank=rank, world_size=world)
-    messages = []
-    # Refused on the caller's thread, before anything is queued.
+    # torch checks that dtypes agree before meshdma sees them: the group's
+    # own method reaches meshdma's check.
+    pg = dist.distributed_c10d._get_default_group()
+    got = []
+    # Refused on the caller's thread, before anything is queued: a dtype
+    # meshdma lacks, dtypes that differ, a bitwise op on floats, a list that
+    # is not one tensor per rank, sizes that differ, a root outside the group.
     for call in [lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)),
+                 lambda: pg.allgather([[torch.zeros(2, dtype=torch.float64)] * world],
+                                      [torch.zeros(2)]),
+                 lambda: dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND),
                  lambda: dist.all_gather([torch.zeros(2)], torch.zeros(2)),
+                 lambda: dist.all_gather([torch.zeros(3)] * world, torch.zeros(2)),
                  lambda: dist.broadcast(torch.zeros(2), src=world + 3)]:
         try:
             call()
-            messages.append("no error")
-        except RuntimeError as e:
-            messages.append(str(e))
-    # Shapes that differ across ranks: an error from meshdma on every rank.
+            got.append(("no error", ""))
+        except Exception as e:
+            got.append((type(e).__name__, str(e)))
+    # Nothing ran: the group still serves.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [world] * 3, t
+    # Shapes that differ across ranks: the call runs and fails on every rank.
     try:
         dist.all_reduce(torch.ones(100 + 50 * rank))
-        messages.append("no error")
-    except RuntimeError as e:
-        messages.append(str(e))
-    results.put((rank, messages))
+        got.append(("no error", ""))
+    except Exception as e:
+        got.append((type(e).__name__, str(e)))
+    results.put((rank, got))
     dist.destroy_process_group()
 
 
@@ -368,17 +381,25 @@ class BackendTest(unittest.TestCase):
         self.assertRegex(message, r"(?i)rank 1|process|exited|died|lost")
         self.assertLess(seconds, 30, message)
 
-    def test_bad_input_is_a_runtime_error_naming_the_problem(self):
+    def test_bad_input_raises_value_or_type_error_naming_the_problem(self):
         results = mp.get_context("spawn").SimpleQueue()
         self.spawn(run_bad_input, 2, results)
         got = dict(results.get() for _ in range(2))
-        for rank, messages in got.items():
-            self.assertIn("short", messages[0].lower(), messages[0])
-            self.assertIn(f"rank {rank}", messages[0])
-            self.assertIn("allgather", messages[1])
-            self.assertIn("root", messages[2])
-            self.assertNotEqual(messages[3], "no error")
-            self.assertRegex(messages[3], r"(?i)count|elements|differ|mismatch")
+        for rank, errors in got.items():
+            want = [("TypeError", "the tensor: tensor of dtype Short"),
+                    ("TypeError", "an output has dtype Double, the input Float"),
+                    ("TypeError", "bitwise reductions need an integer or bool tensor"),
+                    ("ValueError", "needs one list of 2 output tensors"),
+                    ("ValueError", "output of 3 elements for an input of 2"),
+                    ("ValueError", "root 5 is not a rank of the group of 2")]
+            for (kind, text), (got_kind, message) in zip(want, errors):
+                self.assertEqual(got_kind, kind, message)
+                self.assertIn(text, message)
+                self.assertIn(f"on rank {rank}", message)
+            # A fault of the running call: RuntimeError with meshdma's message.
+            kind, message = errors[len(want)]
+            self.assertEqual(kind, "RuntimeError", message)
+            self.assertRegex(message, r"(?i)count|elements|differ|mismatch")
 
 
 if __name__ == "__main__":
