@@ -20,6 +20,10 @@
 //      (and sequential, for comparison) and prints
 //      overlapped / max(compute, communication).
 //
+// Devices that are threads of one process read each other's KV blocks in
+// place instead of copying them (MESHDMA_FUSED_TRANSFER=dma copies them by
+// DMA, for comparison).
+//
 // Runs with no flags as threads of one process, or under mpirun:
 //   build/examples/06_ring_attention
 //   mpirun -np 2 build/examples/06_ring_attention --seq 4096 --heads 8
