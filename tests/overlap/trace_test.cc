@@ -62,8 +62,12 @@ TEST(Trace, RingAttentionTimeline) {
           auto vr, ArrayRef::FromPointer(v.data(), DType::kF32, shape));
       MESHDMA_ASSIGN_OR_RETURN(
           auto orf, ArrayRef::FromPointer(out.data(), DType::kF32, shape));
+      // The DMA ring's timeline (threads of one process would otherwise
+      // read the blocks in place, with no DMA to trace).
       return RingAttention(qr, kr, vr, orf,
-                           {.causal = true, .layout = SequenceLayout::kZigZag});
+                           {.causal = true,
+                            .layout = SequenceLayout::kZigZag,
+                            .transfer = FusedTransfer::kDma});
     });
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE((*rt)->Shutdown().ok());
