@@ -172,256 +172,281 @@ bool Close(double got, double want, DType t) {
 
 enum class Op { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 
+// One size of one collective: what every step below reads.
+struct SizeCase {
+  Op op;
+  DType dtype;
+  ReduceOp redop;
+  CollectiveOptions options;
+  int n;
+  int64_t bytes;
+  int64_t total;  // Elements of the size (nccl-tests' count).
+  int64_t block;  // total / n.
+  // Per-device element counts of input and output.
+  int64_t in_count, out_count;
+  int iters;
+};
+
+absl::Status CallCollective(const SizeCase& c, const ArrayRef& x,
+                            const ArrayRef& y) {
+  // Made once, as a caller that makes many calls would.
+  static const std::vector<std::string> axes = {"x"};
+  switch (c.op) {
+    case Op::kAllReduce:
+      return all_reduce(c.redop, x, y, axes, c.options);
+    case Op::kAllGather:
+      return all_gather(x, y, axes, /*tiled=*/true, c.options);
+    case Op::kReduceScatter:
+      return reduce_scatter(c.redop, x, y, axes, c.options);
+    case Op::kAllToAll:
+      return all_to_all(x, y, axes, 0, 0, c.options);
+  }
+  return absl::OkStatus();
+}
+
+// The operands of a call on device `me`: out of place, or in place (views of
+// one buffer).
+struct Operands {
+  ArrayRef in, out;
+};
+absl::StatusOr<Operands> OperandsOf(const SizeCase& c, int me,
+                                    const ArrayRef& in, const ArrayRef& out,
+                                    bool in_place) {
+  if (!in_place) return Operands{in, out};
+  switch (c.op) {
+    case Op::kAllReduce:
+    case Op::kAllToAll:
+      return Operands{out, out};
+    case Op::kAllGather: {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                               out.Slice(0, me * c.block, c.block));
+      return Operands{mine, out};
+    }
+    case Op::kReduceScatter: {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                               in.Slice(0, me * c.block, c.block));
+      return Operands{in, mine};
+    }
+  }
+  return absl::InternalError("unknown collective");
+}
+
+// The closed form of element `i` of device `me`'s output.
+double Want(const SizeCase& c, int me, int64_t i) {
+  const bool integer = c.dtype == DType::kI32 || c.dtype == DType::kI64;
+  double want = 0;
+  switch (c.op) {
+    case Op::kAllReduce:
+      want = Reduce(c.redop, c.n, i, integer);
+      break;
+    case Op::kReduceScatter:
+      want = Reduce(c.redop, c.n, me * c.block + i, integer);
+      break;
+    case Op::kAllGather:
+      want = Value(static_cast<int>(i / c.block), i % c.block);
+      break;
+    case Op::kAllToAll:
+      want = Value(static_cast<int>(i / c.block), me * c.block + i % c.block);
+      break;
+  }
+  return c.dtype == DType::kU8 ? static_cast<int>(want) & 255 : want;
+}
+
+// On a device: times the call out of place and in place, then the bound; in
+// round 0 also -c checked calls of each (fresh inputs, the output poisoned,
+// the closed form), counting mismatches in `wrong[variant]`.
+absl::Status MeasureOnDevice(BenchContext& ctx, const SizeCase& c, int round,
+                             std::atomic<int64_t>* wrong) {
+  const BenchConfig& cfg = ctx.config();
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  // --input private: the input in this device's ordinary memory, as a
+  // caller's own buffer would be.
+  std::vector<std::byte> private_input;
+  ArrayRef in;
+  if (cfg.input == "private") {
+    private_input.resize(std::max<int64_t>(
+        c.in_count * static_cast<int64_t>(DTypeSize(c.dtype)), 1));
+    const int64_t shape[] = {c.in_count};
+    MESHDMA_ASSIGN_OR_RETURN(
+        in, ArrayRef::FromPointer(private_input.data(), c.dtype, shape));
+  } else {
+    MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(c.dtype, {c.in_count}));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
+                           AllocateSymmetric(c.dtype, {c.out_count}));
+  for (int variant = 0; variant < 2; ++variant) {
+    const bool in_place = variant == 1;
+    MESHDMA_ASSIGN_OR_RETURN(Operands ops,
+                             OperandsOf(c, me, in, out, in_place));
+    auto fill = [&] {
+      for (int64_t i = 0; i < ops.in.num_elements(); ++i) {
+        Store(ops.in, i, Value(me, i));
+      }
+    };
+    fill();
+    MESHDMA_RETURN_IF_ERROR(ctx.TimeOnMesh(
+        in_place ? kInPlace : kOutOfPlace, c.iters, [&](int k) -> absl::Status {
+          for (int i = 0; i < k; ++i) {
+            MESHDMA_RETURN_IF_ERROR(CallCollective(c, ops.in, ops.out));
+          }
+          return absl::OkStatus();
+        }));
+    for (int check = 0; check < (round == 0 ? cfg.check : 0); ++check) {
+      if (!in_place) {
+        for (int64_t i = 0; i < c.out_count; ++i) Store(out, i, 99);
+      }
+      fill();
+      MESHDMA_RETURN_IF_ERROR(device_barrier());
+      MESHDMA_RETURN_IF_ERROR(CallCollective(c, ops.in, ops.out));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < c.out_count; ++i) {
+        bad += !Close(Load(ops.out, i), Want(c, me, i), c.dtype);
+      }
+      wrong[variant] += bad;
+      // Nobody rewrites inputs a peer may still be reading.
+      MESHDMA_RETURN_IF_ERROR(device_barrier());
+    }
+  }
+  // The least each device must move: its input once (all_reduce), or the
+  // (n-1)/n of the total that comes from its peers.
+  return ctx.TimeBound(
+      c.op == Op::kAllReduce ? c.bytes : c.bytes / c.n * (c.n - 1), c.iters);
+}
+
+// The MPI baseline of a size on this process's main thread: one rank per
+// process (see NoBaselineReason), element counts that fit MPI's ints.
+class MpiBaseline {
+ public:
+  MpiBaseline(const SizeCase& c, bool enabled) : c_(c), enabled_(enabled) {
+    if (!enabled_) return;
+    MakeMpiReduction(c.dtype, c.redop, &mpi_);
+    const int64_t elem = DTypeSize(c.dtype);
+    sbuf_.assign(c.in_count * elem, 1);
+    rbuf_.assign(c.out_count * elem, 0);
+  }
+  // Seconds per call, out of place or in place; 0 when disabled.
+  double Time(BenchContext& ctx, bool in_place) {
+    if (!enabled_) return 0;
+    return ctx.TimeMpi(c_.iters, [&](int k) {
+      for (int i = 0; i < k; ++i) Call(in_place);
+    });
+  }
+
+ private:
+  // In place (MPI_IN_PLACE) the result buffer holds the input (all_gather:
+  // this rank's block of it; reduce_scatter: the whole input, reduced in
+  // place, its first block the result).
+  void Call(bool in_place) {
+    const int b = static_cast<int>(c_.block);
+    void* send = in_place ? MPI_IN_PLACE : sbuf_.data();
+    switch (c_.op) {
+      case Op::kAllReduce:
+        MPI_Allreduce(send, rbuf_.data(), static_cast<int>(c_.total), mpi_.type,
+                      mpi_.op, MPI_COMM_WORLD);
+        break;
+      case Op::kAllGather:
+        MPI_Allgather(send, in_place ? 0 : b, mpi_.type, rbuf_.data(), b,
+                      mpi_.type, MPI_COMM_WORLD);
+        break;
+      case Op::kReduceScatter:
+        MPI_Reduce_scatter_block(send, in_place ? sbuf_.data() : rbuf_.data(),
+                                 b, mpi_.type, mpi_.op, MPI_COMM_WORLD);
+        break;
+      case Op::kAllToAll:
+        MPI_Alltoall(send, in_place ? 0 : b, mpi_.type, rbuf_.data(), b,
+                     mpi_.type, MPI_COMM_WORLD);
+        break;
+    }
+  }
+
+  const SizeCase& c_;
+  const bool enabled_;
+  MpiReduction mpi_;
+  std::vector<char> sbuf_, rbuf_;
+};
+
+// The row of a size from its median times.
+Row MakeRow(BenchContext& ctx, const SizeCase& c, const std::string& name,
+            const std::string& redop_name,
+            const BenchContext::RoundTimes& times,
+            const std::atomic<int64_t>* wrong) {
+  const double factor = c.op == Op::kAllReduce
+                            ? 2.0 * (c.n - 1) / c.n
+                            : static_cast<double>(c.n - 1) / c.n;
+  const bool reduces = c.op == Op::kAllReduce || c.op == Op::kReduceScatter;
+  Row row;
+  row.collective = name;
+  row.transport = ctx.Transport();
+  row.dtype = std::string(NcclTypeName(c.dtype));
+  row.redop = reduces ? redop_name : "none";
+  row.bytes = c.bytes;
+  row.count = c.total;
+  row.devices = c.n;
+  row.iters = c.iters;
+  for (int variant = 0; variant < 2; ++variant) {
+    const double seconds = times.seconds[variant ? kInPlace : kOutOfPlace];
+    Measured& m = variant ? row.in_place : row.out_of_place;
+    const int64_t w = ctx.SumOverProcesses(wrong[variant].load());
+    if (seconds <= 0) continue;
+    m.valid = true;
+    m.time_us = seconds * 1e6;
+    m.algbw_GBps = c.bytes / seconds / 1e9;
+    m.busbw_GBps = m.algbw_GBps * factor;
+    m.wrong = w;
+  }
+  if (const double t = times.seconds[kBound]; t > 0) {
+    row.bound_time_us = t * 1e6;
+    row.bound_busbw_GBps = c.bytes / t / 1e9 * factor;
+  }
+  if (const double t = times.baseline_seconds; t > 0) {
+    row.baseline_time_us = t * 1e6;
+    row.baseline_busbw_GBps = c.bytes / t / 1e9 * factor;
+  }
+  row.baseline_in_place_time_us = times.baseline_in_place_seconds * 1e6;
+  row.memcpy_GBps = ctx.MemcpyGBps(c.bytes);
+  return row;
+}
+
 absl::Status RunCollective(BenchContext& ctx, Op op, DType dtype,
                            const std::string& redop_name) {
-  Runtime& rt = ctx.runtime();
   const BenchConfig& cfg = ctx.config();
-  const int n = ctx.mesh().size();
+  SizeCase c{op, dtype};
+  c.n = ctx.mesh().size();
   const int64_t elem = static_cast<int64_t>(DTypeSize(dtype));
-  const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter;
-  const bool integer = dtype == DType::kI32 || dtype == DType::kI64;
-  MESHDMA_ASSIGN_OR_RETURN(ReduceOp redop, ParseRedop(redop_name));
-  MESHDMA_ASSIGN_OR_RETURN(CollectiveAlgorithm algorithm,
-                           ParseAlgorithm(cfg.algorithm));
-  CollectiveOptions options;
-  options.algorithm = algorithm;
+  MESHDMA_ASSIGN_OR_RETURN(c.redop, ParseRedop(redop_name));
+  MESHDMA_ASSIGN_OR_RETURN(c.options.algorithm, ParseAlgorithm(cfg.algorithm));
   // Pipelining knobs of CollectiveOptions (checked by ParseArgs).
-  options.chunk_bytes = cfg.chunk_bytes.value_or(options.chunk_bytes);
-  options.num_buffers =
-      static_cast<int>(cfg.num_buffers.value_or(options.num_buffers));
-  options.lane_chunk_bytes =
-      cfg.lane_chunk_bytes.value_or(options.lane_chunk_bytes);
+  c.options.chunk_bytes = cfg.chunk_bytes.value_or(c.options.chunk_bytes);
+  c.options.num_buffers =
+      static_cast<int>(cfg.num_buffers.value_or(c.options.num_buffers));
+  c.options.lane_chunk_bytes =
+      cfg.lane_chunk_bytes.value_or(c.options.lane_chunk_bytes);
   const char* name = op == Op::kAllReduce       ? "all_reduce"
                      : op == Op::kAllGather     ? "all_gather"
                      : op == Op::kReduceScatter ? "reduce_scatter"
                                                 : "all_to_all";
-  const double factor =
-      op == Op::kAllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-  const int64_t align = op == Op::kAllReduce ? elem : elem * n;
   const bool baseline = ctx.NoBaselineReason().empty();
-  for (int64_t bytes : ctx.Sizes(align)) {
-    // Per-device element counts of input and output.
-    const int64_t total = bytes / elem;
-    const int64_t block = total / n;
-    int64_t in_count = total, out_count = total;
-    if (op == Op::kAllGather) in_count = block;
-    if (op == Op::kReduceScatter) out_count = block;
-    // The least each device must move: its input once (all_reduce), or the
-    // (n-1)/n of the total that comes from its peers.
-    const int64_t bound_bytes =
-        op == Op::kAllReduce ? bytes : bytes / n * (n - 1);
-    const int iters = ctx.ItersFor(bytes, op == Op::kAllReduce ? 2.0 : 4.0);
+  for (int64_t bytes : ctx.Sizes(op == Op::kAllReduce ? elem : elem * c.n)) {
+    c.bytes = bytes;
+    c.total = bytes / elem;
+    c.block = c.total / c.n;
+    c.in_count = op == Op::kAllGather ? c.block : c.total;
+    c.out_count = op == Op::kReduceScatter ? c.block : c.total;
+    c.iters = ctx.ItersFor(bytes, op == Op::kAllReduce ? 2.0 : 4.0);
     std::atomic<int64_t> wrong[2] = {0, 0};
-    // Round `round` of the measurement; the first also checks the data.
-    auto on_mesh = [&](int round) {
-      return rt.Run(ctx.mesh(), [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-        // --input private: the input in this device's ordinary memory, as a
-        // caller's own buffer would be.
-        std::vector<std::byte> private_input;
-        ArrayRef in;
-        if (cfg.input == "private") {
-          private_input.resize(std::max<int64_t>(in_count * elem, 1));
-          const int64_t shape[] = {in_count};
-          MESHDMA_ASSIGN_OR_RETURN(
-              in, ArrayRef::FromPointer(private_input.data(), dtype, shape));
-        } else {
-          MESHDMA_ASSIGN_OR_RETURN(in, AllocateSymmetric(dtype, {in_count}));
-        }
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef out,
-                                 AllocateSymmetric(dtype, {out_count}));
-        // Made once, as a caller that makes many calls would.
-        const std::vector<std::string> axes = {"x"};
-        auto call = [&](const ArrayRef& x, const ArrayRef& y) -> absl::Status {
-          switch (op) {
-            case Op::kAllReduce:
-              return all_reduce(redop, x, y, axes, options);
-            case Op::kAllGather:
-              return all_gather(x, y, axes, /*tiled=*/true, options);
-            case Op::kReduceScatter:
-              return reduce_scatter(redop, x, y, axes, options);
-            case Op::kAllToAll:
-              return all_to_all(x, y, axes, 0, 0, options);
-          }
-          return absl::OkStatus();
-        };
-        // The operands of a call: out of place, or in place (views of one
-        // buffer).
-        struct Operands {
-          ArrayRef in, out;
-        };
-        auto operands = [&](bool in_place) -> absl::StatusOr<Operands> {
-          if (!in_place) return Operands{in, out};
-          switch (op) {
-            case Op::kAllReduce:
-              return Operands{out, out};
-            case Op::kAllGather: {
-              MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
-                                       out.Slice(0, me * block, block));
-              return Operands{mine, out};
-            }
-            case Op::kReduceScatter: {
-              MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
-                                       in.Slice(0, me * block, block));
-              return Operands{in, mine};
-            }
-            case Op::kAllToAll:
-              return Operands{out, out};
-          }
-          return absl::InternalError("unknown collective");
-        };
-        for (int variant = 0; variant < 2; ++variant) {
-          const bool in_place = variant == 1;
-          MESHDMA_ASSIGN_OR_RETURN(Operands ops, operands(in_place));
-          auto fill = [&] {
-            for (int64_t i = 0; i < ops.in.num_elements(); ++i) {
-              Store(ops.in, i, Value(me, i));
-            }
-          };
-          fill();
-          MESHDMA_RETURN_IF_ERROR(
-              ctx.TimeOnMesh(in_place ? kInPlace : kOutOfPlace, iters,
-                             [&](int k) -> absl::Status {
-                               for (int i = 0; i < k; ++i) {
-                                 MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
-                               }
-                               return absl::OkStatus();
-                             }));
-          // Checked calls: fresh inputs, the output poisoned, a closed form.
-          for (int c = 0; c < (round == 0 ? cfg.check : 0); ++c) {
-            if (!in_place) {
-              for (int64_t i = 0; i < out_count; ++i) Store(out, i, 99);
-            }
-            fill();
-            MESHDMA_RETURN_IF_ERROR(device_barrier());
-            MESHDMA_RETURN_IF_ERROR(call(ops.in, ops.out));
-            int64_t bad = 0;
-            for (int64_t i = 0; i < out_count; ++i) {
-              double want = 0;
-              switch (op) {
-                case Op::kAllReduce:
-                  want = Reduce(redop, n, i, integer);
-                  break;
-                case Op::kReduceScatter:
-                  want = Reduce(redop, n, me * block + i, integer);
-                  break;
-                case Op::kAllGather:
-                  want = Value(static_cast<int>(i / block), i % block);
-                  break;
-                case Op::kAllToAll:
-                  want = Value(static_cast<int>(i / block),
-                               me * block + i % block);
-                  break;
-              }
-              if (dtype == DType::kU8) want = static_cast<int>(want) & 255;
-              bad += !Close(Load(ops.out, i), want, dtype);
-            }
-            wrong[variant] += bad;
-            // Nobody rewrites inputs a peer may still be reading.
-            MESHDMA_RETURN_IF_ERROR(device_barrier());
-          }
-        }
-        return ctx.TimeBound(bound_bytes, iters);
-      });
-    };
-    // The MPI baseline: one rank per process (see NoBaselineReason).
-    // MPI counts are ints.
-    const bool mpi_baseline =
-        baseline && total <= std::numeric_limits<int>::max();
-    MpiReduction mpi;
-    std::vector<char> sbuf, rbuf;
-    if (mpi_baseline) {
-      MakeMpiReduction(dtype, redop, &mpi);
-      sbuf.assign(in_count * elem, 1);
-      rbuf.assign(out_count * elem, 0);
-    }
-    const int b = static_cast<int>(block);
-    auto mpi_call = [&] {
-      switch (op) {
-        case Op::kAllReduce:
-          MPI_Allreduce(sbuf.data(), rbuf.data(), static_cast<int>(total),
-                        mpi.type, mpi.op, MPI_COMM_WORLD);
-          break;
-        case Op::kAllGather:
-          MPI_Allgather(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
-                        MPI_COMM_WORLD);
-          break;
-        case Op::kReduceScatter:
-          MPI_Reduce_scatter_block(sbuf.data(), rbuf.data(), b, mpi.type,
-                                   mpi.op, MPI_COMM_WORLD);
-          break;
-        case Op::kAllToAll:
-          MPI_Alltoall(sbuf.data(), b, mpi.type, rbuf.data(), b, mpi.type,
-                       MPI_COMM_WORLD);
-          break;
-      }
-    };
-    // In place (MPI_IN_PLACE): the result buffer holds the input (all_gather:
-    // this rank's block of it; reduce_scatter: the whole input, reduced in
-    // place, its first block the result).
-    auto mpi_call_in_place = [&] {
-      switch (op) {
-        case Op::kAllReduce:
-          MPI_Allreduce(MPI_IN_PLACE, rbuf.data(), static_cast<int>(total),
-                        mpi.type, mpi.op, MPI_COMM_WORLD);
-          break;
-        case Op::kAllGather:
-          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf.data(), b,
-                        mpi.type, MPI_COMM_WORLD);
-          break;
-        case Op::kReduceScatter:
-          MPI_Reduce_scatter_block(MPI_IN_PLACE, sbuf.data(), b, mpi.type,
-                                   mpi.op, MPI_COMM_WORLD);
-          break;
-        case Op::kAllToAll:
-          MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, rbuf.data(), b,
-                       mpi.type, MPI_COMM_WORLD);
-          break;
-      }
-    };
-    auto time_mpi = [&](const std::function<void()>& call) {
-      return [&, call]() -> double {
-        if (!mpi_baseline) return 0;
-        return ctx.TimeMpi(iters, [&](int k) {
-          for (int i = 0; i < k; ++i) call();
-        });
-      };
-    };
-    MESHDMA_ASSIGN_OR_RETURN(const BenchContext::RoundTimes times,
-                             ctx.MeasureInRounds(on_mesh, time_mpi(mpi_call),
-                                                 time_mpi(mpi_call_in_place)));
-    Row row;
-    row.collective = name;
-    row.transport = ctx.Transport();
-    row.dtype = std::string(NcclTypeName(dtype));
-    row.redop = reduces ? redop_name : "none";
-    row.bytes = bytes;
-    row.count = total;
-    row.devices = n;
-    row.iters = iters;
-    for (int variant = 0; variant < 2; ++variant) {
-      const double seconds = times.seconds[variant ? kInPlace : kOutOfPlace];
-      Measured& m = variant ? row.in_place : row.out_of_place;
-      const int64_t w = ctx.SumOverProcesses(wrong[variant].load());
-      if (seconds <= 0) continue;
-      m.valid = true;
-      m.time_us = seconds * 1e6;
-      m.algbw_GBps = bytes / seconds / 1e9;
-      m.busbw_GBps = m.algbw_GBps * factor;
-      m.wrong = w;
-    }
-    const double bound_s = times.seconds[kBound];
-    if (bound_s > 0) {
-      row.bound_time_us = bound_s * 1e6;
-      row.bound_busbw_GBps = bytes / bound_s / 1e9 * factor;
-    }
-    if (const double t = times.baseline_seconds; t > 0) {
-      row.baseline_time_us = t * 1e6;
-      row.baseline_busbw_GBps = bytes / t / 1e9 * factor;
-    }
-    row.baseline_in_place_time_us = times.baseline_in_place_seconds * 1e6;
-    row.memcpy_GBps = ctx.MemcpyGBps(bytes);
-    ctx.Emit(row);
+    MpiBaseline mpi(c, baseline && c.total <= std::numeric_limits<int>::max());
+    // Each round: the devices, then MPI out of place and in place.
+    MESHDMA_ASSIGN_OR_RETURN(
+        const BenchContext::RoundTimes times,
+        ctx.MeasureInRounds(
+            [&](int round) {
+              return ctx.runtime().Run(ctx.mesh(), [&]() {
+                return MeasureOnDevice(ctx, c, round, wrong);
+              });
+            },
+            [&] { return mpi.Time(ctx, /*in_place=*/false); },
+            [&] { return mpi.Time(ctx, /*in_place=*/true); }));
+    ctx.Emit(MakeRow(ctx, c, name, redop_name, times, wrong));
   }
   return absl::OkStatus();
 }

@@ -198,6 +198,25 @@ inline void AnnotateCombine(const ArrayRef& input, const ArrayRef& received,
   AnnotateWrite(partial, "ring reduction write of the partial");
 }
 
+// Step 3a of RingReduceScatter: elements [b, b + len) of my input start
+// their walk on `lane` (converted into a staging slot when `stage`; that
+// slot's send semaphore, then a capacity credit, order it after the slot's
+// reuse).
+template <typename T>
+absl::Status RingSendSegment(ReduceScatterLane& lane, const ArrayRef& input,
+                             int64_t b, int64_t len, bool stage, bool checked) {
+  ArrayRef src = Range(input, b, len);
+  if (stage) {
+    MESHDMA_ASSIGN_OR_RETURN(src, lane.NextStagingSlot(len));
+    if (checked) {
+      AnnotateRead(Range(input, b, len), "ring staging read");
+      AnnotateWrite(src, "ring staging write");
+    }
+    ConvertArray(input.data_as<const T>() + b, src.data_as<Acc<T>>(), len);
+  }
+  return lane.Send(src);
+}
+
 template <typename T>
 absl::Status RingReduceScatter(const Group& g, ReduceOp op,
                                const ArrayRef& input, const ArrayRef* full,
@@ -237,19 +256,9 @@ absl::Status RingReduceScatter(const Group& g, ReduceOp op,
         cut.Piece(g.PositionAt(-lane.dir() * (1 + k)), l, p, &b, &len);
         if (len == 0) continue;
         if (k == 0) {
-          // 3a. Send: my input of the segment starts its walk (converted
-          //     into a staging slot when staging; that slot's send semaphore,
-          //     then a capacity credit, order it after the slot's reuse).
-          ArrayRef src = Range(input, b, len);
-          if (stage) {
-            MESHDMA_ASSIGN_OR_RETURN(src, lane.NextStagingSlot(len));
-            if (checked) {
-              AnnotateRead(Range(input, b, len), "ring staging read");
-              AnnotateWrite(src, "ring staging write");
-            }
-            ConvertArray(in + b, src.data_as<A>(), len);
-          }
-          MESHDMA_RETURN_IF_ERROR(lane.Send(src));
+          // 3a. Send (RingSendSegment).
+          MESHDMA_RETURN_IF_ERROR(
+              RingSendSegment<T>(lane, input, b, len, stage, checked));
         } else if (k < n - 1) {
           // 3b. Receive-reduce-send: the partial `from` sent at its step k-1
           //     (receive semaphore of its slot) plus my input becomes my
