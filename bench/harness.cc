@@ -839,114 +839,120 @@ absl::Status BenchContext::Finish() {
               static_cast<long long>(wrong), wrong == 0 ? "OK" : "FAILED");
   std::printf("# Avg bus bandwidth    : %g \n#\n", avg_bw);
   std::fflush(stdout);
-  if (!config_.csv.empty()) {
-    std::ofstream f(config_.csv);
-    f << "collective,transport,type,redop,size,count,devices,iters,"
-         "time_us,algbw_GBps,busbw_GBps,wrong,"
-         "ip_time_us,ip_algbw_GBps,ip_busbw_GBps,ip_wrong,"
-         "mpi_time_us,mpi_busbw_GBps,bound_time_us,bound_busbw_GBps,"
-         "memcpy_GBps,ip_mpi_time_us\n";
-    auto num = [](double v, bool valid) {
-      return valid ? absl::StrFormat("%.6g", v) : std::string("");
-    };
-    for (const Row& r : rows_) {
-      const Measured& o = r.out_of_place;
-      const Measured& i = r.in_place;
-      f << absl::StrJoin({r.collective,
-                          r.transport,
-                          r.dtype,
-                          r.redop,
-                          absl::StrCat(r.bytes),
-                          absl::StrCat(r.count),
-                          absl::StrCat(r.devices),
-                          absl::StrCat(r.iters),
-                          num(o.time_us, o.valid),
-                          num(o.algbw_GBps, o.valid),
-                          num(o.busbw_GBps, o.valid),
-                          o.valid ? absl::StrCat(o.wrong) : "",
-                          num(i.time_us, i.valid),
-                          num(i.algbw_GBps, i.valid),
-                          num(i.busbw_GBps, i.valid),
-                          i.valid ? absl::StrCat(i.wrong) : "",
-                          num(r.baseline_time_us, r.baseline_time_us > 0),
-                          num(r.baseline_busbw_GBps, r.baseline_time_us > 0),
-                          num(r.bound_time_us, r.bound_time_us > 0),
-                          num(r.bound_busbw_GBps, r.bound_time_us > 0),
-                          num(r.memcpy_GBps, true),
-                          num(r.baseline_in_place_time_us,
-                              r.baseline_in_place_time_us > 0)},
-                         ",")
-        << "\n";
-    }
-    f.close();
-    if (!f) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("--csv: cannot write '", config_.csv, "'"));
-    }
-  }
-  if (!config_.json.empty()) {
-    std::vector<std::string> args;
-    for (const std::string& a : config_.argv) args.push_back(JsonString(a));
-    std::vector<std::string> results;
-    auto measured = [](const Measured& m) {
-      if (!m.valid) return std::string("null");
-      return absl::StrFormat(
-          R"({"time_us":%s,"algbw_GBps":%s,"busbw_GBps":%s,"wrong":%d})",
-          JsonNumber(m.time_us), JsonNumber(m.algbw_GBps),
-          JsonNumber(m.busbw_GBps), m.wrong);
-    };
-    for (const Row& r : rows_) {
-      const bool base = r.baseline_time_us > 0, bound = r.bound_time_us > 0;
-      results.push_back(absl::StrFormat(
-          R"({"collective":%s,"transport":%s,"type":%s,"redop":%s,"root":-1,)"
-          R"("size":%d,"count":%d,"devices":%d,"iters":%d,)"
-          R"("out_of_place":%s,"in_place":%s,)"
-          R"("mpi":%s,"mpi_in_place":%s,"bound":%s,"memcpy_GBps":%s})",
-          JsonString(r.collective), JsonString(r.transport),
-          JsonString(r.dtype), JsonString(r.redop), r.bytes, r.count, r.devices,
-          r.iters, measured(r.out_of_place), measured(r.in_place),
-          base ? absl::StrFormat(R"({"time_us":%s,"busbw_GBps":%s})",
-                                 JsonNumber(r.baseline_time_us),
-                                 JsonNumber(r.baseline_busbw_GBps))
-               : "null",
-          r.baseline_in_place_time_us > 0
-              ? absl::StrFormat(R"({"time_us":%s})",
-                                JsonNumber(r.baseline_in_place_time_us))
-              : "null",
-          bound ? absl::StrFormat(R"({"time_us":%s,"busbw_GBps":%s})",
-                                  JsonNumber(r.bound_time_us),
-                                  JsonNumber(r.bound_busbw_GBps))
-                : "null",
-          JsonNumber(r.memcpy_GBps)));
-    }
-    const std::string why = NoBaselineReason();
-    std::ofstream f(config_.json);
-    f << absl::StrFormat(
-        "{\"tool\":\"meshdma-bench\",\"command_line\":[%s],\n"
-        "\"parameters\":{\"collective\":%s,\"minbytes\":%d,\"maxbytes\":%d,"
-        "\"stepfactor\":%s,\"stepbytes\":%d,\"iters\":%d,\"warmup_iters\":%d,"
-        "\"repeats\":%d,\"check\":%d,\"average\":%d,\"blocking\":%d,"
-        "\"root\":%d,\"algorithm\":%s,\"devices\":%d,\"processes\":%d,"
-        "\"dma_mode\":%s},\n"
-        "\"mpi_baseline\":%s,\n\"results\":[\n%s\n],\n"
-        "\"avg_busbw_GBps\":%s,\"out_of_bounds\":%d}\n",
-        absl::StrJoin(args, ","), JsonString(config_.collective),
-        config_.min_bytes, config_.max_bytes, JsonNumber(config_.factor),
-        config_.step_bytes, config_.iters, config_.warmup, config_.repeats,
-        config_.check, static_cast<int>(config_.average), config_.blocking,
-        config_.root, JsonString(config_.algorithm), mesh_.size(),
-        num_processes(),
-        JsonString(runtime_->dma_mode() == DmaMode::kAsync ? "async" : "eager"),
-        why.empty() ? "true" : JsonString(absl::StrCat("none: ", why)),
-        absl::StrJoin(results, ",\n"), JsonNumber(avg_bw), wrong);
-    f.close();
-    if (!f) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "-J (--output_file): cannot write '", config_.json, "'"));
-    }
-  }
+  if (!config_.csv.empty()) MESHDMA_RETURN_IF_ERROR(WriteCsv());
+  if (!config_.json.empty()) MESHDMA_RETURN_IF_ERROR(WriteJson(avg_bw, wrong));
   if (!config_.plot.empty() && !rows_.empty()) {
     return Plot();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BenchContext::WriteCsv() const {
+  std::ofstream f(config_.csv);
+  f << "collective,transport,type,redop,size,count,devices,iters,"
+       "time_us,algbw_GBps,busbw_GBps,wrong,"
+       "ip_time_us,ip_algbw_GBps,ip_busbw_GBps,ip_wrong,"
+       "mpi_time_us,mpi_busbw_GBps,bound_time_us,bound_busbw_GBps,"
+       "memcpy_GBps,ip_mpi_time_us\n";
+  auto num = [](double v, bool valid) {
+    return valid ? absl::StrFormat("%.6g", v) : std::string("");
+  };
+  for (const Row& r : rows_) {
+    const Measured& o = r.out_of_place;
+    const Measured& i = r.in_place;
+    f << absl::StrJoin({r.collective,
+                        r.transport,
+                        r.dtype,
+                        r.redop,
+                        absl::StrCat(r.bytes),
+                        absl::StrCat(r.count),
+                        absl::StrCat(r.devices),
+                        absl::StrCat(r.iters),
+                        num(o.time_us, o.valid),
+                        num(o.algbw_GBps, o.valid),
+                        num(o.busbw_GBps, o.valid),
+                        o.valid ? absl::StrCat(o.wrong) : "",
+                        num(i.time_us, i.valid),
+                        num(i.algbw_GBps, i.valid),
+                        num(i.busbw_GBps, i.valid),
+                        i.valid ? absl::StrCat(i.wrong) : "",
+                        num(r.baseline_time_us, r.baseline_time_us > 0),
+                        num(r.baseline_busbw_GBps, r.baseline_time_us > 0),
+                        num(r.bound_time_us, r.bound_time_us > 0),
+                        num(r.bound_busbw_GBps, r.bound_time_us > 0),
+                        num(r.memcpy_GBps, true),
+                        num(r.baseline_in_place_time_us,
+                            r.baseline_in_place_time_us > 0)},
+                       ",")
+      << "\n";
+  }
+  f.close();
+  if (!f) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("--csv: cannot write '", config_.csv, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BenchContext::WriteJson(double avg_bw, int64_t wrong) const {
+  std::vector<std::string> args;
+  for (const std::string& a : config_.argv) args.push_back(JsonString(a));
+  std::vector<std::string> results;
+  auto measured = [](const Measured& m) {
+    if (!m.valid) return std::string("null");
+    return absl::StrFormat(
+        R"({"time_us":%s,"algbw_GBps":%s,"busbw_GBps":%s,"wrong":%d})",
+        JsonNumber(m.time_us), JsonNumber(m.algbw_GBps),
+        JsonNumber(m.busbw_GBps), m.wrong);
+  };
+  for (const Row& r : rows_) {
+    const bool base = r.baseline_time_us > 0, bound = r.bound_time_us > 0;
+    results.push_back(absl::StrFormat(
+        R"({"collective":%s,"transport":%s,"type":%s,"redop":%s,"root":-1,)"
+        R"("size":%d,"count":%d,"devices":%d,"iters":%d,)"
+        R"("out_of_place":%s,"in_place":%s,)"
+        R"("mpi":%s,"mpi_in_place":%s,"bound":%s,"memcpy_GBps":%s})",
+        JsonString(r.collective), JsonString(r.transport), JsonString(r.dtype),
+        JsonString(r.redop), r.bytes, r.count, r.devices, r.iters,
+        measured(r.out_of_place), measured(r.in_place),
+        base ? absl::StrFormat(R"({"time_us":%s,"busbw_GBps":%s})",
+                               JsonNumber(r.baseline_time_us),
+                               JsonNumber(r.baseline_busbw_GBps))
+             : "null",
+        r.baseline_in_place_time_us > 0
+            ? absl::StrFormat(R"({"time_us":%s})",
+                              JsonNumber(r.baseline_in_place_time_us))
+            : "null",
+        bound ? absl::StrFormat(R"({"time_us":%s,"busbw_GBps":%s})",
+                                JsonNumber(r.bound_time_us),
+                                JsonNumber(r.bound_busbw_GBps))
+              : "null",
+        JsonNumber(r.memcpy_GBps)));
+  }
+  const std::string why = NoBaselineReason();
+  std::ofstream f(config_.json);
+  f << absl::StrFormat(
+      "{\"tool\":\"meshdma-bench\",\"command_line\":[%s],\n"
+      "\"parameters\":{\"collective\":%s,\"minbytes\":%d,\"maxbytes\":%d,"
+      "\"stepfactor\":%s,\"stepbytes\":%d,\"iters\":%d,\"warmup_iters\":%d,"
+      "\"repeats\":%d,\"check\":%d,\"average\":%d,\"blocking\":%d,"
+      "\"root\":%d,\"algorithm\":%s,\"devices\":%d,\"processes\":%d,"
+      "\"dma_mode\":%s},\n"
+      "\"mpi_baseline\":%s,\n\"results\":[\n%s\n],\n"
+      "\"avg_busbw_GBps\":%s,\"out_of_bounds\":%d}\n",
+      absl::StrJoin(args, ","), JsonString(config_.collective),
+      config_.min_bytes, config_.max_bytes, JsonNumber(config_.factor),
+      config_.step_bytes, config_.iters, config_.warmup, config_.repeats,
+      config_.check, static_cast<int>(config_.average), config_.blocking,
+      config_.root, JsonString(config_.algorithm), mesh_.size(),
+      num_processes(),
+      JsonString(runtime_->dma_mode() == DmaMode::kAsync ? "async" : "eager"),
+      why.empty() ? "true" : JsonString(absl::StrCat("none: ", why)),
+      absl::StrJoin(results, ",\n"), JsonNumber(avg_bw), wrong);
+  f.close();
+  if (!f) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("-J (--output_file): cannot write '", config_.json, "'"));
   }
   return absl::OkStatus();
 }

@@ -168,6 +168,10 @@ class BenchContext {
 
  private:
   void PrintHeader(const Row& first);
+  // The --csv and -J files of every row so far (`avg_bw` and `wrong` as the
+  // footer gives them).
+  absl::Status WriteCsv() const;
+  absl::Status WriteJson(double avg_bw, int64_t wrong) const;
   // Draws the first (dtype, redop) series with gnuplot into --plot.
   absl::Status Plot() const;
 
