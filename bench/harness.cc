@@ -283,22 +283,8 @@ std::string Usage() { return cli::Usage(Program()); }
   if (!tmp.ok()) return tmp.status();             \
   lhs = *std::move(tmp)
 
-absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
-  CLI_ASSIGN_OR_RETURN(std::vector<std::string> positional,
-                       cli::Parse(Program(), argc, argv));
-  if (!positional.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unexpected argument '", absl::CEscape(positional.front()), "'"));
-  }
-  BenchConfig c;
-  for (int i = 0; i < argc; ++i) c.argv.push_back(argv[i]);
-  c.collective = absl::GetFlag(FLAGS_collective);
-  if (Registry().count(c.collective) == 0) {
-    std::vector<std::string> names;
-    for (const auto& [name, op] : Registry()) names.push_back(name);
-    return FlagError("--collective", c.collective,
-                     absl::StrCat("expected ", absl::StrJoin(names, ", ")));
-  }
+// -b, -e, -f, -i: the size sweep.
+absl::Status ParseSizes(BenchConfig& c) {
   c.min_bytes = absl::GetFlag(FLAGS_minbytes).bytes;
   c.max_bytes = absl::GetFlag(FLAGS_maxbytes).bytes;
   if (c.min_bytes < 1) {
@@ -328,7 +314,11 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
                      "need a finite factor > 1");
   }
   CLI_ASSIGN_OR_RETURN(c.sizes, Sweep(c));
+  return absl::OkStatus();
+}
 
+// -n, -w, -c, --repeats, -r, -a, -z, -t, -g: counts, each in its range.
+absl::Status ParseCounts(BenchConfig& c) {
   auto ranged = [](const char* flag, int v, int lo, int hi) -> absl::Status {
     if (v < lo || v > hi) {
       return FlagError(flag, absl::StrCat(v),
@@ -363,7 +353,12 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
     }
     c.devices_per_process = c.nthreads * c.ngpus;
   }
-  c.timeout_s = absl::GetFlag(FLAGS_timeout);  // Range checked by Parse.
+  return absl::OkStatus();
+}
+
+// The collectives' pipelining knobs (--chunk-bytes, --num-buffers,
+// --lane-chunk-bytes).
+absl::Status ParseKnobs(BenchConfig& c) {
   // The collectives' pipelining knobs, each in its range; 0 or unset: the
   // library's default.
   constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
@@ -391,6 +386,29 @@ absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
       c.lane_chunk_bytes,
       knob("--lane-chunk-bytes", absl::GetFlag(FLAGS_lane_chunk_bytes).bytes,
            kMaxChunkBytes, /*bytes=*/true));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BenchConfig> ParseArgs(int argc, char** argv) {
+  CLI_ASSIGN_OR_RETURN(std::vector<std::string> positional,
+                       cli::Parse(Program(), argc, argv));
+  if (!positional.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument '", absl::CEscape(positional.front()), "'"));
+  }
+  BenchConfig c;
+  for (int i = 0; i < argc; ++i) c.argv.push_back(argv[i]);
+  c.collective = absl::GetFlag(FLAGS_collective);
+  if (Registry().count(c.collective) == 0) {
+    std::vector<std::string> names;
+    for (const auto& [name, op] : Registry()) names.push_back(name);
+    return FlagError("--collective", c.collective,
+                     absl::StrCat("expected ", absl::StrJoin(names, ", ")));
+  }
+  CLI_RETURN_IF_ERROR(ParseSizes(c));
+  CLI_RETURN_IF_ERROR(ParseCounts(c));
+  c.timeout_s = absl::GetFlag(FLAGS_timeout);  // Range checked by Parse.
+  CLI_RETURN_IF_ERROR(ParseKnobs(c));
   CLI_ASSIGN_OR_RETURN(c.dtypes, ParseDTypes(absl::GetFlag(FLAGS_datatype)));
   CLI_ASSIGN_OR_RETURN(c.redops, ParseRedops(absl::GetFlag(FLAGS_op)));
   if (Registry().at(c.collective).reduces && c.dtypes.size() == 1 &&
