@@ -96,26 +96,21 @@ llvm::orc::SymbolMap CAbiSymbols(llvm::orc::MangleAndInterner interner) {
   return map;
 }
 
-}  // namespace
-
-struct JitModule::Impl {
-  struct Kernel {
-    std::vector<KernelArg> args;
-    KernelOptions options;
-    // The kernel's mesh: axis names and sizes (-1 for `?`).
-    std::vector<std::pair<std::string, int64_t>> mesh_axes;
-    std::string mesh_name;
-    void (*fn)(void**) = nullptr;
-  };
-  std::unique_ptr<mlir::ExecutionEngine> engine;
-  std::map<std::string, Kernel, std::less<>> kernels;
+// One compiled kernel: its signature, options and mesh, and its entry.
+struct CompiledKernel {
+  std::vector<KernelArg> args;
+  KernelOptions options;
+  // The kernel's mesh: axis names and sizes (-1 for `?`).
+  std::vector<std::pair<std::string, int64_t>> mesh_axes;
+  std::string mesh_name;
+  void (*fn)(void**) = nullptr;
 };
 
-JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-JitModule::~JitModule() = default;
+using CompiledKernels = std::map<std::string, CompiledKernel, std::less<>>;
 
-absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
-    std::string_view source, const JitOptions& options) {
+// A context with every dialect, interface and translation the JIT needs
+// loaded; diagnostics print without the operation.
+std::unique_ptr<mlir::MLIRContext> MakeJitContext() {
   static const bool initialized = [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
@@ -142,8 +137,158 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
   auto ctx = std::make_unique<mlir::MLIRContext>(registry);
   ctx->loadAllAvailableDialects();
   ctx->printOpOnDiagnostic(false);
+  return ctx;
+}
 
-  // Diagnostics go into `errors`, with their locations.
+// Lowers upstream `mesh` programs on tensors to the dialect on memrefs and
+// marks each public function with a mesh as a kernel.
+mlir::LogicalResult ConvertFromMesh(mlir::ModuleOp module,
+                                    mlir::MLIRContext* ctx) {
+  mlir::PassManager pm(ctx);
+  pm.addPass(ir::CreateConvertMeshToMeshDmaPass());
+  mlir::bufferization::OneShotBufferizationOptions bo;
+  bo.bufferizeFunctionBoundaries = true;
+  bo.setFunctionBoundaryTypeConversion(
+      mlir::bufferization::LayoutMapOption::IdentityLayoutMap);
+  pm.addPass(mlir::bufferization::createOneShotBufferizePass(bo));
+  pm.addPass(mlir::bufferization::createBufferResultsToOutParamsPass());
+  if (mlir::failed(pm.run(module))) return mlir::failure();
+  module->walk([&](mlir::func::FuncOp f) {
+    if (f.isPublic() && !f.isExternal() &&
+        f->hasAttr(ir::MeshDmaDialect::kMeshAttr))
+      f->setAttr(ir::MeshDmaDialect::kKernelAttr, mlir::UnitAttr::get(ctx));
+  });
+  return mlir::success();
+}
+
+// Runs the one pass `pass` over `module`.
+mlir::LogicalResult RunPass(mlir::ModuleOp module, mlir::MLIRContext* ctx,
+                            std::unique_ptr<mlir::Pass> pass) {
+  mlir::PassManager pm(ctx);
+  pm.addPass(std::move(pass));
+  return pm.run(module);
+}
+
+// The passes `options` asks for before lowering, in order: from `mesh`,
+// collective expansion, the protocol checker. A failure carries `errors`,
+// the diagnostics so far.
+absl::Status RunFrontEnd(mlir::ModuleOp module, mlir::MLIRContext* ctx,
+                         const JitOptions& options, const std::string& errors) {
+  if (options.from_mesh && mlir::failed(ConvertFromMesh(module, ctx)))
+    return absl::InvalidArgumentError(errors);
+  if (options.expand_collectives &&
+      mlir::failed(RunPass(module, ctx, ir::CreateExpandCollectivesPass())))
+    return absl::InvalidArgumentError(errors);
+  if (options.verify_protocol &&
+      mlir::failed(RunPass(module, ctx, ir::CreateVerifyProtocolPass())))
+    return absl::FailedPreconditionError(errors);
+  return absl::OkStatus();
+}
+
+// The kernel `f` describes: its options and mesh from its attributes, its
+// arguments from its signature. Emits an error on `f` and returns nullopt
+// when an argument is not a static, identity-layout memref of a runtime
+// element type.
+std::optional<CompiledKernel> DescribeKernel(mlir::func::FuncOp f) {
+  CompiledKernel k;
+  k.options.name = f.getSymName().str();
+  if (auto b = f->getAttrOfType<mlir::BoolAttr>(
+          ir::MeshDmaDialect::kEntryBarrierAttr))
+    k.options.entry_barrier = b.getValue();
+  if (auto id = f->getAttrOfType<mlir::IntegerAttr>(
+          ir::MeshDmaDialect::kCollectiveIdAttr))
+    k.options.collective_id = static_cast<int>(id.getInt());
+  if (auto mesh = ir::GetKernelMesh(f)) {
+    k.mesh_name = mesh->op.getSymName().str();
+    for (size_t a = 0; a < mesh->axes.size(); ++a)
+      k.mesh_axes.emplace_back(
+          mesh->axes[a],
+          mlir::ShapedType::isDynamic(mesh->shape[a]) ? -1 : mesh->shape[a]);
+  }
+  for (mlir::Type t : f.getArgumentTypes()) {
+    auto m = llvm::dyn_cast<mlir::MemRefType>(t);
+    std::optional<DType> dt =
+        m ? DTypeOfType(m.getElementType()) : std::nullopt;
+    if (!m || !dt || !m.hasStaticShape() || !m.getLayout().isIdentity()) {
+      f.emitError(
+          "a JIT kernel takes static, identity-layout memrefs of "
+          "a runtime element type; argument type ")
+          << t << " is not one";
+      return std::nullopt;
+    }
+    k.args.push_back(
+        {*dt, std::vector<int64_t>(m.getShape().begin(), m.getShape().end())});
+  }
+  return k;
+}
+
+// Every function marked as a kernel in `module`, described; fails when any
+// kernel has an argument the JIT cannot pass (each such kernel emits its
+// error).
+mlir::FailureOr<CompiledKernels> DescribeKernels(mlir::ModuleOp module) {
+  CompiledKernels kernels;
+  bool bad_signature = false;
+  module->walk([&](mlir::func::FuncOp f) {
+    if (!f->hasAttr(ir::MeshDmaDialect::kKernelAttr)) return;
+    std::optional<CompiledKernel> k = DescribeKernel(f);
+    if (!k) {
+      bad_signature = true;
+      return;
+    }
+    kernels[k->options.name] = std::move(*k);
+  });
+  if (bad_signature) return mlir::failure();
+  return kernels;
+}
+
+// Compiles the LLVM-dialect `module` at `opt_level` with the C ABI entries
+// bound; a failure carries `errors`, the diagnostics so far.
+absl::StatusOr<std::unique_ptr<mlir::ExecutionEngine>> CreateEngine(
+    mlir::ModuleOp module, int opt_level, const std::string& errors) {
+  mlir::ExecutionEngineOptions eo;
+  eo.transformer = mlir::makeOptimizingTransformer(
+      static_cast<unsigned>(opt_level), 0, nullptr);
+  eo.jitCodeGenOptLevel = opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                                         : llvm::CodeGenOptLevel::Default;
+  auto engine = mlir::ExecutionEngine::create(module, eo);
+  if (!engine) {
+    return absl::InternalError(absl::StrCat(
+        "JIT compilation failed: ", llvm::toString(engine.takeError()),
+        errors));
+  }
+  (*engine)->registerSymbols(CAbiSymbols);
+  return std::move(*engine);
+}
+
+// Sets each kernel's `fn` to its compiled C interface entry in `engine`.
+absl::Status BindKernelEntries(mlir::ExecutionEngine& engine,
+                               CompiledKernels& kernels) {
+  for (auto& [name, k] : kernels) {
+    auto fn = engine.lookupPacked("_mlir_ciface_" + name);
+    if (!fn)
+      return absl::InternalError(
+          absl::StrCat("no compiled entry for kernel '", name,
+                       "': ", llvm::toString(fn.takeError())));
+    k.fn = *fn;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct JitModule::Impl {
+  using Kernel = CompiledKernel;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+  CompiledKernels kernels;
+};
+
+JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JitModule::~JitModule() = default;
+
+absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
+    std::string_view source, const JitOptions& options) {
+  // 1. A context; its diagnostics go into `errors`, with their locations.
+  std::unique_ptr<mlir::MLIRContext> ctx = MakeJitContext();
   std::string errors;
   llvm::raw_string_ostream os(errors);
   llvm::SourceMgr sm;
@@ -153,107 +298,30 @@ absl::StatusOr<std::unique_ptr<JitModule>> JitModule::Compile(
       llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sm, ctx.get(), os);
 
+  // 2. Parse, then the passes `options` asks for before lowering.
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceFile<mlir::ModuleOp>(sm, ctx.get());
   if (!module) return absl::InvalidArgumentError(errors);
+  if (absl::Status s = RunFrontEnd(*module, ctx.get(), options, errors);
+      !s.ok())
+    return s;
 
-  if (options.from_mesh) {
-    mlir::PassManager pm(ctx.get());
-    pm.addPass(ir::CreateConvertMeshToMeshDmaPass());
-    mlir::bufferization::OneShotBufferizationOptions bo;
-    bo.bufferizeFunctionBoundaries = true;
-    bo.setFunctionBoundaryTypeConversion(
-        mlir::bufferization::LayoutMapOption::IdentityLayoutMap);
-    pm.addPass(mlir::bufferization::createOneShotBufferizePass(bo));
-    pm.addPass(mlir::bufferization::createBufferResultsToOutParamsPass());
-    if (mlir::failed(pm.run(*module)))
-      return absl::InvalidArgumentError(errors);
-    module->walk([&](mlir::func::FuncOp f) {
-      if (f.isPublic() && !f.isExternal() &&
-          f->hasAttr(ir::MeshDmaDialect::kMeshAttr))
-        f->setAttr(ir::MeshDmaDialect::kKernelAttr,
-                   mlir::UnitAttr::get(ctx.get()));
-    });
-  }
-
-  if (options.expand_collectives) {
-    mlir::PassManager pm(ctx.get());
-    pm.addPass(ir::CreateExpandCollectivesPass());
-    if (mlir::failed(pm.run(*module)))
-      return absl::InvalidArgumentError(errors);
-  }
-
-  if (options.verify_protocol) {
-    mlir::PassManager pm(ctx.get());
-    pm.addPass(ir::CreateVerifyProtocolPass());
-    if (mlir::failed(pm.run(*module)))
-      return absl::FailedPreconditionError(errors);
-  }
-
+  // 3. The kernels' signatures, read before lowering erases them.
   auto impl = std::make_unique<Impl>();
-  bool bad_signature = false;
-  module->walk([&](mlir::func::FuncOp f) {
-    if (!f->hasAttr(ir::MeshDmaDialect::kKernelAttr)) return;
-    Impl::Kernel k;
-    k.options.name = f.getSymName().str();
-    if (auto b = f->getAttrOfType<mlir::BoolAttr>(
-            ir::MeshDmaDialect::kEntryBarrierAttr))
-      k.options.entry_barrier = b.getValue();
-    if (auto id = f->getAttrOfType<mlir::IntegerAttr>(
-            ir::MeshDmaDialect::kCollectiveIdAttr))
-      k.options.collective_id = static_cast<int>(id.getInt());
-    if (auto mesh = ir::GetKernelMesh(f)) {
-      k.mesh_name = mesh->op.getSymName().str();
-      for (size_t a = 0; a < mesh->axes.size(); ++a)
-        k.mesh_axes.emplace_back(
-            mesh->axes[a],
-            mlir::ShapedType::isDynamic(mesh->shape[a]) ? -1 : mesh->shape[a]);
-    }
-    for (mlir::Type t : f.getArgumentTypes()) {
-      auto m = llvm::dyn_cast<mlir::MemRefType>(t);
-      std::optional<DType> dt =
-          m ? DTypeOfType(m.getElementType()) : std::nullopt;
-      if (!m || !dt || !m.hasStaticShape() || !m.getLayout().isIdentity()) {
-        f.emitError(
-            "a JIT kernel takes static, identity-layout memrefs of "
-            "a runtime element type; argument type ")
-            << t << " is not one";
-        bad_signature = true;
-        return;
-      }
-      k.args.push_back({*dt, std::vector<int64_t>(m.getShape().begin(),
-                                                  m.getShape().end())});
-    }
-    impl->kernels[k.options.name] = std::move(k);
-  });
-  if (bad_signature) return absl::InvalidArgumentError(errors);
+  mlir::FailureOr<CompiledKernels> kernels = DescribeKernels(*module);
+  if (mlir::failed(kernels)) return absl::InvalidArgumentError(errors);
+  impl->kernels = std::move(*kernels);
 
+  // 4. Lower to LLVM, compile, and find each kernel's entry.
   mlir::PassManager pm(ctx.get());
   ir::BuildLowerToLLVMPipeline(pm);
   if (mlir::failed(pm.run(*module))) return absl::InvalidArgumentError(errors);
-
-  mlir::ExecutionEngineOptions eo;
-  eo.transformer = mlir::makeOptimizingTransformer(
-      static_cast<unsigned>(options.opt_level), 0, nullptr);
-  eo.jitCodeGenOptLevel = options.opt_level >= 3
-                              ? llvm::CodeGenOptLevel::Aggressive
-                              : llvm::CodeGenOptLevel::Default;
-  auto engine = mlir::ExecutionEngine::create(*module, eo);
-  if (!engine) {
-    return absl::InternalError(absl::StrCat(
-        "JIT compilation failed: ", llvm::toString(engine.takeError()),
-        errors));
-  }
-  (*engine)->registerSymbols(CAbiSymbols);
-  for (auto& [name, k] : impl->kernels) {
-    auto fn = (*engine)->lookupPacked("_mlir_ciface_" + name);
-    if (!fn)
-      return absl::InternalError(
-          absl::StrCat("no compiled entry for kernel '", name,
-                       "': ", llvm::toString(fn.takeError())));
-    k.fn = *fn;
-  }
+  absl::StatusOr<std::unique_ptr<mlir::ExecutionEngine>> engine =
+      CreateEngine(*module, options.opt_level, errors);
+  if (!engine.ok()) return engine.status();
   impl->engine = std::move(*engine);
+  if (absl::Status s = BindKernelEntries(*impl->engine, impl->kernels); !s.ok())
+    return s;
   // The context can go: the compiled code does not refer to it.
   return std::unique_ptr<JitModule>(new JitModule(std::move(impl)));
 }
