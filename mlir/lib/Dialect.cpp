@@ -226,52 +226,136 @@ LogicalResult VerifyGridDimension(Operation* op, int64_t dim) {
 // Attributes on foreign ops: kernels and meshes.
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+// `meshdma.axes` on a mesh.mesh: one distinct name per mesh dimension.
+LogicalResult VerifyMeshAxesAttr(Operation* op, StringRef name,
+                                 Attribute value) {
+  auto mesh = llvm::dyn_cast<mesh::MeshOp>(op);
+  if (!mesh) return op->emitError() << name << " belongs on a mesh.mesh";
+  auto names = llvm::dyn_cast<ArrayAttr>(value);
+  if (!names || !llvm::all_of(names, [](Attribute a) {
+        return llvm::isa<StringAttr>(a);
+      }))
+    return op->emitError() << name << " must be an array of axis names";
+  if (static_cast<int64_t>(names.size()) != mesh.getRank())
+    return op->emitError() << name << " names " << names.size()
+                           << " axes but mesh @" << mesh.getSymName()
+                           << " has rank " << mesh.getRank();
+  std::set<llvm::StringRef> seen;
+  for (Attribute a : names)
+    if (!seen.insert(llvm::cast<StringAttr>(a).getValue()).second)
+      return op->emitError()
+             << name << ": axis '" << llvm::cast<StringAttr>(a).getValue()
+             << "' is named twice";
+  return success();
+}
+
+// The kernel marker: a unit attribute on a function with a mesh and no
+// results.
+LogicalResult VerifyKernelAttr(func::FuncOp func, StringRef name,
+                               Attribute value) {
+  Operation* op = func;
+  if (!llvm::isa<UnitAttr>(value))
+    return op->emitError() << name << " is a unit attribute";
+  if (!func->hasAttr(MeshDmaDialect::kMeshAttr))
+    return op->emitError() << "a meshdma kernel needs "
+                           << MeshDmaDialect::kMeshAttr << " = @mesh";
+  if (func.getFunctionType().getNumResults() != 0)
+    return op->emitError() << "a meshdma kernel returns no values, got "
+                           << func.getFunctionType().getNumResults();
+  return success();
+}
+
+// The kernel's mesh: a symbol naming a mesh.mesh.
+LogicalResult VerifyMeshRefAttr(Operation* op, StringRef name,
+                                Attribute value) {
+  auto ref = llvm::dyn_cast<FlatSymbolRefAttr>(value);
+  if (!ref) return op->emitError() << name << " must be a symbol (@mesh)";
+  if (!SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(op, ref))
+    return op->emitError() << name << " " << ref
+                           << " does not name a mesh.mesh";
+  return success();
+}
+
+// The grid: every bound at least 1.
+LogicalResult VerifyIterationBoundsAttr(Operation* op, StringRef name,
+                                        Attribute value) {
+  auto bounds = llvm::dyn_cast<DenseI64ArrayAttr>(value);
+  if (!bounds) return op->emitError() << name << " must be array<i64: ...>";
+  for (auto [i, b] : llvm::enumerate(bounds.asArrayRef()))
+    if (b < 1)
+      return op->emitError() << name << ": grid dimension " << i
+                             << " has bound " << b << ", must be >= 1";
+  return success();
+}
+
+// One "parallel" or "arbitrary" per grid dimension.
+LogicalResult VerifyDimensionSemanticsAttr(func::FuncOp func, StringRef name,
+                                           Attribute value) {
+  Operation* op = func;
+  auto sems = llvm::dyn_cast<ArrayAttr>(value);
+  auto grid = func->getAttrOfType<DenseI64ArrayAttr>(
+      MeshDmaDialect::kIterationBoundsAttr);
+  if (!sems || !grid || sems.size() != grid.size())
+    return op->emitError() << name << " needs one entry per dimension of "
+                           << MeshDmaDialect::kIterationBoundsAttr;
+  for (Attribute a : sems) {
+    auto s = llvm::dyn_cast<StringAttr>(a);
+    if (!s || (s.getValue() != "parallel" && s.getValue() != "arbitrary"))
+      return op->emitError()
+             << name << ": entries are \"parallel\" or \"arbitrary\"";
+  }
+  return success();
+}
+
+// One dictionary per argument; its `window_bounds`, when present, divide
+// the argument's static shape dimension by dimension.
+LogicalResult VerifyWindowParamsAttr(func::FuncOp func, StringRef name,
+                                     Attribute value) {
+  Operation* op = func;
+  auto params = llvm::dyn_cast<ArrayAttr>(value);
+  if (!params || params.size() != func.getNumArguments())
+    return op->emitError() << name << " needs one dictionary per argument ("
+                           << func.getNumArguments() << ")";
+  for (auto [i, p] : llvm::enumerate(params)) {
+    auto dict = llvm::dyn_cast<DictionaryAttr>(p);
+    if (!dict)
+      return op->emitError() << name << "[" << i << "] must be a dictionary";
+    auto bounds = dict.getAs<DenseI64ArrayAttr>("window_bounds");
+    if (!bounds) continue;  // the whole operand
+    auto type = llvm::dyn_cast<MemRefType>(func.getArgument(i).getType());
+    if (!type || !type.hasStaticShape())
+      return op->emitError() << name << "[" << i
+                             << "]: window_bounds need a static memref "
+                                "argument";
+    if (static_cast<int64_t>(bounds.size()) != type.getRank())
+      return op->emitError()
+             << name << "[" << i << "]: window_bounds have rank "
+             << bounds.size() << ", argument has rank " << type.getRank();
+    for (auto [d, b] : llvm::enumerate(bounds.asArrayRef()))
+      if (b < 1 || type.getDimSize(d) % b != 0)
+        return op->emitError() << name << "[" << i << "]: window bound " << b
+                               << " does not divide dimension " << d
+                               << " of size " << type.getDimSize(d);
+  }
+  return success();
+}
+
+}  // namespace
+
 LogicalResult MeshDmaDialect::verifyOperationAttribute(Operation* op,
                                                        NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   Attribute value = attr.getValue();
-  if (name == kAxesAttr) {
-    auto mesh = llvm::dyn_cast<mesh::MeshOp>(op);
-    if (!mesh) return op->emitError() << name << " belongs on a mesh.mesh";
-    auto names = llvm::dyn_cast<ArrayAttr>(value);
-    if (!names || !llvm::all_of(names, [](Attribute a) {
-          return llvm::isa<StringAttr>(a);
-        }))
-      return op->emitError() << name << " must be an array of axis names";
-    if (static_cast<int64_t>(names.size()) != mesh.getRank())
-      return op->emitError()
-             << name << " names " << names.size() << " axes but mesh @"
-             << mesh.getSymName() << " has rank " << mesh.getRank();
-    std::set<llvm::StringRef> seen;
-    for (Attribute a : names)
-      if (!seen.insert(llvm::cast<StringAttr>(a).getValue()).second)
-        return op->emitError()
-               << name << ": axis '" << llvm::cast<StringAttr>(a).getValue()
-               << "' is named twice";
-    return success();
-  }
+  // 1. The mesh's axis names sit on a mesh.mesh.
+  if (name == kAxesAttr) return VerifyMeshAxesAttr(op, name, value);
 
+  // 2. Every other attribute sits on a func.func.
   auto func = llvm::dyn_cast<func::FuncOp>(op);
   if (!func) return op->emitError() << name << " belongs on a func.func";
-  if (name == kKernelAttr) {
-    if (!llvm::isa<UnitAttr>(value))
-      return op->emitError() << name << " is a unit attribute";
-    if (!func->hasAttr(kMeshAttr))
-      return op->emitError()
-             << "a meshdma kernel needs " << kMeshAttr << " = @mesh";
-    if (func.getFunctionType().getNumResults() != 0)
-      return op->emitError() << "a meshdma kernel returns no values, got "
-                             << func.getFunctionType().getNumResults();
-    return success();
-  }
-  if (name == kMeshAttr) {
-    auto ref = llvm::dyn_cast<FlatSymbolRefAttr>(value);
-    if (!ref) return op->emitError() << name << " must be a symbol (@mesh)";
-    if (!SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(op, ref))
-      return op->emitError()
-             << name << " " << ref << " does not name a mesh.mesh";
-    return success();
-  }
+  if (name == kKernelAttr) return VerifyKernelAttr(func, name, value);
+  if (name == kMeshAttr) return VerifyMeshRefAttr(op, name, value);
   if (name == kEntryBarrierAttr) {
     if (!llvm::isa<BoolAttr>(value))
       return op->emitError() << name << " must be true or false";
@@ -283,57 +367,12 @@ LogicalResult MeshDmaDialect::verifyOperationAttribute(Operation* op,
       return op->emitError() << name << " must be an integer in [0, 64)";
     return success();
   }
-  if (name == kIterationBoundsAttr) {
-    auto bounds = llvm::dyn_cast<DenseI64ArrayAttr>(value);
-    if (!bounds) return op->emitError() << name << " must be array<i64: ...>";
-    for (auto [i, b] : llvm::enumerate(bounds.asArrayRef()))
-      if (b < 1)
-        return op->emitError() << name << ": grid dimension " << i
-                               << " has bound " << b << ", must be >= 1";
-    return success();
-  }
-  if (name == kDimensionSemanticsAttr) {
-    auto sems = llvm::dyn_cast<ArrayAttr>(value);
-    auto grid = func->getAttrOfType<DenseI64ArrayAttr>(kIterationBoundsAttr);
-    if (!sems || !grid || sems.size() != grid.size())
-      return op->emitError() << name << " needs one entry per dimension of "
-                             << kIterationBoundsAttr;
-    for (Attribute a : sems) {
-      auto s = llvm::dyn_cast<StringAttr>(a);
-      if (!s || (s.getValue() != "parallel" && s.getValue() != "arbitrary"))
-        return op->emitError()
-               << name << ": entries are \"parallel\" or \"arbitrary\"";
-    }
-    return success();
-  }
-  if (name == kWindowParamsAttr) {
-    auto params = llvm::dyn_cast<ArrayAttr>(value);
-    if (!params || params.size() != func.getNumArguments())
-      return op->emitError() << name << " needs one dictionary per argument ("
-                             << func.getNumArguments() << ")";
-    for (auto [i, p] : llvm::enumerate(params)) {
-      auto dict = llvm::dyn_cast<DictionaryAttr>(p);
-      if (!dict)
-        return op->emitError() << name << "[" << i << "] must be a dictionary";
-      auto bounds = dict.getAs<DenseI64ArrayAttr>("window_bounds");
-      if (!bounds) continue;  // the whole operand
-      auto type = llvm::dyn_cast<MemRefType>(func.getArgument(i).getType());
-      if (!type || !type.hasStaticShape())
-        return op->emitError() << name << "[" << i
-                               << "]: window_bounds need a static memref "
-                                  "argument";
-      if (static_cast<int64_t>(bounds.size()) != type.getRank())
-        return op->emitError()
-               << name << "[" << i << "]: window_bounds have rank "
-               << bounds.size() << ", argument has rank " << type.getRank();
-      for (auto [d, b] : llvm::enumerate(bounds.asArrayRef()))
-        if (b < 1 || type.getDimSize(d) % b != 0)
-          return op->emitError() << name << "[" << i << "]: window bound " << b
-                                 << " does not divide dimension " << d
-                                 << " of size " << type.getDimSize(d);
-    }
-    return success();
-  }
+  if (name == kIterationBoundsAttr)
+    return VerifyIterationBoundsAttr(op, name, value);
+  if (name == kDimensionSemanticsAttr)
+    return VerifyDimensionSemanticsAttr(func, name, value);
+  if (name == kWindowParamsAttr)
+    return VerifyWindowParamsAttr(func, name, value);
   return op->emitError() << "unknown meshdma attribute " << name;
 }
 
