@@ -1098,6 +1098,69 @@ class DeviceTracer {
 
   void Emit(Event e) { trace_->events.push_back(e); }
 
+  // A local buffer: a new root, or inside a grid the one this op allocated
+  // on the first grid point (the kernel body runs once per point).
+  void ExecAlloc(AllocOp o) {
+    Operation* op = o;
+    if (!grid_.empty()) {
+      auto it = memo_.find(op);
+      if (it != memo_.end()) {
+        Set(o.getResult(), it->second);
+        return;
+      }
+    }
+    MemRefType t = o.getType();
+    Buffer b{static_cast<int>(trace_->allocs.size()), true, op,
+             t.getElementType(), llvm::SmallVector<int64_t, 4>(t.getShape())};
+    RootLayout(b, t);
+    trace_->allocs.push_back({false, SemaphoreKind::regular, t, op});
+    AVal v = NewBuf(std::move(b));
+    if (!grid_.empty()) memo_[op] = v;
+    Set(o.getResult(), v);
+  }
+
+  // The amount of a sem_signal or sem_wait (`verb`): known on this device
+  // and not negative.
+  int64_t SemAmount(Value amount, Operation* op, llvm::StringRef verb) {
+    int64_t n = Known(amount, op, ("the " + verb + " amount").str());
+    if (n < 0)
+      FailOnDevice(op, "negative " + verb + " amount " + std::to_string(n));
+    return n;
+  }
+
+  void ExecSemSignal(SemSignalOp o) {
+    Operation* op = o;
+    int slot = Slot(o.getSemaphore(), op);
+    int64_t amount = SemAmount(o.getAmount(), op, "signal");
+    Emit({EvKind::kSignal, slot, -1,
+          Target(op, o.getDeviceId(), o.getLogical()), amount, op});
+  }
+
+  void ExecSemWait(SemWaitOp o) {
+    Operation* op = o;
+    int slot = Slot(o.getSemaphore(), op);
+    Emit({EvKind::kWait, slot, -1, device_,
+          SemAmount(o.getAmount(), op, "wait"), op});
+  }
+
+  // Runtime collectives: checked by the runtime's own protocol (and by
+  // meshdma-expand-collectives + this pass). Here they read their input,
+  // write their output, synchronise their group and must match across it.
+  template <typename CollectiveOp>
+  void ExecCollective(CollectiveOp o) {
+    Operation* op = o;
+    const Buffer& in = Buf(o.getInput(), op);
+    const Buffer& out = Buf(o.getOutput(), op);
+    Record(in, device_, false, false, op, Covered(in));
+    Record(out, device_, true, false, op, Covered(out));
+    CollectiveRecord rec{op, GroupOf(op, o.getAxes())};
+    trace_->collectives.push_back(std::move(rec));
+    Emit({EvKind::kCollective,
+          static_cast<int32_t>(trace_->collectives.size() - 1), -1, -1, 0, op});
+  }
+
+  // Runs one op of the dialect on this device: sets its results' abstract
+  // values and appends its events and accesses to the trace.
   void ExecMeshDma(Operation* op) {
     llvm::TypeSwitch<Operation*>(op)
         .Case<DeviceIdOp>([&](auto o) { Set(o.getResult(), Int(device_)); })
@@ -1126,40 +1189,9 @@ class DeviceTracer {
         .Case<BarrierSemaphoreOp>([&](BarrierSemaphoreOp o) {
           Set(o.getResult(), AVal{AVal::kSem, kBarrierSlot});
         })
-        .Case<AllocOp>([&](AllocOp o) {
-          if (!grid_.empty()) {
-            auto it = memo_.find(op);
-            if (it != memo_.end()) {
-              Set(o.getResult(), it->second);
-              return;
-            }
-          }
-          MemRefType t = o.getType();
-          Buffer b{static_cast<int>(trace_->allocs.size()), true, op,
-                   t.getElementType(),
-                   llvm::SmallVector<int64_t, 4>(t.getShape())};
-          RootLayout(b, t);
-          trace_->allocs.push_back({false, SemaphoreKind::regular, t, op});
-          AVal v = NewBuf(std::move(b));
-          if (!grid_.empty()) memo_[op] = v;
-          Set(o.getResult(), v);
-        })
-        .Case<SemSignalOp>([&](SemSignalOp o) {
-          int slot = Slot(o.getSemaphore(), op);
-          int64_t amount = Known(o.getAmount(), op, "the signal amount");
-          if (amount < 0)
-            FailOnDevice(op,
-                         "negative signal amount " + std::to_string(amount));
-          Emit({EvKind::kSignal, slot, -1,
-                Target(op, o.getDeviceId(), o.getLogical()), amount, op});
-        })
-        .Case<SemWaitOp>([&](SemWaitOp o) {
-          int slot = Slot(o.getSemaphore(), op);
-          int64_t amount = Known(o.getAmount(), op, "the wait amount");
-          if (amount < 0)
-            FailOnDevice(op, "negative wait amount " + std::to_string(amount));
-          Emit({EvKind::kWait, slot, -1, device_, amount, op});
-        })
+        .Case<AllocOp>([&](AllocOp o) { ExecAlloc(o); })
+        .Case<SemSignalOp>([&](SemSignalOp o) { ExecSemSignal(o); })
+        .Case<SemWaitOp>([&](SemWaitOp o) { ExecSemWait(o); })
         .Case<SemReadOp>([&](SemReadOp o) {
           Slot(o.getSemaphore(), op);
           Set(o.getResult(), NewData(op,
@@ -1181,20 +1213,7 @@ class DeviceTracer {
           Emit({EvKind::kBarrier, -1, -1, -1, 0, op});
         })
         .Case<PpermuteOp, AllGatherOp, AllReduceOp, ReduceScatterOp,
-              AllToAllOp>([&](auto o) {
-          // Runtime collectives: checked by the runtime's own protocol (and
-          // by meshdma-expand-collectives + this pass). Here they synchronise
-          // their group and must match across it.
-          const Buffer& in = Buf(o.getInput(), op);
-          const Buffer& out = Buf(o.getOutput(), op);
-          Record(in, device_, false, false, op, Covered(in));
-          Record(out, device_, true, false, op, Covered(out));
-          CollectiveRecord rec{op, GroupOf(op, o.getAxes())};
-          trace_->collectives.push_back(std::move(rec));
-          Emit({EvKind::kCollective,
-                static_cast<int32_t>(trace_->collectives.size() - 1), -1, -1, 0,
-                op});
-        })
+              AllToAllOp>([&](auto o) { ExecCollective(o); })
         .Default([&](Operation* op) {
           Fail(op, "unverifiable: the checker does not model '" +
                        op->getName().getStringRef() + "'");
