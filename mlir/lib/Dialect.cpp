@@ -581,19 +581,22 @@ LogicalResult AllGatherOp::verify() {
   return success();
 }
 
-static LogicalResult VerifyReductionType(Operation* op, MemRefType t) {
-  if (t.getElementType().isInteger(8))
+// What every reduction checks first: its axes, one element type on both
+// sides, and an element type the reductions support.
+static LogicalResult VerifyReductionOperands(Operation* op, ArrayAttr axes,
+                                             MemRefType in, MemRefType out) {
+  if (failed(VerifyAxes(op, axes))) return failure();
+  if (failed(VerifySameElementType(op, in, out))) return failure();
+  if (in.getElementType().isInteger(8))
     return op->emitOpError("reductions do not support ")
-           << t.getElementType() << " (f32, f64, bf16, f16, i32 and i64 only)";
+           << in.getElementType() << " (f32, f64, bf16, f16, i32 and i64 only)";
   return success();
 }
 
 LogicalResult AllReduceOp::verify() {
-  if (failed(VerifyAxes(*this, getAxes()))) return failure();
   auto in = llvm::cast<MemRefType>(getInput().getType());
   auto out = llvm::cast<MemRefType>(getOutput().getType());
-  if (failed(VerifySameElementType(*this, in, out)) ||
-      failed(VerifyReductionType(*this, in)))
+  if (failed(VerifyReductionOperands(*this, getAxes(), in, out)))
     return failure();
   auto ni = NumElements(in), no = NumElements(out);
   if (ni && no && *ni != *no)
@@ -603,11 +606,9 @@ LogicalResult AllReduceOp::verify() {
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  if (failed(VerifyAxes(*this, getAxes()))) return failure();
   auto in = llvm::cast<MemRefType>(getInput().getType());
   auto out = llvm::cast<MemRefType>(getOutput().getType());
-  if (failed(VerifySameElementType(*this, in, out)) ||
-      failed(VerifyReductionType(*this, in)))
+  if (failed(VerifyReductionOperands(*this, getAxes(), in, out)))
     return failure();
   std::optional<int64_t> n = GroupSizeAt(*this, getAxes());
   auto ni = NumElements(in), no = NumElements(out);
