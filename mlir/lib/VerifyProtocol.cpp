@@ -1346,27 +1346,14 @@ class JointRun {
     if (track_) credits_.resize(static_cast<size_t>(n_) * slots_);
   }
 
-  // Holds `device` before the first event of call `call` (1-based).
-  void Hold(int device, int call) {
-    held_ = device;
-    held_call_ = call;
-    held_at_ = static_cast<int64_t>(call - 1) * Len(device);
-  }
-
-  // Runs to the fixpoint. Returns false if a push into the held device from
-  // a call >= the held call happened (recorded in race_*).
-  bool Run() {
+  // Runs to the fixpoint: no device can take its next event.
+  void Run() {
     bool progress = true;
     while (progress) {
       progress = false;
-      for (int d = 0; d < n_; ++d) {
-        while (CanStep(d)) {
-          progress = true;
-          if (race_op_) return false;
-        }
-      }
+      for (int d = 0; d < n_; ++d)
+        while (CanStep(d)) progress = true;
     }
-    return true;
   }
 
   int64_t Len(int d) const {
@@ -1375,9 +1362,6 @@ class JointRun {
   bool Done(int d) const { return pos_[d] >= Len(d) * calls_; }
   const Event& Current(int d) const {
     return traces_[d].events[pos_[d] % Len(d)];
-  }
-  int CallOf(int d) const {
-    return Len(d) ? static_cast<int>(pos_[d] / Len(d)) + 1 : 1;
   }
   int64_t Count(int d, int slot) const {
     return counts_[static_cast<size_t>(d) * slots_ + slot];
@@ -1388,10 +1372,6 @@ class JointRun {
   }
   const std::vector<Mismatch>& mismatches() const { return mismatches_; }
   int64_t steps() const { return steps_; }
-
-  Operation* race_op_ = nullptr;
-  int race_from_ = -1;
-  int race_call_ = 0;
 
   // The devices whose remaining events (this call and later) credit `slot` of
   // device `d`, or that have not yet arrived where `d` waits for them.
@@ -1466,17 +1446,13 @@ class JointRun {
 
   bool CanStep(int d) {
     if (Done(d)) return false;
-    if (d == held_ && pos_[d] >= held_at_) return false;
     const Event& e = Current(d);
-    int call = CallOf(d);
     switch (e.kind) {
       case EvKind::kDmaStart:
-        if (IsPush(d, e.target, e.slot, call)) return RecordRace(d, e, call);
         if (e.send_slot >= 0) Credit_(d, e.send_slot, e.amount, e.op, d);
         Credit_(e.target, e.slot, e.amount, e.op, d);
         break;
       case EvKind::kSignal:
-        if (IsPush(d, e.target, e.slot, call)) return RecordRace(d, e, call);
         Credit_(e.target, e.slot, e.amount, e.op, d);
         break;
       case EvKind::kWait:
@@ -1511,18 +1487,6 @@ class JointRun {
     return true;
   }
 
-  bool IsPush(int from, int to, int slot, int call) const {
-    if (held_ < 0 || to != held_ || from == to || slot == kBarrierSlot)
-      return false;
-    return call >= held_call_;
-  }
-  bool RecordRace(int d, const Event& e, int call) {
-    race_op_ = e.op;
-    race_from_ = d;
-    race_call_ = call;
-    return true;
-  }
-
   const std::vector<Trace>& traces_;
   int n_;
   int calls_;
@@ -1541,9 +1505,6 @@ class JointRun {
   std::vector<Credit> mismatch_credit_;
 
  private:
-  int held_ = -1;
-  int held_call_ = 0;
-  int64_t held_at_ = 0;
   int64_t steps_ = 0;
 };
 
