@@ -92,9 +92,11 @@ absl::StatusOr<InputBoard> InputBoard::Publish(
   }
   MESHDMA_RETURN_IF_ERROR(device_barrier());
   // Step 3: every member's inputs, read from its board. Each member sees
-  // the same boards, so a mismatch fails on every member alike.
+  // the same boards, and a member whose inputs differ differs from some
+  // member, so a mismatch is found on every member alike.
   board.addresses_.resize(ring.size() * board.num_inputs_);
-  for (int p = 0; p < ring.size(); ++p) {
+  absl::Status mismatch;
+  for (int p = 0; p < ring.size() && mismatch.ok(); ++p) {
     ArrayRef theirs = mine;
     if (p != ring.index) {
       MESHDMA_ASSIGN_OR_RETURN(
@@ -104,16 +106,23 @@ absl::StatusOr<InputBoard> InputBoard::Publish(
     const int64_t* their_line = theirs.data_as<int64_t>();
     for (int i = 0; i < board.num_inputs_; ++i) {
       if (their_line[2 * i + 1] != inputs[i].size_bytes()) {
-        return absl::InvalidArgumentError(absl::StrCat(
+        mismatch = absl::InvalidArgumentError(absl::StrCat(
             "kernel '", kernel, "' on ", ring.Describe(), ": input ", i,
             " of member ", ring.members[p], " (logical) has ",
             their_line[2 * i + 1], " bytes where this device's ",
             inputs[i].ToString(), " has ", inputs[i].size_bytes(),
             ": every member passes the same shapes"));
+        break;
       }
       board.addresses_[p * board.num_inputs_ + i] =
           reinterpret_cast<const std::byte*>(their_line[2 * i]);
     }
+  }
+  // Step 4: on a mismatch the members leave together, so that no member's
+  // kernel scope (its board) ends while a peer still reads the board.
+  if (!mismatch.ok()) {
+    MESHDMA_RETURN_IF_ERROR(device_barrier());
+    return mismatch;
   }
   return board;
 }
