@@ -25,10 +25,11 @@
 // j's block r, and a member's own block stays where it is. Every other
 // in-place call reads a private copy of its input, made before the kernel's
 // entry barrier. Where kDirect runs, members of one call run all in place or
-// all out of place (a mix fails at the kernel's entry, naming both calls). With `CollectiveAlgorithm::kHierarchical` requested,
-// on a group spread over several hosts with the same number m > 1 of its
-// devices on each, blocks go through the member of the sender's host that
-// shares the receiver's local index: one DMA per other host instead of m
+// all out of place (a mix fails at the kernel's entry, naming both calls). With
+// `CollectiveAlgorithm::kHierarchical` requested, on a group spread over
+// several hosts with the same number m > 1 of its devices on each, blocks go
+// through the member of the sender's host that shares the receiver's local
+// index: one DMA per other host instead of m
 // (collectives/internal/hierarchy.h); kAuto does not choose it.
 #ifndef MESHDMA_COLLECTIVES_ALL_TO_ALL_H_
 #define MESHDMA_COLLECTIVES_ALL_TO_ALL_H_

@@ -549,7 +549,6 @@ TEST(DirectMismatch, PrivateAndSymmetricInputs) {
       });
 }
 
-
 // --- ppermute over the channel: device 0 leaves out the pair that wraps
 // around; the member that receives its row finds the other permutation in
 // the row's signature.
