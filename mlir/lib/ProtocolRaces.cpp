@@ -236,7 +236,8 @@ class OrderChecker : public Engine::Listener {
       order.push_back({Time(Decode(id)), id});
     std::stable_sort(order.begin(), order.end());
     ByteShadow shadow;
-    for (auto [time, id] : order) {
+    for (const auto& entry : order) {
+      const int64_t id = entry.second;  // clang 14 cannot capture a binding
       Inst b = Decode(id);
       asked_.clear();
       shadow.Visit(id, Acc(b), [&](int64_t earlier, int64_t lo, int64_t hi) {
