@@ -18,12 +18,13 @@
 namespace meshdma {
 namespace {
 
-// Prints one line per device: "tid kernels spans dma_begin dma_end waits".
+// Prints one line per device: "kernels spans dma_begin dma_end waits
+// barrier_waits".
 constexpr char kCounter[] = R"PY(
 import json, sys, collections
 events = json.load(open(sys.argv[1]))
 if isinstance(events, dict): events = events["traceEvents"]
-c = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
+c = collections.defaultdict(lambda: [0, 0, 0, 0, 0, 0])
 for e in events:
     if e.get("ph") in ("M", "C"): continue  # metadata, per-process counters
     key = (e["pid"], e["tid"]); cat = e.get("cat"); ph = e.get("ph")
@@ -32,6 +33,7 @@ for e in events:
     if cat == "dma" and ph == "b": c[key][2] += 1
     if cat == "dma" and ph == "e": c[key][3] += 1
     if cat == "wait" and ph == "B": c[key][4] += 1
+    if cat == "wait" and ph == "B" and e["name"] == "device barrier": c[key][5] += 1
 for key in sorted(c): print(*c[key])
 )PY";
 
@@ -81,7 +83,7 @@ TEST(Trace, RingAttentionTimeline) {
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
-    std::vector<int> row(5);
+    std::vector<int> row(6);
     for (int& x : row) ls >> x;
     rows.push_back(row);
   }
@@ -93,6 +95,8 @@ TEST(Trace, RingAttentionTimeline) {
         << "K and V forwarded at each step but the last";
     EXPECT_EQ(r[3], r[2]) << "every DMA completes";
     EXPECT_GE(r[4], 4 * (n - 1)) << "wait_send and wait_recv per DMA";
+    // The entry barrier's waits carry the name its errors give them.
+    if (n > 1) EXPECT_GE(r[5], 1) << "device barrier waits";
   }
 }
 

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/dma/internal/device.h"
+#include "meshdma/dma/internal/wait_policy.h"
 #include "meshdma/dma/trace.h"
 
 namespace meshdma {
@@ -34,20 +35,6 @@ std::string Escape(absl::string_view s) {
     if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
   }
   return out;
-}
-
-const char* KindName(WaitKind kind) {
-  switch (kind) {
-    case WaitKind::kSemaphore:
-      return "semaphore_wait";
-    case WaitKind::kDmaSend:
-      return "wait_send";
-    case WaitKind::kDmaRecv:
-      return "wait_recv";
-    case WaitKind::kBarrier:
-      return "barrier";
-  }
-  return "wait";
 }
 
 // The user's name for `sem`, read on the calling device's thread.
@@ -228,7 +215,7 @@ void TimelineTracer::OnWaitBegin(int device, WaitKind kind, Semaphore sem,
     const int64_t now = NowNs();
     wait_begin_ns_[device] = now;
     AddEvent(
-        now, KindName(kind), "wait", 'B', device,
+        now, dma_internal::WaitVerb(kind), "wait", 'B', device,
         absl::StrFormat(R"({"semaphore":"%s","expected":%d,"observed":%d})",
                         name, value, observed));
   }
@@ -240,7 +227,7 @@ void TimelineTracer::OnWaitEnd(int device, WaitKind kind, Semaphore sem,
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowNs();
-    AddEvent(now, KindName(kind), "wait", 'E', device,
+    AddEvent(now, dma_internal::WaitVerb(kind), "wait", 'E', device,
              absl::StrCat(R"({"ok":)", ok ? "true" : "false", "}"));
     // Send-side DMA semaphores only ever hear from their own device.
     if (ok && kind != WaitKind::kDmaSend) {

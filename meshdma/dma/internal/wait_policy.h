@@ -30,7 +30,8 @@
 
 namespace meshdma::dma_internal {
 
-// The verb a wait of `kind` reports in errors ("wait_recv", ...).
+// The verb that names a wait of `kind` ("wait_recv", "device barrier",
+// ...): in its errors, its hang note and its timeline events.
 absl::string_view WaitVerb(WaitKind kind);
 
 // How a phase-3 wait ended.
