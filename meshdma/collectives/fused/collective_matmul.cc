@@ -1,10 +1,13 @@
 #include "meshdma/collectives/fused/collective_matmul.h"
 
 #include <algorithm>
+#include <span>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/peer_read.h"
+#include "meshdma/collectives/fused/ring_slots.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
@@ -22,6 +25,7 @@ using fused_internal::InputBoard;
 using fused_internal::PeerMemory;
 using fused_internal::PulledBlock;
 using fused_internal::ReadsInPlace;
+using fused_internal::RingSemaphores;
 
 constexpr absl::string_view kAllGatherMatmul = "all_gather_matmul";
 constexpr absl::string_view kMatmulReduceScatter = "matmul_reduce_scatter";
@@ -34,6 +38,20 @@ absl::Status CheckMatrix(absl::string_view kernel, absl::string_view name,
                      a.ToString(), ", expected a contiguous f32 matrix"));
   }
   return absl::OkStatus();
+}
+
+// What both kernels check first: `mode`, that `x`, `w` and `out` are
+// contiguous f32 matrices (how their shapes fit is the kernel's), then the
+// ring along `axes` (the caller's: the group refers to them).
+absl::StatusOr<Group> CheckOperands(absl::string_view kernel, const ArrayRef& x,
+                                    const ArrayRef& w, const ArrayRef& out,
+                                    OverlapMode mode,
+                                    std::span<const std::string> axes) {
+  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode(kernel, mode));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kernel, "x", x));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kernel, "w", w));
+  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kernel, "out", out));
+  return collectives_internal::ResolveGroup(kernel, axes);
 }
 
 // c[m, n] (+)= a[m, k] b[k, n], row-major contiguous; checked mode sees the
@@ -50,204 +68,168 @@ void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
        n, beta, c.data_as<float>(), n);
 }
 
-// The DMA ring: at step s the x block in hand is forwarded into the right
-// neighbour's slot while it is multiplied here.
+// The algorithms below are kernel bodies, run by the entry points.
+
+// The DMA ring (ring_slots.h): at step s the x block in hand is forwarded
+// into the right neighbour's slot while it is multiplied here.
 absl::Status AllGatherMatmulDma(const Group& ring, const ArrayRef& x,
                                 const ArrayRef& w, const ArrayRef& out,
                                 OverlapMode mode) {
   const int n = ring.size();
   const int64_t mb = x.dim(0), k = x.dim(1);
-  return RunKernel(
-      {.name = std::string(kAllGatherMatmul),
-       .entry_barrier = true,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
-                                 AllocateSymmetric<float>({2, mb, k}));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            SemaphoreArray recv,
-            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore free_sem,
-            AllocateSemaphore(SemaphoreType::kRegular, "free"));
-        for (int s = 0; s < n; ++s) {
-          const int src_device = ring.PositionAt(-s);
-          const int cur = s % 2, next = (s + 1) % 2;
-          const ArrayRef block = s == 0 ? x : *slots.At(cur);
-          const bool forward = Communicates(mode) && s < n - 1;
-          AsyncCopyDescriptor copy =
-              make_async_remote_copy(block, *slots.At(next), send, recv[next],
-                                     ring.right(), DeviceIdType::kLogical);
-          // Step 1: forward the x block in hand (from step 2 on, once the right
-          // neighbour has consumed the slot it lands in: `free`).
-          if (forward) {
-            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
-            MESHDMA_RETURN_IF_ERROR(copy.start());
-            if (mode == OverlapMode::kSequential) {
-              MESHDMA_RETURN_IF_ERROR(copy.wait());
-            }
-          }
-          // Step 2: rows block `src_device` of out = block @ w.
-          if (Computes(mode)) {
-            TraceSpan span(absl::StrCat(kAllGatherMatmul, " step ", s));
-            const ArrayRef a = Communicates(mode) ? block : x;
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
-                                     out.Slice(0, src_device * mb, mb));
-            MatMul(a, w, product, 0.0f);
-          }
-          // Step 3: my block has left and the next has arrived.
-          if (forward && mode != OverlapMode::kSequential) {
-            MESHDMA_RETURN_IF_ERROR(copy.wait());
-          }
-          // Step 4: slot `cur` is consumed; the left neighbour may refill it.
-          if (Communicates(mode) && s >= 1 && s + 1 <= n - 2) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
-                                                     DeviceIdType::kLogical));
-          }
-        }
-        return absl::OkStatus();
-      });
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
+                           AllocateSymmetric<float>({2, mb, k}));
+  MESHDMA_ASSIGN_OR_RETURN(const RingSemaphores sems,
+                           RingSemaphores::Allocate());
+  for (int s = 0; s < n; ++s) {
+    const int src_device = ring.PositionAt(-s);
+    const int cur = s % 2, next = (s + 1) % 2;
+    const ArrayRef block = s == 0 ? x : *slots.At(cur);
+    const bool forward = Communicates(mode) && s < n - 1;
+    AsyncCopyDescriptor copy = make_async_remote_copy(
+        block, *slots.At(next), sems.send, sems.recv[next], ring.right(),
+        DeviceIdType::kLogical);
+    // Step 1: forward the x block in hand (from step 2 on, once the right
+    // neighbour has consumed the slot it lands in: `free`).
+    if (forward) {
+      MESHDMA_RETURN_IF_ERROR(sems.AwaitFree(s));
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      if (mode == OverlapMode::kSequential) {
+        MESHDMA_RETURN_IF_ERROR(copy.wait());
+      }
+    }
+    // Step 2: rows block `src_device` of out = block @ w.
+    if (Computes(mode)) {
+      TraceSpan span(absl::StrCat(kAllGatherMatmul, " step ", s));
+      const ArrayRef a = Communicates(mode) ? block : x;
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
+                               out.Slice(0, src_device * mb, mb));
+      MatMul(a, w, product, 0.0f);
+    }
+    // Step 3: my block has left and the next has arrived.
+    if (forward && mode != OverlapMode::kSequential) {
+      MESHDMA_RETURN_IF_ERROR(copy.wait());
+    }
+    // Step 4: slot `cur` is consumed; the left neighbour may refill it.
+    if (Communicates(mode)) MESHDMA_RETURN_IF_ERROR(sems.ReleaseSlot(ring, s));
+  }
+  return absl::OkStatus();
 }
 
-// In place: at step s the rows block of the member s places to the left,
-// read from its x where it lies; no slot, no copy.
+// In place (without entry barrier): at step s the rows block of the member
+// s places to the left, read from its x where it lies; no slot, no copy.
 absl::Status AllGatherMatmulInPlace(const Group& ring, const ArrayRef& x,
                                     const ArrayRef& w, const ArrayRef& out,
                                     OverlapMode mode) {
   const int n = ring.size();
   const int64_t mb = x.dim(0);
-  return RunKernel(
-      {.name = std::string(kAllGatherMatmul),
-       .entry_barrier = false,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        // Step 1: every member's x (the board's barrier is the entry one).
-        const ArrayRef inputs[] = {x};
-        MESHDMA_ASSIGN_OR_RETURN(
-            const InputBoard board,
-            InputBoard::Publish(kAllGatherMatmul, ring, inputs));
-        PulledBlock pulled(mode, x);
-        for (int s = 0; s < n; ++s) {
-          const int src_device = ring.PositionAt(-s);
-          // Step 2: the block, read in place (or pulled into a private
-          // copy in the sequential and communication-only modes).
-          ArrayRef block = x;
-          if (s > 0 && Communicates(mode)) {
-            MESHDMA_ASSIGN_OR_RETURN(block,
-                                     pulled.From(board.Input(src_device, 0)));
-          }
-          // Step 3: rows block `src_device` of out = block @ w.
-          if (Computes(mode)) {
-            TraceSpan span(absl::StrCat(kAllGatherMatmul, " step ", s));
-            MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
-                                     out.Slice(0, src_device * mb, mb));
-            MatMul(block, w, product, 0.0f);
-          }
-        }
-        // Step 4: done with the peers' x; wait until they are done with mine.
-        return board.Release(ring);
-      });
+  // Step 1: every member's x (the board's barrier is the entry one).
+  const ArrayRef inputs[] = {x};
+  MESHDMA_ASSIGN_OR_RETURN(const InputBoard board,
+                           InputBoard::Publish(kAllGatherMatmul, ring, inputs));
+  PulledBlock pulled(mode, x);
+  for (int s = 0; s < n; ++s) {
+    const int src_device = ring.PositionAt(-s);
+    // Step 2: the block, read in place (or pulled into a private
+    // copy in the sequential and communication-only modes).
+    ArrayRef block = x;
+    if (s > 0 && Communicates(mode)) {
+      MESHDMA_ASSIGN_OR_RETURN(block, pulled.From(board.Input(src_device, 0)));
+    }
+    // Step 3: rows block `src_device` of out = block @ w.
+    if (Computes(mode)) {
+      TraceSpan span(absl::StrCat(kAllGatherMatmul, " step ", s));
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
+                               out.Slice(0, src_device * mb, mb));
+      MatMul(block, w, product, 0.0f);
+    }
+  }
+  // Step 4: done with the peers' x; wait until they are done with mine.
+  return board.Release(ring);
 }
 
-// The DMA ring: the running sum of step s is pushed into the right
-// neighbour's slot while the partial product of step s + 1 is computed.
+// The DMA ring (ring_slots.h): the running sum of step s is pushed into the
+// right neighbour's slot while the partial product of step s + 1 is
+// computed.
 absl::Status MatmulReduceScatterDma(const Group& ring, const ArrayRef& x,
                                     const ArrayRef& w, const ArrayRef& out,
                                     OverlapMode mode) {
   const int n = ring.size();
   const int64_t mb = out.dim(0), n_out = out.dim(1);
   auto rows = [&](int block) { return *x.Slice(0, block * mb, mb); };
-  return RunKernel(
-      {.name = std::string(kMatmulReduceScatter),
-       .entry_barrier = true,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        // Received accumulators (symmetric, double-buffered) and the partial
-        // sums this device computes and sends (local, double-buffered).
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef recv_buf,
-                                 AllocateSymmetric<float>({2, mb, n_out}));
-        std::vector<float> send_store(2 * mb * n_out);
-        MESHDMA_ASSIGN_OR_RETURN(
-            ArrayRef send_buf,
-            ArrayRef::FromPointer(send_store.data(), DType::kF32,
-                                  std::vector<int64_t>{2, mb, n_out}));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            SemaphoreArray recv,
-            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore free_sem,
-            AllocateSemaphore(SemaphoreType::kRegular, "free"));
-        const bool comm = Communicates(mode);
-        std::optional<AsyncCopyDescriptor>
-            in_flight;  // The previous step's send.
-        for (int s = 0; s < n; ++s) {
-          const int block = ring.PositionAt(-s - 1);
-          const int cur = s % 2, next = (s + 1) % 2;
-          const bool last = s == n - 1;
-          const ArrayRef acc = last ? out : *send_buf.At(cur);
-          // Step 1: my partial product for rows block `block`, computed while
-          // the previous step's sum travels.
-          if (Computes(mode)) {
-            TraceSpan span(absl::StrCat(kMatmulReduceScatter, " step ", s));
-            MatMul(rows(block), w, acc, 0.0f);
-          }
-          // Step 2: the sum of the devices to my left for this block arrives in
-          // slot `cur`; add it, then release the slot to my left neighbour
-          // (`free`) if it will fill it again.
-          // (Compute-only adds the slot as it is: the same adds, no data.)
-          if (s >= 1) {
-            if (comm) {
-              AsyncCopyDescriptor incoming = make_async_remote_copy(
-                  *send_buf.At(cur), *recv_buf.At(cur), send, recv[cur],
-                  ring.right(), DeviceIdType::kLogical);
-              MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
-            }
-            if (Computes(mode)) {
-              TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
-              const ArrayRef arrived = *recv_buf.At(cur);
-              if (RaceCheckingEnabled()) {
-                AnnotateRead(arrived, "read of the arrived partial sum");
-                AnnotateWrite(acc, "accumulation of the partial sum");
-              }
-              const float* in = arrived.data_as<float>();
-              float* sum = acc.data_as<float>();
-              for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
-            }
-            if (comm && s + 1 <= n - 2) {
-              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
-                                                       DeviceIdType::kLogical));
-            }
-          }
-          // Step 3: the previous send has left: its source buffer is reused at
-          // the next step.
-          if (in_flight.has_value()) {
-            MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
-            in_flight.reset();
-          }
-          // Step 4: forward the running sum into the right neighbour's slot
-          // `next` (from step 2 on, once it has consumed that slot: `free`).
-          if (comm && !last) {
-            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
-            AsyncCopyDescriptor copy = make_async_remote_copy(
-                *send_buf.At(cur), *recv_buf.At(next), send, recv[next],
-                ring.right(), DeviceIdType::kLogical);
-            MESHDMA_RETURN_IF_ERROR(copy.start());
-            if (mode == OverlapMode::kSequential) {
-              MESHDMA_RETURN_IF_ERROR(copy.wait_send());
-            } else {
-              in_flight = copy;
-            }
-          }
+  // Received accumulators (symmetric, double-buffered) and the partial
+  // sums this device computes and sends (local, double-buffered).
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef recv_buf,
+                           AllocateSymmetric<float>({2, mb, n_out}));
+  std::vector<float> send_store(2 * mb * n_out);
+  MESHDMA_ASSIGN_OR_RETURN(
+      ArrayRef send_buf,
+      ArrayRef::FromPointer(send_store.data(), DType::kF32,
+                            std::vector<int64_t>{2, mb, n_out}));
+  MESHDMA_ASSIGN_OR_RETURN(const RingSemaphores sems,
+                           RingSemaphores::Allocate());
+  const bool comm = Communicates(mode);
+  std::optional<AsyncCopyDescriptor> in_flight;  // The previous step's send.
+  for (int s = 0; s < n; ++s) {
+    const int block = ring.PositionAt(-s - 1);
+    const int cur = s % 2, next = (s + 1) % 2;
+    const bool last = s == n - 1;
+    const ArrayRef acc = last ? out : *send_buf.At(cur);
+    // Step 1: my partial product for rows block `block`, computed while
+    // the previous step's sum travels.
+    if (Computes(mode)) {
+      TraceSpan span(absl::StrCat(kMatmulReduceScatter, " step ", s));
+      MatMul(rows(block), w, acc, 0.0f);
+    }
+    // Step 2: the sum of the devices to my left for this block arrives in
+    // slot `cur`; add it, then release the slot to my left neighbour
+    // (`free`) if it will fill it again.
+    // (Compute-only adds the slot as it is: the same adds, no data.)
+    if (s >= 1) {
+      if (comm) {
+        AsyncCopyDescriptor incoming = make_async_remote_copy(
+            *send_buf.At(cur), *recv_buf.At(cur), sems.send, sems.recv[cur],
+            ring.right(), DeviceIdType::kLogical);
+        MESHDMA_RETURN_IF_ERROR(incoming.wait_recv());
+      }
+      if (Computes(mode)) {
+        TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
+        const ArrayRef arrived = *recv_buf.At(cur);
+        if (RaceCheckingEnabled()) {
+          AnnotateRead(arrived, "read of the arrived partial sum");
+          AnnotateWrite(acc, "accumulation of the partial sum");
         }
-        if (in_flight.has_value()) {
-          MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
-        }
-        return absl::OkStatus();
-      });
+        const float* in = arrived.data_as<float>();
+        float* sum = acc.data_as<float>();
+        for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
+      }
+      if (comm) MESHDMA_RETURN_IF_ERROR(sems.ReleaseSlot(ring, s));
+    }
+    // Step 3: the previous send has left: its source buffer is reused at
+    // the next step.
+    if (in_flight.has_value()) {
+      MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
+      in_flight.reset();
+    }
+    // Step 4: forward the running sum into the right neighbour's slot
+    // `next` (from step 2 on, once it has consumed that slot: `free`).
+    if (comm && !last) {
+      MESHDMA_RETURN_IF_ERROR(sems.AwaitFree(s));
+      AsyncCopyDescriptor copy = make_async_remote_copy(
+          *send_buf.At(cur), *recv_buf.At(next), sems.send, sems.recv[next],
+          ring.right(), DeviceIdType::kLogical);
+      MESHDMA_RETURN_IF_ERROR(copy.start());
+      if (mode == OverlapMode::kSequential) {
+        MESHDMA_RETURN_IF_ERROR(copy.wait_send());
+      } else {
+        in_flight = copy;
+      }
+    }
+  }
+  if (in_flight.has_value()) {
+    MESHDMA_RETURN_IF_ERROR(in_flight->wait_send());
+  }
+  return absl::OkStatus();
 }
 
 // In place: the running sums travel the ring as in the DMA ring, but each
@@ -262,78 +244,68 @@ absl::Status MatmulReduceScatterInPlace(const Group& ring, const ArrayRef& x,
   const int n = ring.size();
   const int64_t mb = out.dim(0), n_out = out.dim(1);
   auto rows = [&](int block) { return *x.Slice(0, block * mb, mb); };
-  return RunKernel(
-      {.name = std::string(kMatmulReduceScatter),
-       .entry_barrier = true,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
-                                 AllocateSymmetric<float>({2, mb, n_out}));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
+                           AllocateSymmetric<float>({2, mb, n_out}));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore ready,
+                           AllocateSemaphore(SemaphoreType::kRegular, "ready"));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore free_sem,
+                           AllocateSemaphore(SemaphoreType::kRegular, "free"));
+  const bool comm = Communicates(mode) && n > 1;
+  ArrayRef left_slots = slots;
+  if (comm) {
+    MESHDMA_ASSIGN_OR_RETURN(
+        left_slots, peer_view(slots, ring.left(), DeviceIdType::kLogical));
+  }
+  PulledBlock pulled(mode, *slots.At(0));
+  int frees_waited = 0;
+  for (int s = 0; s < n; ++s) {
+    const int block = ring.PositionAt(-s - 1);
+    const bool last = s == n - 1;
+    const ArrayRef acc = last ? out : *slots.At(s % 2);
+    // Step 1: from step 2 on, my slot held the sum of step s - 2 until
+    // my right neighbour added it (`free`).
+    if (comm && s >= 2 && !last) {
+      MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
+      ++frees_waited;
+    }
+    // Step 2: my partial product for rows block `block`.
+    if (Computes(mode)) {
+      TraceSpan span(absl::StrCat(kMatmulReduceScatter, " step ", s));
+      MatMul(rows(block), w, acc, 0.0f);
+    }
+    // Step 3: add the sum of the devices to my left for this block,
+    // from my left neighbour's slot once it is complete (`ready`); then
+    // give the slot back (`free`).
+    // (Compute-only adds my own slot: the same adds on local data.)
+    if (s >= 1) {
+      ArrayRef arrived = *slots.At((s - 1) % 2);
+      if (comm) {
+        MESHDMA_RETURN_IF_ERROR(semaphore_wait(ready, 1));
         MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore ready,
-            AllocateSemaphore(SemaphoreType::kRegular, "ready"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore free_sem,
-            AllocateSemaphore(SemaphoreType::kRegular, "free"));
-        const bool comm = Communicates(mode) && n > 1;
-        ArrayRef left_slots = slots;
-        if (comm) {
-          MESHDMA_ASSIGN_OR_RETURN(
-              left_slots,
-              peer_view(slots, ring.left(), DeviceIdType::kLogical));
-        }
-        PulledBlock pulled(mode, *slots.At(0));
-        int frees_waited = 0;
-        for (int s = 0; s < n; ++s) {
-          const int block = ring.PositionAt(-s - 1);
-          const bool last = s == n - 1;
-          const ArrayRef acc = last ? out : *slots.At(s % 2);
-          // Step 1: from step 2 on, my slot held the sum of step s - 2 until
-          // my right neighbour added it (`free`).
-          if (comm && s >= 2 && !last) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
-            ++frees_waited;
-          }
-          // Step 2: my partial product for rows block `block`.
-          if (Computes(mode)) {
-            TraceSpan span(absl::StrCat(kMatmulReduceScatter, " step ", s));
-            MatMul(rows(block), w, acc, 0.0f);
-          }
-          // Step 3: add the sum of the devices to my left for this block,
-          // from my left neighbour's slot once it is complete (`ready`); then
-          // give the slot back (`free`).
-          // (Compute-only adds my own slot: the same adds on local data.)
-          if (s >= 1) {
-            ArrayRef arrived = *slots.At((s - 1) % 2);
-            if (comm) {
-              MESHDMA_RETURN_IF_ERROR(semaphore_wait(ready, 1));
-              MESHDMA_ASSIGN_OR_RETURN(
-                  arrived, pulled.From((*left_slots.At((s - 1) % 2)).data()));
-            }
-            if (Computes(mode)) {
-              TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
-              const float* in = arrived.data_as<float>();
-              float* sum = acc.data_as<float>();
-              for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
-            }
-            if (comm) {
-              MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
-                                                       DeviceIdType::kLogical));
-            }
-          }
-          // Step 4: my sum for this step is complete in my slot.
-          if (comm && !last) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(ready, 1, ring.right(),
-                                                     DeviceIdType::kLogical));
-          }
-        }
-        // Step 5: my right neighbour has added every sum of my slots.
-        if (comm) {
-          MESHDMA_RETURN_IF_ERROR(
-              semaphore_wait(free_sem, (n - 1) - frees_waited));
-        }
-        return absl::OkStatus();
-      });
+            arrived, pulled.From((*left_slots.At((s - 1) % 2)).data()));
+      }
+      if (Computes(mode)) {
+        TraceSpan span(absl::StrCat(kMatmulReduceScatter, " add ", s));
+        const float* in = arrived.data_as<float>();
+        float* sum = acc.data_as<float>();
+        for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += in[i];
+      }
+      if (comm) {
+        MESHDMA_RETURN_IF_ERROR(
+            semaphore_signal(free_sem, 1, ring.left(), DeviceIdType::kLogical));
+      }
+    }
+    // Step 4: my sum for this step is complete in my slot.
+    if (comm && !last) {
+      MESHDMA_RETURN_IF_ERROR(
+          semaphore_signal(ready, 1, ring.right(), DeviceIdType::kLogical));
+    }
+  }
+  // Step 5: my right neighbour has added every sum of my slots.
+  if (comm) {
+    MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, (n - 1) - frees_waited));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -342,13 +314,9 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
                              const ArrayRef& out,
                              const CollectiveMatmulOptions& o) {
   constexpr absl::string_view kName = kAllGatherMatmul;
-  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode(kName, o.mode));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
   const std::string axes[] = {o.axis};
-  MESHDMA_ASSIGN_OR_RETURN(const collectives_internal::Group ring,
-                           collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_ASSIGN_OR_RETURN(const Group ring,
+                           CheckOperands(kName, x, w, out, o.mode, axes));
   const int n = ring.size();
   const int64_t mb = x.dim(0), k = x.dim(1), n_out = w.dim(1);
   if (w.dim(0) != k || out.dim(0) != mb * n || out.dim(1) != n_out) {
@@ -361,21 +329,24 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_ASSIGN_OR_RETURN(
       const bool in_place,
       ReadsInPlace(kName, ring, o.transfer, PeerMemory::kInputs));
-  return in_place ? AllGatherMatmulInPlace(ring, x, w, out, o.mode)
-                  : AllGatherMatmulDma(ring, x, w, out, o.mode);
+  // The in-place algorithm's board barrier serves as its entry barrier.
+  return RunKernel(
+      {.name = std::string(kName),
+       .entry_barrier = !in_place,
+       .collective_id = std::nullopt},
+      [&] {
+        return in_place ? AllGatherMatmulInPlace(ring, x, w, out, o.mode)
+                        : AllGatherMatmulDma(ring, x, w, out, o.mode);
+      });
 }
 
 absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
                                  const ArrayRef& out,
                                  const CollectiveMatmulOptions& o) {
   constexpr absl::string_view kName = kMatmulReduceScatter;
-  MESHDMA_RETURN_IF_ERROR(CheckOverlapMode(kName, o.mode));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "x", x));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "w", w));
-  MESHDMA_RETURN_IF_ERROR(CheckMatrix(kName, "out", out));
   const std::string axes[] = {o.axis};
-  MESHDMA_ASSIGN_OR_RETURN(const collectives_internal::Group ring,
-                           collectives_internal::ResolveGroup(kName, axes));
+  MESHDMA_ASSIGN_OR_RETURN(const Group ring,
+                           CheckOperands(kName, x, w, out, o.mode, axes));
   const int n = ring.size();
   const int64_t m = x.dim(0), k = x.dim(1), n_out = w.dim(1);
   if (w.dim(0) != k || m % n != 0 || out.dim(0) != m / n ||
@@ -389,8 +360,14 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_ASSIGN_OR_RETURN(
       const bool in_place,
       ReadsInPlace(kName, ring, o.transfer, PeerMemory::kSymmetric));
-  return in_place ? MatmulReduceScatterInPlace(ring, x, w, out, o.mode)
-                  : MatmulReduceScatterDma(ring, x, w, out, o.mode);
+  return RunKernel(
+      {.name = std::string(kName),
+       .entry_barrier = true,
+       .collective_id = std::nullopt},
+      [&] {
+        return in_place ? MatmulReduceScatterInPlace(ring, x, w, out, o.mode)
+                        : MatmulReduceScatterDma(ring, x, w, out, o.mode);
+      });
 }
 
 }  // namespace meshdma

@@ -6,6 +6,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/online_attention.h"
 #include "meshdma/collectives/fused/peer_read.h"
+#include "meshdma/collectives/fused/ring_slots.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
@@ -49,116 +50,97 @@ std::vector<int64_t> ZigZagOrder(int64_t seq_len, int n) {
 
 namespace {
 
+using fused_internal::RingSemaphores;
 using AttendFn = absl::FunctionRef<void(int step, const ArrayRef& keys,
                                         const ArrayRef& values)>;
 
-// The DMA ring: the KV block in hand is forwarded into the right neighbour's
-// other slot while it is attended to here.
+// The DMA ring (a kernel's body, ring_slots.h): the KV block in hand is
+// forwarded into the right neighbour's other slot while it is attended to
+// here.
 absl::Status RingDma(const collectives_internal::Group& ring, const ArrayRef& k,
                      const ArrayRef& v, OverlapMode mode, AttendFn attend) {
   const int n = ring.size();
   const int64_t hkv = k.dim(0), s_len = k.dim(1), d = k.dim(2);
-  return RunKernel(
-      {.name = "ring_attention",
-       .entry_barrier = true,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        // Two receive slots, each holding one K and one V block.
-        MESHDMA_ASSIGN_OR_RETURN(
-            ArrayRef slots, AllocateSymmetric<float>({2, 2, hkv, s_len, d}));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore send, AllocateSemaphore(SemaphoreType::kDma, "send"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            SemaphoreArray recv,
-            AllocateSemaphoreArray(SemaphoreType::kDma, 2, "recv"));
-        MESHDMA_ASSIGN_OR_RETURN(
-            Semaphore free_sem,
-            AllocateSemaphore(SemaphoreType::kRegular, "free"));
-        auto slot_k = [&](int slot) { return *(*slots.At(slot)).At(0); };
-        auto slot_v = [&](int slot) { return *(*slots.At(slot)).At(1); };
+  // Two receive slots, each holding one K and one V block.
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
+                           AllocateSymmetric<float>({2, 2, hkv, s_len, d}));
+  MESHDMA_ASSIGN_OR_RETURN(const RingSemaphores sems,
+                           RingSemaphores::Allocate());
+  auto slot_k = [&](int slot) { return *(*slots.At(slot)).At(0); };
+  auto slot_v = [&](int slot) { return *(*slots.At(slot)).At(1); };
 
-        for (int s = 0; s < n; ++s) {
-          const int cur = s % 2, next = (s + 1) % 2;
-          const ArrayRef kb = s == 0 ? k : slot_k(cur);
-          const ArrayRef vb = s == 0 ? v : slot_v(cur);
-          const bool forward = Communicates(mode) && s < n - 1;
-          AsyncCopyDescriptor copy_k =
-              make_async_remote_copy(kb, slot_k(next), send, recv[next],
-                                     ring.right(), DeviceIdType::kLogical);
-          AsyncCopyDescriptor copy_v =
-              make_async_remote_copy(vb, slot_v(next), send, recv[next],
-                                     ring.right(), DeviceIdType::kLogical);
-          // Step 1: forward the block in hand to the right neighbour's other
-          // slot. From step 2 on that slot held the block the neighbour got at
-          // step s - 1; wait on `free` until it has consumed it.
-          if (forward) {
-            if (s >= 2) MESHDMA_RETURN_IF_ERROR(semaphore_wait(free_sem, 1));
-            MESHDMA_RETURN_IF_ERROR(copy_k.start());
-            MESHDMA_RETURN_IF_ERROR(copy_v.start());
-            if (mode == OverlapMode::kSequential) {
-              MESHDMA_RETURN_IF_ERROR(copy_k.wait());
-              MESHDMA_RETURN_IF_ERROR(copy_v.wait());
-            }
-          }
-          // Step 2: fold the block in hand into the online softmax
-          // (compute-only mode uses the local block with the same positions,
-          // hence the same work).
-          if (Computes(mode)) {
-            const bool local = s == 0 || !Communicates(mode);
-            attend(s, local ? k : kb, local ? v : vb);
-          }
-          // Step 3: my block has left (`send`) and the next one has arrived
-          // (`recv[next]`, the same byte count as my outgoing copies).
-          if (forward && mode != OverlapMode::kSequential) {
-            MESHDMA_RETURN_IF_ERROR(copy_k.wait());
-            MESHDMA_RETURN_IF_ERROR(copy_v.wait());
-          }
-          // Step 4: slot `cur` is consumed (computed on and forwarded); my left
-          // neighbour refills it at its step s + 1 if that step forwards again.
-          if (Communicates(mode) && s >= 1 && s + 1 <= n - 2) {
-            MESHDMA_RETURN_IF_ERROR(semaphore_signal(free_sem, 1, ring.left(),
-                                                     DeviceIdType::kLogical));
-          }
-        }
-        return absl::OkStatus();
-      });
+  for (int s = 0; s < n; ++s) {
+    const int cur = s % 2, next = (s + 1) % 2;
+    const ArrayRef kb = s == 0 ? k : slot_k(cur);
+    const ArrayRef vb = s == 0 ? v : slot_v(cur);
+    const bool forward = Communicates(mode) && s < n - 1;
+    AsyncCopyDescriptor copy_k =
+        make_async_remote_copy(kb, slot_k(next), sems.send, sems.recv[next],
+                               ring.right(), DeviceIdType::kLogical);
+    AsyncCopyDescriptor copy_v =
+        make_async_remote_copy(vb, slot_v(next), sems.send, sems.recv[next],
+                               ring.right(), DeviceIdType::kLogical);
+    // Step 1: forward the block in hand to the right neighbour's other
+    // slot. From step 2 on that slot held the block the neighbour got at
+    // step s - 1; wait on `free` until it has consumed it.
+    if (forward) {
+      MESHDMA_RETURN_IF_ERROR(sems.AwaitFree(s));
+      MESHDMA_RETURN_IF_ERROR(copy_k.start());
+      MESHDMA_RETURN_IF_ERROR(copy_v.start());
+      if (mode == OverlapMode::kSequential) {
+        MESHDMA_RETURN_IF_ERROR(copy_k.wait());
+        MESHDMA_RETURN_IF_ERROR(copy_v.wait());
+      }
+    }
+    // Step 2: fold the block in hand into the online softmax
+    // (compute-only mode uses the local block with the same positions,
+    // hence the same work).
+    if (Computes(mode)) {
+      const bool local = s == 0 || !Communicates(mode);
+      attend(s, local ? k : kb, local ? v : vb);
+    }
+    // Step 3: my block has left (`send`) and the next one has arrived
+    // (`recv[next]`, the same byte count as my outgoing copies).
+    if (forward && mode != OverlapMode::kSequential) {
+      MESHDMA_RETURN_IF_ERROR(copy_k.wait());
+      MESHDMA_RETURN_IF_ERROR(copy_v.wait());
+    }
+    // Step 4: slot `cur` is consumed (computed on and forwarded); my left
+    // neighbour refills it at its step s + 1 if that step forwards again.
+    if (Communicates(mode)) MESHDMA_RETURN_IF_ERROR(sems.ReleaseSlot(ring, s));
+  }
+  return absl::OkStatus();
 }
 
-// In place: at step s the k and v of the member s places to the left, read
-// where that member keeps them (overlap.h).
+// In place (a kernel's body, without entry barrier): at step s the k and v
+// of the member s places to the left, read where that member keeps them
+// (overlap.h).
 absl::Status RingInPlace(const collectives_internal::Group& ring,
                          const ArrayRef& k, const ArrayRef& v, OverlapMode mode,
                          AttendFn attend) {
-  return RunKernel(
-      {.name = std::string(kName),
-       .entry_barrier = false,
-       .collective_id = std::nullopt},
-      [&]() -> absl::Status {
-        // Step 1: every member's k and v (the board's barrier is the entry
-        // one).
-        const ArrayRef inputs[] = {k, v};
-        MESHDMA_ASSIGN_OR_RETURN(
-            const fused_internal::InputBoard board,
-            fused_internal::InputBoard::Publish(kName, ring, inputs));
-        fused_internal::PulledBlock pulled_k(mode, k), pulled_v(mode, v);
-        for (int s = 0; s < ring.size(); ++s) {
-          // Step 2: the block of the member s places to my left, in place
-          // (or pulled into a private copy: sequential, communication-only).
-          ArrayRef keys = k, values = v;
-          if (s > 0 && Communicates(mode)) {
-            const int src_device = ring.PositionAt(-s);
-            MESHDMA_ASSIGN_OR_RETURN(keys,
-                                     pulled_k.From(board.Input(src_device, 0)));
-            MESHDMA_ASSIGN_OR_RETURN(values,
-                                     pulled_v.From(board.Input(src_device, 1)));
-          }
-          // Step 3: fold it into the online softmax.
-          if (Computes(mode)) attend(s, keys, values);
-        }
-        // Step 4: done with the peers' blocks; wait until they are done
-        // with mine.
-        return board.Release(ring);
-      });
+  // Step 1: every member's k and v (the board's barrier is the entry
+  // one).
+  const ArrayRef inputs[] = {k, v};
+  MESHDMA_ASSIGN_OR_RETURN(
+      const fused_internal::InputBoard board,
+      fused_internal::InputBoard::Publish(kName, ring, inputs));
+  fused_internal::PulledBlock pulled_k(mode, k), pulled_v(mode, v);
+  for (int s = 0; s < ring.size(); ++s) {
+    // Step 2: the block of the member s places to my left, in place
+    // (or pulled into a private copy: sequential, communication-only).
+    ArrayRef keys = k, values = v;
+    if (s > 0 && Communicates(mode)) {
+      const int src_device = ring.PositionAt(-s);
+      MESHDMA_ASSIGN_OR_RETURN(keys, pulled_k.From(board.Input(src_device, 0)));
+      MESHDMA_ASSIGN_OR_RETURN(values,
+                               pulled_v.From(board.Input(src_device, 1)));
+    }
+    // Step 3: fold it into the online softmax.
+    if (Computes(mode)) attend(s, keys, values);
+  }
+  // Step 4: done with the peers' blocks; wait until they are done
+  // with mine.
+  return board.Release(ring);
 }
 
 }  // namespace
@@ -239,8 +221,15 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
       const bool in_place,
       fused_internal::ReadsInPlace(kName, ring, o.transfer,
                                    fused_internal::PeerMemory::kInputs));
-  MESHDMA_RETURN_IF_ERROR(in_place ? RingInPlace(ring, k, v, o.mode, attend)
-                                   : RingDma(ring, k, v, o.mode, attend));
+  // The in-place ring's board barrier serves as its entry barrier.
+  MESHDMA_RETURN_IF_ERROR(
+      RunKernel({.name = std::string(kName),
+                 .entry_barrier = !in_place,
+                 .collective_id = std::nullopt},
+                [&] {
+                  return in_place ? RingInPlace(ring, k, v, o.mode, attend)
+                                  : RingDma(ring, k, v, o.mode, attend);
+                }));
   // Step 5: out = acc / l.
   if (RaceCheckingEnabled()) {
     AnnotateWrite(out, "attention write of the output");
