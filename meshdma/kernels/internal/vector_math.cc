@@ -29,57 +29,90 @@ namespace {
 constexpr int kLanes = 16;
 }
 
+namespace {
+
+// 8 floats (and their 32-bit integer twins) as one value of the compiler's
+// vector extension (GCC and Clang): each `target_clones` clone lowers it to
+// its ISA's registers (one AVX register, two SSE). No function takes or
+// returns one (their ABI differs between the clones). The 16 lanes of the
+// functions below are two of them.
+constexpr int kHalf = kLanes / 2;
+typedef float F8 __attribute__((vector_size(4 * kHalf)));
+typedef int32_t I8 __attribute__((vector_size(4 * kHalf)));
+
+}  // namespace
+
 MESHDMA_CLONES float RowMax(const float* x, int64_t n) {
-  float m[kLanes];
-  for (int l = 0; l < kLanes; ++l)
-    m[l] = -std::numeric_limits<float>::infinity();
+  F8 m[2] = {F8{} - std::numeric_limits<float>::infinity(),
+             F8{} - std::numeric_limits<float>::infinity()};
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) m[l] = x[k + l] > m[l] ? x[k + l] : m[l];
+    for (int h = 0; h < 2; ++h) {
+      F8 v;
+      std::memcpy(&v, x + k + h * kHalf, sizeof(v));
+      const I8 greater = v > m[h];
+      m[h] = reinterpret_cast<F8>((reinterpret_cast<I8>(v) & greater) |
+                                  (reinterpret_cast<I8>(m[h]) & ~greater));
+    }
   }
   float r = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  for (int l = 0; l < kLanes; ++l) {
+    const float v = m[l / kHalf][l % kHalf];
+    r = v > r ? v : r;
+  }
   for (; k < n; ++k) r = x[k] > r ? x[k] : r;
   return r;
 }
 
-// exp(x) by range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial
-// (Cephes expf coefficients); branch-free so that it vectorises.
-static inline float ExpApprox(float x) {
-  const bool underflow = x < -87.3f;
-  x = x > 88.7f ? 88.7f : x;
-  x = x < -87.3f ? -87.3f : x;
-  float fx = x * 1.44269504088896341f;
-  // Round to nearest by the 1.5 * 2^23 trick (plain arithmetic vectorises).
-  fx = (fx + 12582912.0f) - 12582912.0f;
-  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
-  float y = 1.9875691500E-4f;
-  y = y * r + 1.3981999507E-3f;
-  y = y * r + 8.3334519073E-3f;
-  y = y * r + 4.1665795894E-2f;
-  y = y * r + 1.6666665459E-1f;
-  y = y * r + 5.0000001201E-1f;
-  y = y * r * r + r + 1.0f;
-  const int32_t e = (static_cast<int32_t>(fx) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &e, 4);
-  return underflow ? 0.0f : y * scale;
-}
-
+// exp(x - shift) by range reduction to [-ln2/2, ln2/2] and a degree-6
+// polynomial (Cephes expf coefficients), 16 lanes at a time with bit-mask
+// selections instead of branches; below -87.3 it is 0 (so -inf gives exactly
+// 0). The ragged tail runs as one more vector padded with -inf. The same
+// values and sum, bit for bit, as 16 scalar lanes would give.
 MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
-  float s[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float e = ExpApprox(x[k + l] - shift);
-      x[k + l] = e;
-      s[l] += e;
+  F8 sum[2] = {F8{} + 0.0f, F8{} + 0.0f};
+  float tail[kLanes];
+  for (int64_t k = 0; k < n; k += kLanes) {
+    const int64_t lanes = n - k < kLanes ? n - k : kLanes;
+    float* p = x + k;
+    if (lanes < kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        tail[l] = l < lanes ? p[l] : -std::numeric_limits<float>::infinity();
+      }
+      p = tail;
+    }
+    for (int h = 0; h < 2; ++h) {
+      F8 v;
+      std::memcpy(&v, p + h * kHalf, sizeof(v));
+      v = v - shift;
+      const I8 underflow = v < -87.3f;
+      const I8 overflow = v > 88.7f;
+      v = reinterpret_cast<F8>((reinterpret_cast<I8>(v) & ~overflow) |
+                               (reinterpret_cast<I8>(F8{} + 88.7f) & overflow));
+      v = reinterpret_cast<F8>(
+          (reinterpret_cast<I8>(v) & ~underflow) |
+          (reinterpret_cast<I8>(F8{} - 87.3f) & underflow));
+      F8 fx = v * 1.44269504088896341f;
+      fx = (fx + 12582912.0f) - 12582912.0f;  // Round to nearest.
+      const F8 r = v - fx * 0.693359375f + fx * 2.12194440e-4f;
+      F8 y = r * 1.9875691500E-4f + 1.3981999507E-3f;
+      y = y * r + 8.3334519073E-3f;
+      y = y * r + 4.1665795894E-2f;
+      y = y * r + 1.6666665459E-1f;
+      y = y * r + 5.0000001201E-1f;
+      y = y * r * r + r + 1.0f;
+      const I8 e = (__builtin_convertvector(fx, I8) + 127) << 23;
+      y = y * reinterpret_cast<F8>(e);
+      y = reinterpret_cast<F8>(reinterpret_cast<I8>(y) & ~underflow);
+      std::memcpy(p + h * kHalf, &y, sizeof(y));
+      if (p != tail) sum[h] += y;
     }
   }
+  // The lanes' sums, then the tail's terms one by one.
   float r = 0;
-  for (int l = 0; l < kLanes; ++l) r += s[l];
-  for (; k < n; ++k) {
-    x[k] = ExpApprox(x[k] - shift);
+  for (int l = 0; l < kLanes; ++l) r += sum[l / kHalf][l % kHalf];
+  for (int64_t k = n - n % kLanes; k < n; ++k) {
+    x[k] = tail[k % kLanes];
     r += x[k];
   }
   return r;
