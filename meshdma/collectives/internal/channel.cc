@@ -76,6 +76,7 @@ absl::StatusOr<Channel*> Channel::For(const Group& g) {
   // (the same sequence on every member).
   std::unique_ptr<Channel> c(new Channel());
   c->mesh_ = g.mesh;
+  c->noted_ = NotedGroupOf(g);
   MESHDMA_RETURN_IF_ERROR(c->AllocateRows(g));
   MESHDMA_RETURN_IF_ERROR(c->MakeProtocols(g));
   if (t_channels == nullptr) MESHDMA_RETURN_IF_ERROR(StartChannels());
@@ -159,6 +160,7 @@ absl::Status Channel::Exchange(
     std::span<const Outgoing> out, std::span<const Incoming> in,
     absl::FunctionRef<void(const std::byte* rows)> consume) {
   const int64_t call = calls_++;
+  PublishCall(noted_, signature, /*by_channel=*/true);
   // Flags are never 0 and differ between consecutive uses of a slot set.
   const RowCall rows{call, static_cast<int>(call % kSlotSets),
                      static_cast<uint32_t>(call % 0xFFFFFFFFLL) + 1, out, in};

@@ -172,6 +172,7 @@ class Channel {
                             std::span<const Incoming> in) const;
 
   const Mesh* mesh_ = nullptr;
+  NotedGroup* noted_ = nullptr;  // The group's call notes.
   ChannelRows rows_;
   int64_t calls_ = 0;
   std::unique_ptr<FlowControl> flow_;

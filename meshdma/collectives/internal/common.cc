@@ -449,6 +449,10 @@ absl::Status CompareSignatures(absl::string_view collective, const Group& group,
                    "with outputs from the same symmetric allocation"));
 }
 
+std::string DescribeCall(int64_t signature) {
+  return Signature::Decode(signature).ToString();
+}
+
 absl::Status SendSignature(const Group& group, int64_t signature) {
   if (group.size() == 1) return absl::OkStatus();
   MESHDMA_ASSIGN_OR_RETURN(Semaphore sem, get_barrier_semaphore());

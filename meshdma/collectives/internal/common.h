@@ -188,12 +188,38 @@ KernelOptions KernelFor(absl::string_view name, const Group& group, bool check);
 absl::Status EnterKernel(absl::string_view collective, const Group& group,
                          bool check, int64_t signature);
 
+// Call notes (call_notes.cc; dma/internal/call_note.h): every call of a
+// collective publishes, before anything of it waits, its group, its number
+// among this device's calls over that group in the current Run, its
+// signature and whether it runs over the group's channel. A wait that has
+// been blocked for a while (never the fast path) compares the notes of the
+// group's members that this process maps (devices of its process and host)
+// and fails at once, naming both calls, where a member makes another call
+// of the same number (another size that takes the other path, another
+// permutation) or has ended its Run after fewer calls over the group. At
+// the end of a Run without other hosts, a device waits (without messages)
+// until the members of its groups have ended their Runs too, or shows that
+// one makes a call it will never make; it gives up silently after the wait
+// timeout (a member still computing). Where a member is on another host, the
+// bound stays the wait timeout.
+struct NotedGroup;
+// The calling device's record of `g` in this Run (made on first use; valid
+// until the Run ends).
+NotedGroup* NotedGroupOf(const Group& g);
+// Publishes the next call over `group`; `signature` 0 for a call whose
+// peers are not checked (`check_peers` off).
+void PublishCall(NotedGroup* group, int64_t signature, bool by_channel);
+// The description of a call's signature ("psum of 16 f32 elements (...)").
+std::string DescribeCall(int64_t signature);
+
 // Runs `body` (absl::Status()) as the kernel of collective `name` over
 // `group` (`KernelFor`), after entering it with the call's `signature`
 // (`EnterKernel`).
 template <typename Body>
 absl::Status RunCollectiveKernel(absl::string_view name, const Group& group,
                                  bool check, int64_t signature, Body&& body) {
+  PublishCall(NotedGroupOf(group), check ? signature : 0,
+              /*by_channel=*/false);
   return RunKernel(KernelFor(name, group, check), [&]() -> absl::Status {
     absl::Status entered = EnterKernel(name, group, check, signature);
     if (!entered.ok()) return entered;

@@ -65,6 +65,12 @@ absl::Status RunReductionKernel(
   // runs inside the body.
   const bool barrier_in_body = publish_input && kernel.entry_barrier;
   if (publish_input) kernel.entry_barrier = false;
+  const int64_t signature = WithPlan(
+      ReductionSignature(kind, in.dtype(), in.num_elements(), aux,
+                         symmetric_output, reads_peer_inputs ? &in : nullptr),
+      plan_bits);
+  PublishCall(NotedGroupOf(g), options.check_peers ? signature : 0,
+              /*by_channel=*/false);
   return RunKernel(kernel, [&]() -> absl::Status {
     // The board: one line, so that no other data shares it. Every
     // member allocates it at the same point, before the barrier that
@@ -79,11 +85,7 @@ absl::Status RunReductionKernel(
     }
     if (barrier_in_body) MESHDMA_RETURN_IF_ERROR(device_barrier());
     MESHDMA_RETURN_IF_ERROR(EnterKernel(
-        name, g, options.check_peers && (at_entry || !one_shot),
-        WithPlan(ReductionSignature(kind, in.dtype(), in.num_elements(), aux,
-                                    symmetric_output,
-                                    reads_peer_inputs ? &in : nullptr),
-                 plan_bits)));
+        name, g, options.check_peers && (at_entry || !one_shot), signature));
     return body(options.check_peers && !at_entry,
                 board.has_value() ? &*board : nullptr);
   });

@@ -60,6 +60,7 @@ void Device::EnterRun(const Mesh* mesh, int logical_id) {
   mesh_ = mesh;
   logical_id_ = logical_id;
   barrier_epoch_ = 0;
+  call_note()->BeginRun(runtime_->run_generation());
   allocations_.Reset();
   PushScope("Run", std::nullopt);
 }

@@ -22,6 +22,7 @@
 #include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/internal/allocation_log.h"
+#include "meshdma/dma/internal/call_note.h"
 #include "meshdma/dma/internal/hang_notes.h"
 #include "meshdma/dma/internal/inflight_dmas.h"
 #include "meshdma/dma/observer.h"
@@ -41,8 +42,11 @@ inline constexpr int kBarrierCells = 2 * kMaxBarrierRounds;
 inline constexpr int64_t kBarrierCellsOffset = 0;
 inline constexpr int64_t kCollectiveCellsOffset =
     kBarrierCellsOffset + kBarrierCells * kSemaphoreBytes;
-inline constexpr int64_t kReservedHeapBytes =
+// Then the device's call note (call_note.h), one line.
+inline constexpr int64_t kCallNoteOffset =
     kCollectiveCellsOffset + 64 * kSemaphoreBytes;
+inline constexpr int64_t kCallNoteBytes = 64;
+inline constexpr int64_t kReservedHeapBytes = kCallNoteOffset + kCallNoteBytes;
 
 class Device {
  public:
@@ -217,6 +221,10 @@ class Device {
 
   SemaphoreCell* CellAt(int64_t heap_offset) const {
     return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
+  }
+  // This device's call note, which peers that map its heap read.
+  CallNote* call_note() const {
+    return reinterpret_cast<CallNote*>(heap_base_ + kCallNoteOffset);
   }
   // "'recv' DMA semaphore @14336": the name the allocation gave (this
   // device's scopes; symmetric, so every device's), its type and offset.

@@ -239,6 +239,8 @@ void Device::AtRunEnd(std::function<void()> fn) {
 }
 
 absl::Status Device::ReleasePersistent(bool run_hooks) {
+  // Peers' slow waits see that this device's calls are over (call_note.h).
+  call_note()->EndRun();
   std::vector<std::string> problems;
   for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
        ++it) {
@@ -361,7 +363,7 @@ absl::Status Device::CheckSemaphore(Semaphore sem,
         verb, " on ", Name(), ": ", sem.ToString(),
         " is a reserved device-barrier cell; use device_barrier()"));
   }
-  if (off < kReservedHeapBytes) {
+  if (off < kCallNoteOffset) {
     if (sem.type() == SemaphoreType::kBarrier) return absl::OkStatus();
     return absl::InvalidArgumentError(
         absl::StrCat(verb, " on ", Name(), ": ", sem.ToString(),
@@ -429,7 +431,7 @@ std::string Device::SemaphoreName(Semaphore sem) const {
     name =
         absl::StrCat("'device barrier round ",
                      (off - kBarrierCellsOffset) / kSemaphoreBytes / 2, "' ");
-  } else if (off >= kCollectiveCellsOffset && off < kReservedHeapBytes) {
+  } else if (off >= kCollectiveCellsOffset && off < kCallNoteOffset) {
     name = absl::StrCat("'collective id ",
                         (off - kCollectiveCellsOffset) / kSemaphoreBytes, "' ");
   }

@@ -135,6 +135,9 @@ class RuntimeImpl : public TransportHost {
     return remote_transport_ != nullptr && remote_transport_->HasPending();
   }
   uint64_t NextDmaId() { return next_dma_id_.fetch_add(1) + 1; }
+  // The number of the current (or last) Run, the same on every process:
+  // every process runs every Run. Read by device threads inside it.
+  uint64_t run_generation() const { return task_generation_; }
   // Devices of this process past the spin of a wait (asleep, polling no
   // more); the MPI progress thread keeps polling instead of sleeping while
   // any are.

@@ -101,10 +101,15 @@ SleepOutcome CellWaiter::Sleep() {
   const int64_t publish_after = TimeoutNanos(runtime_.wait_timeout() / 2);
   const base_internal::Deadline deadline(start_ns_, runtime_.wait_timeout());
   CopyEngine* engine = runtime_.copy_engine();
+  int64_t slow_check_ns = 0;
   for (;;) {
-    // Step 2: the value, an abort, a queued copy to run, the hang board.
+    // Step 2: the value, an abort (or a peer's call note that shows the
+    // value will never come), a queued copy to run, the hang board.
     if (CellTryConsume(cell_, value_)) return SleepOutcome::kConsumed;
-    if (runtime_.aborted()) return SleepOutcome::kAborted;
+    if (runtime_.aborted() ||
+        SlowWaitFails(runtime_, start_ns_, slow_check_ns)) {
+      return SleepOutcome::kAborted;
+    }
     if (engine != nullptr && engine->HelpOnce()) continue;
     if (!published &&
         base_internal::MonotonicNanos() - start_ns_ > publish_after) {

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "meshdma/base/deadline.h"
+#include "meshdma/dma/internal/call_note.h"
 #include "meshdma/dma/internal/runtime_impl.h"
 #include "meshdma/dma/internal/semaphore_cell.h"
 #include "meshdma/dma/observer.h"
@@ -74,7 +75,7 @@ absl::Status SpinUntil(RuntimeImpl& runtime, absl::string_view verb,
                        Ready ready, Timeout timeout_detail) {
   // Most waits end within a few polls: the clock is first read after 1024
   // of them, where the spin window and the deadline start.
-  int64_t start = -1;
+  int64_t start = -1, slow_check_ns = 0;
   std::optional<base_internal::Deadline> deadline;
   const bool yield = runtime.oversubscribed();
   for (int i = 0;; ++i) {
@@ -89,7 +90,7 @@ absl::Status SpinUntil(RuntimeImpl& runtime, absl::string_view verb,
       start = base_internal::MonotonicNanos();
       deadline.emplace(start, runtime.wait_timeout());
     }
-    if (runtime.aborted()) {
+    if (runtime.aborted() || SlowWaitFails(runtime, start, slow_check_ns)) {
       return absl::AbortedError(
           absl::StrCat(verb, " on ", device, " for ", what,
                        " abandoned: ", runtime.abort_reason()));
