@@ -35,6 +35,30 @@ absl::Span<const Variable* const> AllVariables() {
   return kAll;
 }
 
+absl::Span<const ScriptVariable> ScriptVariables() {
+  static constexpr ScriptVariable kAll[] = {
+      {"MESHDMA_BUILD_DIR", "scripts/test.sh, scripts/demo.sh",
+       "the build folder to use"},
+      {"MESHDMA_TEST_MPIS", "scripts/test.sh",
+       "which MPI builds the suite runs"},
+      {"MESHDMA_SANITIZERS", ".ci/run, scripts/test-sanitizers.sh",
+       "which sanitizer stages run (docs/sanitizers.md)"},
+      {"MESHDMA_FUZZ_RUNS", "scripts/test-sanitizers.sh",
+       "the fuzz stage's inputs per target"},
+      {"MESHDMA_FUZZ_SECONDS", "scripts/test-sanitizers.sh",
+       "the fuzz stage's longest run per target"},
+      {"MESHDMA_FUZZ_VALUE", "tests/fuzz/env_fuzzer.cc",
+       "the value the variable fuzzer parses"},
+      {"MESHDMA_TORCH_TEST_WORLD", "tests/torch/fused_test.py",
+       "ranks of the fused-op test (default 2)"},
+      {"MESHDMA_SUITE_AS", "tests/torch/torch_suite.py",
+       "runs meshdma under another backend's name in torch's own suite"},
+      {"MESHDMA_TOOLS_DIR", "mlir/test (lit)",
+       "the folder of meshdma-opt and meshdma-run"},
+  };
+  return kAll;
+}
+
 const char* TypeName(Type type) {
   switch (type) {
     case Type::kBool:

@@ -236,6 +236,18 @@ inline constexpr Variable kDebugFile{
 // Every row above, in the order printed.
 absl::Span<const Variable* const> AllVariables();
 
+// The variables of the project's own scripts and test launchers
+// (scripts/*.sh, .ci/run, tests/): not read by the library, and listed so
+// that the runtime does not take them for misspelt rows
+// (`base_internal::UnknownVariables`); docs/configuration.md, "Variables of
+// the scripts and tests", lists them too.
+struct ScriptVariable {
+  const char* name;
+  const char* read_by;
+  const char* doc;
+};
+absl::Span<const ScriptVariable> ScriptVariables();
+
 // "bool", "int", "seconds", "choice", "string".
 const char* TypeName(Type type);
 

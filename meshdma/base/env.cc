@@ -1,9 +1,15 @@
 #include "meshdma/base/env.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,7 +32,64 @@ absl::Status CheckType(const config::Variable& var, config::Type type) {
                    ", read as a ", config::TypeName(type)));
 }
 
+// Edits (insertions, deletions, substitutions) from `a` to `b`.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
+
+std::vector<std::string> UnknownVariables(char** environment) {
+  // Step 1: every known name.
+  std::vector<absl::string_view> known;
+  for (const config::Variable* v : config::AllVariables()) {
+    known.push_back(v->name);
+  }
+  for (const config::ScriptVariable& v : config::ScriptVariables()) {
+    known.push_back(v.name);
+  }
+  // Step 2: each MESHDMA_ name of the environment that is none of them,
+  // with the closest.
+  std::vector<std::string> lines;
+  for (char** e = environment; e != nullptr && *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    const absl::string_view name = entry.substr(0, entry.find('='));
+    if (!absl::StartsWith(name, "MESHDMA_") ||
+        std::find(known.begin(), known.end(), name) != known.end()) {
+      continue;
+    }
+    absl::string_view closest = known.front();
+    for (absl::string_view k : known) {
+      if (EditDistance(name, k) < EditDistance(name, closest)) closest = k;
+    }
+    lines.push_back(absl::StrCat(name,
+                                 " is not a meshdma variable and is ignored; "
+                                 "did you mean ",
+                                 closest, "?"));
+  }
+  return lines;
+}
+
+void WarnUnknownVariablesOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& line : UnknownVariables(environ)) {
+      std::fprintf(stderr, "meshdma: warning: %s\n", line.c_str());
+    }
+  });
+}
 
 std::optional<std::string> EnvString(const char* name) {
   const char* v = std::getenv(name);

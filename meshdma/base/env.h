@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -50,6 +51,17 @@ absl::StatusOr<std::optional<absl::Duration>> EnvSeconds(
 absl::StatusOr<std::optional<bool>> EnvBool(const config::Variable& var);
 absl::StatusOr<std::optional<std::string>> EnvChoice(
     const config::Variable& var);
+
+// One line for each variable of `environment` (a NULL-terminated
+// "NAME=value" list, as `environ`) whose name starts with MESHDMA_ and is
+// neither a row of the configuration table nor one of the scripts'
+// variables (`config::ScriptVariables`), naming it and the known name
+// closest to it: "MESHDMA_HEAP_BYTE is not a meshdma variable and is
+// ignored; did you mean MESHDMA_HEAP_BYTES?".
+std::vector<std::string> UnknownVariables(char** environment);
+// Prints `UnknownVariables(environ)` on stderr, once per process (the
+// runtime's start).
+void WarnUnknownVariablesOnce();
 
 template <typename T>
 T Resolve(const std::optional<T>& option, const std::optional<T>& env,

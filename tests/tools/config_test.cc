@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "meshdma/base/dtype.h"
@@ -49,6 +50,38 @@ TEST(ConfigTest, EveryRowIsCompleteAndNamedOnce) {
     }
   }
   EXPECT_EQ(names.size(), 21u);
+}
+
+// A MESHDMA_ name that is no row and no script variable is reported with
+// the closest known name; rows, the scripts' variables and other names are
+// not.
+TEST(ConfigTest, UnknownVariablesNameTheClosestKnownOne) {
+  char heap_typo[] = "MESHDMA_HEAP_BYTE=1";
+  char check_typo[] = "MESHDMA_CHEK=races";
+  char row[] = "MESHDMA_HEAP_BYTES=65536";
+  char script[] = "MESHDMA_SANITIZERS=asan tsan";
+  char fuzz[] = "MESHDMA_FUZZ_RUNS=3";
+  char other[] = "OMPI_MESHDMA_X=1";
+  char bare[] = "MESHDMA_WAIT_TIMEOUT_S";
+  char* environment[] = {heap_typo, row,   script, check_typo,
+                         fuzz,      other, bare,   nullptr};
+  const std::vector<std::string> lines =
+      base_internal::UnknownVariables(environment);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "MESHDMA_HEAP_BYTE is not a meshdma variable and is ignored; did "
+            "you mean MESHDMA_HEAP_BYTES?");
+  EXPECT_EQ(lines[1],
+            "MESHDMA_CHEK is not a meshdma variable and is ignored; did you "
+            "mean MESHDMA_CHECK?");
+  for (const config::ScriptVariable& v : config::ScriptVariables()) {
+    EXPECT_EQ(std::string(v.name).rfind("MESHDMA_", 0), 0u) << v.name;
+    EXPECT_GT(std::strlen(v.read_by), 0u) << v.name;
+    EXPECT_GT(std::strlen(v.doc), 0u) << v.name;
+    for (const config::Variable* row : config::AllVariables()) {
+      EXPECT_STRNE(v.name, row->name) << "a script variable is also a row";
+    }
+  }
 }
 
 TEST(ConfigTest, IntRowsReadTheirRange) {

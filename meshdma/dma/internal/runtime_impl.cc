@@ -161,6 +161,7 @@ int RuntimeImpl::UsableCores() {
 // Step 1: options, each from the struct, else the environment, else its
 // default.
 absl::Status RuntimeImpl::ReadOptions() {
+  base_internal::WarnUnknownVariablesOnce();
   MESHDMA_RETURN_IF_ERROR(CheckOptionEnums(options_));
   MESHDMA_RETURN_IF_ERROR(ReadMemoryOptions());
   MESHDMA_RETURN_IF_ERROR(ReadTransportOptions());
