@@ -9,7 +9,9 @@ causal or not, MQA) against attention over the whole sequence; at 2 ranks,
 KvCacheTransfer: every prompt's pages in the decode cache where its block
 table puts them and nothing else written, each layer already there when
 decode is called for it, and paged_attention called from decode against
-attention over the prompt's keys and values. Also: bad arguments raise on
+attention over the prompt's keys and values. The gradients of the three
+differentiable ops against torch's autograd through the unfused computation
+on the whole problem. Also: bad arguments raise on
 the rank before anything runs, a group that is not the launch is refused,
 and the group serves after both.
 
@@ -82,6 +84,55 @@ def check_ring_attention(rank, world):
                                            causal=causal, layout=layout)
         want = attention(q, k, v, causal, d ** -0.5)[:, :, rows]
         close(got, want, f"ring_attention {layout} causal={causal}")
+
+
+def leaf(t):
+    return t.clone().requires_grad_()
+
+
+def check_collective_matmul_grads(rank, world):
+    """loss = sum over ranks of <y_r, g_r>; each rank's x.grad and w.grad
+    against the same loss on the whole problem."""
+    m, k, n_out = 6 * world, 16, 8
+    # all_gather_matmul: rank r has x rows block r and its own w_r (columns).
+    xs = [rand(50 + r, m // world, k) for r in range(world)]
+    ws = [rand(60 + r, k, n_out) for r in range(world)]
+    gs = [rand(70 + r, m, n_out) for r in range(world)]
+    x, w = leaf(xs[rank]), leaf(ws[rank])
+    (meshdma.torch.all_gather_matmul(x, w) * gs[rank]).sum().backward()
+    X, W = leaf(torch.cat(xs)), [leaf(t) for t in ws]
+    sum(((X @ W[r]) * gs[r]).sum() for r in range(world)).backward()
+    per = m // world
+    close(x.grad, X.grad[rank * per:(rank + 1) * per], "all_gather_matmul dx", 1e-3)
+    close(w.grad, W[rank].grad, "all_gather_matmul dw", 1e-3)
+    # matmul_reduce_scatter: rank r has x_r [m, k/n], w_r [k/n, n_out].
+    xs = [rand(80 + r, m, k // world) for r in range(world)]
+    ws = [rand(90 + r, k // world, n_out) for r in range(world)]
+    gs = [rand(95 + r, per, n_out) for r in range(world)]
+    x, w = leaf(xs[rank]), leaf(ws[rank])
+    (meshdma.torch.matmul_reduce_scatter(x, w) * gs[rank]).sum().backward()
+    X, W = [leaf(t) for t in xs], [leaf(t) for t in ws]
+    total = sum(a @ b for a, b in zip(X, W))
+    (total * torch.cat(gs)).sum().backward()
+    close(x.grad, X[rank].grad, "matmul_reduce_scatter dx", 1e-3)
+    close(w.grad, W[rank].grad, "matmul_reduce_scatter dw", 1e-3)
+
+
+def check_ring_attention_grads(rank, world):
+    batch, heads, kv_heads, seq, d = 1, 4, 2, 8 * world, 8
+    q, k, v = rand(140, batch, heads, seq, d), rand(141, batch, kv_heads, seq, d), \
+        rand(142, batch, kv_heads, seq, d)
+    g = rand(143, batch, heads, seq, d)
+    for layout, causal in [("contiguous", False), ("contiguous", True), ("zigzag", True)]:
+        rows = rows_of(rank, world, seq, layout)
+        mine = [leaf(t[:, :, rows]) for t in (q, k, v)]
+        out = meshdma.torch.ring_attention(*mine, causal=causal, layout=layout, sm_scale=0.3)
+        (out * g[:, :, rows]).sum().backward()
+        whole = [leaf(t.double()) for t in (q, k, v)]
+        (attention(*whole, causal, 0.3) * g.double()).sum().backward()
+        for name, got, ref in zip("qkv", mine, whole):
+            close(got.grad, ref.grad[:, :, rows].float(),
+                  f"ring_attention {layout} causal={causal} d{name}", 1e-3)
 
 
 def check_refusals(rank, world):
@@ -177,7 +228,8 @@ def check_kv_cache_transfer(rank, world):
 
 
 def run_checks(rank, world):
-    checks = [check_collective_matmuls, check_ring_attention, check_refusals]
+    checks = [check_collective_matmuls, check_ring_attention, check_collective_matmul_grads,
+              check_ring_attention_grads, check_refusals]
     if world == 2:
         checks.append(check_kv_cache_transfer)
     for check in checks:

@@ -4,10 +4,17 @@ Each is a collective: every rank of the group calls it, in the same order as
 the group's other calls, and the communication overlaps the compute (the
 "collective matmul" decomposition of tensor parallelism, ring attention).
 They run over the whole launch: ``group`` (default: the default group) must
-be a meshdma group of every rank. float32 CPU tensors; no autograd. A bad
-argument raises on its rank before anything runs (``ValueError``,
-``TypeError``).
+be a meshdma group of every rank. float32 CPU tensors. A bad argument
+raises on its rank before anything runs (``ValueError``, ``TypeError``).
+
+Autograd: the three ops are differentiable. Their backward passes are
+collectives too, so every rank runs backward through the same ops in the
+same order (as every rank's forward did): the two collective matmuls are
+each other's backward (the gradient of a gather is a reduce-scatter), and
+ring attention's backward gathers the keys and values and recomputes this
+rank's rows of attention (memory ``S / n x S`` logits per head).
 """
+import torch
 import torch.distributed as dist
 
 from meshdma.torch import _C
@@ -21,19 +28,123 @@ def _meshdma_group(group, op):
     return group
 
 
+def _gather(t, group):
+    """Every rank's ``t``, in rank order (the group's all_gather)."""
+    parts = [torch.empty_like(t) for _ in range(group.size())]
+    group.allgather([parts], [t.contiguous()]).wait()
+    return parts
+
+
+def _reduce_scatter(blocks, group):
+    """This rank's block of the sum over ranks of ``blocks`` (one per rank)."""
+    out = torch.empty_like(blocks[group.rank()])
+    group.reduce_scatter([out], [[b.contiguous() for b in blocks]]).wait()
+    return out
+
+
+class _AllGatherMatmul(torch.autograd.Function):
+    """y = gather(x) @ w. Backward: dx = reduce_scatter(dy @ w^T), fused as
+    matmul_reduce_scatter; dw = gather(x)^T @ dy."""
+
+    @staticmethod
+    def forward(ctx, x, w, group):
+        ctx.group = group
+        ctx.save_for_backward(x, w)
+        return _C._all_gather_matmul(group, x, w)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = _C._matmul_reduce_scatter(ctx.group, dy, w.t().contiguous())
+        dw = torch.cat(_gather(x, ctx.group)).t() @ dy
+        return dx, dw, None
+
+
+class _MatmulReduceScatter(torch.autograd.Function):
+    """y = this rank's rows of sum_r(x_r @ w_r). Backward: every rank's
+    partial product sees the whole dy, so g = gather(dy), dx = g @ w^T and
+    dw = x^T @ g."""
+
+    @staticmethod
+    def forward(ctx, x, w, group):
+        ctx.group = group
+        ctx.save_for_backward(x, w)
+        return _C._matmul_reduce_scatter(group, x, w)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        g = torch.cat(_gather(dy, ctx.group))
+        return g @ w.t(), x.t() @ g, None
+
+
 def all_gather_matmul(x, w, group=None):
     """``all_gather(x) @ w``: x ``[m / n, k]`` (this rank's rows), w ``[k,
     n_out]`` (for a column-parallel linear, this rank's columns) ->
-    ``[m, n_out]``; each block is multiplied while the next one travels."""
-    return _C._all_gather_matmul(_meshdma_group(group, "all_gather_matmul"), x, w)
+    ``[m, n_out]``; each block is multiplied while the next one travels.
+    Differentiable in x and w."""
+    return _AllGatherMatmul.apply(x, w, _meshdma_group(group, "all_gather_matmul"))
 
 
 def matmul_reduce_scatter(x, w, group=None):
     """``reduce_scatter(x @ w)`` over rows: x ``[m, k / n]`` and w ``[k / n,
     n_out]`` (a row-parallel linear's slices) -> this rank's rows ``[m / n,
     n_out]`` of the sum; each partial product is computed while the previous
-    partial sum travels."""
-    return _C._matmul_reduce_scatter(_meshdma_group(group, "matmul_reduce_scatter"), x, w)
+    partial sum travels. Differentiable in x and w."""
+    return _MatmulReduceScatter.apply(x, w, _meshdma_group(group, "matmul_reduce_scatter"))
+
+
+def _ring_rows(rank, world, seq_local, layout):
+    """The global sequence rows rank holds in ``layout``, in its order."""
+    if layout == "contiguous":
+        return torch.arange(rank * seq_local, (rank + 1) * seq_local)
+    chunk = seq_local // 2
+    return torch.cat([torch.arange(c * chunk, (c + 1) * chunk)
+                      for c in (rank, 2 * world - 1 - rank)])
+
+
+class _RingAttention(torch.autograd.Function):
+    """Forward: meshdma's ring attention. Backward: gathers k and v, lays
+    them out by global row, recomputes this rank's rows of attention with
+    torch and differentiates them; each rank's share of dk and dv is then
+    reduce-scattered back to the rows' owners."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, group, causal, sm_scale, layout):
+        ctx.group, ctx.causal, ctx.layout = group, causal, layout
+        ctx.sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+        ctx.save_for_backward(q, k, v)
+        return _C._ring_attention(group, q, k, v, causal, sm_scale, layout)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v = ctx.saved_tensors
+        group, world, seq_local = ctx.group, ctx.group.size(), q.shape[2]
+        rows = [_ring_rows(r, world, seq_local, ctx.layout) for r in range(world)]
+        # 1. Every rank's keys and values at their global rows.
+        full = []
+        for t in (k, v):
+            whole = t.new_empty(t.shape[0], t.shape[1], seq_local * world, t.shape[3])
+            for r, part in enumerate(_gather(t, group)):
+                whole[:, :, rows[r]] = part
+            full.append(whole.requires_grad_())
+        # 2. This rank's rows of attention, recomputed and differentiated.
+        with torch.enable_grad():
+            qq = q.detach().requires_grad_()
+            heads_per_kv = q.shape[1] // k.shape[1]
+            kk, vv = (t.repeat_interleave(heads_per_kv, dim=1) for t in full)
+            logits = torch.matmul(qq, kk.transpose(-1, -2)) * ctx.sm_scale
+            if ctx.causal:
+                mine = rows[group.rank()]
+                later = mine[:, None] < torch.arange(seq_local * world)[None, :]
+                logits = logits.masked_fill(later, float("-inf"))
+            out = torch.matmul(torch.softmax(logits, dim=-1), vv)
+            dq, dk_full, dv_full = torch.autograd.grad(out, (qq, *full), do)
+        # 3. Each owner gets the sum over ranks of its rows' dk and dv.
+        dk, dv = (_reduce_scatter([g[:, :, rows[r]] for r in range(world)], group)
+                  for g in (dk_full, dv_full))
+        return dq, dk, dv, None, None, None, None
 
 
 def ring_attention(q, k, v, group=None, causal=False, sm_scale=None, layout="contiguous"):
@@ -44,10 +155,9 @@ def ring_attention(q, k, v, group=None, causal=False, sm_scale=None, layout="con
     (``"contiguous"``: rank i holds rows ``[i S/n, (i+1) S/n)``;
     ``"zigzag"``: chunks i and 2n-1-i of 2n, which balances causal work).
     ``sm_scale`` defaults to ``1/sqrt(head_dim)``. Returns this rank's rows
-    of the output."""
-    return _C._ring_attention(_meshdma_group(group, "ring_attention"), q, k, v,
-                              bool(causal), None if sm_scale is None else float(sm_scale),
-                              layout)
+    of the output. Differentiable in q, k and v."""
+    return _RingAttention.apply(q, k, v, _meshdma_group(group, "ring_attention"), bool(causal),
+                                None if sm_scale is None else float(sm_scale), layout)
 
 
 class KvCacheTransfer:
