@@ -40,8 +40,12 @@ ArrayRef ViewOf(const at::Tensor& t) {
   return *ref;
 }
 
+// A group that is not the launch is a bad argument (ValueError); a kernel
+// that ran and failed raises RuntimeError.
 void Run(ProcessGroupMeshdma& group, const char* op,
          std::function<absl::Status()> kernel) {
+  const absl::Status whole = group.RequireWholeLaunch(op);
+  TORCH_CHECK_VALUE(whole.ok(), whole.message());
   absl::Status s = group.RunCollectiveKernel(op, std::move(kernel));
   TORCH_CHECK(s.ok(), s.message());
 }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "meshdma/base/status_macros.h"
 #include "python/csrc/process_device.h"
 
@@ -331,15 +332,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupMeshdma::Launch(
       rank_, type, name, std::move(completion), std::move(outputs));
 }
 
+absl::Status ProcessGroupMeshdma::RequireWholeLaunch(const char* name) const {
+  if (members_.whole) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "meshdma.", name, " on rank ", rank_, ": the group of launch ranks [",
+      absl::StrJoin(members_.ranks, ", "), "] is not the launch (",
+      server_->size(),
+      " ranks in launch order); meshdma's fused kernels run over the "
+      "whole launch"));
+}
+
 absl::Status ProcessGroupMeshdma::RunCollectiveKernel(
     const char* name, std::function<absl::Status()> kernel) {
-  if (!members_.whole) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "meshdma.", name, " on rank ", rank_, ": the group of ", size_,
-        " ranks is not the launch (", server_->size(),
-        " ranks in launch order); meshdma's fused kernels run over the "
-        "whole launch"));
-  }
+  MESHDMA_RETURN_IF_ERROR(RequireWholeLaunch(name));
   ++calls_;
   return server_->Call(std::move(kernel));
 }

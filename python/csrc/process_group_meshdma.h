@@ -93,10 +93,13 @@ class ProcessGroupMeshdma : public c10d::ProcessGroup {
       const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts,
                         bool wait_all_ranks) override;
+  // InvalidArgument naming `name`, this rank and the group's launch ranks
+  // unless the group holds every rank of the launch in launch order.
+  absl::Status RequireWholeLaunch(const char* name) const;
   // Runs `kernel` on the device, in this group's call order, and waits: a
   // collective kernel of meshdma's (fused_ops.h) over the launch's mesh
   // axis "x", so the group must hold every rank in launch order
-  // (FailedPrecondition otherwise). Its failure ends the group, as a failed
+  // (`RequireWholeLaunch`). Its failure ends the group, as a failed
   // collective does.
   absl::Status RunCollectiveKernel(const char* name,
                                    std::function<absl::Status()> kernel);

@@ -12,8 +12,8 @@ decode is called for it, and paged_attention called from decode against
 attention over the prompt's keys and values. The gradients of the three
 differentiable ops against torch's autograd through the unfused computation
 on the whole problem. Also: bad arguments raise on
-the rank before anything runs, a group that is not the launch is refused,
-and the group serves after both.
+the rank before anything runs, a group that is not the launch is refused
+with ValueError naming its ranks, and the group serves after both.
 
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/fused_test.py
 (MESHDMA_TORCH_TEST_WORLD=4 for four ranks).
@@ -156,8 +156,8 @@ def check_refusals(rank, world):
         try:
             meshdma.torch.all_gather_matmul(torch.ones(2, 8), w, group=part)
             raise AssertionError("a group that is not the launch was accepted")
-        except RuntimeError as e:
-            assert "is not the launch" in str(e), str(e)
+        except ValueError as e:
+            assert "is not the launch" in str(e) and "launch ranks [0]" in str(e), str(e)
     # The group still serves.
     t = torch.ones(3)
     dist.all_reduce(t)
