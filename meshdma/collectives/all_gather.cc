@@ -34,11 +34,10 @@ absl::Status OverChannel(collectives_internal::Channel* channel,
                          const collectives_internal::Group& g,
                          int64_t signature, const ArrayRef& input,
                          const ArrayRef& output) {
-  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
   const int64_t bytes = input.size_bytes();
   return channel->ExchangeWithAll(
-      kName, g, signature, [&](int) { return std::pair(input.data(), bytes); },
-      bytes,
+      kName, g, signature, &input,
+      [&](int) { return std::pair(input.data(), bytes); }, bytes,
       [&](const std::byte* rows) {
         if (RaceCheckingEnabled()) {
           AnnotateWrite(output, "channel output write");

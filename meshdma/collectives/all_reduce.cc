@@ -15,7 +15,6 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
-#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -79,12 +78,11 @@ absl::Status ChannelReduceByHosts(
     const ArrayRef& in, const ArrayRef& out, int64_t signature) {
   const ReduceOp phase_op = op == ReduceOp::kMean ? ReduceOp::kSum : op;
   MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      host_channel, name, host, phase_op, signature,
+      host_channel, name, host, phase_op, signature, in,
       [&](int) { return std::pair(in.data(), in.size_bytes()); },
       in.data_as<const T>(), out));
-  if (RaceCheckingEnabled()) AnnotateRead(out, "channel staging read");
   MESHDMA_RETURN_IF_ERROR(collectives_internal::ChannelReduce<T>(
-      lane.channel, name, lane.group, phase_op, signature,
+      lane.channel, name, lane.group, phase_op, signature, out,
       [&](int) { return std::pair(out.data(), out.size_bytes()); },
       out.data_as<const T>(), out));
   if (op == ReduceOp::kMean) {
@@ -149,13 +147,12 @@ absl::Status RunPlannedChannels(absl::string_view name,
                                 const collectives_internal::PlannedCall& call,
                                 ReduceOp op, const ArrayRef& input,
                                 const ArrayRef& output) {
-  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
   if (call.next.has_value()) {
     return ChannelReduceByHosts<T>(name, call.group, call.channel, *call.next,
                                    op, input, output, call.signature);
   }
   return collectives_internal::ChannelReduce<T>(
-      call.channel, name, call.group, op, call.signature,
+      call.channel, name, call.group, op, call.signature, input,
       [&](int) { return std::pair(input.data(), input.size_bytes()); },
       input.data_as<const T>(), output);
 }

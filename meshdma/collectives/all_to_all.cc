@@ -161,9 +161,8 @@ absl::Status OverChannel(collectives_internal::Channel* channel,
   const int n = g.size(), r = g.index;
   auto send_bytes = [&](int j) { return layout.Part(input.data(), j); };
   const int64_t block_bytes = send_bytes(r).second;
-  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
   return channel->ExchangeWithAll(
-      "all_to_all", g, signature, send_bytes, block_bytes,
+      "all_to_all", g, signature, &input, send_bytes, block_bytes,
       [&](const std::byte* rows) {
         if (RaceCheckingEnabled()) {
           AnnotateWrite(output, "channel output write");

@@ -99,12 +99,12 @@ absl::Status OverChannel(const collectives_internal::PlannedCall& call,
   Channel::Incoming incoming[1];
   if (push) outgoing[0] = {pair.dest, input.data(), bytes};
   if (pull) incoming[0] = {pair.source, bytes};
-  if (!empty && (push || pair.dest == r) && RaceCheckingEnabled()) {
-    AnnotateRead(input, "channel staging read");
-  }
+  // My input is read when I push it or copy it to myself.
+  const bool reads = !empty && (push || pair.dest == r);
   return call.channel->Exchange(
-      kName, call.group, call.signature, {outgoing, push ? 1u : 0u},
-      {incoming, pull ? 1u : 0u}, [&](const std::byte* rows) {
+      kName, call.group, call.signature, reads ? &input : nullptr,
+      {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
+      [&](const std::byte* rows) {
         if (empty) return;
         if (RaceCheckingEnabled()) {
           AnnotateWrite(output, "channel output write");

@@ -15,7 +15,6 @@
 #include "meshdma/collectives/internal/reduce.h"
 #include "meshdma/collectives/internal/ring.h"
 #include "meshdma/dma/async_copy.h"
-#include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -79,10 +78,9 @@ absl::Status OverChannel(absl::string_view name,
                          const collectives_internal::PlannedCall& call,
                          ReduceOp op, const ArrayRef& input,
                          const ArrayRef& output) {
-  if (RaceCheckingEnabled()) AnnotateRead(input, "channel staging read");
   const collectives_internal::CallLayout& layout = call.layout;
   return collectives_internal::ChannelReduce<T>(
-      call.channel, name, call.group, op, call.signature,
+      call.channel, name, call.group, op, call.signature, input,
       [&](int j) { return layout.Part(input.data(), j); },
       reinterpret_cast<const T*>(
           layout.Part(input.data(), call.group.index).first),

@@ -11,6 +11,7 @@
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/internal/channel_dma.h"
 #include "meshdma/collectives/internal/channel_stores.h"
+#include "meshdma/dma/check.h"
 #include "meshdma/dma/flagged_copy.h"
 #include "meshdma/dma/symmetric_memory.h"
 
@@ -157,8 +158,12 @@ absl::Status Channel::CheckHeaders(absl::string_view collective, const Group& g,
 
 absl::Status Channel::Exchange(
     absl::string_view collective, const Group& g, int64_t signature,
-    std::span<const Outgoing> out, std::span<const Incoming> in,
+    const ArrayRef* input, std::span<const Outgoing> out,
+    std::span<const Incoming> in,
     absl::FunctionRef<void(const std::byte* rows)> consume) {
+  if (input != nullptr && RaceCheckingEnabled()) {
+    AnnotateRead(*input, "channel staging read");
+  }
   const int64_t call = calls_++;
   PublishCall(noted_, signature, /*by_channel=*/true);
   // Flags are never 0 and differ between consecutive uses of a slot set.

@@ -82,6 +82,7 @@
 #include "meshdma/collectives/internal/channel_protocol.h"
 #include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/internal/path_rules.h"
+#include "meshdma/dma/array_ref.h"
 
 namespace meshdma::collectives_internal {
 
@@ -122,18 +123,24 @@ class Channel {
 
   // Steps 1-5 for one call. `consume(rows)` runs between steps 4 and 5;
   // `Payload(rows, position)` is what that member sent (valid only during
-  // `consume`).
+  // `consume`). `input`, when not null, is the caller's buffer that the
+  // call reads: the payloads of `out` lie in it, and `consume` may read it
+  // too. Checked mode sees all of it read when the call starts (before step
+  // 1's wait), so a peer's write to it that the call has not yet been told
+  // of is reported.
   absl::Status Exchange(absl::string_view collective, const Group& g,
-                        int64_t signature, std::span<const Outgoing> out,
+                        int64_t signature, const ArrayRef* input,
+                        std::span<const Outgoing> out,
                         std::span<const Incoming> in,
                         absl::FunctionRef<void(const std::byte* rows)> consume);
 
   // `Exchange` with every peer: member j gets `part(j)` ({first byte, byte
-  // count}) and sends this device `incoming_bytes`.
+  // count}, in `input` where that is not null) and sends this device
+  // `incoming_bytes`.
   template <typename Part>
   absl::Status ExchangeWithAll(
       absl::string_view collective, const Group& g, int64_t signature,
-      Part part, int64_t incoming_bytes,
+      const ArrayRef* input, Part part, int64_t incoming_bytes,
       absl::FunctionRef<void(const std::byte* rows)> consume) {
     Outgoing out[kMaxMembers];
     Incoming in[kMaxMembers];
@@ -145,8 +152,8 @@ class Channel {
       in[k] = {j, incoming_bytes};
       ++k;
     }
-    return Exchange(collective, g, signature, {out, size_t(k)}, {in, size_t(k)},
-                    consume);
+    return Exchange(collective, g, signature, input, {out, size_t(k)},
+                    {in, size_t(k)}, consume);
   }
 
   // At the end of a successful Run: give what this device owes, then wait

@@ -188,14 +188,16 @@ absl::Status OneShotReduce(absl::string_view name, const Group& g, ReduceOp op,
 //   step 2: reduce, in group order, the n copies of my `out.num_elements()`
 //           elements into the contiguous `out`; `mine` (my own part) stands
 //           for my row.
-// `part(j)` returns {first byte, byte count} of what member j gets.
-// `channel` is the group's (Channel::For).
+// `part(j)` returns {first byte, byte count} of what member j gets; parts
+// and `mine` lie in `input`. `channel` is the group's (Channel::For).
 template <typename T, typename Part>
 absl::Status ChannelReduce(Channel* channel, absl::string_view name,
                            const Group& g, ReduceOp op, int64_t signature,
-                           Part part, const T* mine, const ArrayRef& out) {
+                           const ArrayRef& input, Part part, const T* mine,
+                           const ArrayRef& out) {
   return channel->ExchangeWithAll(
-      name, g, signature, part, out.size_bytes(), [&](const std::byte* rows) {
+      name, g, signature, &input, part, out.size_bytes(),
+      [&](const std::byte* rows) {
         // The rows' reads are the channel's to record.
         if (RaceCheckingEnabled())
           AnnotateWrite(out, "reduction write of output");
@@ -203,13 +205,6 @@ absl::Status ChannelReduce(Channel* channel, absl::string_view name,
                       Channel::kHeaderBytes, out.data_as<T>(),
                       out.num_elements());
       });
-}
-template <typename T, typename Part>
-absl::Status ChannelReduce(absl::string_view name, const Group& g, ReduceOp op,
-                           int64_t signature, Part part, const T* mine,
-                           const ArrayRef& out) {
-  MESHDMA_ASSIGN_OR_RETURN(Channel * channel, Channel::For(g));
-  return ChannelReduce<T>(channel, name, g, op, signature, part, mine, out);
 }
 
 }  // namespace meshdma::collectives_internal
