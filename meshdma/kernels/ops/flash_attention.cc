@@ -86,11 +86,16 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
         g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, 4);
     const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
     const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
-    Gemm(false, true, bq, bk, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+    // Only the key columns some row of the block may see are multiplied:
+    // those of a ragged last block, and left of the causal diagonal; the
+    // rest of S is masked below, and P is 0 there.
+    const int64_t kv_valid = a.in_valid(1, 0);
+    const int64_t cols =
+        g.causal ? std::min(kv_valid, (i + 1) * bq - j * bk) : kv_valid;
+    Gemm(false, true, bq, cols, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
     kernels_internal::ApplyTileMasks(
         kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input),
         g.scale, bq, bk, s);
-    const int64_t kv_valid = a.in_valid(1, 0);
     for (int64_t r = 0; r < bq; ++r) {
       float* row = s + r * bk;
       int64_t limit = kv_valid;
@@ -107,7 +112,7 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
       if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
       m[r] = m_new;
     }
-    Gemm(false, false, bq, d, bk, 1.0f, s, bk, vp, d, 1.0f, acc, d);
+    Gemm(false, false, bq, d, cols, 1.0f, s, bk, vp, d, 1.0f, acc, d);
   }
   // Step 3: the last key block: O = acc / l (and the log-sum-exp).
   if (j == nk - 1) {
