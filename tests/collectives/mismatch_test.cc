@@ -224,6 +224,38 @@ TEST(PlanMismatch, ChunkBytesOfOneHash) {
        "chunk_bytes 131072, num_buffers 2|chunk_bytes 524288, num_buffers 2"});
 }
 
+// The same over part of the mesh (a mesh {x: 2, y: 2} of 4 threads, psum
+// over x): the calls' signatures agree, and the ring's pieces differ (2 MiB
+// parts in pieces of 128 KiB against 512 KiB). The call notes carry the
+// pieces themselves, so a wait blocked for a while names both devices'.
+// Threads only: the notes are compared where they are readable, and the
+// mpirun layouts of this binary have no 4 devices on one host.
+TEST(PlanMismatch, ChunkBytesOfOneHashOverPartOfTheMesh) {
+  if (LaunchedByMpi()) GTEST_SKIP() << "a mesh of 4 threads";
+  RuntimeOptions o = testing::OptionsFor(4);
+  o.wait_timeout = absl::Seconds(kTimeoutSeconds);
+  auto rt = Runtime::Create(o);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  auto mesh = (*rt)->MakeMesh({{"x", 2}, {"y", 2}});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  const absl::Time start = absl::Now();
+  absl::Status s = (*rt)->Run(*mesh, []() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+    MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({1 << 20}));
+    return psum(
+        a, a, {"x"},
+        Algorithm(CollectiveAlgorithm::kRing, me == 0 ? 128 << 10 : 512 << 10));
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(kTimeoutSeconds)) << s;
+  EXPECT_FALSE(absl::StrContains(s.message(), "timed out")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "plans cut different pieces"))
+      << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "chunk_bytes 131072") &&
+              absl::StrContains(s.message(), "chunk_bytes 524288"))
+      << s;
+}
+
 // A kernel's ppermute: every member shifts by one, device 0 without the
 // pair that wraps around.
 TEST(PlanMismatch, PpermutePermutation) {

@@ -1,5 +1,6 @@
 // Call notes (common.h): what every collective call publishes, and the
 // comparisons of a slow wait and of the end of a Run.
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -32,6 +33,7 @@ struct NotedGroup {
   int64_t calls = 0;
   int64_t signature = 0;  // Of the last call.
   bool by_channel = false;
+  std::array<int64_t, 3> pieces{};
 
   Group AsGroup() const {
     Group g;
@@ -174,10 +176,20 @@ absl::Status CompareDuringCall(const Notes& notes, uint64_t run) {
     }
     const bool their_channel = theirs->call % 2 == 1;
     if (theirs->ended || theirs->call / 2 != group.calls ||
-        group.signature == 0 || theirs->signature == 0 ||
-        (theirs->signature == group.signature &&
-         their_channel == group.by_channel)) {
+        group.signature == 0 || theirs->signature == 0) {
       continue;
+    }
+    if (theirs->signature == group.signature &&
+        their_channel == group.by_channel) {
+      if (theirs->detail == group.pieces) continue;
+      return CollectiveError(
+          "a collective call", group.AsGroup(),
+          absl::StrCat(mine, ", and so does device LOGICAL id ", peer,
+                       ", but their plans cut different pieces: this "
+                       "device's are ",
+                       DescribePieces(group.pieces), ", device LOGICAL id ",
+                       peer, "'s ", DescribePieces(theirs->detail),
+                       "; every device must pass the same CollectiveOptions"));
     }
     return CollectiveError(
         "a collective call", group.AsGroup(),
@@ -256,15 +268,17 @@ NotedGroup* NotedGroupOf(const Group& g) {
   return notes->groups.back().get();
 }
 
-void PublishCall(NotedGroup* group, int64_t signature, bool by_channel) {
+void PublishCall(NotedGroup* group, int64_t signature, bool by_channel,
+                 const std::array<int64_t, 3>& pieces) {
   Notes* notes = t_notes;
   if (group == nullptr || notes == nullptr) return;
   ++group->calls;
   group->signature = signature;
   group->by_channel = by_channel;
+  group->pieces = pieces;
   notes->last = group;
-  notes->own->Publish(group->key, CallWord(group->calls, by_channel),
-                      signature);
+  notes->own->Publish(group->key, CallWord(group->calls, by_channel), signature,
+                      pieces);
 }
 
 }  // namespace meshdma::collectives_internal

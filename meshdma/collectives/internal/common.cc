@@ -365,6 +365,21 @@ int PlanBits(CollectiveAlgorithm algorithm, const CollectiveOptions& options,
   return (hash << 3) | ((static_cast<int>(algorithm) + 1) & 7);
 }
 
+std::array<int64_t, 3> NextPlanPieces() {
+  if (!t_next_pieces.cuts) return {};
+  return {t_next_pieces.chunk_bytes, t_next_pieces.num_buffers,
+          t_next_pieces.lane_chunk_bytes};
+}
+
+std::string DescribePieces(const std::array<int64_t, 3>& pieces) {
+  PlanPieces p;
+  p.cuts = true;
+  p.chunk_bytes = pieces[0];
+  p.num_buffers = pieces[1];
+  p.lane_chunk_bytes = pieces[2];
+  return p.ToString();
+}
+
 int ReductionPlanBits(CollectiveAlgorithm algorithm,
                       const CollectiveOptions& options) {
   return PlanBits(algorithm, options,

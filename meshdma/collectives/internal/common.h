@@ -3,6 +3,7 @@
 #ifndef MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
 #define MESHDMA_COLLECTIVES_INTERNAL_COMMON_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -207,10 +208,19 @@ struct NotedGroup;
 // until the Run ends).
 NotedGroup* NotedGroupOf(const Group& g);
 // Publishes the next call over `group`; `signature` 0 for a call whose
-// peers are not checked (`check_peers` off).
-void PublishCall(NotedGroup* group, int64_t signature, bool by_channel);
+// peers are not checked (`check_peers` off). A kernel's `pieces` are its
+// plan's exact pieces (`NextPlanPieces`), which a slow wait compares too, so
+// that pieces over part of the mesh whose 4-bit hashes agree are told
+// apart where the notes are readable.
+void PublishCall(NotedGroup* group, int64_t signature, bool by_channel,
+                 const std::array<int64_t, 3>& pieces = {});
 // The description of a call's signature ("psum of 16 f32 elements (...)").
 std::string DescribeCall(int64_t signature);
+// The pieces that the next kernel's plan cuts (`PlanBits`): chunk_bytes,
+// num_buffers and lane_chunk_bytes; zeros for a plan that cuts none.
+std::array<int64_t, 3> NextPlanPieces();
+// "chunk_bytes 131072, num_buffers 2" for `NextPlanPieces`'s words.
+std::string DescribePieces(const std::array<int64_t, 3>& pieces);
 
 // Runs `body` (absl::Status()) as the kernel of collective `name` over
 // `group` (`KernelFor`), after entering it with the call's `signature`
@@ -219,7 +229,7 @@ template <typename Body>
 absl::Status RunCollectiveKernel(absl::string_view name, const Group& group,
                                  bool check, int64_t signature, Body&& body) {
   PublishCall(NotedGroupOf(group), check ? signature : 0,
-              /*by_channel=*/false);
+              /*by_channel=*/false, NextPlanPieces());
   return RunKernel(KernelFor(name, group, check), [&]() -> absl::Status {
     absl::Status entered = EnterKernel(name, group, check, signature);
     if (!entered.ok()) return entered;

@@ -70,7 +70,7 @@ absl::Status RunReductionKernel(
                          symmetric_output, reads_peer_inputs ? &in : nullptr),
       plan_bits);
   PublishCall(NotedGroupOf(g), options.check_peers ? signature : 0,
-              /*by_channel=*/false);
+              /*by_channel=*/false, NextPlanPieces());
   return RunKernel(kernel, [&]() -> absl::Status {
     // The board: one line, so that no other data shares it. Every
     // member allocates it at the same point, before the barrier that

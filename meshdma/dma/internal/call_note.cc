@@ -46,6 +46,9 @@ std::optional<CallNoteView> CallNote::Read() const {
   view.group = group_.load(std::memory_order_relaxed);
   view.call = call_.load(std::memory_order_relaxed);
   view.signature = signature_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < view.detail.size(); ++i) {
+    view.detail[i] = detail_[i].load(std::memory_order_relaxed);
+  }
   std::atomic_thread_fence(std::memory_order_acquire);
   if (version_.load(std::memory_order_relaxed) != before) return std::nullopt;
   return view;

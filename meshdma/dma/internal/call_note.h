@@ -11,6 +11,7 @@
 #ifndef MESHDMA_DMA_INTERNAL_CALL_NOTE_H_
 #define MESHDMA_DMA_INTERNAL_CALL_NOTE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -28,6 +29,7 @@ struct CallNoteView {
   uint64_t group = 0;  // The caller's words (`Publish`).
   int64_t call = 0;
   int64_t signature = 0;
+  std::array<int64_t, 3> detail{};
 };
 
 class CallNote {
@@ -35,13 +37,17 @@ class CallNote {
   // By the owning device thread only.
   void BeginRun(uint64_t run);
   void EndRun();
-  void Publish(uint64_t group, int64_t call, int64_t signature) {
+  void Publish(uint64_t group, int64_t call, int64_t signature,
+               const std::array<int64_t, 3>& detail) {
     const uint64_t v = version_.load(std::memory_order_relaxed);
     version_.store(v + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     group_.store(group, std::memory_order_relaxed);
     call_.store(call, std::memory_order_relaxed);
     signature_.store(signature, std::memory_order_relaxed);
+    for (size_t i = 0; i < detail.size(); ++i) {
+      detail_[i].store(detail[i], std::memory_order_relaxed);
+    }
     version_.store(v + 2, std::memory_order_release);
   }
   // By any thread: the note, or nullopt while its owner writes it.
@@ -53,6 +59,7 @@ class CallNote {
   std::atomic<uint64_t> group_;
   std::atomic<int64_t> call_;
   std::atomic<int64_t> signature_;
+  std::atomic<int64_t> detail_[3];
 };
 
 // `global_device`'s note as this process maps it, or null where its heap
