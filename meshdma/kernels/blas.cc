@@ -8,8 +8,10 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/kernels/internal/vector_math.h"
 
 extern "C" {
 // Exported by OpenBLAS (Debian's libopenblas0-pthread).
@@ -25,6 +27,10 @@ void InitBlasOnce() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
+
+// The least m * k for which Gemm takes the narrow-B row kernel: below it the
+// packing OpenBLAS does is cheap.
+constexpr int64_t kNarrowMinElements = int64_t{1} << 16;
 
 void AbortOnError(const absl::Status& s) {
   if (s.ok()) return;
@@ -105,6 +111,20 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
   AbortOnError(
       CheckGemmArgs(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc));
   if (m == 0 || n == 0) return;
+  // A narrow B (n <= 8) against a large A: OpenBLAS packs all of A for the
+  // call, which costs more than the memory-bound product itself; the row
+  // kernel reads A once against B transposed.
+  if (!transpose_a && !transpose_b && n <= kernels_internal::kMaxNarrowN &&
+      m * k >= kNarrowMinElements) {
+    thread_local std::vector<float> bt;
+    bt.resize(n * k);
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * ldb + j];
+    }
+    kernels_internal::NarrowProduct(m, n, k, alpha, a, lda, bt.data(), beta, c,
+                                    ldc);
+    return;
+  }
   InitBlasOnce();
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
               transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),

@@ -55,6 +55,33 @@ TEST(GemmTest, BadSizesAreInvalidArgument) {
                "lda");
 }
 
+// A narrow B (n <= 8) against a large A takes Gemm's row kernel instead of
+// OpenBLAS: every n, a k that 8 does not divide, leading dimensions longer
+// than the rows, and alpha/beta, against the plain loop.
+TEST(GemmTest, NarrowProductMatchesTheLoop) {
+  const int64_t m = 40, k = 2053, lda = k + 3;
+  for (int64_t n = 1; n <= 9; ++n) {
+    for (float beta : {0.0f, 0.5f}) {
+      const int64_t ldb = n + 2, ldc = n + 1;
+      std::vector<float> a = RandomVector(m * lda, 1);
+      std::vector<float> b = RandomVector(k * ldb, 2);
+      std::vector<float> c = RandomVector(m * ldc, 3), want = c;
+      Gemm(false, false, m, n, k, 2.0f, a.data(), lda, b.data(), ldb, beta,
+           c.data(), ldc);
+      GemmNaive(false, false, m, n, k, 2.0f, a.data(), lda, b.data(), ldb, beta,
+                want.data(), ldc);
+      double worst = 0;
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const double diff = std::abs(c[r * ldc + j] - want[r * ldc + j]);
+          worst = std::max(worst, j < n ? diff : diff * 1e9);  // Untouched.
+        }
+      }
+      EXPECT_LT(worst, 2e-3) << "n " << n << " beta " << beta;
+    }
+  }
+}
+
 TEST(AddVectorsTest, ManyLengths) {
   RUN_ON_DEVICES({
     for (int64_t n : {1, 7, 64, 1000, 4096, 5000}) {

@@ -118,6 +118,64 @@ MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
   return r;
 }
 
+namespace {
+
+// NarrowProduct's rows for a compile-time n: n accumulators of 8 lanes stay
+// in registers while a row of `a` streams past once.
+template <int N>
+[[gnu::always_inline]] inline void NarrowRows(int64_t m, int64_t k, float alpha,
+                                              const float* a, int64_t lda,
+                                              const float* bt, float beta,
+                                              float* c, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = a + r * lda;
+    F8 acc[N];
+    for (int j = 0; j < N; ++j) acc[j] = F8{} + 0.0f;
+    int64_t p = 0;
+    for (; p + kHalf <= k; p += kHalf) {
+      F8 x;
+      std::memcpy(&x, row + p, sizeof(x));
+      for (int j = 0; j < N; ++j) {
+        F8 y;
+        std::memcpy(&y, bt + j * k + p, sizeof(y));
+        acc[j] += x * y;
+      }
+    }
+    for (int j = 0; j < N; ++j) {
+      float dot = 0;
+      for (int l = 0; l < kHalf; ++l) dot += acc[j][l];
+      for (int64_t q = p; q < k; ++q) dot += row[q] * bt[j * k + q];
+      float* out = c + r * ldc + j;
+      *out = beta == 0.0f ? alpha * dot : alpha * dot + beta * *out;
+    }
+  }
+}
+
+}  // namespace
+
+MESHDMA_CLONES void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha,
+                                  const float* a, int64_t lda, const float* bt,
+                                  float beta, float* c, int64_t ldc) {
+  switch (n) {
+    case 1:
+      return NarrowRows<1>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 2:
+      return NarrowRows<2>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 3:
+      return NarrowRows<3>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 4:
+      return NarrowRows<4>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 5:
+      return NarrowRows<5>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 6:
+      return NarrowRows<6>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    case 7:
+      return NarrowRows<7>(m, k, alpha, a, lda, bt, beta, c, ldc);
+    default:
+      return NarrowRows<8>(m, k, alpha, a, lda, bt, beta, c, ldc);
+  }
+}
+
 MESHDMA_CLONES void Scale(float* y, int64_t n, float a) {
   for (int64_t k = 0; k < n; ++k) y[k] *= a;
 }

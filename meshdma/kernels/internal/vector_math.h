@@ -1,4 +1,5 @@
-// Vectorised row kernels for attention's online softmax. Each is compiled
+// Vectorised row kernels: attention's online softmax, and a product against
+// a narrow matrix. Each is compiled
 // for AVX-512, AVX2 and baseline x86-64 and picked at load time
 // (`target_clones`), so the library needs no -march flag.
 #ifndef MESHDMA_KERNELS_INTERNAL_VECTOR_MATH_H_
@@ -15,6 +16,14 @@ float RowMax(const float* x, int64_t n);
 float ExpShiftSum(float* x, int64_t n, float shift);
 // y[k] *= a.
 void Scale(float* y, int64_t n, float a);
+// c[r, j] = alpha * dot(a[r, 0..k), bt[j, 0..k)) + beta * c[r, j] for r < m,
+// j < n, with 1 <= n <= kMaxNarrowN: a product against a narrow B given
+// transposed (`bt` [n, k], contiguous) that reads each row of `a` (leading
+// dimension `lda`) once. beta == 0 ignores c's old values.
+inline constexpr int64_t kMaxNarrowN = 8;
+void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* bt, float beta, float* c,
+                   int64_t ldc);
 // Widening conversions of a contiguous run.
 void ToFloat(const uint16_t* bf16_or_f16, float* out, int64_t n, bool is_bf16);
 
