@@ -325,6 +325,18 @@ TEST(SkippedCall, NoneSkippedPasses) {
   }
 }
 
+// A ppermute of 16 f32 over the channel, each device passing
+// `perm_of(me, n)`.
+absl::Status SmallPpermute(
+    const std::function<std::vector<std::pair<int, int>>(int me, int n)>&
+        perm_of) {
+  MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
+  MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+  MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({16}));
+  MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({16}));
+  return ppermute(in, out, {"x"}, perm_of(me, n));
+}
+
 // --- Calls over the channel (small ones): the same checks, from the call
 // notes that a wait blocked for a while compares (one host).
 
@@ -395,6 +407,23 @@ TEST(CallNotes, SlowPeerIsNoMismatch) {
     });
     EXPECT_TRUE(s.ok()) << "run " << run << ": " << s;
   }
+}
+
+// A ppermute over the channel whose differing member sends no row: every
+// member i > 0 sends to i - 1 (no pair wraps around), device 0 leaves out
+// (1, 0) and so expects nothing. Device 0 ends its Run at once while device
+// 1's row to it is never consumed: the call notes show the two
+// permutations.
+TEST(ChannelMismatch, PpermuteWhoseDifferingMemberSendsNothing) {
+  ExpectPromptError(
+      [] {
+        return SmallPpermute([](int me, int n) {
+          std::vector<std::pair<int, int>> perm;
+          for (int i = me == 0 ? 2 : 1; i < n; ++i) perm.emplace_back(i, i - 1);
+          return perm;
+        });
+      },
+      {"ppermute of 16 f32", "permutation #"}, /*one_host=*/true);
 }
 
 // --- Outputs whose size differs per member by design. Each member allocates
@@ -666,16 +695,14 @@ TEST(DirectMismatch, PrivateAndSymmetricInputs) {
 
 TEST(ChannelMismatch, PpermutePermutation) {
   ExpectPromptError(
-      []() -> absl::Status {
-        MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-        MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
-        MESHDMA_ASSIGN_OR_RETURN(auto in, AllocateSymmetric<float>({16}));
-        MESHDMA_ASSIGN_OR_RETURN(auto out, AllocateSymmetric<float>({16}));
-        std::vector<std::pair<int, int>> perm;
-        for (int i = 0; i < (me == 0 ? n - 1 : n); ++i) {
-          perm.emplace_back(i, (i + 1) % n);
-        }
-        return ppermute(in, out, {"x"}, perm);
+      [] {
+        return SmallPpermute([](int me, int n) {
+          std::vector<std::pair<int, int>> perm;
+          for (int i = 0; i < (me == 0 ? n - 1 : n); ++i) {
+            perm.emplace_back(i, (i + 1) % n);
+          }
+          return perm;
+        });
       },
       {"ppermute of 16 f32", "permutation #"});
 }

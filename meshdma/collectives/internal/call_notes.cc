@@ -110,6 +110,46 @@ std::optional<CallNoteView> PeerNote(const Notes& notes, int global,
   return view;
 }
 
+// "this device calls X, its call #k over this group (in a kernel)".
+std::string MyCall(const NotedGroup& group) {
+  return absl::StrCat("this device calls ", DescribeCall(group.signature),
+                      ", its call #", group.calls, " over this group (",
+                      PathWords(group.by_channel), ")");
+}
+
+// An error where the member at `position` made its call of this device's
+// last number over `group` (`theirs`) otherwise: another signature, path
+// or ring pieces.
+absl::Status CompareSameNumber(const NotedGroup& group, int position,
+                               const CallNoteView& theirs) {
+  const bool their_channel = theirs.call % 2 == 1;
+  if (theirs.group != group.key || theirs.call / 2 != group.calls ||
+      group.signature == 0 || theirs.signature == 0) {
+    return absl::OkStatus();
+  }
+  const int peer = group.ring.members[position];
+  if (theirs.signature == group.signature &&
+      their_channel == group.by_channel) {
+    if (theirs.detail == group.pieces) return absl::OkStatus();
+    return CollectiveError(
+        "a collective call", group.AsGroup(),
+        absl::StrCat(MyCall(group), ", and so does device LOGICAL id ", peer,
+                     ", but their plans cut different pieces: this "
+                     "device's are ",
+                     DescribePieces(group.pieces), ", device LOGICAL id ", peer,
+                     "'s ", DescribePieces(theirs.detail),
+                     "; every device must pass the same CollectiveOptions"));
+  }
+  return CollectiveError(
+      "a collective call", group.AsGroup(),
+      absl::StrCat(MyCall(group), ", but device LOGICAL id ", peer, " calls ",
+                   DescribeCall(theirs.signature), " ",
+                   PathWords(their_channel),
+                   "; every device of the group must make the same call "
+                   "(sizes on both sides of the channel's largest row take "
+                   "different paths)"));
+}
+
 // The error when the member at `position` of `group` made call `their_call`
 // over it (`theirs`) while this device has ended its Run after fewer.
 absl::Status PeerCallsPastEnd(const NotedGroup& group, int position,
@@ -127,8 +167,9 @@ absl::Status PeerCallsPastEnd(const NotedGroup& group, int position,
 }
 
 // At the end of this device's Run: an error where a member of one of its
-// groups makes more calls over it; `all_ended` when every readable member
-// has ended its Run too.
+// groups makes more calls over it, or made its last call of this device's
+// number otherwise; `all_ended` when every readable member has ended its
+// Run too.
 absl::Status CompareAtRunEnd(const Notes& notes, uint64_t run,
                              bool& all_ended) {
   all_ended = true;
@@ -142,10 +183,12 @@ absl::Status CompareAtRunEnd(const Notes& notes, uint64_t run,
       std::optional<CallNoteView> theirs =
           PeerNote(notes, group->globals[j], run);
       if (!theirs.has_value() || !theirs->ended) all_ended = false;
-      if (theirs.has_value() && !theirs->ended && theirs->group == group->key &&
+      if (!theirs.has_value()) continue;
+      if (!theirs->ended && theirs->group == group->key &&
           theirs->call / 2 > group->calls) {
         return PeerCallsPastEnd(*group, j, *theirs);
       }
+      MESHDMA_RETURN_IF_ERROR(CompareSameNumber(*group, j, *theirs));
     }
   }
   return absl::OkStatus();
@@ -159,46 +202,18 @@ absl::Status CompareDuringCall(const Notes& notes, uint64_t run) {
     if (j == group.ring.index) continue;
     std::optional<CallNoteView> theirs = PeerNote(notes, group.globals[j], run);
     if (!theirs.has_value() || theirs->group != group.key) continue;
-    const int peer = group.ring.members[j];
-    const std::string mine = absl::StrCat(
-        "this device calls ", DescribeCall(group.signature), ", its call #",
-        group.calls, " over this group (", PathWords(group.by_channel), ")");
     if (theirs->ended && theirs->call / 2 < group.calls) {
       return CollectiveError(
           "a collective call", group.AsGroup(),
-          absl::StrCat(mine, ", but device LOGICAL id ", peer,
-                       " has reached the end of its Run after ",
-                       theirs->call / 2,
-                       " calls over this group; a device "
-                       "skipped a call or made one more: every device of the "
-                       "group must make the same sequence of collective "
-                       "calls"));
+          absl::StrCat(
+              MyCall(group), ", but device LOGICAL id ", group.ring.members[j],
+              " has reached the end of its Run after ", theirs->call / 2,
+              " calls over this group; a device "
+              "skipped a call or made one more: every device of the "
+              "group must make the same sequence of collective "
+              "calls"));
     }
-    const bool their_channel = theirs->call % 2 == 1;
-    if (theirs->ended || theirs->call / 2 != group.calls ||
-        group.signature == 0 || theirs->signature == 0) {
-      continue;
-    }
-    if (theirs->signature == group.signature &&
-        their_channel == group.by_channel) {
-      if (theirs->detail == group.pieces) continue;
-      return CollectiveError(
-          "a collective call", group.AsGroup(),
-          absl::StrCat(mine, ", and so does device LOGICAL id ", peer,
-                       ", but their plans cut different pieces: this "
-                       "device's are ",
-                       DescribePieces(group.pieces), ", device LOGICAL id ",
-                       peer, "'s ", DescribePieces(theirs->detail),
-                       "; every device must pass the same CollectiveOptions"));
-    }
-    return CollectiveError(
-        "a collective call", group.AsGroup(),
-        absl::StrCat(mine, ", but device LOGICAL id ", peer, " calls ",
-                     DescribeCall(theirs->signature), " ",
-                     PathWords(their_channel),
-                     "; every device of the group must make the same call "
-                     "(sizes on both sides of the channel's largest row take "
-                     "different paths)"));
+    MESHDMA_RETURN_IF_ERROR(CompareSameNumber(group, j, *theirs));
   }
   return absl::OkStatus();
 }
