@@ -238,12 +238,9 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
                         options};
   // Step 1.
   if (const ci::PlannedCall* call = ci::FindPlannedCall(key)) {
-    absl::Status status;
-    ci::DispatchReducible(input.dtype(), [&](auto zero) {
-      status =
-          RunPlannedChannels<decltype(zero)>(name, *call, op, input, output);
+    return ci::RunReducible(name, call->group, input, [&](auto zero) {
+      return RunPlannedChannels<decltype(zero)>(name, *call, op, input, output);
     });
-    return status;
   }
   // Step 2.
   MESHDMA_ASSIGN_OR_RETURN(Group g, ci::ResolveGroup(name, axes));
@@ -273,22 +270,13 @@ absl::Status all_reduce(ReduceOp op, const ArrayRef& input,
     in = out;
   }
   // Step 5.
-  absl::Status status;
-  const bool reducible = ci::DispatchReducible(in.dtype(), [&](auto zero) {
+  return ci::RunReducible(name, g, input, [&](auto zero) {
     using T = decltype(zero);
-    status =
-        plan.path == ci::Path::kKernel
-            ? RunKernelPath<T>(name, g, options, plan, op, own, in, out, output)
-            : RunChannelPath<T>(name, g, plan, op, in, out, key);
+    return plan.path == ci::Path::kKernel
+               ? RunKernelPath<T>(name, g, options, plan, op, own, in, out,
+                                  output)
+               : RunChannelPath<T>(name, g, plan, op, in, out, key);
   });
-  if (!reducible) {
-    return ci::CollectiveError(
-        name, g,
-        absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
-                     input.ToString(),
-                     "); reductions take f32, f64, bf16, f16, i32 or i64"));
-  }
-  return status;
 }
 
 }  // namespace meshdma

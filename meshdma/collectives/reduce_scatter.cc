@@ -137,11 +137,9 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
   if (const ci::PlannedCall* call = ci::FindPlannedCall(key)) {
     MESHDMA_RETURN_IF_ERROR(
         ci::PadToLargestOutput(output, call->layout.largest_output_bytes));
-    absl::Status status;
-    ci::DispatchReducible(input.dtype(), [&](auto zero) {
-      status = OverChannel<decltype(zero)>(name, *call, op, input, output);
+    return ci::RunReducible(name, call->group, input, [&](auto zero) {
+      return OverChannel<decltype(zero)>(name, *call, op, input, output);
     });
-    return status;
   }
   // Step 2.
   MESHDMA_ASSIGN_OR_RETURN(Group g, ci::ResolveGroup(name, axes));
@@ -171,23 +169,12 @@ absl::Status reduce_scatter(ReduceOp op, const ArrayRef& input,
                                          largest_segment, in.is_symmetric()},
                                         g, topology));
   // Step 4.
-  absl::Status status;
-  const bool reducible = ci::DispatchReducible(in.dtype(), [&](auto zero) {
+  return ci::RunReducible(name, g, input, [&](auto zero) {
     using T = decltype(zero);
-    if (plan.path == ci::Path::kKernel) {
-      status = RunKernelPath<T>(name, g, options, plan, op, in, out);
-      return;
-    }
-    status = RunChannelPath<T>(name, g, plan, op, input, output, key);
+    return plan.path == ci::Path::kKernel
+               ? RunKernelPath<T>(name, g, options, plan, op, in, out)
+               : RunChannelPath<T>(name, g, plan, op, input, output, key);
   });
-  if (!reducible) {
-    return ci::CollectiveError(
-        name, g,
-        absl::StrCat("cannot reduce ", DTypeName(in.dtype()), " (input ",
-                     input.ToString(),
-                     "); reductions take f32, f64, bf16, f16, i32 or i64"));
-  }
-  return status;
 }
 
 }  // namespace meshdma

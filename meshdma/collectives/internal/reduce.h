@@ -10,7 +10,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "meshdma/base/dtype.h"
+#include "meshdma/collectives/internal/common.h"
 #include "meshdma/collectives/options.h"
 
 namespace meshdma::collectives_internal {
@@ -227,6 +231,24 @@ inline bool DispatchReducible(DType dtype, F&& f) {
       return false;
   }
   return false;
+}
+
+// `run(T{})`, T the C++ type of `input`'s dtype, for a collective `name` on
+// `g` that reduces `input`; InvalidArgument naming them, and no call, where
+// the dtype cannot be reduced.
+template <typename Run>
+absl::Status RunReducible(absl::string_view name, const Group& g,
+                          const ArrayRef& input, Run&& run) {
+  absl::Status status;
+  if (DispatchReducible(input.dtype(),
+                        [&](auto zero) { status = run(zero); })) {
+    return status;
+  }
+  return CollectiveError(
+      name, g,
+      absl::StrCat("cannot reduce ", DTypeName(input.dtype()), " (input ",
+                   input.ToString(),
+                   "); reductions take f32, f64, bf16, f16, i32 or i64"));
 }
 
 }  // namespace meshdma::collectives_internal
