@@ -166,6 +166,14 @@ Paired TimePaired(int reps, double flop, const std::function<void()>& fn) {
   return {Median(times), Median(shares)};
 }
 
+// One attention row: time, rate, and share of the sgemm timed in turn.
+void PrintAttentionRow(int64_t seq, bool causal, double flop, const Paired& p) {
+  std::printf(
+      "seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm (in turn)\n",
+      long(seq), causal ? "causal" : "non-causal", p.seconds * 1e3,
+      flop / p.seconds / 1e9, 100 * p.share_of_sgemm);
+}
+
 // Flash attention forward at head_dim `d`, one head, f32, at each sequence
 // length, non-causal and causal: GFLOP/s and the share of sgemm timed in turn
 // with it.
@@ -187,11 +195,7 @@ absl::Status FlashForward(const std::vector<int64_t>& seqs, int64_t d,
                                  View(o, sh), opts));
       });
       MESHDMA_RETURN_IF_ERROR(st);
-      std::printf(
-          "seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm (in "
-          "turn)\n",
-          long(s), causal ? "causal" : "non-causal", p.seconds * 1e3,
-          flop / p.seconds / 1e9, 100 * p.share_of_sgemm);
+      PrintAttentionRow(s, causal, flop, p);
     }
   }
   return absl::OkStatus();
@@ -438,11 +442,7 @@ absl::Status Bench(const BenchFlags& flags) {
               opts));
         });
         MESHDMA_RETURN_IF_ERROR(st);
-        std::printf(
-            "seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm (in "
-            "turn)\n",
-            long(s), causal ? "causal" : "non-causal", p.seconds * 1e3,
-            flop / p.seconds / 1e9, 100 * p.share_of_sgemm);
+        PrintAttentionRow(s, causal, flop, p);
       }
     }
   }
