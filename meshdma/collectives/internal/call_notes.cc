@@ -259,6 +259,22 @@ absl::Status WaitForPeersAtRunEnd() {
 
 }  // namespace
 
+absl::Status CompareNotesAtEntry() {
+  const Notes* notes = t_notes;
+  if (notes == nullptr || notes->last == nullptr) return absl::OkStatus();
+  const std::optional<CallNoteView> mine = notes->own->Read();
+  if (!mine.has_value()) return absl::OkStatus();
+  const NotedGroup& group = *notes->last;
+  for (int j = 0; j < group.ring.size(); ++j) {
+    if (j == group.ring.index) continue;
+    std::optional<CallNoteView> theirs =
+        PeerNote(*notes, group.globals[j], mine->run);
+    if (!theirs.has_value()) continue;
+    MESHDMA_RETURN_IF_ERROR(CompareSameNumber(group, j, *theirs));
+  }
+  return absl::OkStatus();
+}
+
 NotedGroup* NotedGroupOf(const Group& g) {
   Notes* notes = t_notes != nullptr ? t_notes : StartNotes();
   if (notes == nullptr) return nullptr;

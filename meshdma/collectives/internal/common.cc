@@ -564,7 +564,10 @@ absl::Status CompareCallAtEntry(absl::string_view collective,
   if (!check) return absl::OkStatus();
   if (!ComparesAtEntry(group, check)) {
     MESHDMA_RETURN_IF_ERROR(SendSignature(group, signature));
-    return ReceiveSignature(collective, group, signature);
+    MESHDMA_RETURN_IF_ERROR(ReceiveSignature(collective, group, signature));
+    // The signature holds only a hash of the pieces: the notes compare them
+    // exactly, before any piece moves, where they are readable.
+    return CompareNotesAtEntry();
   }
   // The barrier compares the plan's pieces exactly (a hash of them beside
   // the signature), not only the signature's hash of them.

@@ -214,6 +214,11 @@ NotedGroup* NotedGroupOf(const Group& g);
 // apart where the notes are readable.
 void PublishCall(NotedGroup* group, int64_t signature, bool by_channel,
                  const std::array<int64_t, 3>& pieces = {});
+// At a kernel's entry, once the members' signatures have arrived (each
+// publishes its note before it signals): an error where a member this
+// process maps makes this call with other pieces. Members whose note is not
+// readable, or not yet of this call, are left to the signature.
+absl::Status CompareNotesAtEntry();
 // The description of a call's signature ("psum of 16 f32 elements (...)").
 std::string DescribeCall(int64_t signature);
 // The pieces that the next kernel's plan cuts (`PlanBits`): chunk_bytes,
