@@ -11,8 +11,9 @@ Autograd: the three ops are differentiable. Their backward passes are
 collectives too, so every rank runs backward through the same ops in the
 same order (as every rank's forward did): the two collective matmuls are
 each other's backward (the gradient of a gather is a reduce-scatter), and
-ring attention's backward gathers the keys and values and recomputes this
-rank's rows of attention (memory ``S / n x S`` logits per head).
+ring attention's backward gathers the keys and values and runs meshdma's
+flash attention backward over each block of this rank's rows (memory
+``O(S x head_dim)`` per head, no ``S / n x S`` logits).
 """
 import torch
 import torch.distributed as dist
@@ -95,55 +96,74 @@ def matmul_reduce_scatter(x, w, group=None):
     return _MatmulReduceScatter.apply(x, w, _meshdma_group(group, "matmul_reduce_scatter"))
 
 
-def _ring_rows(rank, world, seq_local, layout):
-    """The global sequence rows rank holds in ``layout``, in its order."""
+def _ring_chunks(rank, world, layout):
+    """The global chunks of the sequence rank holds in ``layout``, in its
+    order: 1 of ``world`` (contiguous) or 2 of ``2 world`` (zig-zag)."""
     if layout == "contiguous":
-        return torch.arange(rank * seq_local, (rank + 1) * seq_local)
-    chunk = seq_local // 2
-    return torch.cat([torch.arange(c * chunk, (c + 1) * chunk)
-                      for c in (rank, 2 * world - 1 - rank)])
+        return [rank]
+    return [rank, 2 * world - 1 - rank]
+
+
+def _rows(t, index, size):
+    """Chunk ``index`` of ``t``'s sequence rows, ``size`` rows each."""
+    return t[:, :, index * size:(index + 1) * size]
 
 
 class _RingAttention(torch.autograd.Function):
-    """Forward: meshdma's ring attention. Backward: gathers k and v, lays
-    them out by global row, recomputes this rank's rows of attention with
-    torch and differentiates them; each rank's share of dk and dv is then
-    reduce-scattered back to the rows' owners."""
+    """Forward: meshdma's ring attention. Backward: meshdma's flash
+    attention backward, one (query chunk, key chunk) block at a time, with
+    the rows' log-sum-exp over every key chunk they see; each rank's share
+    of dk and dv is then reduce-scattered back to the chunks' owners."""
 
     @staticmethod
     def forward(ctx, q, k, v, group, causal, sm_scale, layout):
         ctx.group, ctx.causal, ctx.layout = group, causal, layout
         ctx.sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
-        ctx.save_for_backward(q, k, v)
-        return _C._ring_attention(group, q, k, v, causal, sm_scale, layout)
+        out = _C._ring_attention(group, q, k, v, causal, sm_scale, layout)
+        ctx.save_for_backward(q, k, v, out)
+        return out
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v = ctx.saved_tensors
-        group, world, seq_local = ctx.group, ctx.group.size(), q.shape[2]
-        rows = [_ring_rows(r, world, seq_local, ctx.layout) for r in range(world)]
-        # 1. Every rank's keys and values at their global rows.
-        full = []
-        for t in (k, v):
-            whole = t.new_empty(t.shape[0], t.shape[1], seq_local * world, t.shape[3])
-            for r, part in enumerate(_gather(t, group)):
-                whole[:, :, rows[r]] = part
-            full.append(whole.requires_grad_())
-        # 2. This rank's rows of attention, recomputed and differentiated.
-        with torch.enable_grad():
-            qq = q.detach().requires_grad_()
-            heads_per_kv = q.shape[1] // k.shape[1]
-            kk, vv = (t.repeat_interleave(heads_per_kv, dim=1) for t in full)
-            logits = torch.matmul(qq, kk.transpose(-1, -2)) * ctx.sm_scale
-            if ctx.causal:
-                mine = rows[group.rank()]
-                later = mine[:, None] < torch.arange(seq_local * world)[None, :]
-                logits = logits.masked_fill(later, float("-inf"))
-            out = torch.matmul(torch.softmax(logits, dim=-1), vv)
-            dq, dk_full, dv_full = torch.autograd.grad(out, (qq, *full), do)
-        # 3. Each owner gets the sum over ranks of its rows' dk and dv.
-        dk, dv = (_reduce_scatter([g[:, :, rows[r]] for r in range(world)], group)
-                  for g in (dk_full, dv_full))
+        q, k, v, out = ctx.saved_tensors
+        do = do.contiguous()
+        group, world = ctx.group, ctx.group.size()
+        chunks = [_ring_chunks(r, world, ctx.layout) for r in range(world)]
+        size = q.shape[2] // len(chunks[0])
+        flash = (torch.ops.meshdma._flash_attention_forward,
+                 torch.ops.meshdma._flash_attention_backward)
+
+        def block(i, j):
+            """Query chunk i against key chunk j: None where all of it is
+            masked, else whether the block is causal (its diagonal)."""
+            if ctx.causal and j > i:
+                return None
+            return ctx.causal and j == i
+
+        # 1. Every rank's key and value chunks, by global chunk.
+        kv = {}
+        for r, (kr, vr) in enumerate(zip(_gather(k, group), _gather(v, group))):
+            for t, j in enumerate(chunks[r]):
+                kv[j] = (_rows(kr, t, size), _rows(vr, t, size))
+        dq = torch.zeros_like(q)
+        dkv = {j: (torch.zeros_like(kj), torch.zeros_like(vj)) for j, (kj, vj) in kv.items()}
+        for t, i in enumerate(chunks[group.rank()]):
+            q_i, o_i, do_i = (_rows(x, t, size) for x in (q, out, do))
+            seen = [j for j in sorted(kv) if block(i, j) is not None]
+            # 2. The rows' log-sum-exp over every key chunk they see.
+            lse = torch.logsumexp(torch.stack([
+                flash[0](q_i, *kv[j], block(i, j), None, None, ctx.sm_scale, None)[1]
+                for j in seen]), dim=0)
+            # 3. Each block's share of dq, dk and dv, exact with that lse.
+            for j in seen:
+                dq_ij, dk_ij, dv_ij = flash[1](do_i, q_i, *kv[j], o_i, lse, block(i, j),
+                                               None, None, ctx.sm_scale, None)
+                _rows(dq, t, size).add_(dq_ij)
+                dkv[j][0].add_(dk_ij)
+                dkv[j][1].add_(dv_ij)
+        # 4. Each owner gets the sum over ranks of its chunks' dk and dv.
+        dk, dv = (_reduce_scatter([torch.cat([dkv[j][x] for j in chunks[r]], dim=2)
+                                   for r in range(world)], group) for x in (0, 1))
         return dq, dk, dv, None, None, None, None
 
 
