@@ -1,6 +1,7 @@
 // A device of this process: its identity and the mesh context of the
 // current `Runtime::Run`. The verbs are defined by concern beside it:
-// device_allocation.cc (heap, scopes, semaphore records), device_dma.cc (DMA
+// device_allocation.cc (allocation over device_heap.h, scopes, semaphore
+// checks), device_dma.cc (DMA
 // issue and in-flight tracking), device_semaphores.cc (signals and waits),
 // device_barrier.cc, device_peer_memory.cc (peer views, flagged copies) and
 // device_recovery.cc (hang state, reset after a failed Run). Every DMA,
@@ -37,10 +38,10 @@ Device::Device(RuntimeImpl* runtime, int global_index, int local_index,
     : runtime_(runtime),
       global_index_(global_index),
       local_index_(local_index),
-      heap_base_(heap_base),
-      heap_bytes_(heap_bytes),
-      persistent_bottom_(heap_bytes),
-      touched_bottom_(heap_bytes),
+      heap_(
+          absl::StrCat("device ", global_index, " (rank ",
+                       runtime->launch().rank(), ", local ", local_index, ")"),
+          heap_base, heap_bytes),
       hang_notes_(runtime->launch().num_devices()) {
   NewDmaEpoch();
 }
@@ -61,7 +62,7 @@ void Device::EnterRun(const Mesh* mesh, int logical_id) {
   logical_id_ = logical_id;
   barrier_epoch_ = 0;
   call_note()->BeginRun(runtime_->run_generation());
-  allocations_.Reset();
+  heap_.ResetLog();
   PushScope("Run", std::nullopt);
 }
 

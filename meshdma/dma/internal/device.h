@@ -4,8 +4,9 @@
 // They are defined by concern: device.cc (identity, the mesh of the current
 // Run), device_allocation.cc, device_dma.cc, device_semaphores.cc,
 // device_barrier.cc, device_peer_memory.cc and device_recovery.cc; the state
-// of the in-flight list, the hang notes and the wait policy are classes of
-// their own (inflight_dmas.h, hang_notes.h, wait_policy.h).
+// of the heap and its scopes, the in-flight list, the hang notes and the wait
+// policy are classes of their own (device_heap.h, inflight_dmas.h,
+// hang_notes.h, wait_policy.h).
 #ifndef MESHDMA_DMA_INTERNAL_DEVICE_H_
 #define MESHDMA_DMA_INTERNAL_DEVICE_H_
 
@@ -23,6 +24,7 @@
 #include "meshdma/dma/check/hang_report.h"
 #include "meshdma/dma/internal/allocation_log.h"
 #include "meshdma/dma/internal/call_note.h"
+#include "meshdma/dma/internal/device_heap.h"
 #include "meshdma/dma/internal/hang_notes.h"
 #include "meshdma/dma/internal/inflight_dmas.h"
 #include "meshdma/dma/observer.h"
@@ -34,20 +36,6 @@ namespace meshdma::dma_internal {
 
 class RuntimeImpl;
 
-// Heap layout: reserved semaphores first, then the user's allocations.
-// Device-barrier cells: two sets (alternate barriers) of one cell per
-// dissemination round, so a cell holds at most one signal at a time.
-inline constexpr int kMaxBarrierRounds = 16;
-inline constexpr int kBarrierCells = 2 * kMaxBarrierRounds;
-inline constexpr int64_t kBarrierCellsOffset = 0;
-inline constexpr int64_t kCollectiveCellsOffset =
-    kBarrierCellsOffset + kBarrierCells * kSemaphoreBytes;
-// Then the device's call note (call_note.h), one line.
-inline constexpr int64_t kCallNoteOffset =
-    kCollectiveCellsOffset + 64 * kSemaphoreBytes;
-inline constexpr int64_t kCallNoteBytes = 64;
-inline constexpr int64_t kReservedHeapBytes = kCallNoteOffset + kCallNoteBytes;
-
 class Device {
  public:
   Device(RuntimeImpl* runtime, int global_index, int local_index,
@@ -56,8 +44,8 @@ class Device {
   int global_index() const { return global_index_; }
   int local_index() const { return local_index_; }
   RuntimeImpl* runtime() const { return runtime_; }
-  std::byte* heap_base() const { return heap_base_; }
-  int64_t heap_bytes() const { return heap_bytes_; }
+  std::byte* heap_base() const { return heap_.base(); }
+  int64_t heap_bytes() const { return heap_.bytes(); }
   // "device 3 (rank 1, local 1)".
   std::string Name() const;
 
@@ -70,24 +58,25 @@ class Device {
   absl::StatusOr<int> ResolveTarget(const DeviceId& id, DeviceIdType type,
                                     absl::string_view what) const;
 
-  // --- Symmetric allocation (stack of scopes).
+  // --- Symmetric allocation (stack of scopes), over the heap
+  // (device_heap.h), with the race checker told.
   absl::StatusOr<ArrayRef> Allocate(DType dtype,
                                     std::span<const int64_t> shape);
   absl::StatusOr<int64_t> AllocateSemaphores(SemaphoreType type, int count,
                                              absl::string_view name);
-  int64_t bytes_free() const { return persistent_bottom_ - heap_top_; }
+  int64_t bytes_free() const { return heap_.bytes_free(); }
   // `PadSymmetricHeapTo`: raises the heap top to `offset` (rounded up to 64)
   // when it is lower; no record in the allocation log.
   absl::Status PadHeapTo(int64_t offset);
-  void PushScope(std::string kernel_name, std::optional<int> collective_id);
+  void PushScope(std::string kernel_name, std::optional<int> collective_id) {
+    heap_.PushScope(std::move(kernel_name), collective_id);
+  }
   // Checks the exit contract of the innermost scope, drains this device's
   // DMAs and frees the scope. Returns the contract violation, if any.
   absl::Status PopScope();
-  std::optional<int> collective_id() const;
+  std::optional<int> collective_id() const { return heap_.collective_id(); }
   // The innermost open scope's kernel name ("" outside every scope).
-  absl::string_view kernel_name() const {
-    return scopes_.empty() ? absl::string_view() : scopes_.back().kernel_name;
-  }
+  absl::string_view kernel_name() const { return heap_.kernel_name(); }
 
   // --- Persistent symmetric memory: allocated from the top of the heap down,
   // in the same order on every device of the mesh, for the rest of the
@@ -114,8 +103,8 @@ class Device {
 
   // --- Recovery after a failed Run. The heap this device has used since the
   // last reset: [0, touched_top) and [touched_bottom, heap_bytes).
-  int64_t touched_top() const { return touched_top_; }
-  int64_t touched_bottom() const { return touched_bottom_; }
+  int64_t touched_top() const { return heap_.touched_top(); }
+  int64_t touched_bottom() const { return heap_.touched_bottom(); }
   // Between Runs, once no DMA or signal of any process can still land in
   // this heap: zeroes [0, zero_top) (the reserved semaphores included) and
   // [zero_bottom, heap_bytes), and forgets every scope, persistent
@@ -166,7 +155,7 @@ class Device {
   // still the error above. A device in `Barrier()` meeting devices that
   // compare a value fails, naming the barrier.
   absl::StatusOr<bool> BarrierComparing(std::optional<uint64_t> value);
-  const AllocationLog& allocations() const { return allocations_; }
+  const AllocationLog& allocations() const { return heap_.allocations(); }
 
   // --- Flagged copies (dma/flagged_copy.h).
   // True when this device may store into `target_global`'s heap: it is
@@ -220,34 +209,24 @@ class Device {
   size_t num_inflight(int min_depth = 0);
 
   SemaphoreCell* CellAt(int64_t heap_offset) const {
-    return reinterpret_cast<SemaphoreCell*>(heap_base_ + heap_offset);
+    return heap_.CellAt(heap_offset);
   }
   // This device's call note, which peers that map its heap read.
   CallNote* call_note() const {
-    return reinterpret_cast<CallNote*>(heap_base_ + kCallNoteOffset);
+    return reinterpret_cast<CallNote*>(heap_.base() + kCallNoteOffset);
   }
   // "'recv' DMA semaphore @14336": the name the allocation gave (this
   // device's scopes; symmetric, so every device's), its type and offset.
   // Call on this device's thread.
-  std::string SemaphoreName(Semaphore sem) const;
+  std::string SemaphoreName(Semaphore sem) const {
+    return heap_.SemaphoreName(sem);
+  }
   // SemaphoreName plus the current count.
-  std::string DescribeSemaphore(Semaphore sem) const;
+  std::string DescribeSemaphore(Semaphore sem) const {
+    return heap_.DescribeSemaphore(sem);
+  }
 
  private:
-  struct SemaphoreRecord {
-    int64_t offset;
-    int count;
-    SemaphoreType type;
-    std::string name;
-  };
-  struct Scope {
-    int64_t heap_mark;
-    std::string kernel_name;
-    std::optional<int> collective_id;
-    std::vector<SemaphoreRecord> semaphores;
-    AllocationLog::Mark allocations;  // The sequence when the scope opened.
-  };
-
   absl::Status CheckSemaphore(Semaphore sem, absl::string_view verb) const;
   // InvalidArgument unless `ref` (symmetric) is this device's address of its
   // heap offset and lies in the heap's user part; `role` names it.
@@ -265,26 +244,17 @@ class Device {
   absl::Status Disseminate(const Mesh& mesh, uint64_t* lo, uint64_t* hi);
   // The error of a barrier that found differing allocation hashes.
   absl::Status AllocationMismatch(const Mesh& mesh) const;
+  // Tells the race checker that [offset, offset + bytes) was allocated.
+  void NoteAllocated(int64_t offset, int64_t bytes, absl::string_view what);
   // Waits until no DMA started at scope depth >= `min_depth` is in flight.
   absl::Status DrainInflight(int min_depth);
 
   RuntimeImpl* const runtime_;
   const int global_index_;
   const int local_index_;
-  std::byte* const heap_base_;
-  const int64_t heap_bytes_;
-  int64_t heap_top_ = kReservedHeapBytes;
-  int64_t persistent_bottom_;  // Persistent memory is [this, heap_bytes_).
-  std::vector<Scope> scopes_;
-  std::vector<SemaphoreRecord> persistent_semaphores_;
-  // The persistent record `CheckSemaphore` matched last, tried first: a
-  // channel checks the same few semaphores on every call. Only a hint; the
-  // record is checked like any other.
-  mutable size_t persistent_hint_ = 0;
+  DeviceHeap heap_;
   std::vector<std::function<absl::Status()>> run_exit_;
   std::vector<std::function<void()>> run_end_;
-  int64_t touched_top_ = kReservedHeapBytes;
-  int64_t touched_bottom_;
   const Mesh* mesh_ = nullptr;
   // See dma_epoch(). Drawn from one counter of the process, so that no two
   // devices, or Runtimes, ever hold the same value.
@@ -292,7 +262,6 @@ class Device {
   void NewDmaEpoch();
   int logical_id_ = -1;
   int64_t barrier_epoch_ = 0;  // Barriers in this Run (picks the cell set).
-  AllocationLog allocations_;
   // True while `Barrier` runs: only then are device-barrier cells accepted.
   bool in_device_barrier_ = false;
 

@@ -40,12 +40,13 @@ absl::StatusOr<bool> Device::BarrierComparing(std::optional<uint64_t> value) {
         absl::StrCat("device barrier on ", Name(), ": mesh of ", mesh->size(),
                      " devices exceeds 2^", kMaxBarrierRounds));
   }
-  const uint64_t allocations = Fingerprint(allocations_.hash());
+  const uint64_t allocations = Fingerprint(heap_.allocations().hash());
   // The value, mixed with the allocations (a multiply-xorshift round, so
   // that values differing in any bit land on different fingerprints).
   uint64_t lo = allocations;
   if (value.has_value()) {
-    uint64_t mixed = (allocations_.hash() ^ *value) * 0x9E3779B97F4A7C15ull;
+    uint64_t mixed =
+        (heap_.allocations().hash() ^ *value) * 0x9E3779B97F4A7C15ull;
     mixed ^= mixed >> 29;
     lo = Fingerprint(mixed * 0xBF58476D1CE4E5B9ull);
   }
@@ -108,18 +109,19 @@ absl::Status Device::AllocationMismatch(const Mesh& mesh) const {
   // Every device has left the barrier's waits behind it, so their
   // allocations happened before this read. Name a device of this process
   // whose sequence differs, when there is one.
-  const std::vector<AllocationRecord> mine = allocations_.Snapshot();
+  const std::vector<AllocationRecord> mine = heap_.allocations().Snapshot();
   std::string detail;
   for (int logical = 0; logical < mesh.size() && detail.empty(); ++logical) {
     const Device* peer =
         runtime_->LocalDevice(mesh.GlobalDevice(logical).value_or(-1));
     if (peer == nullptr || peer == this ||
-        peer->allocations_.hash() == allocations_.hash()) {
+        peer->heap_.allocations().hash() == heap_.allocations().hash()) {
       continue;
     }
     detail = AllocationLog::DescribeDifference(
-        mine, allocations_.count(), Name(), peer->allocations_.Snapshot(),
-        peer->allocations_.count(), peer->Name());
+        mine, heap_.allocations().count(), Name(),
+        peer->heap_.allocations().Snapshot(), peer->heap_.allocations().count(),
+        peer->Name());
   }
   if (detail.empty()) {
     // The other sequence is in another process: list this one's latest.
@@ -131,7 +133,7 @@ absl::Status Device::AllocationMismatch(const Mesh& mesh) const {
     }
     detail = absl::StrCat(
         "a device of another process made a different sequence; ", Name(),
-        " made ", allocations_.count(), " allocations, the latest: ",
+        " made ", heap_.allocations().count(), " allocations, the latest: ",
         latest.empty() ? std::string("none") : absl::StrJoin(latest, "; "));
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -43,15 +43,15 @@ absl::Status Device::CheckHeapView(const ArrayRef& ref, absl::string_view role,
       base_internal::CheckedAdd(ref.heap_offset(), e.lo);
   const std::optional<int64_t> hi =
       base_internal::CheckedAdd(ref.heap_offset(), e.hi);
-  if (ref.data() != heap_base_ + ref.heap_offset()) {
+  if (ref.data() != heap_.base() + ref.heap_offset()) {
     return error(" claims heap offset ", ref.heap_offset(),
                  " but its address is not that offset of this device's heap");
   }
   if (e.hi > e.lo && (!lo.has_value() || !hi.has_value() ||
-                      *lo < kReservedHeapBytes || *hi > heap_bytes_)) {
+                      *lo < kReservedHeapBytes || *hi > heap_.bytes())) {
     return error(" at heap offset ", ref.heap_offset(),
                  " spans bytes outside [", kReservedHeapBytes, ", ",
-                 heap_bytes_, "), the user part of the symmetric heap");
+                 heap_.bytes(), "), the user part of the symmetric heap");
   }
   return absl::OkStatus();
 }
@@ -120,7 +120,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   op->event.recv_sem = recv_sem.heap_offset();
   op->event.send_sem = remote ? send_sem.heap_offset() : -1;
   op->issuer = this;
-  op->scope_depth = static_cast<int>(scopes_.size()) - 1;
+  op->scope_depth = heap_.depth() - 1;
   op->src = src.data();
   op->src_layout = ViewLayout::Of(src);
   op->dst_layout = ViewLayout::Of(dst);
@@ -135,7 +135,7 @@ absl::Status Device::StartDma(const ArrayRef& src, const ArrayRef& dst,
   if (Observer* obs = runtime_->observer()) obs->OnDmaStart(op->event);
   hang_notes_.NoteSent(target, op->event.recv_sem);
   if (RaceChecker* rc = runtime_->race_checker()) {
-    rc->OnDmaStart(global_index_, scopes_.back().kernel_name, *op, src, dst);
+    rc->OnDmaStart(global_index_, heap_.kernel_name(), *op, src, dst);
   }
   Dispatch(std::move(op), eager);
   return absl::OkStatus();

@@ -51,7 +51,7 @@ absl::StatusOr<uint64_t*> Device::FlaggedDestination(
   const std::optional<int64_t> bytes =
       base_internal::CheckedMul(count, int64_t{sizeof(uint64_t)});
   if (!words.is_symmetric() || !words.is_contiguous() ||
-      words.data() != heap_base_ + words.heap_offset() ||
+      words.data() != heap_.base() + words.heap_offset() ||
       words.heap_offset() % sizeof(uint64_t) != 0) {
     return error("buffer ", words.ToString(),
                  " is not a contiguous, 8-byte aligned view of this device's "
@@ -59,7 +59,7 @@ absl::StatusOr<uint64_t*> Device::FlaggedDestination(
   }
   if (!bytes.has_value() || *bytes > words.size_bytes() ||
       words.heap_offset() < kReservedHeapBytes ||
-      words.heap_offset() + words.size_bytes() > heap_bytes_) {
+      words.heap_offset() + words.size_bytes() > heap_.bytes()) {
     return error("buffer ", words.ToString(), " holds ", words.size_bytes(),
                  " bytes, fewer than the ", count,
                  " flagged words the message needs");

@@ -1,9 +1,6 @@
 // A device's hang state (what it waits on, what it last sent, what it has in
 // flight), the error of a wait that timed out, and its reset after a failed
 // Run.
-#include <algorithm>
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "meshdma/dma/internal/device.h"
@@ -43,22 +40,14 @@ absl::Status Device::TimeoutError(SemaphoreCell* cell, int64_t value,
 }
 
 void Device::ResetAfterFailure(int64_t zero_top, int64_t zero_bottom) {
-  // Step 1: the heap. Late DMAs and signals of the failed Run may have landed
-  // in memory already freed (and zeroed), and device-barrier or collective-id
-  // cells may hold counts nobody consumed.
-  zero_top = std::clamp(zero_top, kReservedHeapBytes, heap_bytes_);
-  zero_bottom = std::clamp(zero_bottom, zero_top, heap_bytes_);
-  std::memset(heap_base_, 0, zero_top);
-  std::memset(heap_base_ + zero_bottom, 0, heap_bytes_ - zero_bottom);
-  // Step 2: allocation state, as at start-up.
-  scopes_.clear();
-  persistent_semaphores_.clear();
+  // Step 1: the heap, zeroed and empty as at start-up. Late DMAs and signals
+  // of the failed Run may have landed in memory already freed (and zeroed),
+  // and device-barrier or collective-id cells may hold counts nobody
+  // consumed.
+  heap_.ResetAfterFailure(zero_top, zero_bottom);
+  // Step 2: the rest of the Run's state.
   run_exit_.clear();
   run_end_.clear();
-  heap_top_ = kReservedHeapBytes;
-  persistent_bottom_ = heap_bytes_;
-  touched_top_ = kReservedHeapBytes;
-  touched_bottom_ = heap_bytes_;
   barrier_epoch_ = 0;
   in_device_barrier_ = false;
   // Step 3: diagnostics that describe the failed Run.
