@@ -184,10 +184,11 @@ void KvCacheTransfer(ProcessGroupMeshdma& group, const at::Tensor& cache,
   const char* op = "KvCacheTransfer";
   const int me = group.getRank();
   // Step 1: this rank's arguments, before anything is queued.
-  TORCH_CHECK_VALUE(group.getSize() == 2, "meshdma.", op, " on rank ", me,
+  const int half = group.getSize() / 2;
+  TORCH_CHECK_VALUE(group.getSize() % 2 == 0, "meshdma.", op, " on rank ", me,
                     ": the group has ", group.getSize(),
-                    " ranks; a KV-cache transfer runs between 2 (rank 0 "
-                    "prefills, rank 1 decodes)");
+                    " ranks; a KV-cache transfer pairs an even number (the "
+                    "first half prefills, rank i for rank i + n/2)");
   const KvTransferOptions o =
       KvOptionsOf(Operand(cache, op, "cache", 6, me), me);
   absl::StatusOr<ArrayRef> heap = group.HeapView(cache, DType::kF32);
@@ -198,14 +199,14 @@ void KvCacheTransfer(ProcessGroupMeshdma& group, const at::Tensor& cache,
       heap->Reshape({o.num_layers, 2, o.num_kv_heads, o.total_pages,
                      o.page_size, o.head_dim});
   TORCH_CHECK_VALUE(cache_ref.ok(), cache_ref.status().message());
-  const bool is_decode = me == 1;
-  TORCH_CHECK_VALUE(is_decode || prefill, "meshdma.", op,
-                    " on rank 0 (prefill): a prefill function is required");
+  const bool is_decode = me >= half;
+  TORCH_CHECK_VALUE(is_decode || prefill, "meshdma.", op, " on rank ", me,
+                    " (prefill): a prefill function is required");
   std::vector<int32_t> table;
   if (is_decode) {
     TORCH_CHECK_TYPE(
         block_table.scalar_type() == at::kInt && block_table.dim() == 1,
-        "meshdma.", op, " on rank 1 (decode): 'block_table' is ",
+        "meshdma.", op, " on rank ", me, " (decode): 'block_table' is ",
         c10::toString(block_table.scalar_type()), " ", block_table.sizes(),
         "; expected int32 [pages]");
     const at::Tensor t = block_table.contiguous();

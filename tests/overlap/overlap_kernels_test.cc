@@ -544,6 +544,68 @@ TEST(KvTransferCacheTest, OutlivesTheTransfer) {
   }
 }
 
+// One axis of 2m devices pairs its halves: device i prefills for device
+// i + m, each pair its own prompt, and every decode device holds its
+// partner's rows (the one axis of a launch, as torch's group has it).
+TEST(KvTransferCacheTest, PairsTheHalvesOfOneAxis) {
+  Runtime& rt = TestRuntime();
+  if (rt.num_devices() % 2 != 0) GTEST_SKIP() << "needs an even mesh";
+  const Mesh mesh = *rt.MakeMesh({{"x", rt.num_devices()}});
+  const int half = mesh.size() / 2;
+  const int64_t hkv = 2, d = 8, ps = 4, seq = 6;
+  const KvTransferOptions o{.role_axis = "x",
+                            .num_layers = 2,
+                            .num_kv_heads = hkv,
+                            .head_dim = d,
+                            .page_size = ps,
+                            .total_pages = 3};
+  const std::vector<int32_t> table = {2, 0};
+  std::vector<int64_t> wrong(mesh.size(), -1);
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+    const int pair = me % half;
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    MESHDMA_RETURN_IF_ERROR(
+        KvTransfer(seq, table, cache, o, PromptPrefill(pair),
+                   [](int, const ArrayRef&, const ArrayRef&) {
+                     return absl::OkStatus();
+                   }));
+    if (me < half) return absl::OkStatus();
+    const int64_t layer_elems = 2 * hkv * o.total_pages * ps * d;
+    const float* c = cache.data_as<float>();
+    wrong[me] = 0;
+    for (int l = 0; l < o.num_layers; ++l) {
+      const float* layer = c + l * layer_elems;
+      wrong[me] +=
+          PromptRowsWrong(l, pair, table, hkv, seq, d, ps, o.total_pages, layer,
+                          layer + layer_elems / 2);
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int me = half; me < mesh.size(); ++me) {
+    // -1: a decode device of another process, which checks its own.
+    if (wrong[me] >= 0) EXPECT_EQ(wrong[me], 0) << "decode device " << me;
+  }
+}
+
+// A role axis of odd size has no halves to pair: refused on every device.
+TEST(KvTransferCacheTest, RejectsARoleAxisOfOddSize) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = *rt.MakeMesh({{"stage", 1}, {"x", rt.num_devices()}});
+  const KvTransferOptions o{.head_dim = 8, .total_pages = 2};
+  absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, AllocateKvCache(o));
+    return KvTransfer(
+        4, std::vector<int32_t>{0}, cache, o, PromptPrefill(0),
+        [](int, const ArrayRef&, const ArrayRef&) { return absl::OkStatus(); });
+  });
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("mesh axis 'stage' has size 1; it must be even"),
+            absl::string_view::npos)
+      << s;
+}
+
 // Pairs meet on their own, without a barrier across the mesh: prompts back
 // to back into the same pages through two block tables in turn, one side
 // late by a random sleep before each, with psums over the whole mesh and

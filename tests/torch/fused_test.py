@@ -5,7 +5,8 @@ Every rank rebuilds every rank's inputs from seeds, so each checks its
 result against torch on the whole problem: all_gather_matmul against
 torch.cat(x blocks) @ w, matmul_reduce_scatter against the rows of the sum
 of the partial products, ring_attention (contiguous and zig-zag layouts,
-causal or not, MQA) against attention over the whole sequence; at 2 ranks,
+causal or not, MQA) against attention over the whole sequence; at an even
+number of ranks (rank i prefills for rank i + n/2, each pair its own prompts),
 KvCacheTransfer: every prompt's pages in the decode cache where its block
 table puts them and nothing else written, each layer already there when
 decode is called for it, and paged_attention called from decode against
@@ -174,16 +175,22 @@ def prompt_kv(prompt, layer, seq):
 
 
 def check_kv_cache_transfer(rank, world):
+    """Every pair (rank i prefills for rank i + world/2) moves prompts of its
+    own into its decode rank's cache."""
     kv = meshdma.torch.KvCacheTransfer(num_layers=KV_LAYERS, num_kv_heads=KV_HEADS,
                                        head_dim=KV_DIM, page_size=PAGE, total_pages=PAGES)
+    half = world // 2
+    pair, decoding = rank % half, rank >= half
+    assert kv.is_prefill != decoding and kv.partner == (rank + half) % world
     # Prompt 0 takes a run of consecutive pages then a scattered one, prompt
     # 1 two scattered pages with a partial last page.
     prompts = [(10, [5, 6, 2]), (7, [9, 0])]
+    ids = [10 * pair + i for i in range(len(prompts))]  # Each pair's own data.
     want = torch.zeros(KV_LAYERS, 2, KV_HEADS, PAGES, PAGE, KV_DIM)
     heads = 2 * KV_HEADS  # Query heads: GQA over the kv heads.
     for prompt, (seq, table) in enumerate(prompts):
         for layer in range(KV_LAYERS):
-            k, v = prompt_kv(prompt, layer, seq)
+            k, v = prompt_kv(ids[prompt], layer, seq)
             for t in range(seq):
                 want[layer, 0, :, table[t // PAGE], t % PAGE] = k[:, t]
                 want[layer, 1, :, table[t // PAGE], t % PAGE] = v[:, t]
@@ -197,16 +204,16 @@ def check_kv_cache_transfer(rank, world):
             got = meshdma.torch.paged_attention(
                 q, key_cache, value_cache, torch.tensor([seq], dtype=torch.int32),
                 torch.tensor([table], dtype=torch.int32), 1)
-            k, v = prompt_kv(prompt, layer, seq)
+            k, v = prompt_kv(ids[prompt], layer, seq)
             ref = attention(q.unsqueeze(2), k.unsqueeze(0), v.unsqueeze(0), False, 1.0)
             close(got, ref.squeeze(2).float(), f"paged attention of layer {layer}")
             decoded.append(layer)
 
-        kv.transfer(seq, prefill=lambda layer, p=prompt, s=seq: prompt_kv(p, layer, s),
+        kv.transfer(seq, prefill=lambda layer, p=ids[prompt], s=seq: prompt_kv(p, layer, s),
                     block_table=table, decode=decode)
-        if rank == 1:
+        if decoding:
             assert decoded == list(range(KV_LAYERS)), decoded
-    if rank == 1:
+    if decoding:
         close(kv.cache, want, "the decode cache after both prompts")
         # Bad tables raise on the decode rank alone, before anything runs.
         for table, text in [([5, 6], "block_table has 2 entries"),
@@ -216,10 +223,10 @@ def check_kv_cache_transfer(rank, world):
                 kv.transfer(10, block_table=table)
                 raise AssertionError(f"accepted: {text}")
             except ValueError as e:
-                assert text in str(e) and "rank 1" in str(e), str(e)
+                assert text in str(e) and f"rank {rank}" in str(e), str(e)
     # The pair still transfers, and the group serves.
     kv.transfer(4, prefill=lambda layer: prompt_kv(5, layer, 4), block_table=[15])
-    if rank == 1:
+    if decoding:
         close(kv.cache[:, 0, :, 15], torch.stack([prompt_kv(5, l, 4)[0] for l in range(KV_LAYERS)]),
               "keys of the prompt after the refusals")
     t = torch.ones(3)
@@ -230,7 +237,7 @@ def check_kv_cache_transfer(rank, world):
 def run_checks(rank, world):
     checks = [check_collective_matmuls, check_ring_attention, check_collective_matmul_grads,
               check_ring_attention_grads, check_refusals]
-    if world == 2:
+    if world % 2 == 0:
         checks.append(check_kv_cache_transfer)
     for check in checks:
         check(rank, world)

@@ -139,10 +139,11 @@ absl::Status CheckKvTransferArguments(int64_t seq_len,
                                       const ArrayRef& cache,
                                       const KvTransferOptions& o, int roles,
                                       bool is_decode) {
-  if (roles != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel 'kv_transfer': mesh axis '", o.role_axis,
-                     "' has size ", roles, "; it must be 2 (prefill, decode)"));
+  if (roles < 2 || roles % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel 'kv_transfer': mesh axis '", o.role_axis, "' has size ", roles,
+        "; it must be even: its first half prefills, its second half "
+        "decodes"));
   }
   MESHDMA_RETURN_IF_ERROR(
       CheckKvTransferRequest(seq_len, block_table, o, is_decode));
@@ -165,21 +166,21 @@ absl::Status CheckKvTransferArguments(int64_t seq_len,
 // call's symmetric allocations (the same sequence on both roles).
 struct PairCall {
   PairCall(const KvTransferOptions& options, const ArrayRef& decode_cache,
-           int64_t prompt_len, int role)
+           int64_t prompt_len, int peer_index)
       : o(options),
         cache(decode_cache),
         seq_len(prompt_len),
         pages((prompt_len + options.page_size - 1) / options.page_size),
         layer_bytes(2 * options.num_kv_heads * prompt_len * options.head_dim *
                     4),
-        peer(DeviceId::Partial({{{options.role_axis}, 1 - role}})) {}
+        peer(DeviceId::Partial({{{options.role_axis}, peer_index}})) {}
 
   const KvTransferOptions& o;
   const ArrayRef& cache;
   const int64_t seq_len;
   const int64_t pages;
   const int64_t layer_bytes;  // One layer's keys and values of the prompt.
-  const DeviceId peer;        // Same coordinates, the other role.
+  const DeviceId peer;        // The other half's device at the same place.
   PairState* pair = nullptr;
   int64_t call = -1;  // The pair's call number (-1: a mode that moves none).
   TableHeader header = {};
@@ -419,12 +420,13 @@ absl::Status KvTransfer(int64_t seq_len, std::span<const int32_t> block_table,
                         const DecodeLayerFn& decode) {
   // Step 1: this device's role, and the arguments.
   MESHDMA_RETURN_IF_ERROR(CheckOverlapMode("kv_transfer", o.mode));
-  MESHDMA_ASSIGN_OR_RETURN(int role, axis_index(o.role_axis));
+  MESHDMA_ASSIGN_OR_RETURN(int index, axis_index(o.role_axis));
   MESHDMA_ASSIGN_OR_RETURN(int roles, axis_size(o.role_axis));
-  const bool is_decode = role == 1;
+  const int half = roles / 2;
+  const bool is_decode = half > 0 && index >= half;
   MESHDMA_RETURN_IF_ERROR(CheckKvTransferArguments(seq_len, block_table, cache,
                                                    o, roles, is_decode));
-  PairCall c(o, cache, seq_len, role);
+  PairCall c(o, cache, seq_len, is_decode ? index - half : index + half);
   // Step 2: the kernel, with no barrier across the mesh at entry: each
   // pair meets on its own. The table lands in persistent memory, and the
   // decode device's allocations exist once its block table arrives, so no

@@ -5,11 +5,13 @@
 // the decode side attends over layer L as soon as L has arrived, while L + 1
 // is still in flight.
 //
-// Roles. Mesh axis `options.role_axis` has size 2: coordinate 0 is the
-// prefill group, 1 the decode group. A device's peer is the device with the
-// same coordinates on every other axis, so a mesh {stage: 2, x: n} pairs n
-// prefill devices with n decode devices (threads of one process, or ranks on
-// different hosts under mpirun).
+// Roles. Mesh axis `options.role_axis` has an even size 2m: its first half
+// (coordinates 0 .. m-1) is the prefill group, its second half the decode
+// group, and coordinate i pairs with i + m. A device's peer has the same
+// coordinates on every other axis, so a mesh {stage: 2, x: n} pairs n
+// prefill devices with n decode devices, and so does the one axis {x: 2n}
+// of a launch (threads of one process, or ranks on different hosts under
+// mpirun).
 //
 // The decode cache belongs to the caller, so that it outlives the transfer
 // (decode keeps attending over it, and pages of other sequences stay): f32

@@ -181,13 +181,15 @@ def ring_attention(q, k, v, group=None, causal=False, sm_scale=None, layout="con
 
 
 class KvCacheTransfer:
-    """A prefill rank's KV cache, streamed layer by layer into a decode
-    rank's paged cache (disaggregated serving).
+    """Prefill ranks' KV caches, each streamed layer by layer into its
+    decode rank's paged cache (disaggregated serving).
 
-    The group (default: the default group) is a meshdma group of the 2
-    ranks of the launch: rank 0 prefills, rank 1 decodes. Both ranks make
-    the object alike (same sizes, in the same order as their other heap
-    tensors) and call ``transfer`` once per prompt, in the same order.
+    The group (default: the default group) is a meshdma group of every rank
+    of the launch, an even number 2m: ranks 0 .. m-1 prefill, ranks m ..
+    2m-1 decode, and rank i prefills for rank i + m (each pair meets on its
+    own). Every rank makes the object alike (same sizes, in the same order
+    as its other heap tensors) and calls ``transfer`` once per prompt of
+    its pair, in the same order as its partner.
 
     ``cache`` is the decode cache, a tensor of meshdma's symmetric heap,
     float32 ``[num_layers, 2, num_kv_heads, total_pages, page_size,
@@ -200,10 +202,11 @@ class KvCacheTransfer:
     def __init__(self, *, num_layers, num_kv_heads, head_dim, page_size,
                  total_pages, group=None):
         self.group = _meshdma_group(group, "KvCacheTransfer")
-        if self.group.size() != 2:
+        if self.group.size() % 2 != 0:
             raise ValueError(f"meshdma.KvCacheTransfer on rank {self.group.rank()}: "
                              f"the group has {self.group.size()} ranks; a KV-cache "
-                             "transfer runs between 2 (rank 0 prefills, rank 1 decodes)")
+                             "transfer pairs an even number (the first half prefills, "
+                             "rank i for rank i + n/2)")
         sizes = dict(num_layers=num_layers, num_kv_heads=num_kv_heads, head_dim=head_dim,
                      page_size=page_size, total_pages=total_pages)
         for name, value in sizes.items():
@@ -217,7 +220,13 @@ class KvCacheTransfer:
 
     @property
     def is_prefill(self):
-        return self.group.rank() == 0
+        return self.group.rank() < self.group.size() // 2
+
+    @property
+    def partner(self):
+        """The rank this one sends to (prefill) or receives from (decode)."""
+        half = self.group.size() // 2
+        return self.group.rank() + (half if self.is_prefill else -half)
 
     def key_cache(self, layer):
         return self.cache[layer, 0]
@@ -246,13 +255,15 @@ class KvCacheTransfer:
         import torch
         if self.is_prefill:
             if prefill is None:
-                raise ValueError("meshdma.KvCacheTransfer.transfer on rank 0 "
-                                 "(prefill): a prefill function is required")
+                raise ValueError(f"meshdma.KvCacheTransfer.transfer on rank "
+                                 f"{self.group.rank()} (prefill): a prefill function "
+                                 "is required")
             table = torch.empty(0, dtype=torch.int32)
         else:
             if block_table is None:
-                raise ValueError("meshdma.KvCacheTransfer.transfer on rank 1 "
-                                 "(decode): a block_table is required")
+                raise ValueError(f"meshdma.KvCacheTransfer.transfer on rank "
+                                 f"{self.group.rank()} (decode): a block_table is "
+                                 "required")
             table = (block_table if isinstance(block_table, torch.Tensor)
                      else torch.tensor(block_table, dtype=torch.int32))
         _C._kv_cache_transfer(self.group, self.cache, int(seq_len), table,
