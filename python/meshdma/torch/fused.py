@@ -188,8 +188,8 @@ class KvCacheTransfer:
     of the launch, an even number 2m: ranks 0 .. m-1 prefill, ranks m ..
     2m-1 decode, and rank i prefills for rank i + m (each pair meets on its
     own). Every rank makes the object alike (same sizes, in the same order
-    as its other heap tensors) and calls ``transfer`` once per prompt of
-    its pair, in the same order as its partner.
+    as its other heap tensors) and calls ``transfer`` once per prompt, in
+    the same order (each pair with its own keys, values and tables).
 
     ``cache`` is the decode cache, a tensor of meshdma's symmetric heap,
     float32 ``[num_layers, 2, num_kv_heads, total_pages, page_size,
