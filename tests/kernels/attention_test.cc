@@ -77,8 +77,8 @@ void CheckPaged(const PaCase& c, uint32_t seed, double tol) {
                                             c.d};
   PagedAttentionOptions opts;
   opts.pages_per_compute_block = c.ppcb;
-  int64_t copied = 0;
-  opts.pages_copied = &copied;
+  int64_t read = 0;
+  opts.pages_read = &read;
   absl::Status s = PagedAttention(
       View(q, {c.seqs, c.h, c.d}), View(k, cache_shape), View(v, cache_shape),
       View(lens, {c.seqs}), View(tables, {c.seqs, c.pps}),
@@ -91,10 +91,10 @@ void CheckPaged(const PaCase& c, uint32_t seed, double tol) {
       << DTypeName(kDTypeOf<T>) << " seqs " << c.seqs << " h " << c.h << " hkv "
       << c.hkv << " page " << c.page_size << " pps " << c.pps << " d " << c.d
       << " ppcb " << c.ppcb;
-  // Only the pages inside each context are copied, once per kv head.
+  // Only the pages inside each context are read, once per kv head.
   int64_t used = 0;
   for (int32_t len : lens) used += (len + c.page_size - 1) / c.page_size;
-  EXPECT_EQ(copied, used * c.hkv);
+  EXPECT_EQ(read, used * c.hkv);
 }
 
 TEST(PagedAttentionTest, ShapesLengthsGroups) {
@@ -110,6 +110,62 @@ TEST(PagedAttentionTest, ShapesLengthsGroups) {
     }
     CheckPaged<BFloat16>({5, 8, 2, 8, 6, 30, 32, 4}, 7, 2e-2);
     CheckPaged<Half>({4, 4, 1, 16, 5, 25, 16, 2}, 8, 2e-3);
+    return absl::OkStatus();
+  });
+}
+
+// Caches given as strided views: page-major storage ([pages, kv_heads, ...]
+// viewed as [kv_heads, pages, ...]) is read in place; keys whose columns are
+// every other float, and values laid out unlike the keys, are gathered.
+TEST(PagedAttentionTest, StridedCaches) {
+  RUN_ON_DEVICES({
+    const int64_t seqs = 3, h = 8, hkv = 2, ps = 8, pps = 5, tp = 16, d = 32;
+    std::mt19937 gen(5);
+    std::vector<int32_t> lens = {40, 17, 1}, tables(seqs * pps);
+    for (int32_t& t : tables) {
+      t = std::uniform_int_distribution<int32_t>(0, tp - 1)(gen);
+    }
+    const int64_t n = hkv * tp * ps * d;
+    auto q = RandomVector(seqs * h * d, 11);
+    auto k = RandomVector(n, 12), v = RandomVector(n, 13);
+    // Page-major copies, and keys with a gap after every column.
+    std::vector<float> kp(n), vp(n), kgap(2 * n);
+    for (int64_t kh = 0; kh < hkv; ++kh) {
+      for (int64_t pg = 0; pg < tp; ++pg) {
+        for (int64_t e = 0; e < ps * d; ++e) {
+          const int64_t from = (kh * tp + pg) * ps * d + e;
+          const int64_t to = (pg * hkv + kh) * ps * d + e;
+          kp[to] = k[from];
+          vp[to] = v[from];
+          kgap[2 * to] = k[from];
+        }
+      }
+    }
+    const std::vector<int64_t> shape = {hkv, tp, ps, d};
+    const std::vector<int64_t> page_major = {ps * d, hkv * ps * d, d, 1};
+    const std::vector<int64_t> gapped = {2 * ps * d, 2 * hkv * ps * d, 2 * d,
+                                         2};
+    auto strided = [&](std::vector<float>& data,
+                       const std::vector<int64_t>& strides) {
+      return *ArrayRef::FromPointer(data.data(), DType::kF32, shape, strides);
+    };
+    const auto ref =
+        ReferencePagedAttention(q, k, v, lens, tables, seqs, h, hkv, tp, ps,
+                                pps, d, 1.0f / std::sqrt(float(d)));
+    const std::pair<ArrayRef, ArrayRef> cases[] = {
+        {strided(kp, page_major), strided(vp, page_major)},  // In place.
+        {strided(kgap, gapped), strided(vp, page_major)},    // Gathered.
+        {View(k, shape), strided(vp, page_major)}};          // Unlike.
+    for (const auto& [kc, vc] : cases) {
+      std::vector<float> o(q.size());
+      PagedAttentionOptions opts;
+      opts.pages_per_compute_block = 2;
+      MESHDMA_RETURN_IF_ERROR(PagedAttention(
+          View(q, {seqs, h, d}), kc, vc, View(lens, {seqs}),
+          View(tables, {seqs, pps}), View(o, {seqs, h, d}), opts));
+      EXPECT_LT(MaxAbsDiff(o, ref), 2e-5)
+          << kc.ToString() << " " << vc.ToString();
+    }
     return absl::OkStatus();
   });
 }

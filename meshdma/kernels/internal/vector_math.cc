@@ -5,45 +5,15 @@
 #include <limits>
 
 #include "meshdma/base/dtype.h"
-
-// ThreadSanitizer's runtime is not yet set up when the dynamic loader runs
-// target_clones' resolvers (IFUNC), and a TSan binary crashes at start-up:
-// under TSan the functions are built once, for the baseline ISA.
-// Clang 14 compiles target_clones into one function for the first target
-// listed (AVX-512 instructions, which fault on an AVX2 machine) with no
-// resolver: there too.
-#if defined(__SANITIZE_THREAD__)
-#define MESHDMA_NO_CLONES 1
-#elif defined(__clang__) && __clang_major__ < 15
-#define MESHDMA_NO_CLONES 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MESHDMA_NO_CLONES 1
-#endif
-#endif
-
-#if defined(MESHDMA_NO_CLONES)
-#define MESHDMA_CLONES
-#else
-#define MESHDMA_CLONES \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+#include "meshdma/kernels/internal/clones.h"
 
 namespace meshdma::kernels_internal {
 namespace {
+
+// The 16 lanes of the functions below are two `F8`s.
 constexpr int kLanes = 16;
-}
-
-namespace {
-
-// 8 floats (and their 32-bit integer twins) as one value of the compiler's
-// vector extension (GCC and Clang): each `target_clones` clone lowers it to
-// its ISA's registers (one AVX register, two SSE). No function takes or
-// returns one (their ABI differs between the clones). The 16 lanes of the
-// functions below are two of them.
-constexpr int kHalf = kLanes / 2;
-typedef float F8 __attribute__((vector_size(4 * kHalf)));
-typedef int32_t I8 __attribute__((vector_size(4 * kHalf)));
+constexpr int kHalf = kF8Lanes;
+static_assert(kLanes == 2 * kHalf);
 
 }  // namespace
 

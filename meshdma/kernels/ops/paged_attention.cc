@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
-#include "meshdma/dma/async_copy.h"
-#include "meshdma/kernels/blas.h"
+#include "meshdma/dma/check.h"
+#include "meshdma/kernels/internal/paged_rows.h"
 #include "meshdma/kernels/internal/vector_math.h"
 
 namespace meshdma {
@@ -22,7 +26,9 @@ struct Geometry {
   float scale;
   float soft_cap;  // 0: none.
   DType dtype;
-  int64_t* pages_copied;
+  // The caches' rows are f32 with unit column stride: read in place.
+  bool in_place;
+  int64_t* pages_read;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -33,13 +39,8 @@ enum : int {
   kL,      // f32[group]: running row sum.
   kAcc,    // f32[group, d]: output accumulator.
   kS,      // f32[group, bt]: scores / probabilities.
-  kKBuf,   // dtype[2, bt, d]: double-buffered key pages.
-  kVBuf,   // dtype[2, bt, d]: double-buffered value pages.
   kQf,     // f32: widened query (bf16/f16).
-  kKf,     // f32: widened key block.
-  kVf,     // f32: widened value block.
-  kState,  // i32[2] SMEM: {slot of the current block, prefetched?}.
-  kSems,   // DMA[4]: key slot 0/1, value slot 0/1.
+  kStage,  // f32[bt, d]: a block's rows as f32 (unless read in place).
 };
 
 std::vector<ScratchShape> Scratch(const Geometry& g) {
@@ -48,20 +49,15 @@ std::vector<ScratchShape> Scratch(const Geometry& g) {
           VMEM({g.group}, DType::kF32),
           VMEM({g.group, g.d}, DType::kF32),
           VMEM({g.group, g.bt}, DType::kF32),
-          VMEM({2, g.bt, g.d}, g.dtype),
-          VMEM({2, g.bt, g.d}, g.dtype),
           VMEM({wide ? g.group : 1, g.d}, DType::kF32),
-          VMEM({wide ? g.bt : 1, g.d}, DType::kF32),
-          VMEM({wide ? g.bt : 1, g.d}, DType::kF32),
-          SMEM({2}, DType::kI32),
-          SemaphoreShape(SemaphoreType::kDma, 4)};
+          VMEM({g.in_place ? 1 : g.bt, g.d}, DType::kF32)};
 }
 
 float* F32(const KernelArgs& a, int scratch) {
   return a.scratch_buffer(scratch)->data_as<float>();
 }
 
-// A block as f32: itself, or widened into `buf`.
+// A run as f32: itself, or widened into `buf`.
 const float* Widen(const std::byte* data, float* buf, int64_t n, DType dtype) {
   if (dtype == DType::kF32) return reinterpret_cast<const float*>(data);
   kernels_internal::ToFloat(reinterpret_cast<const uint16_t*>(data), buf, n,
@@ -69,20 +65,49 @@ const float* Widen(const std::byte* data, float* buf, int64_t n, DType dtype) {
   return buf;
 }
 
+float ElementAsFloat(const std::byte* p, DType dtype) {
+  if (dtype == DType::kF32) return *reinterpret_cast<const float*>(p);
+  if (dtype == DType::kBF16)
+    return float(*reinterpret_cast<const BFloat16*>(p));
+  return float(*reinterpret_cast<const Half*>(p));
+}
+
+// Page `page` of kv head `h` of `cache`, `rows` rows, as f32 rows of d
+// floats at `out`: widened, or gathered where the columns are strided.
+void StagePage(const Geometry& g, const ArrayRef& cache, int64_t h,
+               int64_t page, int64_t rows, float* out) {
+  const auto st = cache.strides();
+  const int64_t esize = DTypeSize(g.dtype);
+  const std::byte* base = cache.data() + (h * st[0] + page * st[1]) * esize;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::byte* row = base + r * st[2] * esize;
+    float* dst = out + r * g.d;
+    if (st[3] != 1) {
+      for (int64_t c = 0; c < g.d; ++c) {
+        dst[c] = ElementAsFloat(row + c * st[3] * esize, g.dtype);
+      }
+    } else if (g.dtype == DType::kF32) {
+      std::memcpy(dst, row, g.d * sizeof(float));
+    } else {
+      Widen(row, dst, g.d, g.dtype);
+    }
+  }
+}
+
 struct Point {
   int64_t s, h, j;
 };
 
-// Whether compute block j of sequence s holds any token it attends to.
-bool Active(const Geometry& g, const int32_t* lens, int64_t s, int64_t j) {
-  return j * g.bt < lens[s];
+// Tokens of compute block j of sequence s that it attends to (0: none).
+int64_t Valid(const Geometry& g, const int32_t* lens, int64_t s, int64_t j) {
+  return std::clamp<int64_t>(lens[s] - j * g.bt, 0, g.bt);
 }
 
 // The next grid point after `p` (row-major) whose block is active.
 std::optional<Point> NextActive(const Geometry& g, const int32_t* lens,
                                 Point p) {
   const int64_t nc = CeilDiv(g.pages_per_seq, g.ppcb);
-  if (p.j + 1 < nc && Active(g, lens, p.s, p.j + 1)) {
+  if (p.j + 1 < nc && Valid(g, lens, p.s, p.j + 1) > 0) {
     return Point{p.s, p.h, p.j + 1};
   }
   int64_t s = p.s, h = p.h + 1;
@@ -92,61 +117,103 @@ std::optional<Point> NextActive(const Geometry& g, const int32_t* lens,
       ++s;
     }
     if (s == g.num_seqs) return std::nullopt;
-    if (Active(g, lens, s, 0)) return Point{s, h, 0};
+    if (lens[s] > 0) return Point{s, h, 0};
     h = g.num_kv_heads;  // Sequence s is empty: skip all its heads.
   }
 }
 
-// Starts (or waits for) the page copies of block `p` into buffer `slot`: one
-// async copy per page of each cache, each counted on that slot's semaphore.
-absl::Status PageCopies(const Geometry& g, const KernelArgs& a,
-                        const int32_t* lens, const int32_t* tables, Point p,
-                        int slot, bool start) {
-  MESHDMA_ASSIGN_OR_RETURN(SemaphoreArray sems, a.semaphores(kSems));
-  const int64_t used_pages = CeilDiv(lens[p.s], g.page_size);
-  const int64_t first = p.j * g.ppcb;
-  const int64_t n = std::min(g.ppcb, used_pages - first);
-  for (int c = 0; c < 2; ++c) {
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef cache, a.input(1 + c).At(p.h));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef buf, a.scratch_buffer(kKBuf + c));
-    MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst_block, buf.At(slot));
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t page = tables[p.s * g.pages_per_seq + first + i];
-      MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, cache.At(page));
-      MESHDMA_ASSIGN_OR_RETURN(
-          ArrayRef dst, dst_block.Slice(0, i * g.page_size, g.page_size));
-      auto copy = make_async_copy(src, dst, sems[2 * c + slot]);
-      if (start) {
-        MESHDMA_RETURN_IF_ERROR(copy.start());
-        if (g.pages_copied != nullptr && c == 0) ++*g.pages_copied;
-      } else {
-        MESHDMA_RETURN_IF_ERROR(copy.wait());
-      }
-    }
+// Appends where the first `n` pages of block `p` of cache `c` (0: keys, 1:
+// values) lie, in place.
+void AppendPages(const Geometry& g, const KernelArgs& a, const int32_t* tables,
+                 Point p, int c, int64_t n, std::vector<const float*>& out) {
+  const ArrayRef& cache = a.input(1 + c);
+  const auto st = cache.strides();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t page = tables[p.s * g.pages_per_seq + p.j * g.ppcb + i];
+    out.push_back(cache.data_as<float>() + p.h * st[0] + page * st[1]);
   }
-  return absl::OkStatus();
 }
 
-// One compute block: S = scale * Q K^T over its valid tokens (capped: cap *
-// tanh(S / cap)), then the online softmax update of m, l and acc with P V.
-void Compute(const Geometry& g, const KernelArgs& a, int slot, int64_t valid) {
-  const int64_t group = g.group, d = g.d, bt = g.bt;
+// Tells checked mode about the block's page reads (the body reads the ANY
+// caches through raw pointers), and counts them.
+void NotePageReads(const Geometry& g, const KernelArgs& a,
+                   const int32_t* tables, Point p, int64_t n) {
+  if (g.pages_read != nullptr) *g.pages_read += n;
+  if (!RaceCheckingEnabled()) return;
+  for (int c = 0; c < 2; ++c) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t page = tables[p.s * g.pages_per_seq + p.j * g.ppcb + i];
+      absl::StatusOr<ArrayRef> ref = a.input(1 + c).At(p.h);
+      if (ref.ok()) ref = ref->At(page);
+      if (ref.ok()) AnnotateRead(*ref, "paged attention page read");
+    }
+  }
+}
+
+// Pages fetched ahead of the one computed on: enough to cover the memory's
+// latency, few enough to stay in L1 beside the page in use.
+constexpr int64_t kPagesAhead = 2;
+
+// The key and value rows of block `p` (`valid` tokens), read in place: each
+// fetches the pages kPagesAhead after its own in `order` (this block's keys,
+// its values, then the next active block's first keys). `order` holds the
+// pointers.
+std::pair<kernels_internal::PagedRows, kernels_internal::PagedRows> InPlaceRows(
+    const Geometry& g, const KernelArgs& a, const int32_t* lens,
+    const int32_t* tables, Point p, int64_t valid,
+    std::vector<const float*>& order) {
+  const int64_t n = CeilDiv(valid, g.page_size);
+  order.clear();
+  AppendPages(g, a, tables, p, 0, n, order);
+  AppendPages(g, a, tables, p, 1, n, order);
+  if (const std::optional<Point> next = NextActive(g, lens, p)) {
+    const int64_t next_pages =
+        CeilDiv(Valid(g, lens, next->s, next->j), g.page_size);
+    AppendPages(g, a, tables, *next, 0, std::min(kPagesAhead, next_pages),
+                order);
+  }
+  const int64_t total = static_cast<int64_t>(order.size());
+  const int64_t stride = a.input(1).strides()[2];
+  auto rows = [&](int64_t first) {
+    const int64_t ahead = first + kPagesAhead;
+    return kernels_internal::PagedRows{order.data() + first,
+                                       g.page_size,
+                                       stride,
+                                       valid,
+                                       g.d,
+                                       order.data() + ahead,
+                                       std::min(n, total - ahead)};
+  };
+  return {rows(0), rows(n)};
+}
+
+// The rows of block `p` of cache `c` (`valid` tokens) widened or gathered
+// into the staging buffer; `pages` holds the pointers.
+kernels_internal::PagedRows StagedRows(const Geometry& g, const KernelArgs& a,
+                                       const int32_t* tables, Point p, int c,
+                                       int64_t valid,
+                                       std::vector<const float*>& pages) {
+  const int64_t n = CeilDiv(valid, g.page_size);
+  pages.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t page = tables[p.s * g.pages_per_seq + p.j * g.ppcb + i];
+    float* out = F32(a, kStage) + i * g.page_size * g.d;
+    StagePage(g, a.input(1 + c), p.h, page,
+              std::min(g.page_size, valid - i * g.page_size), out);
+    pages[i] = out;
+  }
+  return {pages.data(), g.page_size, g.d, valid, g.d};
+}
+
+// The online softmax over one block's scores s [group, bt] (`valid` of
+// them): capped (cap * tanh(S / cap)), new row maxima, P = exp(S - m) in
+// place, the sums and accumulators rescaled.
+void SoftmaxUpdate(const Geometry& g, const KernelArgs& a, int64_t valid) {
   float* m = F32(a, kM);
   float* l = F32(a, kL);
   float* acc = F32(a, kAcc);
-  float* s = F32(a, kS);
-  const int64_t esize = DTypeSize(g.dtype);
-  const std::byte* kdata =
-      a.scratch_buffer(kKBuf)->data() + slot * bt * d * esize;
-  const std::byte* vdata =
-      a.scratch_buffer(kVBuf)->data() + slot * bt * d * esize;
-  const float* qp =
-      g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, kQf);
-  const float* kp = Widen(kdata, F32(a, kKf), valid * d, g.dtype);
-  const float* vp = Widen(vdata, F32(a, kVf), valid * d, g.dtype);
-  Gemm(false, true, group, valid, d, g.scale, qp, d, kp, d, 0.0f, s, bt);
-  for (int64_t r = 0; r < group; ++r) {
-    float* row = s + r * bt;
+  for (int64_t r = 0; r < g.group; ++r) {
+    float* row = F32(a, kS) + r * g.bt;
     if (g.soft_cap > 0) {
       for (int64_t c = 0; c < valid; ++c)
         row[c] = g.soft_cap * std::tanh(row[c] / g.soft_cap);
@@ -154,10 +221,34 @@ void Compute(const Geometry& g, const KernelArgs& a, int slot, int64_t valid) {
     const float m_new = std::max(m[r], kernels_internal::RowMax(row, valid));
     const float alpha = std::exp(m[r] - m_new);
     l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, valid, m_new);
-    if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
+    if (alpha != 1.0f) kernels_internal::Scale(acc + r * g.d, g.d, alpha);
     m[r] = m_new;
   }
-  Gemm(false, false, group, d, valid, 1.0f, s, bt, vp, d, 1.0f, acc, d);
+}
+
+// One compute block, each key and value row read once from the caches for
+// all the group's heads: S = scale * Q K^T, the online softmax, acc += P V.
+void Compute(const Geometry& g, const KernelArgs& a, const int32_t* lens,
+             const int32_t* tables, Point p) {
+  const int64_t valid = Valid(g, lens, p.s, p.j);
+  const float* q =
+      g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, kQf);
+  float* s = F32(a, kS);
+  NotePageReads(g, a, tables, p, CeilDiv(valid, g.page_size));
+  std::vector<const float*> pages;
+  if (g.in_place) {
+    const auto [k, v] = InPlaceRows(g, a, lens, tables, p, valid, pages);
+    kernels_internal::PagedScores(k, q, g.group, g.scale, s, g.bt);
+    SoftmaxUpdate(g, a, valid);
+    kernels_internal::PagedAccumulate(v, s, g.bt, g.group, F32(a, kAcc));
+    return;
+  }
+  kernels_internal::PagedScores(StagedRows(g, a, tables, p, 0, valid, pages), q,
+                                g.group, g.scale, s, g.bt);
+  SoftmaxUpdate(g, a, valid);
+  kernels_internal::PagedAccumulate(
+      StagedRows(g, a, tables, p, 1, valid, pages), s, g.bt, g.group,
+      F32(a, kAcc));
 }
 
 void WriteOutput(const Geometry& g, const KernelArgs& a) {
@@ -182,16 +273,9 @@ void WriteOutput(const Geometry& g, const KernelArgs& a) {
 
 absl::Status Body(const Geometry& g, const KernelArgs& a) {
   const Point p{program_id(0), program_id(1), program_id(2)};
-  const int64_t nc = num_programs(2);
   const int32_t* lens = a.input(3).data_as<int32_t>();
   const int32_t* tables = a.input(4).data_as<int32_t>();
-  int32_t* state = a.scratch_buffer(kState)->data_as<int32_t>();
-  // Step 1: the first grid point: no copy is in flight yet.
-  if (p.s == 0 && p.h == 0 && p.j == 0) {
-    state[0] = 0;
-    state[1] = 0;
-  }
-  // Step 2: a new (sequence, kv head): reset the online softmax and widen
+  // Step 1: a new (sequence, kv head): reset the online softmax and widen
   // the query heads once.
   if (p.j == 0) {
     std::fill(F32(a, kM), F32(a, kM) + g.group,
@@ -202,25 +286,11 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
       Widen(a.input(0).data(), F32(a, kQf), g.group * g.d, g.dtype);
     }
   }
-  // Step 3: an active block: make sure its pages are on the way, start the
-  // next active block's pages into the other buffer, wait for ours, compute.
-  if (Active(g, lens, p.s, p.j)) {
-    const int slot = state[0];
-    if (state[1] == 0) {
-      MESHDMA_RETURN_IF_ERROR(PageCopies(g, a, lens, tables, p, slot, true));
-    }
-    const std::optional<Point> next = NextActive(g, lens, p);
-    if (next.has_value()) {
-      MESHDMA_RETURN_IF_ERROR(
-          PageCopies(g, a, lens, tables, *next, 1 - slot, true));
-    }
-    MESHDMA_RETURN_IF_ERROR(PageCopies(g, a, lens, tables, p, slot, false));
-    Compute(g, a, slot, std::min(g.bt, lens[p.s] - p.j * g.bt));
-    state[0] = next.has_value() ? 1 - slot : slot;
-    state[1] = next.has_value() ? 1 : 0;
-  }
-  // Step 4: the last compute block: out = acc / l.
-  if (p.j == nc - 1) WriteOutput(g, a);
+  // Step 2: a block that holds tokens the sequence attends to: compute on
+  // its pages where they lie.
+  if (Valid(g, lens, p.s, p.j) > 0) Compute(g, a, lens, tables, p);
+  // Step 3: the last compute block: out = acc / l.
+  if (p.j == num_programs(2) - 1) WriteOutput(g, a);
   return absl::OkStatus();
 }
 
@@ -342,8 +412,14 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
   g.scale = o.sm_scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
   g.soft_cap = o.logits_soft_cap.value_or(0.0f);
   g.dtype = dt;
-  g.pages_copied = o.pages_copied;
-  if (g.pages_copied != nullptr) *g.pages_copied = 0;
+  // Keys and values are read in place where their rows are f32 with unit
+  // column stride, both caches laid out alike.
+  g.in_place =
+      dt == DType::kF32 && key_cache.strides()[3] == 1 &&
+      std::equal(key_cache.strides().begin(), key_cache.strides().end(),
+                 value_cache.strides().begin());
+  g.pages_read = o.pages_read;
+  if (g.pages_read != nullptr) *g.pages_read = 0;
 
   PallasCallParams p;
   p.name = kName;
@@ -356,8 +432,8 @@ absl::Status PagedAttention(const ArrayRef& q, const ArrayRef& key_cache,
   p.out_specs = {q_spec};
   p.out_shape = {{dt, {num_seqs, h, d}}};
   p.scratch_shapes = Scratch(g);
-  // Its DMA semaphores serve local page gathers only, and a decode device
-  // calls it alone (inside KV transfer): no entry barrier.
+  // It touches no other device's memory, and a decode device calls it alone
+  // (inside KV transfer): no entry barrier.
   p.entry_barrier = false;
   p.input_names = {"query", "key_cache", "value_cache", "context_lens",
                    "block_tables"};

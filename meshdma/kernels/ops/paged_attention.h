@@ -19,15 +19,20 @@
 // The kernel is a pallas_call over the grid (seq, kv head, compute block).
 // Each compute block is `pages_per_compute_block` pages. The query heads
 // sharing a kv head are one [group, head_dim] VMEM block; context_lens and
-// block_tables are SMEM operands; the caches are ANY operands: the body
-// copies each page of a compute block with `make_async_copy` into one of two
-// VMEM buffers, starting the next compute block's pages (possibly of the next
-// kv head or sequence) before it waits for and computes on the current one.
-// The softmax is online over compute blocks (running max, sum and an f32
-// accumulator in scratch). Pages at or beyond context_len are neither copied
-// nor computed; positions >= context_len within the last page are masked. A
-// sequence with context_len 0 gets a zero output. pages_per_compute_block
-// need not divide pages_per_sequence (the last compute block is partial).
+// block_tables are SMEM operands; the caches are ANY operands that the body
+// reads in place, where the block table says the pages lie: each key and
+// value row of a sequence's context is read once per call, for all the query
+// heads of its kv head, the next page prefetched while one is computed on
+// (f32 caches with unit column stride; bf16/f16 pages are widened, strided
+// ones gathered, one compute block at a time into a small f32 buffer). A
+// staging copy of every page into VMEM, as a TPU kernel makes, moved each
+// byte through memory twice and bounded decode at about 0.45 of the
+// one-core copy bandwidth on the bytes read. The softmax is online over
+// compute blocks (running max, sum and an f32 accumulator in scratch).
+// Pages at or beyond context_len are not read; positions >= context_len
+// within the last page are not computed. A sequence with context_len 0 gets
+// a zero output. pages_per_compute_block need not divide pages_per_sequence
+// (the last compute block is partial).
 //
 // Errors name the kernel and the operand: shapes, dtypes, head counts that
 // do not divide, context_lens outside [0, pages_per_sequence * page_size],
@@ -51,8 +56,8 @@ struct PagedAttentionOptions {
   // PyTorch/XLA's `attn_logits_soft_cap`.
   std::optional<float> logits_soft_cap;
   PipelineStats* stats = nullptr;
-  // When set, receives the number of pages copied from each cache.
-  int64_t* pages_copied = nullptr;
+  // When set, receives the number of pages read from each cache.
+  int64_t* pages_read = nullptr;
 };
 
 absl::Status PagedAttention(const ArrayRef& query, const ArrayRef& key_cache,
