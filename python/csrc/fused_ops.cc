@@ -87,10 +87,10 @@ at::Tensor MatmulReduceScatter(ProcessGroupMeshdma& group, const at::Tensor& x,
   return out;
 }
 
-at::Tensor RingAttention(ProcessGroupMeshdma& group, const at::Tensor& q,
-                         const at::Tensor& k, const at::Tensor& v, bool causal,
-                         c10::optional<double> sm_scale,
-                         const std::string& layout) {
+std::tuple<at::Tensor, at::Tensor> RingAttention(
+    ProcessGroupMeshdma& group, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, bool causal, c10::optional<double> sm_scale,
+    const std::string& layout) {
   const char* op = "ring_attention";
   const int me = group.getRank();
   // Step 1: [batch, heads, seq / n, head_dim] operands.
@@ -111,17 +111,22 @@ at::Tensor RingAttention(ProcessGroupMeshdma& group, const at::Tensor& q,
   options.layout = layout == "zigzag" ? SequenceLayout::kZigZag
                                       : SequenceLayout::kContiguous;
   if (sm_scale.has_value()) options.sm_scale = static_cast<float>(*sm_scale);
-  // Step 2: one ring per batch element, in one device call.
+  // Step 2: one ring per batch element, in one device call; the rows'
+  // log-sum-exp too (the backward's).
   at::Tensor out = at::empty_like(qc);
+  at::Tensor lse = at::empty({qc.size(0), qc.size(1), qc.size(2)},
+                             qc.options().dtype(at::kFloat));
   Run(group, op, [&]() -> absl::Status {
     for (int64_t b = 0; b < qc.size(0); ++b) {
-      absl::Status s = meshdma::RingAttention(
-          ViewOf(qc[b]), ViewOf(kc[b]), ViewOf(vc[b]), ViewOf(out[b]), options);
+      const ArrayRef lse_b = ViewOf(lse[b]);
+      absl::Status s =
+          meshdma::RingAttention(ViewOf(qc[b]), ViewOf(kc[b]), ViewOf(vc[b]),
+                                 ViewOf(out[b]), options, &lse_b);
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
   });
-  return out;
+  return {out, lse};
 }
 
 namespace {

@@ -32,11 +32,12 @@ at::Tensor MatmulReduceScatter(ProcessGroupMeshdma& group, const at::Tensor& x,
 // rank's rows in `layout` ("contiguous": rank i holds rows [i S/n, (i+1)
 // S/n); "zigzag": chunks i and 2n-1-i of 2n, which balances causal work);
 // sm_scale defaults to 1/sqrt(head_dim). Returns this rank's rows of the
-// output.
-at::Tensor RingAttention(ProcessGroupMeshdma& group, const at::Tensor& q,
-                         const at::Tensor& k, const at::Tensor& v, bool causal,
-                         c10::optional<double> sm_scale,
-                         const std::string& layout);
+// output, and their log-sum-exp (float32 [batch, heads, seq / n], as
+// flash attention's backward takes it).
+std::tuple<at::Tensor, at::Tensor> RingAttention(
+    ProcessGroupMeshdma& group, const at::Tensor& q, const at::Tensor& k,
+    const at::Tensor& v, bool causal, c10::optional<double> sm_scale,
+    const std::string& layout);
 
 // The prefill rank's keys and values of one layer: k and v, float32
 // [num_kv_heads, seq_len, head_dim] each.

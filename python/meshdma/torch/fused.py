@@ -110,28 +110,27 @@ def _rows(t, index, size):
 
 
 class _RingAttention(torch.autograd.Function):
-    """Forward: meshdma's ring attention. Backward: meshdma's flash
-    attention backward, one (query chunk, key chunk) block at a time, with
-    the rows' log-sum-exp over every key chunk they see; each rank's share
-    of dk and dv is then reduce-scattered back to the chunks' owners."""
+    """Forward: meshdma's ring attention, which also gives its rows'
+    log-sum-exp. Backward: meshdma's flash attention backward, one (query
+    chunk, key chunk) block at a time, with the forward's output and
+    log-sum-exp; each rank's share of dk and dv is then reduce-scattered
+    back to the chunks' owners."""
 
     @staticmethod
     def forward(ctx, q, k, v, group, causal, sm_scale, layout):
         ctx.group, ctx.causal, ctx.layout = group, causal, layout
         ctx.sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
-        out = _C._ring_attention(group, q, k, v, causal, sm_scale, layout)
-        ctx.save_for_backward(q, k, v, out)
+        out, lse = _C._ring_attention(group, q, k, v, causal, sm_scale, layout)
+        ctx.save_for_backward(q, k, v, out, lse)
         return out
 
     @staticmethod
     def backward(ctx, do):
-        q, k, v, out = ctx.saved_tensors
+        q, k, v, out, lse = ctx.saved_tensors
         do = do.contiguous()
         group, world = ctx.group, ctx.group.size()
         chunks = [_ring_chunks(r, world, ctx.layout) for r in range(world)]
         size = q.shape[2] // len(chunks[0])
-        flash = (torch.ops.meshdma._flash_attention_forward,
-                 torch.ops.meshdma._flash_attention_backward)
 
         def block(i, j):
             """Query chunk i against key chunk j: None where all of it is
@@ -147,21 +146,18 @@ class _RingAttention(torch.autograd.Function):
                 kv[j] = (_rows(kr, t, size), _rows(vr, t, size))
         dq = torch.zeros_like(q)
         dkv = {j: (torch.zeros_like(kj), torch.zeros_like(vj)) for j, (kj, vj) in kv.items()}
+        # 2. Each block's share of dq, dk and dv: exact with the rows'
+        #    output and log-sum-exp over the whole sequence (the forward's).
         for t, i in enumerate(chunks[group.rank()]):
-            q_i, o_i, do_i = (_rows(x, t, size) for x in (q, out, do))
-            seen = [j for j in sorted(kv) if block(i, j) is not None]
-            # 2. The rows' log-sum-exp over every key chunk they see.
-            lse = torch.logsumexp(torch.stack([
-                flash[0](q_i, *kv[j], block(i, j), None, None, ctx.sm_scale, None)[1]
-                for j in seen]), dim=0)
-            # 3. Each block's share of dq, dk and dv, exact with that lse.
-            for j in seen:
-                dq_ij, dk_ij, dv_ij = flash[1](do_i, q_i, *kv[j], o_i, lse, block(i, j),
-                                               None, None, ctx.sm_scale, None)
+            q_i, o_i, do_i, lse_i = (_rows(x, t, size) for x in (q, out, do, lse))
+            for j in (j for j in sorted(kv) if block(i, j) is not None):
+                dq_ij, dk_ij, dv_ij = torch.ops.meshdma._flash_attention_backward(
+                    do_i, q_i, *kv[j], o_i, lse_i, block(i, j), None, None, ctx.sm_scale,
+                    None)
                 _rows(dq, t, size).add_(dq_ij)
                 dkv[j][0].add_(dk_ij)
                 dkv[j][1].add_(dv_ij)
-        # 4. Each owner gets the sum over ranks of its chunks' dk and dv.
+        # 3. Each owner gets the sum over ranks of its chunks' dk and dv.
         dk, dv = (_reduce_scatter([torch.cat([dkv[j][x] for j in chunks[r]], dim=2)
                                    for r in range(world)], group) for x in (0, 1))
         return dq, dk, dv, None, None, None, None
