@@ -82,9 +82,20 @@ std::vector<std::string> UnknownVariables(char** environment) {
   return lines;
 }
 
+int LauncherRank() {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK"}) {
+    const char* v = std::getenv(var);
+    int rank = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &rank) && rank >= 0) return rank;
+  }
+  return -1;
+}
+
 void WarnUnknownVariablesOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    if (LauncherRank() > 0) return;
     for (const std::string& line : UnknownVariables(environ)) {
       std::fprintf(stderr, "meshdma: warning: %s\n", line.c_str());
     }

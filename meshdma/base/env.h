@@ -60,8 +60,14 @@ absl::StatusOr<std::optional<std::string>> EnvChoice(
 // ignored; did you mean MESHDMA_HEAP_BYTES?".
 std::vector<std::string> UnknownVariables(char** environment);
 // Prints `UnknownVariables(environ)` on stderr, once per process (the
-// runtime's start).
+// runtime's start), and only in the launch's first process where the
+// launcher numbers them (`LauncherRank`): every rank reads the same
+// environment, so one warning per launch says it.
 void WarnUnknownVariablesOnce();
+// This process's rank as its launcher tells it in the environment (Open
+// MPI's OMPI_COMM_WORLD_RANK, PMIx's PMIX_RANK, MPICH's PMI_RANK,
+// torchrun's RANK), or -1 where none does.
+int LauncherRank();
 
 template <typename T>
 T Resolve(const std::optional<T>& option, const std::optional<T>& env,
