@@ -71,14 +71,13 @@ absl::StatusOr<SemaphoreArray> KernelArgs::semaphores(int i) const {
       "kernel '", *name_, "': scratch ", i, " is not a semaphore array"));
 }
 
-absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
-                         std::span<const ArrayRef> inputs,
-                         std::span<const ArrayRef> outputs) {
-  if (!body) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kernel '", params.name, "': no body"));
-  }
-  // Scratch requests are checked before anything is allocated.
+namespace {
+
+using Scratch = kernels_internal::PipelineRunner::Scratch;
+
+// Scratch requests, checked before anything is allocated: VMEM or SMEM
+// buffers of valid shape, REGULAR or DMA semaphores.
+absl::Status CheckScratchShapes(const PallasCallParams& params) {
   for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
     const ScratchShape& s = params.scratch_shapes[i];
     if (const auto* b = std::get_if<BufferScratch>(&s)) {
@@ -105,6 +104,48 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// The scratch operands, allocated inside the kernel in request order.
+absl::StatusOr<Scratch> AllocateScratch(const PallasCallParams& params) {
+  Scratch scratch;
+  for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
+    const ScratchShape& s = params.scratch_shapes[i];
+    if (const auto* b = std::get_if<BufferScratch>(&s)) {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef a,
+                               AllocateSymmetric(b->dtype, b->shape));
+      scratch.emplace_back(a);
+      continue;
+    }
+    const auto& sem = std::get<SemaphoreScratch>(s);
+    const std::string name = absl::StrCat(params.name, " scratch ", i);
+    if (sem.count == 0) {
+      MESHDMA_ASSIGN_OR_RETURN(Semaphore one,
+                               AllocateSemaphore(sem.type, name));
+      scratch.emplace_back(one);
+    } else {
+      MESHDMA_ASSIGN_OR_RETURN(
+          SemaphoreArray arr,
+          AllocateSemaphoreArray(sem.type, sem.count, name));
+      scratch.emplace_back(arr);
+    }
+  }
+  return scratch;
+}
+
+}  // namespace
+
+absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
+                         std::span<const ArrayRef> inputs,
+                         std::span<const ArrayRef> outputs) {
+  // Step 1: the request, checked before anything is allocated.
+  if (!body) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernel '", params.name, "': no body"));
+  }
+  MESHDMA_RETURN_IF_ERROR(CheckScratchShapes(params));
+  // Step 2: the pipeline's plan (blocks, grid, vmap layers), checked too.
   kernels_internal::PipelineRequest req;
   req.name = &params.name;
   req.grid = params.grid;
@@ -118,34 +159,13 @@ absl::Status pallas_call(const PallasCallParams& params, const KernelBody& body,
   req.stats = params.stats;
   MESHDMA_ASSIGN_OR_RETURN(auto runner, kernels_internal::PipelineRunner::Plan(
                                             req, inputs, outputs));
-
+  // Step 3: the kernel: its scratch, then the body over the grid.
   KernelOptions kopts;
   kopts.name = params.name;
   kopts.entry_barrier = params.entry_barrier.value_or(Communicates(params));
   kopts.collective_id = params.collective_id;
   return RunKernel(kopts, [&]() -> absl::Status {
-    std::vector<std::variant<ArrayRef, Semaphore, SemaphoreArray>> scratch;
-    for (size_t i = 0; i < params.scratch_shapes.size(); ++i) {
-      const ScratchShape& s = params.scratch_shapes[i];
-      if (const auto* b = std::get_if<BufferScratch>(&s)) {
-        MESHDMA_ASSIGN_OR_RETURN(ArrayRef a,
-                                 AllocateSymmetric(b->dtype, b->shape));
-        scratch.emplace_back(a);
-      } else {
-        const auto& sem = std::get<SemaphoreScratch>(s);
-        const std::string name = absl::StrCat(params.name, " scratch ", i);
-        if (sem.count == 0) {
-          MESHDMA_ASSIGN_OR_RETURN(Semaphore one,
-                                   AllocateSemaphore(sem.type, name));
-          scratch.emplace_back(one);
-        } else {
-          MESHDMA_ASSIGN_OR_RETURN(
-              SemaphoreArray arr,
-              AllocateSemaphoreArray(sem.type, sem.count, name));
-          scratch.emplace_back(arr);
-        }
-      }
-    }
+    MESHDMA_ASSIGN_OR_RETURN(Scratch scratch, AllocateScratch(params));
     return runner.Run(body, std::move(scratch));
   });
 }

@@ -94,6 +94,7 @@ absl::StatusOr<Unbatched> StripBatchAxes(const PipelineRequest& req,
   const std::string& name = *req.name;
   const int n_in = static_cast<int>(inputs.size());
   const int n_out = static_cast<int>(outputs.size());
+  // Step 1: every operand's shape, inputs then outputs.
   Unbatched u;
   std::vector<std::vector<int64_t>>& shapes = u.shapes;
   for (const ArrayRef& a : inputs)
@@ -107,6 +108,8 @@ absl::StatusOr<Unbatched> StripBatchAxes(const PipelineRequest& req,
   batch_sizes.resize(layers.size());
   std::vector<std::vector<int>>& axis_of = u.axis_of;
   axis_of.resize(layers.size());
+  // Step 2: the vmap layers, outermost first: each names one axis per
+  // operand (or none), of one size, which its shape then loses.
   for (int l = static_cast<int>(layers.size()) - 1; l >= 0; --l) {
     const BatchAxes& b = layers[l];
     if (static_cast<int>(b.in_axes.size()) != n_in ||
@@ -196,6 +199,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
   const std::vector<std::vector<int>>& axis_of = u.axis_of;
   const bool out = i >= n_in;
   const int idx = out ? i - n_in : i;
+  // Step 1: the operand and its BlockSpec.
   Operand op;
   op.is_output = out;
   op.index = idx;
@@ -206,6 +210,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
   op.space = spec.memory_space;
   const std::vector<int64_t>& shape = shapes[i];
   const int rank = static_cast<int>(shape.size());
+  // Step 2: an operand in ANY memory stays where it is: no blocks.
   if (op.space == MemorySpace::kAny) {
     for (size_t l = 0; l < layers.size(); ++l) {
       if (axis_of[l][i] >= 0) {
@@ -216,6 +221,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
     }
     return op;
   }
+  // Step 3: its block shape, checked against the operand's.
   std::vector<int64_t> block = spec.block_shape;
   if (block.empty()) block = shape;
   if (static_cast<int>(block.size()) != rank) {
@@ -244,13 +250,14 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
           "); this kernel needs divisible shapes"));
     }
   }
+  // Step 4: its index map (the first block where none is given).
   IndexMap map = spec.index_map;
   if (!map) {
     map = [rank](std::span<const int64_t>) {
       return std::vector<int64_t>(rank, 0);
     };
   }
-  // Apply the batch layers innermost first: each prepends a grid axis
+  // Step 5: the batch layers, innermost first: each prepends a grid axis
   // and, for a mapped operand, a squeezed block dimension indexed by it.
   for (size_t l = 0; l < layers.size(); ++l) {
     const int ax = axis_of[l][i];
@@ -268,6 +275,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
       };
     }
   }
+  // Step 6: the resolved operand.
   op.block = std::move(block);
   op.squeezed = std::move(squeezed);
   for (size_t d = 0; d < op.block.size(); ++d) {

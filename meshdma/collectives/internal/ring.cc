@@ -61,7 +61,8 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
     for (int l = 0; l < L; ++l) {
       AllGatherLane& lane = lanes[l];
       const int d = lane.dir;
-      // Wait for the part that arrived in step k-1 (or, at k = n-1, the last).
+      // Step 1: wait for the part that arrived in step k-1 (or, at k = n-1,
+      // the last).
       if (k > 0) {
         int64_t b, len;
         part(g.PositionAt(-d * k), l, &b, &len);
@@ -73,7 +74,7 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
         }
       }
       if (k == n - 1 || (k == 0 && step0_sent)) continue;
-      // Pass block r - d*k on to member r + d.
+      // Step 2: pass block r - d*k on to member r + d.
       int64_t b, len;
       part(g.PositionAt(-d * k), l, &b, &len);
       if (len == 0) continue;
@@ -83,8 +84,10 @@ absl::Status RingAllGather(const Group& g, const ArrayRef& own,
                                       lane.recv_sems[k], g.Peer(d)));
       MESHDMA_RETURN_IF_ERROR(lane.sends.back().start());
     }
+    // Step 3: my own block into place, while step 0's sends travel.
     if (k == 0) copy_own();
   }
+  // Step 4: every send has left (its source may be reused).
   for (AllGatherLane& lane : lanes) {
     for (AsyncCopyDescriptor& send : lane.sends) {
       MESHDMA_RETURN_IF_ERROR(send.wait_send());
