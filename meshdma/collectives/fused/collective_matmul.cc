@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
@@ -27,7 +26,6 @@ using fused_internal::PeerMemory;
 using fused_internal::PulledBlock;
 using fused_internal::ReadsInPlace;
 using fused_internal::RingSemaphores;
-using fused_internal::RingSlots;
 
 constexpr absl::string_view kAllGatherMatmul = "all_gather_matmul";
 constexpr absl::string_view kMatmulReduceScatter = "matmul_reduce_scatter";
@@ -80,7 +78,7 @@ absl::Status AllGatherMatmulDma(const Group& ring, const ArrayRef& x,
   const int n = ring.size();
   const int64_t mb = x.dim(0), k = x.dim(1);
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
-                           RingSlots(ring, std::vector<int64_t>{2, mb, k}));
+                           AllocateSymmetric<float>({2, mb, k}));
   MESHDMA_ASSIGN_OR_RETURN(const RingSemaphores sems,
                            RingSemaphores::Allocate());
   for (int s = 0; s < n; ++s) {
@@ -162,7 +160,7 @@ absl::Status MatmulReduceScatterDma(const Group& ring, const ArrayRef& x,
   // Received accumulators (symmetric, double-buffered) and the partial
   // sums this device computes and sends (local, double-buffered).
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef recv_buf,
-                           RingSlots(ring, std::vector<int64_t>{2, mb, n_out}));
+                           AllocateSymmetric<float>({2, mb, n_out}));
   std::vector<float> send_store(2 * mb * n_out);
   MESHDMA_ASSIGN_OR_RETURN(
       ArrayRef send_buf,

@@ -1,7 +1,6 @@
 #include "meshdma/collectives/fused/ring_attention.h"
 
 #include <cmath>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/status_macros.h"
@@ -52,7 +51,6 @@ std::vector<int64_t> ZigZagOrder(int64_t seq_len, int n) {
 namespace {
 
 using fused_internal::RingSemaphores;
-using fused_internal::RingSlots;
 using AttendFn = absl::FunctionRef<void(int step, const ArrayRef& keys,
                                         const ArrayRef& values)>;
 
@@ -64,9 +62,8 @@ absl::Status RingDma(const collectives_internal::Group& ring, const ArrayRef& k,
   const int n = ring.size();
   const int64_t hkv = k.dim(0), s_len = k.dim(1), d = k.dim(2);
   // Two receive slots, each holding one K and one V block.
-  MESHDMA_ASSIGN_OR_RETURN(
-      ArrayRef slots,
-      RingSlots(ring, std::vector<int64_t>{2, 2, hkv, s_len, d}));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef slots,
+                           AllocateSymmetric<float>({2, 2, hkv, s_len, d}));
   MESHDMA_ASSIGN_OR_RETURN(const RingSemaphores sems,
                            RingSemaphores::Allocate());
   auto slot_k = [&](int slot) { return *(*slots.At(slot)).At(0); };

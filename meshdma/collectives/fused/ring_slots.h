@@ -6,32 +6,14 @@
 #ifndef MESHDMA_COLLECTIVES_FUSED_RING_SLOTS_H_
 #define MESHDMA_COLLECTIVES_FUSED_RING_SLOTS_H_
 
-#include <cstdint>
-#include <span>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "meshdma/base/status_macros.h"
-#include "meshdma/collectives/internal/common.h"
-#include "meshdma/dma/array_ref.h"
 #include "meshdma/dma/semaphore.h"
 #include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/topology/mesh.h"
 
 namespace meshdma::fused_internal {
-
-// The receive slots of a DMA ring, f32 of `shape` (two slots first), for a
-// kernel with an entry barrier. Over the whole mesh they are persistent
-// memory (`AllocatePersistent`) that later rings of this Run reuse where
-// they fit: a closing kernel scope zeroes what the DMAs wrote into it
-// (docs/semantics.md §10), and the slots are most of that. Reuse is safe
-// because every forward into a slot is consumed within its call, and the
-// next call's entry barrier holds its forwards until every member has left
-// this one. Every device of the mesh is a member there, so all make the same
-// sequence of persistent allocations. Over part of the mesh, where members
-// of other groups may make other calls, the slots are the kernel's own.
-absl::StatusOr<ArrayRef> RingSlots(const collectives_internal::Group& ring,
-                                   std::span<const int64_t> shape);
 
 // The semaphores of one kernel's DMA ring, allocated inside the kernel in
 // the same order on every member.
