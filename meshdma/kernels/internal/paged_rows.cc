@@ -107,6 +107,7 @@ template <int N>
   int64_t c = 0;
   for (; c + 2 * kF8Lanes <= d; c += 2 * kF8Lanes) {
     F8 a[N][2];
+#pragma GCC unroll 4
     for (int j = 0; j < N; ++j) {
       std::memcpy(&a[j][0], acc + j * d + c, sizeof(F8));
       std::memcpy(&a[j][1], acc + j * d + c + kF8Lanes, sizeof(F8));
@@ -123,6 +124,7 @@ template <int N>
         a[j][1] += w * x1;
       }
     }
+#pragma GCC unroll 4
     for (int j = 0; j < N; ++j) {
       std::memcpy(acc + j * d + c, &a[j][0], sizeof(F8));
       std::memcpy(acc + j * d + c + kF8Lanes, &a[j][1], sizeof(F8));
