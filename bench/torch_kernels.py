@@ -17,7 +17,8 @@ step). `speedup` = torch's time / meshdma's.
 paged_attention: decode over a paged KV cache against torch's gather then
 attend (index_select of the pages, matmul, softmax, matmul), and the KV
 bytes read per second against the one-core copy bandwidth of this machine
-measured in the same run (a single-threaded copy of 256 MiB: bytes read).
+(a single-threaded copy of 256 MiB: bytes read), timed in turn with the two
+in each round; each figure is the median over `--rounds`.
 
 torch runs with one thread (torch.set_num_threads(1)); meshdma's kernels run
 on its device thread, one core.
@@ -92,18 +93,6 @@ def run_flash(args):
                   f"{mm / 1024:>12.1f} {tm / 1024:>10.1f}", flush=True)
 
 
-def copy_bandwidth():
-    """Bytes read per second by a one-thread copy of 256 MiB (best of 5)."""
-    src = torch.ones(64 << 20)
-    dst = torch.empty_like(src)
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        dst.copy_(src)
-        best = min(best, time.perf_counter() - start)
-    return src.numel() * 4 / best
-
-
 def torch_paged(q, k_pages, v_pages, lengths, page_indices):
     """Gather each sequence's pages (index_select), then attend."""
     batch, heads, d = q.shape
@@ -133,28 +122,33 @@ def run_paged(args):
     page_indices = torch.randperm(pages, generator=g).reshape(args.paged_batch, pps).int()
     lengths = torch.full((args.paged_batch,), args.paged_seq, dtype=torch.int32)
     kv_bytes = 2 * kv_heads * args.paged_batch * args.paged_seq * d * 4
-    bound = copy_bandwidth()
+    src = torch.ones(64 << 20)
+    dst = torch.empty_like(src)
     print(f"\npaged_attention decode, float32, one core: batch {args.paged_batch}, "
           f"{args.paged_seq} tokens each, heads {heads}/{kv_heads}, head_dim {d}, "
           f"page {page_size} ({kv_bytes / 2**20:.0f} MiB of KV read per call); "
-          f"one-core copy bandwidth {bound / 1e9:.2f} GB/s (bytes read)")
+          f"the bound: a one-thread copy of 256 MiB, timed in turn with each round; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print(f"{'pages/block':>11} {'meshdma ms':>11} {'torch ms':>9} {'speedup':>8} "
-          f"{'GB/s':>6} {'of copy bw':>10}")
+          f"{'GB/s':>6} {'copy GB/s':>9} {'of copy bw':>10}")
     for ppcb in [n for n in (8, 16, 32) if pps % n == 0]:
-        results = {}
-        for name, fn in (("meshdma", lambda: meshdma.torch.paged_attention(
-                             q, k_pages, v_pages, lengths, page_indices, ppcb)),
-                         ("torch", lambda: torch_paged(q, k_pages, v_pages, lengths, page_indices))):
+        fns = {"meshdma": lambda: meshdma.torch.paged_attention(
+                   q, k_pages, v_pages, lengths, page_indices, ppcb),
+               "torch": lambda: torch_paged(q, k_pages, v_pages, lengths, page_indices),
+               "copy": lambda: dst.copy_(src)}
+        times = {name: [] for name in fns}
+        for fn in fns.values():
             fn()
-            times = []
-            for _ in range(args.rounds):
+        for _ in range(args.rounds):
+            for name, fn in fns.items():
                 start = time.perf_counter()
                 fn()
-                times.append(time.perf_counter() - start)
-            results[name] = statistics.median(times)
-        m, t = results["meshdma"], results["torch"]
+                times[name].append(time.perf_counter() - start)
+        m, t, c = (statistics.median(times[n]) for n in ("meshdma", "torch", "copy"))
+        bound = src.numel() * 4 / c
         print(f"{ppcb:>11} {m * 1e3:>11.2f} {t * 1e3:>9.2f} {t / m:>8.2f} "
-              f"{kv_bytes / m / 1e9:>6.2f} {kv_bytes / m / bound:>10.2f}", flush=True)
+              f"{kv_bytes / m / 1e9:>6.2f} {bound / 1e9:>9.2f} {kv_bytes / m / bound:>10.2f}",
+              flush=True)
 
 
 def main():
