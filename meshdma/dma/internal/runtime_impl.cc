@@ -29,6 +29,7 @@
 #include "meshdma/dma/trace.h"
 #include "meshdma/dma/transport/direct/direct_transport.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
+#include "meshdma/dma/transport/progress_policy.h"
 #include "meshdma/dma/transport/shm/shm_segment.h"
 #include "meshdma/dma/transport/socket/socket_transport.h"
 
@@ -763,6 +764,12 @@ void RuntimeImpl::DeviceThreadMain(int local_index) {
 
 int RuntimeImpl::RankOf(int global_device) const {
   return launch_->devices()[global_device].rank;
+}
+
+void RuntimeImpl::RemoteDeviceSleeping() const {
+  if (remote_transport_ != nullptr) {
+    remote_transport_->progress().DeviceSleeping();
+  }
 }
 
 bool RuntimeImpl::IsLocalDevice(int global_device) const {

@@ -126,10 +126,9 @@ class RuntimeImpl : public TransportHost {
     return remote_transport_ != nullptr &&
            remote_transport_->PollYieldsWhenIdle();
   }
-  // The calling device stops polling the transport to other hosts to sleep.
-  void RemoteDeviceSleeping() const {
-    if (remote_transport_ != nullptr) remote_transport_->DeviceSleeping();
-  }
+  // The calling device stops polling the transport to other hosts to sleep:
+  // tells that transport's progress policy.
+  void RemoteDeviceSleeping() const;
   // True while the transport to other hosts has traffic outstanding.
   bool RemotePending() const {
     return remote_transport_ != nullptr && remote_transport_->HasPending();

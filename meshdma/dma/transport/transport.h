@@ -1,18 +1,24 @@
 // The one interface behind which every path to a peer sits, and the narrow
 // interface through which a transport calls back into the runtime.
 //
-// The runtime picks a transport per peer device: the direct transport for
-// devices whose heap this process can address (same process: plain memory;
-// same host: a shared-memory mapping; direct/ over shm/), and for devices on
-// other hosts one `PolledTransport`: meshdma's own TCP connections
-// (socket/, `MakeSocketTransport`) or MPI messages (mpi/,
-// `MakeMpiTransport`). Transports are leaves that move bytes: they include
-// this header and nothing else of the runtime, and reach the runtime only
-// through `TransportHost`. Policy lives above them: who copies the bytes of
-// an addressable destination (the issuing device now, or the copy engine
-// later) is the device's, and when a waiting device polls, spins, yields or
-// sleeps is the wait policy's (dma/internal/wait_policy.h), which a remote
-// transport only informs.
+// The runtime picks a transport per peer device. The implementations:
+// - `DirectTransport` (direct/): devices whose heap this process can address,
+//   in this process (plain memory) or on this host (a shared-memory mapping,
+//   shm/);
+// - `SocketTransport` (socket/, `MakeSocketTransport`): devices on other
+//   hosts over meshdma's own TCP connections (the default without an RDMA
+//   device); its congestion control is the TCP connections' own setting, how
+//   the kernel paces their bytes, not a policy of meshdma's;
+// - `MpiTransport` (mpi/, `MakeMpiTransport`): devices on other hosts over
+//   MPI messages.
+// The two remote ones are `PolledTransport`s. Transports are leaves that move
+// bytes: they include this header and nothing else of the runtime, and reach
+// the runtime only through `TransportHost`. Policy lives beside or above
+// them: when a remote transport's progress thread polls, yields or sleeps is
+// its `ProgressPolicy`'s (progress_policy.h); who copies the bytes of an
+// addressable destination (the issuing device now, or the copy engine later)
+// is the device's; and when a waiting device polls, spins, yields or sleeps
+// is the wait policy's (dma/internal/wait_policy.h).
 #ifndef MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 #define MESHDMA_DMA_TRANSPORT_TRANSPORT_H_
 
@@ -36,6 +42,7 @@ namespace meshdma::dma_internal {
 
 class Device;
 struct DmaOp;
+class ProgressPolicy;
 
 // What a transport may ask of the runtime that owns it.
 class TransportHost {
@@ -155,7 +162,9 @@ class Transport {
 
 // A transport to devices on other hosts (TCP or MPI): its messages move
 // only while a thread polls it, its own progress thread or a waiting device.
-// It tells the wait policy what it needs to decide; it decides nothing.
+// When that thread polls, yields or sleeps is its `ProgressPolicy`'s
+// (progress_policy.h), which the devices inform; the transport carries the
+// decisions out and reports the facts below, which are its own.
 class PolledTransport : public Transport {
  public:
   // Makes progress on outstanding traffic from the calling thread (a device
@@ -164,14 +173,17 @@ class PolledTransport : public Transport {
   // True while traffic that somebody waits for is outstanding: a put whose
   // send semaphore waits for the transport to finish with its source, or a
   // payload announced but not yet received. (A message that carried its
-  // payload inline completed its put already.)
+  // payload inline completed its put already.) A fact of the transport's
+  // queues, which the policies read.
   virtual bool HasPending() const = 0;
   // True when a `Poll` that finds nothing to do yields the calling thread's
-  // core itself (MPI's progress under Open MPI's `mpi_yield_when_idle`).
+  // core itself (MPI's progress under Open MPI's `mpi_yield_when_idle`): a
+  // fact of the library under the transport, which a waiting device reads so
+  // as not to yield twice.
   virtual bool PollYieldsWhenIdle() const { return false; }
-  // A device that polled in a wait stops to sleep: a progress thread that
-  // backs off while devices poll must now cover for it.
-  virtual void DeviceSleeping() {}
+  // The policy of this transport's progress thread, which waiting devices
+  // tell that they poll or stop to sleep.
+  virtual ProgressPolicy& progress() = 0;
 };
 
 }  // namespace meshdma::dma_internal

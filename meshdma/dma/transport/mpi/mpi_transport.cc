@@ -26,11 +26,6 @@ constexpr int kMessageTag = 7101;
 constexpr int kPayloadTag = 7102;
 constexpr int kShutdownBarrierTag = 7103;
 constexpr int64_t kMaxPiece = int64_t{1} << 30;
-// A device that progressed MPI this recently counts as polling: it, not the
-// progress thread, moves the traffic.
-constexpr int64_t kDevicesPollingNs = 50'000;
-// Polls per reading of the clock in `Poll`: a few microseconds of spinning.
-constexpr int kPollsPerNote = 16;
 
 void WriteNothing(std::byte*) {}
 
@@ -142,7 +137,14 @@ struct MpiTransport::PendingRecv {
 
 MpiTransport::MpiTransport(TransportHost* host, MPI_Comm comm,
                            std::vector<MpiPeerLimits> limits)
-    : host_(host), comm_(comm), limits_(std::move(limits)) {
+    : host_(host), comm_(comm), limits_(std::move(limits)), progress_(host) {
+  progress_.SetWake([this] {
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      wake_requested_ = true;
+    }
+    wake_cv_.notify_one();
+  });
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   flushed_from_.assign(size_, 0);
@@ -247,12 +249,8 @@ void MpiTransport::Send(int dest_rank, const WireHeader& header,
   send->dest = dest_rank;
   PackMessage(*send, header, layout, inline_payload, check_clock);
   std::unique_ptr<DmaOp> done;  // An inline put's source is already read.
-  // A device that sends counts as polling: it progresses MPI when it waits,
-  // and until then (copying, reducing) the progress thread stays out of the
-  // lock and off the core: its wake-ups took the core from sending devices
-  // (`mpirun -np 2 --mca btl self,tcp -x MESHDMA_FORCE_INTERHOST=1
-  // meshdma-bench --collective OP -b 256K -e 16M -f 2 -w 20`).
-  NoteDevicePolling();
+  // A device that sends counts as polling (progress_policy.h).
+  progress_.DeviceSent();
   {
     // Step 3: post the message, and the payload that does not travel in it.
     std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -289,18 +287,7 @@ void MpiTransport::Send(int dest_rank, const WireHeader& header,
   if (done != nullptr) host_->CompleteDma(std::move(done));
   // What is left moves when someone progresses MPI: this device, which
   // most likely waits next, or the progress thread once no device has
-  // polled for kDevicesPollingNs (see ProgressMain).
-}
-
-void MpiTransport::NoteDevicePolling() {
-  last_device_poll_ns_.store(base_internal::MonotonicNanos(),
-                             std::memory_order_relaxed);
-}
-
-bool MpiTransport::DevicesPolling() const {
-  return base_internal::MonotonicNanos() -
-             last_device_poll_ns_.load(std::memory_order_relaxed) <
-         kDevicesPollingNs;
+  // polled for a while (progress_policy.h).
 }
 
 void MpiTransport::Put(std::unique_ptr<DmaOp> op) {
@@ -482,17 +469,7 @@ std::string MpiTransport::Unflushed(int64_t epoch) {
 }
 
 bool MpiTransport::Poll() {
-  // Noted before the lock is tried: a device that finds the progress thread
-  // inside MPI still tells it that a device polls, so that the thread leaves
-  // MPI to the device instead of competing with it for the lock and a core.
-  // A spinning wait polls every few hundred nanoseconds and the progress
-  // thread looks back kDevicesPollingNs, so one poll in kPollsPerNote reads
-  // the clock (a reading costs tens of nanoseconds on a virtual machine).
-  thread_local int polls_to_note = 0;
-  if (--polls_to_note < 0) {
-    polls_to_note = kPollsPerNote - 1;
-    NoteDevicePolling();
-  }
+  progress_.DevicePolled();  // Before the lock is tried.
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) {
     // Someone else is progressing; an idle poll of MPI would have yielded
@@ -501,16 +478,6 @@ bool MpiTransport::Poll() {
     return false;
   }
   return ProgressLocked();
-}
-
-void MpiTransport::DeviceSleeping() {
-  // No device may be polling now: let the progress thread look at once.
-  last_device_poll_ns_.store(0, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(wake_mu_);
-    wake_requested_ = true;
-  }
-  wake_cv_.notify_one();
 }
 
 absl::Status MpiTransport::Shutdown() {
@@ -817,16 +784,16 @@ void MpiTransport::ProgressMain() {
   // While devices poll (a device spinning in a wait calls `Poll`), stay out
   // of their way. Otherwise poll while traffic is outstanding or a device
   // sleeps in a wait, and back off from yielding to short sleeps when idle,
-  // so an idle launch does not burn a core.
-  constexpr int64_t kDevicesPollingSleepUs = 1'000;
-  // With traffic outstanding: how late the thread takes over from devices
-  // that stopped polling (a device that sent, then computes). Every wake-up
-  // while devices still poll takes a core from one of them: at 50 us there
-  // were about two per 512 KiB message over TCP.
-  constexpr int64_t kPendingPollUs = 250;
-  constexpr int64_t kOneHostPollUs = 2'000;
+  // so an idle launch does not burn a core: when, is `progress_`'s.
   int idle = 0;
   ShutdownProgress closing;
+  auto sleep_us = [this](int64_t us) {
+    std::unique_lock<std::mutex> wake(wake_mu_);
+    wake_cv_.wait_for(wake, std::chrono::microseconds(us), [this] {
+      return shutdown_requested_ || wake_requested_;
+    });
+    wake_requested_ = false;
+  };
   for (;;) {
     // Step 1: whether the transport is shutting down.
     bool shutdown;
@@ -834,30 +801,20 @@ void MpiTransport::ProgressMain() {
       std::lock_guard<std::mutex> lock(wake_mu_);
       shutdown = shutdown_requested_;
     }
-    const bool devices_polling = DevicesPolling();
+    const bool devices_polling = progress_.DevicesPolling();
     bool did = false;
     {
       // Step 2: one round of progress under the lock (and one step of the
       // shutdown). While a device polls, it progresses everything; taking
-      // the lock here
-      // would only make that device's next start() or poll wait for this
-      // thread, which on an oversubscribed machine may lose its core while
-      // holding the lock.
+      // the lock here would only make that device's next start() or poll
+      // wait for this thread, which on an oversubscribed machine may lose
+      // its core while holding the lock.
       std::unique_lock<std::recursive_mutex> lock(mu_, std::defer_lock);
       if (shutdown) {
         lock.lock();
       } else if (devices_polling || !lock.try_lock()) {
-        // Waking often would take a core from a polling device; a device
-        // that stops polling to sleep wakes this thread (`DeviceSleeping`),
-        // and outstanding traffic is looked at sooner.
-        const bool pending = pending_.load(std::memory_order_relaxed) > 0;
-        std::unique_lock<std::mutex> wake(wake_mu_);
-        wake_cv_.wait_for(
-            wake,
-            std::chrono::microseconds(pending ? kPendingPollUs
-                                              : kDevicesPollingSleepUs),
-            [this] { return shutdown_requested_ || wake_requested_; });
-        wake_requested_ = false;
+        sleep_us(ProgressPolicy::WaitUs(/*devices_polling=*/true, HasPending(),
+                                        /*watching=*/false));
         continue;
       }
       did = ProgressLocked();
@@ -869,24 +826,11 @@ void MpiTransport::ProgressMain() {
     }
     // Step 3: nothing moved: poll again, yield or sleep.
     ++idle;
-    // On one host nothing but control messages comes this way: a waiting
-    // device is woken through shared memory, and every wake-up of this
-    // thread would take a core from a device (2 cores, 2 devices).
-    const bool remote = host_->RemotePeers();
-    const bool needed = pending_.load(std::memory_order_relaxed) > 0 ||
-                        (remote && host_->DevicesWaiting()) || shutdown;
-    if (needed && !devices_polling && idle < 2000) {
-      if (idle > 50) sched_yield();
-      continue;
-    }
-    std::unique_lock<std::mutex> lock(wake_mu_);
-    const int64_t us = !remote           ? kOneHostPollUs
-                       : devices_polling ? 50
-                                         : std::min<int64_t>(500, idle * 5 + 5);
-    wake_cv_.wait_for(lock, std::chrono::microseconds(us), [this] {
-      return shutdown_requested_ || wake_requested_;
-    });
-    wake_requested_ = false;
+    const ProgressPolicy::Next next =
+        progress_.AfterIdleRound(idle, HasPending(), shutdown, devices_polling);
+    if (next.action == ProgressPolicy::Next::kYieldThenPoll) sched_yield();
+    if (next.action != ProgressPolicy::Next::kSleep) continue;
+    sleep_us(next.sleep_us);
   }
 }
 

@@ -5,10 +5,10 @@
 // `MPI_Isend` itself; a device blocked in a wait drives MPI progress itself
 // (`Poll`) while it spins, so a small message costs no thread hand-off on
 // either side. One progress thread per process covers the time when nobody
-// polls (every device computing, or sleeping in a long wait): it polls while
-// traffic is outstanding or a device sleeps in a wait, and backs off while
-// devices poll. All MPI state is behind one lock; a poller that cannot take
-// it leaves the work to whoever holds it.
+// polls (every device computing, or sleeping in a long wait), when its
+// `ProgressPolicy` says: it polls while traffic is outstanding or a device
+// sleeps in a wait, and backs off while devices poll. All MPI state is behind
+// one lock; a poller that cannot take it leaves the work to whoever holds it.
 //
 // Why two-sided and not MPI RMA: measured with bench/mpi_path_probe.cc
 // (`mpirun -np 2 --mca btl self,tcp --mca osc pt2pt|rdma mpi-path-probe`).
@@ -50,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "meshdma/dma/transport/mpi/mpi_path.h"
+#include "meshdma/dma/transport/progress_policy.h"
 #include "meshdma/dma/transport/transport.h"
 #include "meshdma/dma/transport/wire.h"
 
@@ -84,7 +85,7 @@ class MpiTransport : public PolledTransport {
   // MPI's own idle poll yields (MpiYieldsWhenIdle); so does a Poll that
   // finds another thread progressing MPI.
   bool PollYieldsWhenIdle() const override { return yields_when_idle_; }
-  void DeviceSleeping() override;
+  ProgressPolicy& progress() override { return progress_; }
   bool HasPending() const override {
     return pending_.load(std::memory_order_relaxed) > 0;
   }
@@ -182,18 +183,14 @@ class MpiTransport : public PolledTransport {
   std::vector<int64_t> flushed_from_;  // Per rank: its latest marker here.
   // Awaited sends (non-inline puts) and recvs_: traffic somebody waits for.
   std::atomic<int> pending_{0};
-  // When a device last progressed MPI (`Poll`) or sent (`Send`), on the
-  // monotonic clock (base_internal::MonotonicNanos).
-  std::atomic<int64_t> last_device_poll_ns_{0};
-  void NoteDevicePolling();
-  // True while a device did either within the last kDevicesPollingNs: the
-  // progress thread then leaves MPI to the devices.
-  bool DevicesPolling() const;
+  // Told when a device progresses MPI (`Poll`) or sends (`Send`); decides
+  // when the progress thread polls, yields or sleeps.
+  ProgressPolicy progress_;
 
   std::mutex wake_mu_;
   std::condition_variable wake_cv_;
   bool shutdown_requested_ = false;
-  bool wake_requested_ = false;  // DeviceSleeping: poll now.
+  bool wake_requested_ = false;  // A device stopped polling: look now.
   std::thread thread_;
   absl::Status error_;
 };

@@ -38,13 +38,13 @@
 #include "meshdma/base/env.h"
 #include "meshdma/base/logging.h"
 #include "meshdma/base/thread_name.h"
+#include "meshdma/dma/transport/progress_policy.h"
 #include "meshdma/dma/transport/wire.h"
 
 namespace meshdma::dma_internal {
 namespace {
 
 using base_internal::Deadline;
-using base_internal::MonotonicNanos;
 
 // The first bytes on every connection: who connects, and that it is meshdma.
 constexpr uint32_t kHelloMagic = 0x6d646d61;  // "mdma"
@@ -52,11 +52,6 @@ struct Hello {
   uint32_t magic;
   int32_t rank;
 };
-// A device that wrote or polled this recently counts as polling: it, not
-// the progress thread, moves the traffic.
-constexpr int64_t kDevicesPollingNs = 50'000;
-// Polls per reading of the clock in `Poll`.
-constexpr int kPollsPerNote = 16;
 // Received bytes are read into a buffer of this size and parsed from it, so
 // that small messages cost one recv(2) however many arrive together.
 constexpr size_t kReceiveBufferBytes = 64 << 10;
@@ -183,7 +178,7 @@ class SocketTransport : public PolledTransport {
   void Signal(int target_device, int64_t sem_offset, int64_t inc,
               std::span<const uint32_t> check_clock) override;
   bool Poll() override;
-  void DeviceSleeping() override;
+  ProgressPolicy& progress() override { return progress_; }
   bool HasPending() const override {
     return queued_.load(std::memory_order_relaxed) > 0 ||
            receiving_.load(std::memory_order_relaxed) > 0;
@@ -246,17 +241,6 @@ class SocketTransport : public PolledTransport {
   // `peer`'s connection failed or closed before its goodbye: the launch
   // fails, naming the peer.
   void Lose(Peer& peer, const std::string& what);
-  void NoteDevicePolling() {
-    last_device_poll_ns_.store(MonotonicNanos(), std::memory_order_relaxed);
-  }
-  // True while a device writes or polls (one long write or read runs for
-  // hundreds of microseconds) or did within kDevicesPollingNs.
-  bool DevicesPolling() const {
-    return devices_active_.load(std::memory_order_relaxed) > 0 ||
-           MonotonicNanos() -
-                   last_device_poll_ns_.load(std::memory_order_relaxed) <
-               kDevicesPollingNs;
-  }
   void Wake();
   void ProgressMain();
   // Sends a header-only message of `kind` carrying `value` to every live
@@ -276,8 +260,9 @@ class SocketTransport : public PolledTransport {
   std::mutex recv_mu_;
   std::atomic<int> queued_{0};     // Messages waiting in send queues.
   std::atomic<int> receiving_{0};  // Payloads being read.
-  std::atomic<int64_t> last_device_poll_ns_{0};
-  std::atomic<int> devices_active_{0};  // Devices inside Send or Poll.
+  // Told when devices write, poll or stop to sleep; decides when the
+  // progress thread looks at the sockets.
+  ProgressPolicy progress_;
   int64_t flush_epoch_ = 0;
 
   int wake_fd_ = -1;  // An eventfd: wakes the progress thread.
@@ -288,7 +273,8 @@ class SocketTransport : public PolledTransport {
 
 SocketTransport::SocketTransport(TransportHost* host, ProcessGroup* processes,
                                  int rank, std::vector<int> fds)
-    : host_(host), processes_(processes), rank_(rank) {
+    : host_(host), processes_(processes), rank_(rank), progress_(host) {
+  progress_.SetWake([this] { Wake(); });
   for (int r = 0; r < static_cast<int>(fds.size()); ++r) {
     if (r == rank) {
       peers_.push_back(nullptr);
@@ -342,7 +328,7 @@ void SocketTransport::Lose(Peer& peer, const std::string& what) {
 void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
                            IoCursor payload, std::vector<std::byte> packed,
                            std::unique_ptr<DmaOp> op) {
-  devices_active_.fetch_add(1, std::memory_order_relaxed);
+  progress_.DeviceEntered();
   std::vector<std::unique_ptr<DmaOp>> done;
   std::unique_ptr<DmaOp> abandoned;  // The peer is lost: it never completes.
   bool failed = false;
@@ -403,8 +389,8 @@ void SocketTransport::Send(Peer& peer, std::span<const std::byte> head,
   // Step 3: outside the lock, complete, lose or abandon. A device that sent
   // counts as polling: it progresses the sockets when it waits, and until
   // then the progress thread stays off the core.
-  NoteDevicePolling();
-  devices_active_.fetch_sub(1, std::memory_order_relaxed);
+  progress_.DeviceSent();
+  progress_.DeviceLeft();
   for (auto& d : done) host_->CompleteDma(std::move(d));
   if (failed) Lose(peer, Broken(ErrnoText(err)));
   if (abandoned != nullptr) host_->AbandonDma(std::move(abandoned));
@@ -771,37 +757,21 @@ bool SocketTransport::Progress() {
 }
 
 bool SocketTransport::Poll() {
-  thread_local int polls_to_note = 0;
-  if (--polls_to_note < 0) {
-    polls_to_note = kPollsPerNote - 1;
-    NoteDevicePolling();
-  }
-  devices_active_.fetch_add(1, std::memory_order_relaxed);
+  progress_.DevicePolled();
+  progress_.DeviceEntered();
   const bool did = Progress();
-  devices_active_.fetch_sub(1, std::memory_order_relaxed);
+  progress_.DeviceLeft();
   return did;
-}
-
-void SocketTransport::DeviceSleeping() {
-  // No device may be polling now: let the progress thread look at once.
-  last_device_poll_ns_.store(0, std::memory_order_relaxed);
-  Wake();
 }
 
 void SocketTransport::ProgressMain() {
   // While devices poll they move everything: this thread only sleeps on its
-  // eventfd, looking again every kDevicesPollingUs (kPendingPollUs with
-  // traffic outstanding). Otherwise it sleeps in
-  // poll(2) on the sockets (for bytes to read, and for room where a queue
-  // waits), so that it costs a core only while traffic moves.
-  constexpr int64_t kDevicesPollingUs = 1'000;
-  // With traffic outstanding: how late the thread takes over from devices
-  // that stopped polling (a device that sent, then computes).
-  constexpr int64_t kPendingPollUs = 250;
-  constexpr int64_t kIdleUs = 100'000;
+  // eventfd. Otherwise it sleeps in poll(2) on the sockets (for bytes to
+  // read, and for room where a queue waits), so that it costs a core only
+  // while traffic moves. How long, is `progress_`'s.
   std::vector<pollfd> fds;
   while (!stopping_.load(std::memory_order_acquire)) {
-    const bool devices_polling = DevicesPolling();
+    const bool devices_polling = progress_.DevicesPolling();
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     if (!devices_polling) {
@@ -815,9 +785,8 @@ void SocketTransport::ProgressMain() {
         fds.push_back({p->fd, events, 0});
       }
     }
-    const int64_t us = !devices_polling ? kIdleUs
-                       : HasPending()   ? kPendingPollUs
-                                        : kDevicesPollingUs;
+    const int64_t us = ProgressPolicy::WaitUs(devices_polling, HasPending(),
+                                              /*watching=*/true);
     const timespec timeout{us / 1'000'000, (us % 1'000'000) * 1'000};
     ppoll(fds.data(), fds.size(), &timeout, nullptr);
     if (fds[0].revents != 0) {
@@ -825,9 +794,9 @@ void SocketTransport::ProgressMain() {
       [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));
     }
     if (stopping_.load(std::memory_order_acquire)) break;
-    if (DevicesPolling()) continue;
+    if (progress_.DevicesPolling()) continue;
     bool moved = false;
-    while (Progress() && !DevicesPolling()) moved = true;
+    while (Progress() && !progress_.DevicesPolling()) moved = true;
     // Bytes are there but another thread holds the lock (a device that
     // just started polling): let it have the core.
     if (!moved && fds.size() > 1) sched_yield();
