@@ -25,6 +25,14 @@ Checks every file under meshdma/:
      channel_stores.*) include nothing of channel.h, plan.h or an entry
      point, and nothing but the channel itself (channel.cc) includes a
      protocol's implementation (channel_dma.h, channel_stores.h).
+  8. The device's heap sits below the device: dma/internal/device_heap.*
+     include nothing of dma/internal/ but the allocation log and the
+     semaphore cell (allocation_log.h, semaphore_cell.h), and nothing of
+     dma/check/ or dma/transport/; the device tells the race checker.
+  9. The progress policy of the remote transports sits beside the transport
+     interface, below every transport: dma/transport/progress_policy.*
+     include nothing of dma/ but transport.h, so that it judges for TCP and
+     MPI alike and no transport's own state leaks into it.
 Usage: check_layering.py REPO_ROOT [PUBLIC_HEADER ...]
 """
 import os
@@ -50,6 +58,15 @@ PROTOCOL_FILES = {_CI + "channel_protocol.h", _CI + "channel_dma.h",
                   _CI + "channel_stores.cc"}
 PROTOCOL_IMPLEMENTATIONS = {_CI + "channel_dma.h", _CI + "channel_stores.h"}
 CHANNEL_FILES = {_CI + "channel.h", _CI + "channel.cc"}
+HEAP_FILES = {"meshdma/dma/internal/device_heap.h",
+              "meshdma/dma/internal/device_heap.cc"}
+HEAP_ALLOWED = {"meshdma/dma/internal/device_heap.h",
+                "meshdma/dma/internal/allocation_log.h",
+                "meshdma/dma/internal/semaphore_cell.h"}
+PROGRESS_FILES = {"meshdma/dma/transport/progress_policy.h",
+                  "meshdma/dma/transport/progress_policy.cc"}
+PROGRESS_ALLOWED = {"meshdma/dma/transport/progress_policy.h",
+                    "meshdma/dma/transport/transport.h"}
 # Spelled in pieces so that this file does not match itself.
 OUTSIDE = re.compile(r"\.\./" + "shared|" + "shared" + "/design|" +
                      "design" + " notes")
@@ -127,6 +144,18 @@ def main():
                     errors.append(f"{path}: includes the channel protocol "
                                   f"{inc}; only the channel chooses and "
                                   "makes its protocols")
+                if path in HEAP_FILES and inc not in HEAP_ALLOWED and (
+                        inc.startswith("meshdma/dma/internal/") or
+                        inc.startswith("meshdma/dma/check/") or
+                        inc.startswith("meshdma/dma/transport/")):
+                    errors.append(f"{path}: the device heap includes {inc}; "
+                                  "it sits below the device, which tells "
+                                  "the race checker and drains DMAs")
+                if (path in PROGRESS_FILES and inc.startswith("meshdma/dma/")
+                        and inc not in PROGRESS_ALLOWED):
+                    errors.append(f"{path}: the progress policy includes "
+                                  f"{inc}; it sits beside transport.h, "
+                                  "below every transport")
                 if path in public and (
                         inc.startswith("meshdma/dma/internal/") or
                         inc.startswith("meshdma/dma/transport/") or
