@@ -2,13 +2,15 @@
 in PyTorch on meshdma.
 
     torchrun --nproc_per_node 2 examples/torch/kv_handoff.py
-    mpirun -np 2 python3 examples/torch/kv_handoff.py
+    mpirun -np 4 python3 examples/torch/kv_handoff.py
         [--prompts 16] [--seq-min 64] [--seq-max 256] [--layers 4]
         [--model 256] [--kv-heads 2] [--heads 8] [--page-size 16]
         [--generate 4] [--check | --no-check]
 
-(PYTHONPATH=build/python, or after cmake --install.) Rank 0 is the prefill
-server, rank 1 the decode server. For each prompt, in arrival order:
+(PYTHONPATH=build/python, or after cmake --install.) On 2m ranks, ranks
+0 .. m-1 are prefill servers and ranks m .. 2m-1 decode servers, rank i
+handing off to rank i + m: m replicas of a prefill/decode pair, each
+serving its own prompts. For each prompt, in arrival order:
 
 1. The decode rank picks free pages of its paged KV cache for the prompt
    (its block table).
@@ -193,21 +195,23 @@ class DecodeServer:
 
 
 def run(args, transfer, decode_work):
-    """The serving loop over every prompt; returns seconds per prompt and
-    the decode server (None on the prefill rank)."""
-    rank = dist.get_rank()
+    """The serving loop of this rank's pair over its prompts; returns
+    seconds per prompt and the decode server (None on a prefill rank)."""
     model = Model(args.layers, args.model, args.kv_heads, args.head_dim)
+    # Every pair serves prompts of the same lengths, its own contents.
     lengths = torch.randint(args.seq_min, args.seq_max + 1, (args.prompts,),
                             generator=torch.Generator().manual_seed(3)).tolist()
-    server = DecodeServer(args, model, transfer) if rank == 1 else None
+    pair = min(dist.get_rank(), transfer.partner)
+    server = None if transfer.is_prefill else DecodeServer(args, model, transfer)
     dist.barrier()
     start = time.perf_counter()
     for index, seq in enumerate(lengths):
-        if rank == 0:
-            x = model.prompt(index, seq, args.model)
+        prompt = pair * args.prompts + index
+        if transfer.is_prefill:
+            x = model.prompt(prompt, seq, args.model)
             transfer.transfer(seq, prefill=model.prefill(x))
         else:
-            server.serve(index, seq, decode_work)
+            server.serve(prompt, seq, decode_work)
     dist.barrier()
     return (time.perf_counter() - start) / args.prompts, server
 
@@ -237,8 +241,10 @@ def main():
         per_sequence = -(-(args.seq_max + args.generate) // args.page_size)
         args.pages = per_sequence * (args.generate + 2)
     dist.init_process_group("meshdma")
-    if dist.get_world_size() != 2:
-        raise SystemExit("kv_handoff: run it on 2 ranks (rank 0 prefills, rank 1 decodes)")
+    if dist.get_world_size() % 2:
+        raise SystemExit(f"kv_handoff: run it on an even number of ranks, not "
+                         f"{dist.get_world_size()} (the first half prefills, rank i "
+                         "for rank i + n/2)")
     # One cache for both loops: both ranks allocate it alike, once.
     transfer = meshdma.torch.KvCacheTransfer(
         num_layers=args.layers, num_kv_heads=args.kv_heads, head_dim=args.head_dim,
@@ -246,12 +252,13 @@ def main():
     with_decode, server = run(args, transfer, decode_work=True)
     alone, _ = run(args, transfer, decode_work=False)
     rank = dist.get_rank()
-    if rank == 1:
-        print(f"kv_handoff: {args.prompts} prompts of {args.seq_min}-{args.seq_max} tokens, "
+    role = "prefill" if transfer.is_prefill else "decode"
+    if not transfer.is_prefill:
+        print(f"kv_handoff rank {rank}: {args.prompts} prompts of {args.seq_min}-{args.seq_max} tokens, "
               f"{args.layers} layers: {with_decode * 1e3:.2f} ms per prompt with decode, "
               f"{alone * 1e3:.2f} ms for the transfer alone ({with_decode / alone:.2f}x)")
     checked = f", {server.checked} attention outputs match torch" if server and args.check else ""
-    print(f"kv_handoff rank {rank} ({'prefill' if rank == 0 else 'decode'}): "
+    print(f"kv_handoff rank {rank} ({role}, pair of rank {transfer.partner}): "
           f"{args.prompts} prompts handed off{checked}; OK", flush=True)
     del transfer, server
     dist.destroy_process_group()

@@ -6,12 +6,14 @@
 #   launch_test.sh MODE PROGRAM PYTHON [MPIEXEC FLAGS...]
 # MODE: torchrun | nnodes2 | mpirun. Passes when every rank prints
 # LAUNCH_EXPECT (default: the README program's OK line); LAUNCH_ARGS are the
-# program's arguments.
+# program's arguments; LAUNCH_NP the ranks of torchrun and mpirun (default
+# 2; nnodes2 always runs 2).
 set -euo pipefail
 mode=$1 program=$2 python=$3
 shift 3
 expect=${LAUNCH_EXPECT:-all_reduce and all_gather OK}
 read -r -a args <<<"${LAUNCH_ARGS:-}"
+np=${LAUNCH_NP:-2}
 port=$((20000 + RANDOM % 20000))
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -20,7 +22,7 @@ trap 'rm -f "$log"' EXIT
 run=("$python" -m torch.distributed.run --redirects 1 --tee 1)
 case "$mode" in
   torchrun)
-    "${run[@]}" --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port" \
+    "${run[@]}" --nproc_per_node "$np" --master_addr 127.0.0.1 --master_port "$port" \
       "$program" "${args[@]}" >"$log" 2>&1 ;;
   nnodes2)
     for node in 0 1; do
@@ -28,21 +30,22 @@ case "$mode" in
         --nproc_per_node 1 --master_addr 127.0.0.1 --master_port "$port" \
         "$program" "${args[@]}" >>"$log" 2>&1 &
     done
+    np=2
     wait ;;
   mpirun)
-    "$@" -np 2 -x MASTER_PORT="$port" "$python" "$program" "${args[@]}" \
+    "$@" -np "$np" -x MASTER_PORT="$port" "$python" "$program" "${args[@]}" \
       >"$log" 2>&1 ;;
   *) echo "launch_test.sh: unknown mode $mode" >&2; exit 2 ;;
 esac
 cat "$log"
 # Occurrences, not lines: mpirun may join two ranks' lines into one.
 oks=$({ grep -o "$expect" "$log" || true; } | wc -l)
-if [ "$oks" -ne 2 ]; then
-  echo "launch_test.sh $mode: $oks of 2 ranks said OK" >&2
+if [ "$oks" -ne "$np" ]; then
+  echo "launch_test.sh $mode: $oks of $np ranks said OK" >&2
   exit 1
 fi
 if [ "$mode" = nnodes2 ] && ! grep -q "by tcp" "$log"; then
   echo "launch_test.sh nnodes2: the ranks did not reach each other by tcp" >&2
   exit 1
 fi
-echo "launch_test.sh $mode: 2 of 2 ranks OK"
+echo "launch_test.sh $mode: $np of $np ranks OK"
