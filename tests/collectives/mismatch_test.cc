@@ -45,16 +45,10 @@ absl::Status RunFresh(const std::function<absl::Status()>& fn) {
 
 // `fn` fails before any wait times out, with every needle in the message
 // ("a|b": either).
-// With `one_host`, only where every device is on one host: elsewhere the
-// mismatch is reported at the wait timeout (docs/semantics.md §6).
 void ExpectPromptError(const std::function<absl::Status()>& fn,
-                       std::vector<std::string> needles,
-                       bool one_host = false) {
+                       std::vector<std::string> needles) {
   auto rt = FreshRuntime();
   ASSERT_TRUE(rt.ok()) << rt.status();
-  if (one_host && (*rt)->launch().num_hosts() > 1) {
-    GTEST_SKIP() << "the devices' call notes are readable on one host only";
-  }
   auto mesh = (*rt)->MakeMesh1D("x");
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const absl::Time start = absl::Now();
@@ -98,9 +92,8 @@ TEST(OneShotMismatch, PsumAgainstAllGather) {
 // Sizes in these tests stay on one side of the channel's largest row (16 KiB
 // on one host, 4 KiB there for ppermute, all_gather and all_to_all; 256 KiB
 // across hosts): a size mismatch that straddles it sends one member through
-// the channel and the other through a kernel, which the call notes find on
-// one host (ChannelMismatch.SizesOnBothSidesOfTheChannel) and which ends in
-// the wait timeout across hosts.
+// the channel and the other through a kernel, which the call notes find
+// (ChannelMismatch.SizesOnBothSidesOfTheChannel).
 TEST(OneShotMismatch, ElementCount) {
   ExpectPromptError(
       []() -> absl::Status {
@@ -338,7 +331,8 @@ absl::Status SmallPpermute(
 }
 
 // --- Calls over the channel (small ones): the same checks, from the call
-// notes that a wait blocked for a while compares (one host).
+// notes that a wait blocked for a while compares (read in place on one
+// host, sent by the slow waits and the ends of Runs across hosts).
 
 // Device 1 skips the first of `calls` psums of 16 f32 (the channel).
 absl::Status SkipFirstSmallPsum(int calls) {
@@ -353,23 +347,22 @@ absl::Status SkipFirstSmallPsum(int calls) {
 TEST(SkippedCall, OverTheChannel) {
   ExpectPromptError(
       [] { return SkipFirstSmallPsum(3); },
-      {"psum of 16 f32", "end of its Run after 2 calls over this group"},
-      /*one_host=*/true);
+      {"psum of 16 f32", "end of its Run after 2 calls over this group"});
 }
 
-// Device 0's input is 16 f32, which takes the channel; the others' 65536
-// f32 take a kernel, whose entry waits for device 0.
+// Device 0's input is 16 f32, which takes the channel; the others' 131072
+// f32 (512 KiB, above the largest row on every path) take a kernel, whose
+// entry waits for device 0.
 TEST(ChannelMismatch, SizesOnBothSidesOfTheChannel) {
   ExpectPromptError(
       []() -> absl::Status {
         MESHDMA_ASSIGN_OR_RETURN(int me, logical_device_id());
-        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({65536}));
-        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, me == 0 ? 16 : 65536));
+        MESHDMA_ASSIGN_OR_RETURN(auto a, AllocateSymmetric<float>({131072}));
+        MESHDMA_ASSIGN_OR_RETURN(auto in, a.Slice(0, 0, me == 0 ? 16 : 131072));
         return psum(in, in, {"x"});
       },
-      {"psum of 16 f32", "psum of 65536 f32", "over the group's channel",
-       "in a kernel"},
-      /*one_host=*/true);
+      {"psum of 16 f32", "psum of 131072 f32", "over the group's channel",
+       "in a kernel"});
 }
 
 // A peer that is only slow (it sleeps before its calls, well past the time
@@ -423,7 +416,7 @@ TEST(ChannelMismatch, PpermuteWhoseDifferingMemberSendsNothing) {
           return perm;
         });
       },
-      {"ppermute of 16 f32", "permutation #"}, /*one_host=*/true);
+      {"ppermute of 16 f32", "permutation #"});
 }
 
 // --- Outputs whose size differs per member by design. Each member allocates

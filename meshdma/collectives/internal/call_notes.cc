@@ -68,8 +68,8 @@ thread_local Notes* t_notes = nullptr;
 absl::Status CheckNotes();
 absl::Status WaitForPeersAtRunEnd();
 
-// The first note of a Run: the state, forgotten at its end; where every
-// member is on this host, the wait for the members at the Run's end.
+// The first note of a Run: the state, forgotten at its end, and the wait
+// for the members at the Run's end.
 Notes* StartNotes() {
   dma_internal::Device* device = dma_internal::CurrentDevice();
   if (device == nullptr) return nullptr;
@@ -82,9 +82,7 @@ Notes* StartNotes() {
        }).ok()) {
     return nullptr;
   }
-  if (!notes->runtime->RemotePeers() && !AtRunExit(WaitForPeersAtRunEnd).ok()) {
-    return nullptr;
-  }
+  if (!AtRunExit(WaitForPeersAtRunEnd).ok()) return nullptr;
   dma_internal::SetSlowWaitCheck(&CheckNotes);
   t_notes = notes.release();
   return t_notes;
@@ -177,7 +175,8 @@ absl::Status CompareAtRunEnd(const Notes& notes, uint64_t run,
     for (int j = 0; j < group->ring.size(); ++j) {
       if (j == group->ring.index) continue;
       if (group->globals[j] < 0 ||
-          notes.runtime->HeapBase(group->globals[j]) == nullptr) {
+          dma_internal::CallNoteOf(*notes.runtime, group->globals[j]) ==
+              nullptr) {
         continue;
       }
       std::optional<CallNoteView> theirs =
@@ -231,9 +230,10 @@ absl::Status CheckNotes() {
   return CompareDuringCall(*notes, mine->run);
 }
 
-// The end of this device's Run (common.h): until every readable member of
-// its groups has ended its Run too, a member shows a call past this
-// device's, the launch is aborted, or the wait timeout passes.
+// The end of this device's Run (common.h): until every member of its
+// groups has ended its Run too (as its note shows, here or sent from
+// another host), a member shows a call past this device's, the launch is
+// aborted, or the wait timeout passes.
 absl::Status WaitForPeersAtRunEnd() {
   const Notes* notes = t_notes;
   if (notes == nullptr) return absl::OkStatus();
@@ -249,6 +249,7 @@ absl::Status WaitForPeersAtRunEnd() {
       return absl::AbortedError(absl::StrCat("the end of the Run abandoned: ",
                                              notes->runtime->abort_reason()));
     }
+    if (notes->runtime->PollRemote()) continue;
     if (i < 64) {
       std::this_thread::yield();
     } else {

@@ -1,6 +1,7 @@
 // A device's call note: the collective call it made last, published where
 // every device whose process maps its heap (devices of its process, and of
-// the processes of its host) can read it, so that a wait that has been
+// the processes of its host) can read it, and sent to the processes of other
+// hosts from slow waits and at the end of a Run, so that a wait that has been
 // blocked for a while can tell a peer that makes another call, or has ended
 // its Run, from one that is only slow (docs/semantics.md §6). The note sits
 // in the reserved part of the heap (`kCallNoteOffset`), is written only by
@@ -15,8 +16,10 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "absl/status/status.h"
+#include "meshdma/dma/transport/transport.h"
 
 namespace meshdma::dma_internal {
 
@@ -24,12 +27,19 @@ class RuntimeImpl;
 
 // One snapshot of a note.
 struct CallNoteView {
+  // Grows with every write within a Run (the heap's recovery zeroes it
+  // between Runs): with `run`, which snapshot is later.
+  uint64_t version = 0;
   uint64_t run = 0;    // `RuntimeImpl::run_generation()` of its Run.
   bool ended = false;  // The device's function returned (`EndRun`).
   uint64_t group = 0;  // The caller's words (`Publish`).
   int64_t call = 0;
   int64_t signature = 0;
   std::array<int64_t, 3> detail{};
+
+  // As it crosses processes (Transport::SendCallNote), and back.
+  std::array<int64_t, kCallNoteWords> ToWords() const;
+  static CallNoteView FromWords(std::span<const int64_t, kCallNoteWords> words);
 };
 
 class CallNote {
@@ -52,6 +62,9 @@ class CallNote {
   }
   // By any thread: the note, or nullopt while its owner writes it.
   std::optional<CallNoteView> Read() const;
+  // Writes `view` as one snapshot: a copy of a note of another host
+  // (`RuntimeImpl::OnCallNote`). One writer at a time.
+  void Store(const CallNoteView& view);
 
  private:
   std::atomic<uint64_t> version_;  // Odd while the owner writes.
@@ -62,9 +75,15 @@ class CallNote {
   std::atomic<int64_t> detail_[3];
 };
 
-// `global_device`'s note as this process maps it, or null where its heap
-// is not mapped here (another host).
+// `global_device`'s note as this process maps it; for a device of another
+// host, the copy of the latest note it sent here (`PushCallNote`), which
+// may be older than the note itself; null where neither exists.
 CallNote* CallNoteOf(const RuntimeImpl& runtime, int global_device);
+
+// Sends the calling device's note to every process of another host (a
+// few small messages; no-op on a launch of one host). Slow waits push it,
+// and every device at the end of its Run.
+void PushCallNote(RuntimeImpl& runtime, int global_device);
 
 // The check a slow wait asks: an error when the calling device waits for
 // something that a peer's note shows will never come. Set once by the
@@ -72,8 +91,9 @@ CallNote* CallNoteOf(const RuntimeImpl& runtime, int global_device);
 using SlowWaitCheck = absl::Status (*)();
 void SetSlowWaitCheck(SlowWaitCheck check);
 
-// Waits blocked for `kSlowWaitNanos` since `start_ns` ask the check, then
-// again every `kSlowWaitNanos` (`next_ns` keeps the time, 0 at first). True
+// Waits blocked for `kSlowWaitNanos` since `start_ns` push the device's
+// note to other hosts and ask the check, then again every `kSlowWaitNanos`
+// (`next_ns` keeps the time, 0 at first). True
 // when it failed: the launch is then aborted with its error, which every
 // wait reports. The fast path never gets here.
 inline constexpr int64_t kSlowWaitNanos = 20'000'000;

@@ -87,8 +87,10 @@ void Device::AtRunEnd(std::function<void()> fn) {
 }
 
 absl::Status Device::ReleasePersistent(bool run_hooks) {
-  // Peers' slow waits see that this device's calls are over (call_note.h).
+  // Peers' slow waits see that this device's calls are over, on other hosts
+  // too (call_note.h).
   call_note()->EndRun();
+  PushCallNote(*runtime_, global_index_);
   std::vector<std::string> problems;
   for (auto it = run_exit_.rbegin(); run_hooks && it != run_exit_.rend();
        ++it) {

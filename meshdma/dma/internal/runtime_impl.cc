@@ -611,10 +611,18 @@ absl::Status RuntimeImpl::MapPeerHeaps(
 // Step 5b: the transport to other processes that memory does not reach (and
 // without MPI, the path for aborts), and which devices it serves.
 absl::Status RuntimeImpl::StartRemoteTransport() {
-  // Devices no transport above reaches are on other hosts.
+  // Devices no transport above reaches are on other hosts; copies of their
+  // call notes exist before any can arrive.
   bool other_hosts = false;
+  mirrored_notes_.resize(launch_->num_devices());
   for (int g = 0; g < launch_->num_devices(); ++g) {
-    other_hosts |= transport_of_device_[g] == nullptr;
+    if (transport_of_device_[g] != nullptr) continue;
+    other_hosts = true;
+    mirrored_notes_[g] = std::make_unique<MirroredNote>();
+    if (std::find(remote_ranks_.begin(), remote_ranks_.end(), RankOf(g)) ==
+        remote_ranks_.end()) {
+      remote_ranks_.push_back(RankOf(g));
+    }
   }
   const std::string& my_machine =
       launch_->processes()[launch_->rank()].hostname;
@@ -759,6 +767,33 @@ void RuntimeImpl::DeviceThreadMain(int local_index) {
       --tasks_pending_;
     }
     done_cv_.notify_all();
+  }
+}
+
+void RuntimeImpl::OnCallNote(int src_device,
+                             std::span<const int64_t, kCallNoteWords> words) {
+  if (src_device < 0 ||
+      src_device >= static_cast<int>(mirrored_notes_.size()) ||
+      mirrored_notes_[src_device] == nullptr) {
+    return;  // Not a device of another host.
+  }
+  MirroredNote& mirror = *mirrored_notes_[src_device];
+  const CallNoteView view = CallNoteView::FromWords(words);
+  std::lock_guard<std::mutex> lock(mirror_mu_);
+  if (view.run < mirror.run ||
+      (view.run == mirror.run && view.version <= mirror.version)) {
+    return;
+  }
+  mirror.run = view.run;
+  mirror.version = view.version;
+  mirror.note.Store(view);
+}
+
+void RuntimeImpl::SendCallNote(int global_device,
+                               std::span<const int64_t, kCallNoteWords> words) {
+  if (remote_transport_ == nullptr) return;
+  for (int rank : remote_ranks_) {
+    remote_transport_->SendCallNote(rank, global_device, words);
   }
 }
 
@@ -1069,8 +1104,14 @@ void RuntimeImpl::OnExitDuringRun() {
       "rank ", launch_->rank(), " (pid ", getpid(),
       ") exited while Runtime::Run was in progress (exit() called on a "
       "device); the launch is aborted");
-  Abort(reason, /*notify_peers=*/true);
-  processes_->MarkPeersLost(reason);
+  // exit() has already destroyed the calling thread's thread_local objects
+  // (the transports' spare send buffers among them): a fresh thread tells
+  // the peers.
+  std::thread tell([&] {
+    Abort(reason, /*notify_peers=*/true);
+    processes_->MarkPeersLost(reason);
+  });
+  tell.join();
   // Its device threads still run: neither MPI's finalisation (a barrier the
   // others never reach) nor the static destructors may run under them.
   std::fprintf(stderr, "meshdma: %s; exiting with status 1\n", reason.c_str());

@@ -110,6 +110,22 @@ class RuntimeImpl : public TransportHost {
                                      elem_bytes);
     }
   }
+  void OnCallNote(int src_device,
+                  std::span<const int64_t, kCallNoteWords> words) override;
+  // The copy of the latest call note that `global_device`, a device of
+  // another host, sent here (call_note.h); null for a device whose heap
+  // this process maps.
+  CallNote* MirroredCallNote(int global_device) const {
+    return global_device >= 0 &&
+                   global_device < static_cast<int>(mirrored_notes_.size()) &&
+                   mirrored_notes_[global_device] != nullptr
+               ? &mirrored_notes_[global_device]->note
+               : nullptr;
+  }
+  // Sends the words of `global_device`'s call note to every process of
+  // another host.
+  void SendCallNote(int global_device,
+                    std::span<const int64_t, kCallNoteWords> words);
   // The processes of this launch (host collectives).
   ProcessGroup& processes() const { return *processes_; }
   // The local device with this global index, or null.
@@ -279,6 +295,19 @@ class RuntimeImpl : public TransportHost {
   std::vector<Transport*> transport_of_device_;
   std::vector<std::unique_ptr<Transport>> transports_;
   PolledTransport* remote_transport_ = nullptr;  // To other hosts, if any.
+  // The processes of other hosts; per global device of theirs, the copy of
+  // its latest call note (null for the devices of this host), written under
+  // `mirror_mu_` by the threads that receive.
+  // The copy keeps the run and version of the note it holds: a message
+  // that arrives late (an older version of the same run) changes nothing.
+  struct MirroredNote {
+    CallNote note;
+    uint64_t run = 0;
+    uint64_t version = 0;
+  };
+  std::vector<int> remote_ranks_;
+  std::vector<std::unique_ptr<MirroredNote>> mirrored_notes_;
+  std::mutex mirror_mu_;
   // The congestion control the TCP transport's connections run; "" without
   // it.
   std::string tcp_congestion_running_;

@@ -44,6 +44,10 @@ class Device;
 struct DmaOp;
 class ProgressPolicy;
 
+// The words of one device's call note as it crosses processes
+// (dma/internal/call_note.h gives them their meaning).
+inline constexpr int kCallNoteWords = 8;
+
 // What a transport may ask of the runtime that owns it.
 class TransportHost {
  public:
@@ -93,6 +97,10 @@ class TransportHost {
                             std::span<const uint32_t> clock, uint32_t dma_seq,
                             int64_t dst_offset, const ViewLayout* dst_layout,
                             int64_t elem_bytes) {}
+  // Another process's device `src_device` sent its call note
+  // (Transport::SendCallNote); the words are unchecked.
+  virtual void OnCallNote(int src_device,
+                          std::span<const int64_t, kCallNoteWords> words) {}
 };
 
 // One started DMA, owned by the transport until it completes.
@@ -146,6 +154,12 @@ class Transport {
   // Tells every other process that this launch failed. Paths that share
   // memory have nothing to tell: a no-op.
   virtual void BroadcastAbort(const std::string& reason) {}
+  // Sends `src_device`'s call note (dma/internal/call_note.h: what a device
+  // of this process calls, so that peers on other hosts can compare) to
+  // process `rank`, behind what this process sent there before. Paths that
+  // share memory have nothing to send: the peer reads the note itself.
+  virtual void SendCallNote(int rank, int src_device,
+                            std::span<const int64_t, kCallNoteWords> words) {}
   // Collective over the processes using this transport, called while no
   // device of any process starts traffic (recovery after a failed Run):
   // returns once this process's sends are complete and every message another

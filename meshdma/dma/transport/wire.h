@@ -24,10 +24,14 @@ namespace meshdma::dma_internal {
 enum class WireKind : int32_t {
   kPut = 1,
   kSignal = 2,
-  kAbort = 3,    // Payload: the reason.
-  kFlush = 4,    // `value`: the sender's flush epoch (Transport::Quiesce).
-  kGoodbye = 5,  // The sender shuts down: nothing follows (socket/).
+  kAbort = 3,     // Payload: the reason.
+  kFlush = 4,     // `value`: the sender's flush epoch (Transport::Quiesce).
+  kGoodbye = 5,   // The sender shuts down: nothing follows (socket/).
+  kCallNote = 6,  // `src_device`'s call note: kCallNoteWords words inline.
 };
+// The words of a call note on the wire (Transport::SendCallNote).
+inline constexpr int32_t kCallNoteWireBytes =
+    kCallNoteWords * static_cast<int32_t>(sizeof(int64_t));
 
 struct WireHeader {
   WireKind kind;

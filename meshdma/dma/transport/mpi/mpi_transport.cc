@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -411,6 +412,18 @@ void MpiTransport::BroadcastAbort(const std::string& reason) {
   }
 }
 
+void MpiTransport::SendCallNote(
+    int rank, int src_device, std::span<const int64_t, kCallNoteWords> words) {
+  WireHeader h{};
+  h.kind = WireKind::kCallNote;
+  h.src_device = src_device;
+  const auto write_words = [&](std::byte* at) {
+    std::memcpy(at, words.data(), kCallNoteWireBytes);
+  };
+  Send(rank, h, nullptr, InlinePayload{kCallNoteWireBytes, write_words},
+       nullptr);
+}
+
 absl::Status MpiTransport::Quiesce(absl::Duration timeout) {
   if (MpiPeersLost()) {
     return absl::UnavailableError(absl::StrCat("recovery on rank ", rank_,
@@ -554,6 +567,14 @@ void MpiTransport::HandleMessage(std::span<const std::byte> message,
     host_->Abort(
         std::string(reinterpret_cast<const char*>(payload), h.inline_bytes),
         /*notify_peers=*/false);
+    return;
+  }
+  if (h.kind == WireKind::kCallNote) {
+    if (h.inline_bytes == kCallNoteWireBytes) {
+      std::array<int64_t, kCallNoteWords> words;
+      std::memcpy(words.data(), payload, kCallNoteWireBytes);
+      host_->OnCallNote(h.src_device, words);
+    }
     return;
   }
   if (h.kind == WireKind::kFlush) {

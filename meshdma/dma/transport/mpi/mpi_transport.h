@@ -90,6 +90,8 @@ class MpiTransport : public PolledTransport {
     return pending_.load(std::memory_order_relaxed) > 0;
   }
   void BroadcastAbort(const std::string& reason) override;
+  void SendCallNote(int rank, int src_device,
+                    std::span<const int64_t, kCallNoteWords> words) override;
   // Sends a flush marker to every peer, then progresses until every peer's
   // marker of the same number has been handled and no send or receive is
   // outstanding. On timeout MPI is marked unusable (a peer is lost).

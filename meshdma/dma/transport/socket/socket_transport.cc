@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -184,6 +185,8 @@ class SocketTransport : public PolledTransport {
            receiving_.load(std::memory_order_relaxed) > 0;
   }
   void BroadcastAbort(const std::string& reason) override;
+  void SendCallNote(int rank, int src_device,
+                    std::span<const int64_t, kCallNoteWords> words) override;
   absl::Status Quiesce(absl::Duration timeout) override;
   absl::Status Shutdown() override;
 
@@ -533,6 +536,20 @@ void SocketTransport::BroadcastAbort(const std::string& reason) {
   }
 }
 
+void SocketTransport::SendCallNote(
+    int rank, int src_device, std::span<const int64_t, kCallNoteWords> words) {
+  Peer* peer = peers_[rank].get();
+  if (peer == nullptr || peer->lost.load()) return;
+  WireHeader h{};
+  h.kind = WireKind::kCallNote;
+  h.src_device = src_device;
+  h.inline_bytes = kCallNoteWireBytes;
+  std::vector<std::byte> head(kWireHeaderBytes + kCallNoteWireBytes);
+  std::memcpy(head.data(), &h, kWireHeaderBytes);
+  std::memcpy(head.data() + kWireHeaderBytes, words.data(), kCallNoteWireBytes);
+  Send(*peer, head, IoCursor{}, {}, nullptr);
+}
+
 bool SocketTransport::Fill(Peer& peer) {
   if (peer.lost.load(std::memory_order_relaxed) || peer.fd < 0) return false;
   if (peer.begin == peer.end) {
@@ -585,9 +602,13 @@ bool SocketTransport::ParseMessage(Peer& peer) {
   WireHeader h;
   std::memcpy(&h, peer.buffer.data() + peer.begin, kWireHeaderBytes);
   const int64_t extras = WireExtrasBytes(h);
-  const int64_t trailer = h.kind == WireKind::kAbort ? h.inline_bytes : 0;
+  // Only an abort's reason and a call note travel after the header.
+  const bool trails =
+      h.kind == WireKind::kAbort || h.kind == WireKind::kCallNote;
+  const int64_t trailer = trails ? h.inline_bytes : 0;
   if (extras < 0 || trailer > kMaxReasonBytes ||
-      (h.kind != WireKind::kAbort && h.inline_bytes != 0)) {
+      (!trails && h.inline_bytes != 0) ||
+      (h.kind == WireKind::kCallNote && trailer != kCallNoteWireBytes)) {
     Lose(peer,
          absl::StrCat("carried a malformed message (", h.check_words,
                       " clock words, ", h.inline_bytes, " payload bytes)"));
@@ -606,6 +627,12 @@ bool SocketTransport::ParseMessage(Peer& peer) {
       host_->Abort(std::string(reinterpret_cast<const char*>(after), trailer),
                    /*notify_peers=*/false);
       return true;
+    case WireKind::kCallNote: {
+      std::array<int64_t, kCallNoteWords> words;
+      std::memcpy(words.data(), after, kCallNoteWireBytes);
+      host_->OnCallNote(h.src_device, words);
+      return true;
+    }
     case WireKind::kFlush:
       peer.flushed = std::max(peer.flushed, h.value);
       return true;
