@@ -107,6 +107,17 @@ TEST(ProgressPolicyTest, HowLongTheThreadWaits) {
   EXPECT_EQ(ProgressPolicy::WaitUs(false, true, true), 100'000);
 }
 
+TEST(ProgressPolicyTest, WhenTheLockIsTaken) {
+  // A device's poll yields where the library's idle poll would have.
+  EXPECT_TRUE(ProgressPolicy::YieldOnBusyPoll(true));
+  EXPECT_FALSE(ProgressPolicy::YieldOnBusyPoll(false));
+  // The progress thread yields to a device only after a watch that found
+  // bytes it could not move.
+  EXPECT_TRUE(ProgressPolicy::YieldToDeviceInside(false, true));
+  EXPECT_FALSE(ProgressPolicy::YieldToDeviceInside(true, true));
+  EXPECT_FALSE(ProgressPolicy::YieldToDeviceInside(false, false));
+}
+
 TEST(ProgressPolicyTest, AfterARoundThatMovedNothing) {
   FakeHost host;
   ProgressPolicy policy(&host);

@@ -104,6 +104,21 @@ class ProgressPolicy {
   Next AfterIdleRound(int idle, bool pending, bool shutdown,
                       bool devices_polling) const;
 
+  // --- When a thread finds the transport's lock taken.
+  // A device's poll that finds another thread progressing the transport
+  // yields the core where an idle poll of the library under it would have
+  // (`PolledTransport::PollYieldsWhenIdle`): waiting devices then yield
+  // once per poll either way.
+  static bool YieldOnBusyPoll(bool poll_yields_when_idle) {
+    return poll_yields_when_idle;
+  }
+  // The progress thread woke while it watched the connections (`watching`)
+  // and moved nothing: bytes are there, but a device that just started
+  // polling holds the lock; it gets the core.
+  static bool YieldToDeviceInside(bool moved, bool watching) {
+    return !moved && watching;
+  }
+
  private:
   TransportHost* const host_;
   std::function<void()> wake_;

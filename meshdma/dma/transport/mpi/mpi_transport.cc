@@ -484,10 +484,8 @@ std::string MpiTransport::Unflushed(int64_t epoch) {
 bool MpiTransport::Poll() {
   progress_.DevicePolled();  // Before the lock is tried.
   std::unique_lock<std::recursive_mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    // Someone else is progressing; an idle poll of MPI would have yielded
-    // (PollYieldsWhenIdle), so this one does too.
-    if (yields_when_idle_) sched_yield();
+  if (!lock.owns_lock()) {  // Someone else is progressing.
+    if (ProgressPolicy::YieldOnBusyPoll(yields_when_idle_)) sched_yield();
     return false;
   }
   return ProgressLocked();

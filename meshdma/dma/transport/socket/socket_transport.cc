@@ -824,9 +824,10 @@ void SocketTransport::ProgressMain() {
     if (progress_.DevicesPolling()) continue;
     bool moved = false;
     while (Progress() && !progress_.DevicesPolling()) moved = true;
-    // Bytes are there but another thread holds the lock (a device that
-    // just started polling): let it have the core.
-    if (!moved && fds.size() > 1) sched_yield();
+    if (ProgressPolicy::YieldToDeviceInside(moved,
+                                            /*watching=*/fds.size() > 1)) {
+      sched_yield();
+    }
   }
 }
 
