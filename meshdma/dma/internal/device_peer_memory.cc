@@ -92,8 +92,8 @@ absl::Status Device::WaitFlags(const uint64_t* words, int64_t count,
     const int64_t w = k == 0 ? count - 1 : k - 1;
     if (carries_flag(w)) continue;
     MESHDMA_RETURN_IF_ERROR(SpinUntil(
-        *runtime_, "flagged_wait", Name(), view.ToString(),
-        [&] { return carries_flag(w); },
+        *runtime_, "flagged_wait", [this] { return Name(); },
+        [&view] { return view.ToString(); }, [&] { return carries_flag(w); },
         [&] {
           return absl::StrCat(
               "word ", w, " of ", view.ToString(), " carries flag ",
@@ -111,7 +111,9 @@ absl::Status Device::WaitCounter(const uint64_t* counter, uint64_t value,
   };
   if (reached()) return absl::OkStatus();
   return SpinUntil(
-      *runtime_, "counter_wait", Name(), view.ToString(), reached, [&] {
+      *runtime_, "counter_wait", [this] { return Name(); },
+      [&view] { return view.ToString(); }, reached,
+      [&] {
         return absl::StrCat(view.ToString(), " holds ",
                             __atomic_load_n(counter, __ATOMIC_ACQUIRE),
                             ", expected >= ", value);

@@ -67,12 +67,13 @@ class CellWaiter {
 
 // Spins (then yields) until `ready()`; Aborted when the runtime aborts,
 // DeadlineExceeded "<verb> on <device> timed out after T: <detail>" at the
-// wait timeout, where `device` is the waiter's name and `what` names the
-// memory awaited. For waits that poll memory (flags, counters).
-template <typename Ready, typename Timeout>
+// wait timeout, where `device()` is the waiter's name and `what()` names
+// the memory awaited (both called only for an error: a wait that ends
+// builds no string). For waits that poll memory (flags, counters).
+template <typename Device, typename What, typename Ready, typename Timeout>
 absl::Status SpinUntil(RuntimeImpl& runtime, absl::string_view verb,
-                       absl::string_view device, absl::string_view what,
-                       Ready ready, Timeout timeout_detail) {
+                       Device device, What what, Ready ready,
+                       Timeout timeout_detail) {
   // Most waits end within a few polls: the clock is first read after 1024
   // of them, where the spin window and the deadline start.
   int64_t start = -1, slow_check_ns = 0;
@@ -92,12 +93,12 @@ absl::Status SpinUntil(RuntimeImpl& runtime, absl::string_view verb,
     }
     if (runtime.aborted() || SlowWaitFails(runtime, start, slow_check_ns)) {
       return absl::AbortedError(
-          absl::StrCat(verb, " on ", device, " for ", what,
+          absl::StrCat(verb, " on ", device(), " for ", what(),
                        " abandoned: ", runtime.abort_reason()));
     }
     if (deadline->RemainingNanos() == 0) {
       return absl::DeadlineExceededError(
-          absl::StrCat(verb, " on ", device, " timed out after ",
+          absl::StrCat(verb, " on ", device(), " timed out after ",
                        absl::FormatDuration(runtime.wait_timeout()), ": ",
                        timeout_detail()));
     }
