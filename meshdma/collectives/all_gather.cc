@@ -36,12 +36,9 @@ absl::Status OverChannel(collectives_internal::Channel* channel,
                          const ArrayRef& output) {
   const int64_t bytes = input.size_bytes();
   return channel->ExchangeWithAll(
-      kName, g, signature, &input,
+      kName, g, signature, &input, &output,
       [&](int) { return std::pair(input.data(), bytes); }, bytes,
       [&](const std::byte* rows) {
-        if (RaceCheckingEnabled()) {
-          AnnotateWrite(output, "channel output write");
-        }
         std::byte* base = output.data();
         std::memmove(base + g.index * bytes, input.data(), bytes);
         for (int i = 0; i < g.size(); ++i) {

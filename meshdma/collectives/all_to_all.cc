@@ -162,11 +162,8 @@ absl::Status OverChannel(collectives_internal::Channel* channel,
   auto send_bytes = [&](int j) { return layout.Part(input.data(), j); };
   const int64_t block_bytes = send_bytes(r).second;
   return channel->ExchangeWithAll(
-      "all_to_all", g, signature, &input, send_bytes, block_bytes,
+      "all_to_all", g, signature, &input, &output, send_bytes, block_bytes,
       [&](const std::byte* rows) {
-        if (RaceCheckingEnabled()) {
-          AnnotateWrite(output, "channel output write");
-        }
         if (block_bytes == 0) return;
         std::memmove(output.data() + r * block_bytes, send_bytes(r).first,
                      block_bytes);

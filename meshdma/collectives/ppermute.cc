@@ -49,8 +49,7 @@ absl::Status PushPairs(const Group& g, const ArrayRef& in, const ArrayRef& out,
   }
   // Step 2.
   if (source < 0) {
-    if (RaceCheckingEnabled()) AnnotateWrite(out, "zero fill");
-    std::memset(out.data(), 0, out.size_bytes());
+    collectives_internal::ZeroFill(out);
   } else if (source != r) {
     MESHDMA_RETURN_IF_ERROR(collectives_internal::RemoteCopy(
                                 out, out, send_sem, recv_sem, g.members[source])
@@ -103,12 +102,9 @@ absl::Status OverChannel(const collectives_internal::PlannedCall& call,
   const bool reads = !empty && (push || pair.dest == r);
   return call.channel->Exchange(
       kName, call.group, call.signature, reads ? &input : nullptr,
-      {outgoing, push ? 1u : 0u}, {incoming, pull ? 1u : 0u},
-      [&](const std::byte* rows) {
+      empty ? nullptr : &output, {outgoing, push ? 1u : 0u},
+      {incoming, pull ? 1u : 0u}, [&](const std::byte* rows) {
         if (empty) return;
-        if (RaceCheckingEnabled()) {
-          AnnotateWrite(output, "channel output write");
-        }
         if (pull) {
           std::memcpy(output.data(), call.channel->Payload(rows, pair.source),
                       bytes);

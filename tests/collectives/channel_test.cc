@@ -54,7 +54,7 @@ absl::Status ExchangeWithAll(Channel& channel, const Group& g, int calls,
         "channel_test", g,
         CallSignature(CollectiveKind::kAllGather, DType::kU8, bytes, 0,
                       nullptr),
-        /*input=*/nullptr,
+        /*input=*/nullptr, /*output=*/nullptr,
         [&](int j) { return std::pair(out[j].data(), bytes); }, bytes,
         [&](const std::byte* rows) {
           for (int i = 0; i < n; ++i) {
@@ -94,7 +94,8 @@ absl::Status RingShifts(Channel& channel, const Group& g, int calls,
     MESHDMA_RETURN_IF_ERROR(channel.Exchange(
         "channel_test", g,
         CallSignature(CollectiveKind::kPpermute, DType::kU8, bytes, 0, nullptr),
-        /*input=*/nullptr, o, i, [&](const std::byte* rows) {
+        /*input=*/nullptr, /*output=*/nullptr, o, i,
+        [&](const std::byte* rows) {
           const std::byte* got = channel.Payload(rows, prev);
           for (int64_t b = 0; b < bytes; ++b) {
             wrong += got[b] != Expected(prev, me, call, b);
@@ -160,7 +161,7 @@ TEST_P(ChannelTest, AnotherCallIsNamed) {
             "channel_test", g,
             CallSignature(CollectiveKind::kAllGather, DType::kU8, count, 0,
                           nullptr),
-            /*input=*/nullptr,
+            /*input=*/nullptr, /*output=*/nullptr,
             [&](int) { return std::pair(row.data(), int64_t{8}); }, 8,
             [](const std::byte*) {});
       });

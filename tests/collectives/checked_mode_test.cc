@@ -103,10 +103,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // Small, kAuto: the channel, reduced straight into the output.
         Case{"Channel", 8, CollectiveAlgorithm::kAuto,
-             "reduction write of output"},
+             "psum write of its output"},
         // One-shot rows in scratch, reduced into the output.
         Case{"OneShot", 2048, CollectiveAlgorithm::kOneShot,
-             "reduction write of output"},
+             "psum write of its output"},
         // The ring: its all-gather reads the output the stray DMA writes.
         Case{"Ring", 8192, CollectiveAlgorithm::kRing, "in kernel 'psum'"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });

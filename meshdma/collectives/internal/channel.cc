@@ -158,8 +158,8 @@ absl::Status Channel::CheckHeaders(absl::string_view collective, const Group& g,
 
 absl::Status Channel::Exchange(
     absl::string_view collective, const Group& g, int64_t signature,
-    const ArrayRef* input, std::span<const Outgoing> out,
-    std::span<const Incoming> in,
+    const ArrayRef* input, const ArrayRef* output,
+    std::span<const Outgoing> out, std::span<const Incoming> in,
     absl::FunctionRef<void(const std::byte* rows)> consume) {
   if (input != nullptr && RaceCheckingEnabled()) {
     AnnotateRead(*input, "channel staging read");
@@ -184,6 +184,9 @@ absl::Status Channel::Exchange(
   MESHDMA_RETURN_IF_ERROR(
       CheckHeaders(collective, g, signature, call, received, in));
   MESHDMA_RETURN_IF_ERROR(flow_->TakeCarried(collective, g, received, in));
+  if (output != nullptr && RaceCheckingEnabled()) {
+    AnnotateWrite(*output, absl::StrCat(collective, " write of its output"));
+  }
   consume(received);
   // Step 5: the rows are consumed.
   return flow_->AfterConsume(call, in);

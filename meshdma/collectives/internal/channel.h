@@ -127,10 +127,11 @@ class Channel {
   // call reads: the payloads of `out` lie in it, and `consume` may read it
   // too. Checked mode sees all of it read when the call starts (before step
   // 1's wait), so a peer's write to it that the call has not yet been told
-  // of is reported.
+  // of is reported; and `output`, when not null, written when `consume`
+  // runs (the buffer it fills).
   absl::Status Exchange(absl::string_view collective, const Group& g,
                         int64_t signature, const ArrayRef* input,
-                        std::span<const Outgoing> out,
+                        const ArrayRef* output, std::span<const Outgoing> out,
                         std::span<const Incoming> in,
                         absl::FunctionRef<void(const std::byte* rows)> consume);
 
@@ -140,7 +141,8 @@ class Channel {
   template <typename Part>
   absl::Status ExchangeWithAll(
       absl::string_view collective, const Group& g, int64_t signature,
-      const ArrayRef* input, Part part, int64_t incoming_bytes,
+      const ArrayRef* input, const ArrayRef* output, Part part,
+      int64_t incoming_bytes,
       absl::FunctionRef<void(const std::byte* rows)> consume) {
     Outgoing out[kMaxMembers];
     Incoming in[kMaxMembers];
@@ -152,7 +154,7 @@ class Channel {
       in[k] = {j, incoming_bytes};
       ++k;
     }
-    return Exchange(collective, g, signature, input, {out, size_t(k)},
+    return Exchange(collective, g, signature, input, output, {out, size_t(k)},
                     {in, size_t(k)}, consume);
   }
 

@@ -610,6 +610,11 @@ absl::Status CompareCallAtEntry(absl::string_view collective,
 
 }  // namespace
 
+void ZeroFill(const ArrayRef& dst) {
+  if (RaceCheckingEnabled()) AnnotateWrite(dst, "zero fill");
+  std::memset(dst.data(), 0, dst.size_bytes());
+}
+
 void LocalCopy(const ArrayRef& src, const ArrayRef& dst) {
   if (src.size_bytes() == 0 || src.data() == dst.data()) return;
   if (RaceCheckingEnabled()) {

@@ -251,6 +251,8 @@ std::string ChosenBy(CollectiveAlgorithm requested);
 // views of the same shape; checked mode records a read of `src` and a write
 // of `dst`.
 void LocalCopy(const ArrayRef& src, const ArrayRef& dst);
+// `dst`'s bytes (contiguous) set to 0; checked mode records the write.
+void ZeroFill(const ArrayRef& dst);
 
 // Elements [begin, begin + size) of a 1-D view (unchecked bounds: callers
 // compute them).

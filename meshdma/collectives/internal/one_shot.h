@@ -195,16 +195,15 @@ absl::Status ChannelReduce(Channel* channel, absl::string_view name,
                            const Group& g, ReduceOp op, int64_t signature,
                            const ArrayRef& input, Part part, const T* mine,
                            const ArrayRef& out) {
-  return channel->ExchangeWithAll(
-      name, g, signature, &input, part, out.size_bytes(),
-      [&](const std::byte* rows) {
-        // The rows' reads are the channel's to record.
-        if (RaceCheckingEnabled())
-          AnnotateWrite(out, "reduction write of output");
-        ReduceRows<T>(op, g, mine, rows, channel->row_bytes(),
-                      Channel::kHeaderBytes, out.data_as<T>(),
-                      out.num_elements());
-      });
+  return channel->ExchangeWithAll(name, g, signature, &input, &out, part,
+                                  out.size_bytes(), [&](const std::byte* rows) {
+                                    // The rows' reads and `out`'s write are the
+                                    // channel's to record.
+                                    ReduceRows<T>(
+                                        op, g, mine, rows, channel->row_bytes(),
+                                        Channel::kHeaderBytes, out.data_as<T>(),
+                                        out.num_elements());
+                                  });
 }
 
 }  // namespace meshdma::collectives_internal
