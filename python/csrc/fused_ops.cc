@@ -32,8 +32,17 @@ at::Tensor Operand(const at::Tensor& t, const char* op, const char* name,
   return t.contiguous();
 }
 
-ArrayRef ViewOf(const at::Tensor& t) {
+// `t` as a kernel takes it: where `group` is given and `t` lies in its
+// symmetric heap (`meshdma.torch.empty`), a symmetric view, which devices of
+// other processes on this host read in place; else a view of its memory.
+ArrayRef ViewOf(const at::Tensor& t,
+                const ProcessGroupMeshdma* group = nullptr) {
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  if (group != nullptr) {
+    absl::StatusOr<ArrayRef> heap = group->HeapView(t, DType::kF32);
+    if (heap.ok()) heap = heap->Reshape(shape);
+    if (heap.ok()) return *heap;
+  }
   absl::StatusOr<ArrayRef> ref =
       ArrayRef::FromPointer(t.data_ptr(), DType::kF32, shape);
   TORCH_CHECK_VALUE(ref.ok(), ref.status().message());
@@ -63,7 +72,8 @@ at::Tensor AllGatherMatmul(ProcessGroupMeshdma& group, const at::Tensor& x,
                     "; x's columns must be w's rows");
   at::Tensor out = at::empty({xc.size(0) * n, wc.size(1)}, xc.options());
   Run(group, op, [&] {
-    return meshdma::AllGatherMatmul(ViewOf(xc), ViewOf(wc), ViewOf(out));
+    return meshdma::AllGatherMatmul(ViewOf(xc, &group), ViewOf(wc),
+                                    ViewOf(out));
   });
   return out;
 }
@@ -119,9 +129,9 @@ std::tuple<at::Tensor, at::Tensor> RingAttention(
   Run(group, op, [&]() -> absl::Status {
     for (int64_t b = 0; b < qc.size(0); ++b) {
       const ArrayRef lse_b = ViewOf(lse[b]);
-      absl::Status s =
-          meshdma::RingAttention(ViewOf(qc[b]), ViewOf(kc[b]), ViewOf(vc[b]),
-                                 ViewOf(out[b]), options, &lse_b);
+      absl::Status s = meshdma::RingAttention(
+          ViewOf(qc[b]), ViewOf(kc[b], &group), ViewOf(vc[b], &group),
+          ViewOf(out[b]), options, &lse_b);
       if (!s.ok()) return s;
     }
     return absl::OkStatus();

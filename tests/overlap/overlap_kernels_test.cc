@@ -328,6 +328,100 @@ TEST(FusedTransfers, PeerReadWhereUnreachableNamesTheMember) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Inputs in the symmetric heap are read in place by members of other
+// processes on the same host too (kPeerRead succeeds under mpirun); where
+// only some members keep x there, kAuto agrees on the DMA ring instead, on
+// every member. Each checked against the unsharded product.
+TEST(FusedTransfers, SymmetricInputsAreReadInPlaceAcrossProcesses) {
+  if (!PeerReadRuns(false)) GTEST_SKIP() << "needs members on one host";
+  Runtime& rt = TestRuntime();
+  const int64_t mb = 5, k = 12, c = 7;
+  const std::vector<float> w = RandomVector(k * c, 42);
+  struct Case {
+    FusedTransfer transfer;
+    OverlapMode mode;
+    bool odd_members_private;
+  };
+  const Case cases[] = {
+      {FusedTransfer::kPeerRead, OverlapMode::kOverlapped, false},
+      {FusedTransfer::kPeerRead, OverlapMode::kSequential, false},
+      {FusedTransfer::kAuto, OverlapMode::kOverlapped, false},
+      {FusedTransfer::kAuto, OverlapMode::kOverlapped, true}};
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(absl::StrCat(FusedTransferName(tc.transfer), " ",
+                              tc.odd_members_private ? "mixed" : "symmetric"));
+    absl::Status st = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(const int n, axis_size("x"));
+      MESHDMA_ASSIGN_OR_RETURN(const int me, logical_device_id());
+      // Step 1: x rows block `me` (symmetric, or private on odd members).
+      std::vector<float> private_x(mb * k);
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef x, AllocateSymmetric<float>({mb, k}));
+      if (tc.odd_members_private && me % 2 == 1) {
+        MESHDMA_ASSIGN_OR_RETURN(
+            x, ArrayRef::FromPointer(private_x.data(), DType::kF32,
+                                     std::vector<int64_t>{mb, k}));
+      }
+      const std::vector<float> all_x = RandomVector(n * mb * k, 43);
+      std::copy_n(&all_x[me * mb * k], mb * k, x.data_as<float>());
+      // Step 2: the kernel, against the unsharded product.
+      std::vector<float> got(n * mb * c), want(n * mb * c);
+      auto wr = *ArrayRef::FromPointer(const_cast<float*>(w.data()),
+                                       DType::kF32, std::vector<int64_t>{k, c});
+      auto outr = *ArrayRef::FromPointer(got.data(), DType::kF32,
+                                         std::vector<int64_t>{n * mb, c});
+      MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(
+          x, wr, outr, {.mode = tc.mode, .transfer = tc.transfer}));
+      GemmNaive(false, false, n * mb, c, k, 1.0f, all_x.data(), k, w.data(), c,
+                0.0f, want.data(), c);
+      EXPECT_LT(MaxAbsDiff(got, want), 1e-4) << "device " << me;
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(st.ok()) << st;
+  }
+}
+
+// Ring attention reads symmetric k and v in place as well: each member's
+// rows of the output against full attention over the whole sequence.
+TEST(FusedTransfers, RingAttentionReadsSymmetricKeysInPlace) {
+  if (!PeerReadRuns(false)) GTEST_SKIP() << "needs members on one host";
+  Runtime& rt = TestRuntime();
+  const int64_t h = 2, d = 8, sl = 6;
+  absl::Status st = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(const int n, axis_size("x"));
+    MESHDMA_ASSIGN_OR_RETURN(const int me, logical_device_id());
+    const int64_t s = sl * n;
+    const std::vector<float> q = RandomVector(h * s * d, 51);
+    const std::vector<float> k = RandomVector(h * s * d, 52);
+    const std::vector<float> v = RandomVector(h * s * d, 53);
+    const float scale = 1.0f / std::sqrt(float(d));
+    const std::vector<float> want =
+        ReferenceAttention(q, k, v, 1, h, h, s, s, d, scale, false, nullptr);
+    // Step 1: my rows of q (private), k and v (symmetric).
+    std::vector<float> my_q(h * sl * d), out(h * sl * d);
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef kr, AllocateSymmetric<float>({h, sl, d}));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef vr, AllocateSymmetric<float>({h, sl, d}));
+    for (int64_t hh = 0; hh < h; ++hh) {
+      const int64_t from = (hh * s + me * sl) * d, to = hh * sl * d;
+      std::copy_n(&q[from], sl * d, &my_q[to]);
+      std::copy_n(&k[from], sl * d, kr.data_as<float>() + to);
+      std::copy_n(&v[from], sl * d, vr.data_as<float>() + to);
+    }
+    const std::vector<int64_t> shape = {h, sl, d};
+    auto qr = *ArrayRef::FromPointer(my_q.data(), DType::kF32, shape);
+    auto outr = *ArrayRef::FromPointer(out.data(), DType::kF32, shape);
+    // Step 2: the ring, reading in place, against my rows of the whole.
+    MESHDMA_RETURN_IF_ERROR(RingAttention(
+        qr, kr, vr, outr, {.transfer = FusedTransfer::kPeerRead}));
+    std::vector<float> mine(h * sl * d);
+    for (int64_t hh = 0; hh < h; ++hh) {
+      std::copy_n(&want[(hh * s + me * sl) * d], sl * d, &mine[hh * sl * d]);
+    }
+    EXPECT_LT(MaxAbsDiff(out, mine), 2e-5) << "device " << me;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(st.ok()) << st;
+}
+
 // Members that read each other's inputs in place check that every member's
 // input has their size: a member with more rows of x is an error on every
 // device, naming the member, instead of reads past a peer's block.

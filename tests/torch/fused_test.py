@@ -67,6 +67,11 @@ def check_collective_matmuls(rank, world):
     w = rand(1, k, n_out)
     got = meshdma.torch.all_gather_matmul(xs[rank], w)
     close(got, torch.cat(xs) @ w, "all_gather_matmul")
+    # x in the symmetric heap: ranks of this host read it in place.
+    x_heap = meshdma.torch.empty(m // world, k)
+    x_heap.copy_(xs[rank])
+    got = meshdma.torch.all_gather_matmul(x_heap, w)
+    close(got, torch.cat(xs) @ w, "all_gather_matmul of a heap tensor")
     xs = [rand(20 + r, m, k // world) for r in range(world)]
     ws = [rand(30 + r, k // world, n_out) for r in range(world)]
     got = meshdma.torch.matmul_reduce_scatter(xs[rank], ws[rank])
@@ -85,6 +90,14 @@ def check_ring_attention(rank, world):
                                            causal=causal, layout=layout)
         want = attention(q, k, v, causal, d ** -0.5)[:, :, rows]
         close(got, want, f"ring_attention {layout} causal={causal}")
+    # k and v in the symmetric heap: ranks of this host read them in place.
+    rows = rows_of(rank, world, seq, "contiguous")
+    k_heap = meshdma.torch.empty(batch, kv_heads, len(rows), d)
+    v_heap = meshdma.torch.empty(batch, kv_heads, len(rows), d)
+    k_heap.copy_(k[:, :, rows])
+    v_heap.copy_(v[:, :, rows])
+    got = meshdma.torch.ring_attention(q[:, :, rows], k_heap, v_heap, causal=True)
+    close(got, attention(q, k, v, True, d ** -0.5)[:, :, rows], "ring_attention of heap k, v")
 
 
 def leaf(t):

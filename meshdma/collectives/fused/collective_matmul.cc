@@ -116,27 +116,24 @@ absl::Status AllGatherMatmulDma(const Group& ring, const ArrayRef& x,
   return absl::OkStatus();
 }
 
-// In place (without entry barrier): at step s the rows block of the member
-// s places to the left, read from its x where it lies; no slot, no copy.
-absl::Status AllGatherMatmulInPlace(const Group& ring, const ArrayRef& x,
-                                    const ArrayRef& w, const ArrayRef& out,
-                                    OverlapMode mode) {
+// In place (ReadInputsInPlaceOrPush): at step s the rows block of the
+// member s places to the left, read from its x where it lies (`board`); no
+// slot, no copy.
+absl::Status AllGatherMatmulInPlace(const Group& ring, const InputBoard& board,
+                                    const ArrayRef& x, const ArrayRef& w,
+                                    const ArrayRef& out, OverlapMode mode) {
   const int n = ring.size();
   const int64_t mb = x.dim(0);
-  // Step 1: every member's x (the board's barrier is the entry one).
-  const ArrayRef inputs[] = {x};
-  MESHDMA_ASSIGN_OR_RETURN(const InputBoard board,
-                           InputBoard::Publish(kAllGatherMatmul, ring, inputs));
   PulledBlock pulled(mode, x);
   for (int s = 0; s < n; ++s) {
     const int src_device = ring.PositionAt(-s);
-    // Step 2: the block, read in place (or pulled into a private
+    // Step 1: the block, read in place (or pulled into a private
     // copy in the sequential and communication-only modes).
     ArrayRef block = x;
     if (s > 0 && Communicates(mode)) {
       MESHDMA_ASSIGN_OR_RETURN(block, pulled.From(board.Input(src_device, 0)));
     }
-    // Step 3: rows block `src_device` of out = block @ w.
+    // Step 2: rows block `src_device` of out = block @ w.
     if (Computes(mode)) {
       TraceSpan span(absl::StrCat(kAllGatherMatmul, " step ", s));
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
@@ -144,8 +141,7 @@ absl::Status AllGatherMatmulInPlace(const Group& ring, const ArrayRef& x,
       MatMul(block, w, product, 0.0f);
     }
   }
-  // Step 4: done with the peers' x; wait until they are done with mine.
-  return board.Release(ring);
+  return absl::OkStatus();
 }
 
 // The DMA ring (ring_slots.h): the running sum of step s is pushed into the
@@ -327,17 +323,23 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
         "' of size ", n));
   }
   MESHDMA_ASSIGN_OR_RETURN(
-      const bool in_place,
+      const bool may_read,
       ReadsInPlace(kName, ring, o.transfer, PeerMemory::kInputs));
-  // The in-place algorithm's board barrier serves as its entry barrier.
-  return RunKernel(
-      {.name = std::string(kName),
-       .entry_barrier = !in_place,
-       .collective_id = std::nullopt},
-      [&] {
-        return in_place ? AllGatherMatmulInPlace(ring, x, w, out, o.mode)
-                        : AllGatherMatmulDma(ring, x, w, out, o.mode);
-      });
+  auto dma = [&] { return AllGatherMatmulDma(ring, x, w, out, o.mode); };
+  auto in_place = [&](const InputBoard& board) {
+    return AllGatherMatmulInPlace(ring, board, x, w, out, o.mode);
+  };
+  const ArrayRef inputs[] = {x};
+  // Where the members may read x in place, the board's barrier serves as
+  // the entry barrier.
+  return RunKernel({.name = std::string(kName),
+                    .entry_barrier = !may_read,
+                    .collective_id = std::nullopt},
+                   [&] {
+                     if (!may_read) return dma();
+                     return fused_internal::ReadInputsInPlaceOrPush(
+                         kName, ring, o.transfer, inputs, in_place, dma);
+                   });
 }
 
 absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,

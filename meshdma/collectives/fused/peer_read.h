@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,15 +21,18 @@
 namespace meshdma::fused_internal {
 
 // What a kernel reads in place: its members' inputs, wherever the caller
-// keeps them (readable where every member is a thread of this process), or
+// keeps them (readable where every member is a thread of this process, or,
+// on one host, where every member's inputs lie in its symmetric heap), or
 // symmetric buffers the kernel allocates (readable where every member's heap
 // is mapped here: the same host).
 enum class PeerMemory { kInputs, kSymmetric };
 
-// True when `kernel` reads its peers' `memory` in place on `ring`: the
+// True when `kernel` may read its peers' `memory` in place on `ring`: the
 // transfer `option` resolves to (ResolveFusedTransfer) is kPeerRead, or
-// kAuto where every member is readable (never in checked mode). An explicit
-// kPeerRead where some member is not readable is FailedPrecondition naming
+// kAuto, and every member's heap is mapped here (never in checked mode). For
+// kInputs that is not yet the answer: only the board knows whether every
+// member's inputs are readable (ReadInputsInPlaceOrPush). An explicit
+// kPeerRead where some member is not reachable is FailedPrecondition naming
 // the kernel and the member. The same answer on every member.
 absl::StatusOr<bool> ReadsInPlace(absl::string_view kernel,
                                   const collectives_internal::Group& ring,
@@ -36,15 +40,18 @@ absl::StatusOr<bool> ReadsInPlace(absl::string_view kernel,
                                   PeerMemory memory);
 
 // The inputs of every member of a ring where they lie, for a kernel whose
-// members are threads of one process (`PeerMemory::kInputs`). Made inside a
-// kernel run without an entry barrier: `Publish` allocates a board (one
-// symmetric line) and a REGULAR `done` semaphore, stores the addresses of
-// `inputs` into the board, and runs the device barrier that publishes them
-// (it also serves as the kernel's entry barrier: every member's inputs are
-// written before any peer reads them). `Release` is the last step of the
-// kernel: it signals `done` on every peer (this device has finished reading
-// their inputs) and waits for the n - 1 signals of the peers, so that the
-// caller may overwrite its inputs when the kernel returns.
+// members' heaps are mapped here. Made inside a kernel run without an entry
+// barrier: `Publish` allocates a board (one symmetric line) and a REGULAR
+// `done` semaphore, stores where `inputs` lie into the board (address, byte
+// count, heap offset), and runs the device barrier that publishes them (it
+// also serves as the kernel's entry barrier: every member's inputs are
+// written before any peer reads them). `readable()` is the same on every
+// member: every member is a thread of this process, or every input of every
+// member lies in its symmetric heap (read through the owner's mapping).
+// `Release` is the last step of a kernel that read in place: it signals
+// `done` on every peer (this device has finished reading their inputs) and
+// waits for the n - 1 signals of the peers, so that the caller may overwrite
+// its inputs when the kernel returns.
 class InputBoard {
  public:
   // InvalidArgument, naming `kernel` and the member, when a member's input
@@ -53,7 +60,12 @@ class InputBoard {
       absl::string_view kernel, const collectives_internal::Group& ring,
       std::span<const ArrayRef> inputs);
 
-  // Input `i` of the member at ring position `position`.
+  bool readable() const { return private_owner_ < 0; }
+  // Where !readable(): the first member (ring position) with an input kept
+  // outside its symmetric heap, and that input.
+  int private_owner() const { return private_owner_; }
+  int private_input() const { return private_input_; }
+  // Input `i` of the member at ring position `position` (readable() only).
   const std::byte* Input(int position, int i) const {
     return addresses_[position * num_inputs_ + i];
   }
@@ -62,8 +74,23 @@ class InputBoard {
  private:
   int num_inputs_ = 0;
   std::vector<const std::byte*> addresses_;  // [position][input]
+  int private_owner_ = -1, private_input_ = -1;
   Semaphore done_;
 };
+
+// The body of a kernel that reads its peers' `inputs` in place where it
+// can, for members whose heaps are mapped here (ReadsInPlace with kInputs;
+// the kernel runs without entry barrier: this provides it). Publishes the
+// board; where it is readable, runs `in_place(board)` then
+// `board.Release`; else, after one more barrier (no member leaves while a
+// peer reads its board), runs `push()`, the DMA ring, or returns
+// FailedPrecondition naming the member whose input is private when the
+// transfer asked for is kPeerRead.
+absl::Status ReadInputsInPlaceOrPush(
+    absl::string_view kernel, const collectives_internal::Group& ring,
+    std::optional<FusedTransfer> option, std::span<const ArrayRef> inputs,
+    absl::FunctionRef<absl::Status(const InputBoard&)> in_place,
+    absl::FunctionRef<absl::Status()> push);
 
 // The block a step reads from a peer, as the mode wants it (overlap.h): in
 // kOverlapped the peer's memory itself; in kSequential and

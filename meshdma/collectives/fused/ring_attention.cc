@@ -112,21 +112,15 @@ absl::Status RingDma(const collectives_internal::Group& ring, const ArrayRef& k,
   return absl::OkStatus();
 }
 
-// In place (a kernel's body, without entry barrier): at step s the k and v
-// of the member s places to the left, read where that member keeps them
-// (overlap.h).
+// In place (ReadInputsInPlaceOrPush): at step s the k and v of the member
+// s places to the left, read where that member keeps them (`board`).
 absl::Status RingInPlace(const collectives_internal::Group& ring,
+                         const fused_internal::InputBoard& board,
                          const ArrayRef& k, const ArrayRef& v, OverlapMode mode,
                          AttendFn attend) {
-  // Step 1: every member's k and v (the board's barrier is the entry
-  // one).
-  const ArrayRef inputs[] = {k, v};
-  MESHDMA_ASSIGN_OR_RETURN(
-      const fused_internal::InputBoard board,
-      fused_internal::InputBoard::Publish(kName, ring, inputs));
   fused_internal::PulledBlock pulled_k(mode, k), pulled_v(mode, v);
   for (int s = 0; s < ring.size(); ++s) {
-    // Step 2: the block of the member s places to my left, in place
+    // Step 1: the block of the member s places to my left, in place
     // (or pulled into a private copy: sequential, communication-only).
     ArrayRef keys = k, values = v;
     if (s > 0 && Communicates(mode)) {
@@ -135,24 +129,20 @@ absl::Status RingInPlace(const collectives_internal::Group& ring,
       MESHDMA_ASSIGN_OR_RETURN(values,
                                pulled_v.From(board.Input(src_device, 1)));
     }
-    // Step 3: fold it into the online softmax.
+    // Step 2: fold it into the online softmax.
     if (Computes(mode)) attend(s, keys, values);
   }
-  // Step 4: done with the peers' blocks; wait until they are done
-  // with mine.
-  return board.Release(ring);
+  return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
+// Step 0 of RingAttention: the options' enums and the operands.
+absl::Status CheckOperands(const ArrayRef& q, const ArrayRef& k,
                            const ArrayRef& v, const ArrayRef& out,
                            const RingAttentionOptions& o, const ArrayRef* lse) {
   auto err = [](auto&&... parts) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernel 'ring_attention': ", parts...));
   };
-  // Step 0: check the options' enums and the operands.
   MESHDMA_RETURN_IF_ERROR(CheckOverlapMode("ring_attention", o.mode));
   if (o.layout != SequenceLayout::kContiguous &&
       o.layout != SequenceLayout::kZigZag) {
@@ -193,6 +183,18 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
     return err("the zig-zag layout needs an even local sequence; 'q' is ",
                q.ToString());
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
+                           const ArrayRef& v, const ArrayRef& out,
+                           const RingAttentionOptions& o, const ArrayRef* lse) {
+  // Step 0: check the options' enums and the operands.
+  MESHDMA_RETURN_IF_ERROR(CheckOperands(q, k, v, out, o, lse));
+  const int64_t h = q.dim(0), s_len = q.dim(1), d = q.dim(2);
+  const int64_t hkv = k.dim(0);
   const std::string axes[] = {o.axis};
   MESHDMA_ASSIGN_OR_RETURN(
       const collectives_internal::Group ring,
@@ -218,17 +220,24 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
                                  values.data_as<float>(), s_len, q_pos, k_pos);
   };
   MESHDMA_ASSIGN_OR_RETURN(
-      const bool in_place,
+      const bool may_read,
       fused_internal::ReadsInPlace(kName, ring, o.transfer,
                                    fused_internal::PeerMemory::kInputs));
-  // The in-place ring's board barrier serves as its entry barrier.
+  auto dma = [&] { return RingDma(ring, k, v, o.mode, attend); };
+  auto in_place = [&](const fused_internal::InputBoard& board) {
+    return RingInPlace(ring, board, k, v, o.mode, attend);
+  };
+  const ArrayRef inputs[] = {k, v};
+  // Where the members may read k and v in place, the board's barrier
+  // serves as the entry barrier.
   MESHDMA_RETURN_IF_ERROR(
       RunKernel({.name = std::string(kName),
-                 .entry_barrier = !in_place,
+                 .entry_barrier = !may_read,
                  .collective_id = std::nullopt},
                 [&] {
-                  return in_place ? RingInPlace(ring, k, v, o.mode, attend)
-                                  : RingDma(ring, k, v, o.mode, attend);
+                  if (!may_read) return dma();
+                  return fused_internal::ReadInputsInPlaceOrPush(
+                      kName, ring, o.transfer, inputs, in_place, dma);
                 }));
   // Step 5: out = acc / l.
   if (RaceCheckingEnabled()) {
