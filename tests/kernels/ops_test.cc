@@ -273,7 +273,10 @@ TEST(FlashAttentionTest, MhaMqaGqaCausalRagged) {
                             FaCase{1, 4, 1, 33, 33, 8, 16, 8, true},
                             FaCase{2, 6, 2, 40, 40, 64, 16, 16, true},
                             FaCase{1, 2, 2, 7, 100, 24, 8, 64, false},
-                            FaCase{1, 2, 1, 65, 65, 128, 32, 64, true}}) {
+                            FaCase{1, 2, 1, 65, 65, 128, 32, 64, true},
+                            // Query blocks the diagonal crosses in strips.
+                            FaCase{1, 2, 1, 300, 300, 16, 128, 96, true},
+                            FaCase{1, 2, 2, 200, 200, 8, 256, 64, true}}) {
       CheckFlash<float>(c, 2e-5);
     }
     CheckFlash<BFloat16>({1, 4, 2, 45, 45, 32, 16, 16, true}, 2e-2);

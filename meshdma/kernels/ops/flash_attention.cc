@@ -15,6 +15,10 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// Rows per strip of a block the causal diagonal crosses: each strip is
+// multiplied up to the last key its last row sees.
+constexpr int64_t kDiagonalStripRows = 64;
+
 struct Geometry {
   int64_t sq, skv, d, bq, bk;
   float scale;
@@ -86,33 +90,56 @@ absl::Status Body(const Geometry& g, const KernelArgs& a) {
         g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, 4);
     const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
     const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
-    // Only the key columns some row of the block may see are multiplied:
-    // those of a ragged last block, and left of the causal diagonal; the
-    // rest of S is masked below, and P is 0 there.
+    // Only the key columns some row of a strip may see are multiplied and
+    // exponentiated: those of a ragged last block, and left of the causal
+    // diagonal. A block the diagonal crosses is taken in strips of
+    // kDiagonalStripRows rows, so that about half of it is skipped, not
+    // none; the rest of S is never read.
     const int64_t kv_valid = a.in_valid(1, 0);
-    const int64_t cols =
-        g.causal ? std::min(kv_valid, (i + 1) * bq - j * bk) : kv_valid;
-    Gemm(false, true, bq, cols, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+    auto seen_by_rows_before = [&](int64_t row_end) {
+      const int64_t cols =
+          g.causal ? std::min(kv_valid, i * bq + row_end - j * bk) : kv_valid;
+      return std::max<int64_t>(cols, 0);
+    };
+    const bool crossed =
+        g.causal && seen_by_rows_before(1) < seen_by_rows_before(bq);
+    const int64_t strip = crossed ? kDiagonalStripRows : bq;
+    auto strip_cols = [&](int64_t r0) {
+      return seen_by_rows_before(std::min(bq, r0 + strip));
+    };
+    for (int64_t r0 = 0; r0 < bq; r0 += strip) {
+      const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
+      if (cols > 0) {
+        Gemm(false, true, rows, cols, d, g.scale, qp + r0 * d, d, kp, d, 0.0f,
+             s + r0 * bk, bk);
+      }
+    }
     kernels_internal::ApplyTileMasks(
         kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input),
         g.scale, bq, bk, s);
-    for (int64_t r = 0; r < bq; ++r) {
-      float* row = s + r * bk;
-      int64_t limit = kv_valid;
-      if (g.causal) limit = std::min(limit, i * bq + r - j * bk + 1);
-      for (int64_t c = std::max<int64_t>(limit, 0); c < bk; ++c)
-        row[c] = kNegInf;
-      const float m_new = std::max(m[r], kernels_internal::RowMax(row, bk));
-      if (m_new == kNegInf) {  // Every key so far is masked for this row.
-        std::fill(row, row + bk, 0.0f);
-        continue;
+    for (int64_t r0 = 0; r0 < bq; r0 += strip) {
+      const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
+      for (int64_t r = r0; r < r0 + rows; ++r) {
+        float* row = s + r * bk;
+        const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
+        std::fill(row + limit, row + cols, kNegInf);
+        const float m_new =
+            cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols))
+                     : m[r];
+        if (m_new == kNegInf) {  // Every key so far is masked for this row.
+          std::fill(row, row + cols, 0.0f);
+          continue;
+        }
+        const float alpha = std::exp(m[r] - m_new);
+        l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
+        if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
+        m[r] = m_new;
       }
-      const float alpha = std::exp(m[r] - m_new);
-      l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, bk, m_new);
-      if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
-      m[r] = m_new;
+      if (cols > 0) {
+        Gemm(false, false, rows, d, cols, 1.0f, s + r0 * bk, bk, vp, d, 1.0f,
+             acc + r0 * d, d);
+      }
     }
-    Gemm(false, false, bq, d, cols, 1.0f, s, bk, vp, d, 1.0f, acc, d);
   }
   // Step 3: the last key block: O = acc / l (and the log-sum-exp).
   if (j == nk - 1) {
