@@ -20,9 +20,10 @@
 //      (and sequential, for comparison) and prints
 //      overlapped / max(compute, communication).
 //
-// Devices that are threads of one process read each other's KV blocks in
-// place instead of copying them (MESHDMA_FUSED_TRANSFER=dma copies them by
-// DMA, for comparison).
+// Devices that are threads of one process, or processes of one host whose
+// KV blocks lie in the symmetric heap (where the timed runs keep them),
+// read each other's KV blocks in place instead of copying them
+// (MESHDMA_FUSED_TRANSFER=dma copies them by DMA, for comparison).
 //
 // Runs with no flags as threads of one process, or under mpirun:
 //   build/examples/06_ring_attention
@@ -45,6 +46,7 @@
 #include "meshdma/collectives/fused/ring_attention.h"
 #include "meshdma/dma/kernel.h"
 #include "meshdma/dma/runtime.h"
+#include "meshdma/dma/symmetric_memory.h"
 #include "meshdma/kernels/ops/attention_reference.h"
 #include "meshdma/sharding/shard_map.h"
 #include "tools/runtime_flags.h"
@@ -218,10 +220,21 @@ absl::Status Main(const Flags& flags, const meshdma::RuntimeOptions& options) {
           [&, m](std::span<const ArrayRef> in,
                  std::span<const ArrayRef> out) -> absl::Status {
             MESHDMA_ASSIGN_OR_RETURN(int me, meshdma::logical_device_id());
+            // k and v in the symmetric heap, where a model would keep its
+            // KV: devices of other processes on this host read them in
+            // place too.
+            ArrayRef kv[2];
+            for (int i = 0; i < 2; ++i) {
+              MESHDMA_ASSIGN_OR_RETURN(
+                  kv[i], meshdma::AllocateSymmetric(in[1 + i].dtype(),
+                                                    in[1 + i].shape()));
+              std::memcpy(kv[i].data(), in[1 + i].data(),
+                          in[1 + i].size_bytes());
+            }
             MESHDMA_RETURN_IF_ERROR(meshdma::device_barrier());
             const auto t0 = std::chrono::steady_clock::now();
             MESHDMA_RETURN_IF_ERROR(meshdma::RingAttention(
-                in[0], in[1], in[2], out[0],
+                in[0], kv[0], kv[1], out[0],
                 {.causal = flags.causal, .layout = layout, .mode = modes[m]}));
             MESHDMA_RETURN_IF_ERROR(meshdma::device_barrier());
             per_device[me] = std::chrono::duration<double, std::milli>(
