@@ -66,105 +66,118 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
   return buf;
 }
 
-absl::Status Body(const Geometry& g, const KernelArgs& a) {
-  const int64_t i = program_id(g.q_axis);
-  const int64_t j = program_id(g.k_axis);
-  const int64_t nk = num_programs(g.k_axis);
+// Step 2 of Body: S = scale * Q K^T for key block j and the online softmax
+// update of m, l and acc. Only the key columns some row of a strip may see
+// are multiplied and exponentiated: those of a ragged last block, and left of
+// the causal diagonal. A block the diagonal crosses is taken in strips of
+// kDiagonalStripRows rows, so that about half of it is skipped, not none; the
+// rest of S is never read.
+void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
+                        int64_t j) {
   const int64_t bq = g.bq, bk = g.bk, d = g.d;
   float* m = F32(a, 0);
   float* l = F32(a, 1);
   float* acc = F32(a, 2);
   float* s = F32(a, 3);
+  const float* qp =
+      g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, 4);
+  const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
+  const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
+  const int64_t kv_valid = a.in_valid(1, 0);
+  auto seen_by_rows_before = [&](int64_t row_end) {
+    const int64_t cols =
+        g.causal ? std::min(kv_valid, i * bq + row_end - j * bk) : kv_valid;
+    return std::max<int64_t>(cols, 0);
+  };
+  const bool crossed =
+      g.causal && seen_by_rows_before(1) < seen_by_rows_before(bq);
+  const int64_t strip = crossed ? kDiagonalStripRows : bq;
+  auto strip_cols = [&](int64_t r0) {
+    return seen_by_rows_before(std::min(bq, r0 + strip));
+  };
+  // 2a: the scores of each strip, then the segment and bias masks.
+  for (int64_t r0 = 0; r0 < bq; r0 += strip) {
+    const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
+    if (cols > 0) {
+      Gemm(false, true, rows, cols, d, g.scale, qp + r0 * d, d, kp, d, 0.0f,
+           s + r0 * bk, bk);
+    }
+  }
+  kernels_internal::ApplyTileMasks(
+      kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
+      bq, bk, s);
+  // 2b: per strip, the running max and sum, then acc += P V.
+  for (int64_t r0 = 0; r0 < bq; r0 += strip) {
+    const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      float* row = s + r * bk;
+      const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
+      std::fill(row + limit, row + cols, kNegInf);
+      const float m_new =
+          cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols)) : m[r];
+      if (m_new == kNegInf) {  // Every key so far is masked for this row.
+        std::fill(row, row + cols, 0.0f);
+        continue;
+      }
+      const float alpha = std::exp(m[r] - m_new);
+      l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
+      if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
+      m[r] = m_new;
+    }
+    if (cols > 0) {
+      Gemm(false, false, rows, d, cols, 1.0f, s + r0 * bk, bk, vp, d, 1.0f,
+           acc + r0 * d, d);
+    }
+  }
+}
+
+// Step 3 of Body: O = acc / l in the output's dtype, and the log-sum-exp.
+void WriteQueryBlock(const Geometry& g, const KernelArgs& a) {
+  const float* m = F32(a, 0);
+  const float* l = F32(a, 1);
+  const float* acc = F32(a, 2);
+  const int64_t d = g.d;
+  const ArrayRef& o = a.output(0);
+  for (int64_t r = 0; r < g.bq; ++r) {
+    const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+    const float* src = acc + r * d;
+    if (g.dtype == DType::kF32) {
+      float* dst = o.data_as<float>() + r * d;
+      for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * inv;
+    } else if (g.dtype == DType::kBF16) {
+      BFloat16* dst = o.data_as<BFloat16>() + r * d;
+      for (int64_t c = 0; c < d; ++c) dst[c] = BFloat16(src[c] * inv);
+    } else {
+      Half* dst = o.data_as<Half>() + r * d;
+      for (int64_t c = 0; c < d; ++c) dst[c] = Half(src[c] * inv);
+    }
+  }
+  if (g.has_lse) {
+    float* lse = a.output(1).data_as<float>();
+    for (int64_t r = 0; r < g.bq; ++r) {
+      lse[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
+    }
+  }
+}
+
+absl::Status Body(const Geometry& g, const KernelArgs& a) {
+  const int64_t i = program_id(g.q_axis);
+  const int64_t j = program_id(g.k_axis);
   // Step 1: a new query block: reset the running max, sum and accumulator,
   // and widen Q once.
   if (j == 0) {
-    std::fill(m, m + bq, kNegInf);
-    std::fill(l, l + bq, 0.0f);
-    std::fill(acc, acc + bq * d, 0.0f);
-    if (g.dtype != DType::kF32) Widen(a.input(0), F32(a, 4), bq * d, g.dtype);
-  }
-  // Step 2: S = scale * Q K^T and the online softmax update, unless the
-  // whole key block lies above the causal diagonal.
-  if (j <= LastKeyBlock(g, i)) {
-    const float* qp =
-        g.dtype == DType::kF32 ? a.input(0).data_as<float>() : F32(a, 4);
-    const float* kp = Widen(a.input(1), F32(a, 5), bk * d, g.dtype);
-    const float* vp = Widen(a.input(2), F32(a, 6), bk * d, g.dtype);
-    // Only the key columns some row of a strip may see are multiplied and
-    // exponentiated: those of a ragged last block, and left of the causal
-    // diagonal. A block the diagonal crosses is taken in strips of
-    // kDiagonalStripRows rows, so that about half of it is skipped, not
-    // none; the rest of S is never read.
-    const int64_t kv_valid = a.in_valid(1, 0);
-    auto seen_by_rows_before = [&](int64_t row_end) {
-      const int64_t cols =
-          g.causal ? std::min(kv_valid, i * bq + row_end - j * bk) : kv_valid;
-      return std::max<int64_t>(cols, 0);
-    };
-    const bool crossed =
-        g.causal && seen_by_rows_before(1) < seen_by_rows_before(bq);
-    const int64_t strip = crossed ? kDiagonalStripRows : bq;
-    auto strip_cols = [&](int64_t r0) {
-      return seen_by_rows_before(std::min(bq, r0 + strip));
-    };
-    for (int64_t r0 = 0; r0 < bq; r0 += strip) {
-      const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-      if (cols > 0) {
-        Gemm(false, true, rows, cols, d, g.scale, qp + r0 * d, d, kp, d, 0.0f,
-             s + r0 * bk, bk);
-      }
-    }
-    kernels_internal::ApplyTileMasks(
-        kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input),
-        g.scale, bq, bk, s);
-    for (int64_t r0 = 0; r0 < bq; r0 += strip) {
-      const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-      for (int64_t r = r0; r < r0 + rows; ++r) {
-        float* row = s + r * bk;
-        const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
-        std::fill(row + limit, row + cols, kNegInf);
-        const float m_new =
-            cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols))
-                     : m[r];
-        if (m_new == kNegInf) {  // Every key so far is masked for this row.
-          std::fill(row, row + cols, 0.0f);
-          continue;
-        }
-        const float alpha = std::exp(m[r] - m_new);
-        l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
-        if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
-        m[r] = m_new;
-      }
-      if (cols > 0) {
-        Gemm(false, false, rows, d, cols, 1.0f, s + r0 * bk, bk, vp, d, 1.0f,
-             acc + r0 * d, d);
-      }
+    std::fill(F32(a, 0), F32(a, 0) + g.bq, kNegInf);
+    std::fill(F32(a, 1), F32(a, 1) + g.bq, 0.0f);
+    std::fill(F32(a, 2), F32(a, 2) + g.bq * g.d, 0.0f);
+    if (g.dtype != DType::kF32) {
+      Widen(a.input(0), F32(a, 4), g.bq * g.d, g.dtype);
     }
   }
-  // Step 3: the last key block: O = acc / l (and the log-sum-exp).
-  if (j == nk - 1) {
-    const ArrayRef& o = a.output(0);
-    for (int64_t r = 0; r < bq; ++r) {
-      const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-      const float* src = acc + r * d;
-      if (g.dtype == DType::kF32) {
-        float* dst = o.data_as<float>() + r * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] = src[c] * inv;
-      } else if (g.dtype == DType::kBF16) {
-        BFloat16* dst = o.data_as<BFloat16>() + r * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] = BFloat16(src[c] * inv);
-      } else {
-        Half* dst = o.data_as<Half>() + r * d;
-        for (int64_t c = 0; c < d; ++c) dst[c] = Half(src[c] * inv);
-      }
-    }
-    if (g.has_lse) {
-      float* lse = a.output(1).data_as<float>();
-      for (int64_t r = 0; r < bq; ++r) {
-        lse[r] = l[r] > 0 ? m[r] + std::log(l[r]) : kNegInf;
-      }
-    }
-  }
+  // Step 2: the key block's scores and softmax update, unless it lies wholly
+  // above the causal diagonal.
+  if (j <= LastKeyBlock(g, i)) AccumulateKeyBlock(g, a, i, j);
+  // Step 3: after the last key block, the output.
+  if (j == num_programs(g.k_axis) - 1) WriteQueryBlock(g, a);
   return absl::OkStatus();
 }
 
