@@ -330,16 +330,8 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
     return AllGatherMatmulInPlace(ring, board, x, w, out, o.mode);
   };
   const ArrayRef inputs[] = {x};
-  // Where the members may read x in place, the board's barrier serves as
-  // the entry barrier.
-  return RunKernel({.name = std::string(kName),
-                    .entry_barrier = !may_read,
-                    .collective_id = std::nullopt},
-                   [&] {
-                     if (!may_read) return dma();
-                     return fused_internal::ReadInputsInPlaceOrPush(
-                         kName, ring, o.transfer, inputs, in_place, dma);
-                   });
+  return fused_internal::ReadInputsInPlaceOrPush(
+      kName, ring, o.transfer, may_read, inputs, in_place, dma);
 }
 
 absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,

@@ -177,7 +177,10 @@ absl::Status InputBoard::Release(const Group& ring) const {
   return semaphore_wait(done_, n - 1);
 }
 
-absl::Status ReadInputsInPlaceOrPush(
+namespace {
+
+// The body of ReadInputsInPlaceOrPush where the members may read in place.
+absl::Status ReadBoardInPlaceOrPush(
     absl::string_view kernel, const Group& ring,
     std::optional<FusedTransfer> option, std::span<const ArrayRef> inputs,
     absl::FunctionRef<absl::Status(const InputBoard&)> in_place,
@@ -207,6 +210,24 @@ absl::Status ReadInputsInPlaceOrPush(
         "or kAuto"));
   }
   return push();
+}
+
+}  // namespace
+
+absl::Status ReadInputsInPlaceOrPush(
+    absl::string_view kernel, const Group& ring,
+    std::optional<FusedTransfer> option, bool may_read,
+    std::span<const ArrayRef> inputs,
+    absl::FunctionRef<absl::Status(const InputBoard&)> in_place,
+    absl::FunctionRef<absl::Status()> push) {
+  return RunKernel({.name = std::string(kernel),
+                    .entry_barrier = !may_read,
+                    .collective_id = std::nullopt},
+                   [&] {
+                     if (!may_read) return push();
+                     return ReadBoardInPlaceOrPush(kernel, ring, option, inputs,
+                                                   in_place, push);
+                   });
 }
 
 PulledBlock::PulledBlock(OverlapMode mode, const ArrayRef& like) : like_(like) {

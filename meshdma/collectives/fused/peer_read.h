@@ -78,17 +78,19 @@ class InputBoard {
   Semaphore done_;
 };
 
-// The body of a kernel that reads its peers' `inputs` in place where it
-// can, for members whose heaps are mapped here (ReadsInPlace with kInputs;
-// the kernel runs without entry barrier: this provides it). Publishes the
-// board; where it is readable, runs `in_place(board)` then
-// `board.Release`; else, after one more barrier (no member leaves while a
-// peer reads its board), runs `push()`, the DMA ring, or returns
-// FailedPrecondition naming the member whose input is private when the
-// transfer asked for is kPeerRead.
+// The kernel run (RunKernel) of a fused kernel that reads its peers'
+// `inputs` in place where it can. Where `may_read` (ReadsInPlace with
+// kInputs, the same on every member) the kernel runs without entry barrier
+// and publishes the board, whose barrier serves as one; where the board is
+// readable, it runs `in_place(board)` then `board.Release`; else, after one
+// more barrier (no member leaves while a peer reads its board), `push()`,
+// the DMA ring, or FailedPrecondition naming the member whose input is
+// private when the transfer asked for is kPeerRead. Where !may_read, it runs
+// `push()` after the entry barrier.
 absl::Status ReadInputsInPlaceOrPush(
     absl::string_view kernel, const collectives_internal::Group& ring,
-    std::optional<FusedTransfer> option, std::span<const ArrayRef> inputs,
+    std::optional<FusedTransfer> option, bool may_read,
+    std::span<const ArrayRef> inputs,
     absl::FunctionRef<absl::Status(const InputBoard&)> in_place,
     absl::FunctionRef<absl::Status()> push);
 

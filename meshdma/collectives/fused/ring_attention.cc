@@ -228,17 +228,8 @@ absl::Status RingAttention(const ArrayRef& q, const ArrayRef& k,
     return RingInPlace(ring, board, k, v, o.mode, attend);
   };
   const ArrayRef inputs[] = {k, v};
-  // Where the members may read k and v in place, the board's barrier
-  // serves as the entry barrier.
-  MESHDMA_RETURN_IF_ERROR(
-      RunKernel({.name = std::string(kName),
-                 .entry_barrier = !may_read,
-                 .collective_id = std::nullopt},
-                [&] {
-                  if (!may_read) return dma();
-                  return fused_internal::ReadInputsInPlaceOrPush(
-                      kName, ring, o.transfer, inputs, in_place, dma);
-                }));
+  MESHDMA_RETURN_IF_ERROR(fused_internal::ReadInputsInPlaceOrPush(
+      kName, ring, o.transfer, may_read, inputs, in_place, dma));
   // Step 5: out = acc / l.
   if (RaceCheckingEnabled()) {
     AnnotateWrite(out, "attention write of the output");
