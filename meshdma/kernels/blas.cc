@@ -16,6 +16,7 @@
 extern "C" {
 // Exported by OpenBLAS (Debian's libopenblas0-pthread).
 void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 char* openblas_get_config(void);
 char* openblas_get_corename(void);
 }
@@ -23,9 +24,43 @@ char* openblas_get_corename(void);
 namespace meshdma {
 namespace {
 
-void InitBlasOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+// OpenBLAS's thread count is one setting for the whole process, shared with
+// every other caller of the library there (torch's matmuls among them). A
+// meshdma product must run on its device's thread alone, but must not leave
+// the process's other products on one thread: while any OneBlasThread lives
+// the count is 1, and when the last one ends it is the count from before
+// the first.
+class OneBlasThread {
+ public:
+  OneBlasThread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_++ > 0) return;
+    saved_ = openblas_get_num_threads();
+    if (saved_ != 1) openblas_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0 && saved_ != 1) openblas_set_num_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  static inline std::mutex mu_;
+  static inline int active_ = 0;  // OneBlasThreads alive, under mu_.
+  static inline int saved_ = 1;   // The count before the first, under mu_.
+};
+
+// cblas_sgemm on one thread (OneBlasThread), sizes already checked.
+void Sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+           float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
+  const OneBlasThread one_thread;
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+              static_cast<int>(ldc));
 }
 
 // The least m * k for which Gemm takes the narrow-B row kernel: below it the
@@ -96,12 +131,7 @@ absl::Status CheckedGemm(bool transpose_a, bool transpose_b, int64_t m,
       CheckGemmArgs(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc);
   if (!s.ok()) return s;
   if (m == 0 || n == 0) return absl::OkStatus();
-  InitBlasOnce();
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+  Sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return absl::OkStatus();
 }
 
@@ -125,12 +155,7 @@ void Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                                     ldc);
     return;
   }
-  InitBlasOnce();
-  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
-              transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
+  Sgemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void GemmNaive(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
@@ -155,7 +180,6 @@ void GemmNaive(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
 
 const char* BlasDescription() {
   static const std::string* desc = [] {
-    InitBlasOnce();
     return new std::string(std::string(openblas_get_config()) +
                            " (1 thread, core " + openblas_get_corename() + ")");
   }();

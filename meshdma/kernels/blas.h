@@ -1,7 +1,9 @@
 // The block matrix product every kernel uses for f32 (QK^T, PV, matmul
 // tiles), and the library behind it. meshdma calls OpenBLAS's `cblas_sgemm`,
 // single-threaded: each device is already a thread, so the BLAS must not
-// start its own (`Gemm` sets OpenBLAS to one thread on first use). The choice
+// start its own. OpenBLAS's thread count is process-wide: it is 1 while any
+// meshdma product runs and the process's own count otherwise, so that other
+// callers in the process (torch's matmuls) keep their threads. The choice
 // was measured against Eigen and a hand loop: at the kernels' block sizes
 // (64-512) OpenBLAS ran 4-6x Eigen built with the library's portable flags
 // and 10x the loop (`build/bench/meshdma-bench-kernels`).

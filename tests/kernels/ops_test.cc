@@ -1,6 +1,7 @@
 // Compute kernels against naive references over many shapes, including
 // sizes the block sizes do not divide.
 #include <cmath>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +15,12 @@
 #include "meshdma/kernels/ops/softmax.h"
 #include "meshdma/kernels/vmap.h"
 #include "tests/kernels/kernel_test_util.h"
+
+extern "C" {
+// OpenBLAS's process-wide thread count (the library meshdma's Gemm calls).
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+}
 
 namespace meshdma {
 namespace {
@@ -53,6 +60,37 @@ TEST(GemmTest, BadSizesAreInvalidArgument) {
   EXPECT_DEATH(Gemm(false, false, 4, 4, 4, 1.0f, a.data(), 1, b.data(), 4, 0.0f,
                     c.data(), 4),
                "lda");
+}
+
+// Gemm runs OpenBLAS on one thread but leaves the process's thread count as
+// it found it (other callers, such as torch's matmuls, keep theirs), also
+// when products on several threads overlap; each product still matches the
+// loop.
+TEST(GemmTest, LeavesTheProcessBlasThreadCountAsItFound) {
+  const int before = openblas_get_num_threads();
+  openblas_set_num_threads(2);
+  constexpr int64_t n = 96;
+  auto product_matches_loop = [](uint32_t seed) {
+    std::vector<float> a = RandomVector(n * n, seed);
+    std::vector<float> b = RandomVector(n * n, seed + 1);
+    std::vector<float> c(n * n), want(n * n);
+    for (int round = 0; round < 50; ++round) {
+      Gemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+           n);
+    }
+    GemmNaive(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+              want.data(), n);
+    return MaxAbsDiff(c, want) < 1e-3;
+  };
+  EXPECT_TRUE(product_matches_loop(1));
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  bool matches[2] = {false, false};
+  std::thread other([&] { matches[1] = product_matches_loop(3); });
+  matches[0] = product_matches_loop(5);
+  other.join();
+  EXPECT_TRUE(matches[0] && matches[1]);
+  EXPECT_EQ(openblas_get_num_threads(), 2);
+  openblas_set_num_threads(before);
 }
 
 // A narrow B (n <= 8) against a large A takes Gemm's row kernel instead of

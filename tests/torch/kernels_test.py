@@ -9,6 +9,7 @@ whose collectives still work after a kernel refused its input.
 
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/kernels_test.py
 """
+import ctypes
 import unittest
 
 import torch
@@ -174,6 +175,23 @@ class FlashAttentionTest(unittest.TestCase):
             flash_attention(q, k, v, ab=torch.zeros(1, 4, 8))
         # The device still serves.
         self.assertEqual(flash_attention(q, k, v).shape, q.shape)
+
+
+    def test_leaves_torch_blas_threads_alone(self):
+        # meshdma's products run OpenBLAS on one thread; torch's matmuls in
+        # the same process keep the thread count they had.
+        try:
+            blas = ctypes.CDLL("libopenblas.so.0")
+        except OSError:
+            self.skipTest("OpenBLAS is not this process's BLAS")
+        before = blas.openblas_get_num_threads()
+        blas.openblas_set_num_threads(2)
+        try:
+            q = torch.randn(1, 2, 300, 64)
+            flash_attention(q, q, q, causal=True).sum()
+            self.assertEqual(blas.openblas_get_num_threads(), 2)
+        finally:
+            blas.openblas_set_num_threads(before)
 
 
 class PagedAttentionTest(unittest.TestCase):
