@@ -20,8 +20,9 @@ bytes read per second against the one-core copy bandwidth of this machine
 (a single-threaded copy of 256 MiB: bytes read), timed in turn with the two
 in each round; each figure is the median over `--rounds`.
 
-torch runs with one thread (torch.set_num_threads(1)); meshdma's kernels run
-on its device thread, one core.
+torch runs with one thread (torch.set_num_threads(1), and
+OPENBLAS_NUM_THREADS=1 for the BLAS it calls); meshdma's kernels run on its
+device thread, one core.
 """
 import argparse
 import json
@@ -31,6 +32,10 @@ import statistics
 import subprocess
 import sys
 import time
+
+# torch.set_num_threads does not reach the BLAS Debian's torch calls
+# (OpenBLAS, with threads of its own): one thread per process is set here.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch
 

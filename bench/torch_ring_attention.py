@@ -18,9 +18,14 @@ O(seq x head_dim). float32.
 """
 import argparse
 import ctypes
+import os
 import re
 import statistics
 import time
+
+# torch.set_num_threads does not reach the BLAS Debian's torch calls
+# (OpenBLAS, with threads of its own): one thread per rank is set here.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import torch
 import torch.distributed as dist

@@ -28,6 +28,10 @@ import argparse
 import os
 import time
 
+# torch.set_num_threads does not reach the BLAS Debian's torch calls
+# (OpenBLAS, with threads of its own): one thread per rank is set here.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch
 import torch.distributed as dist
 
