@@ -314,7 +314,10 @@ TEST(FlashAttentionTest, MhaMqaGqaCausalRagged) {
                             FaCase{1, 2, 1, 65, 65, 128, 32, 64, true},
                             // Query blocks the diagonal crosses in strips.
                             FaCase{1, 2, 1, 300, 300, 16, 128, 96, true},
-                            FaCase{1, 2, 2, 200, 200, 8, 256, 64, true}}) {
+                            FaCase{1, 2, 2, 200, 200, 8, 256, 64, true},
+                            // Key blocks wider than query blocks: the
+                            // columns every row sees in one product.
+                            FaCase{1, 2, 1, 300, 300, 16, 64, 256, true}}) {
       CheckFlash<float>(c, 2e-5);
     }
     CheckFlash<BFloat16>({1, 4, 2, 45, 45, 32, 16, 16, true}, 2e-2);

@@ -92,41 +92,55 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
   const bool crossed =
       g.causal && seen_by_rows_before(1) < seen_by_rows_before(bq);
   const int64_t strip = crossed ? kDiagonalStripRows : bq;
+  // The columns every row sees (left of where the diagonal enters the block),
+  // when a strip's worth or more, go in one product of all bq rows; each
+  // strip adds its own columns after them.
+  const int64_t shared = crossed && seen_by_rows_before(1) >= kDiagonalStripRows
+                             ? seen_by_rows_before(1)
+                             : 0;
   auto strip_cols = [&](int64_t r0) {
     return seen_by_rows_before(std::min(bq, r0 + strip));
   };
-  // 2a: the scores of each strip, then the segment and bias masks.
+  // 2a: the scores, then the segment and bias masks.
+  if (shared > 0) {
+    Gemm(false, true, bq, shared, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+  }
   for (int64_t r0 = 0; r0 < bq; r0 += strip) {
     const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-    if (cols > 0) {
-      Gemm(false, true, rows, cols, d, g.scale, qp + r0 * d, d, kp, d, 0.0f,
-           s + r0 * bk, bk);
+    if (cols > shared) {
+      Gemm(false, true, rows, cols - shared, d, g.scale, qp + r0 * d, d,
+           kp + shared * d, d, 0.0f, s + r0 * bk + shared, bk);
     }
   }
   kernels_internal::ApplyTileMasks(
       kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
       bq, bk, s);
-  // 2b: per strip, the running max and sum, then acc += P V.
+  // 2b: per row, the running max and sum (P in place of S); then acc += P V,
+  // the shared columns in one product.
+  for (int64_t r = 0; r < bq; ++r) {
+    float* row = s + r * bk;
+    const int64_t cols = strip_cols(r / strip * strip);
+    const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
+    std::fill(row + limit, row + cols, kNegInf);
+    const float m_new =
+        cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols)) : m[r];
+    if (m_new == kNegInf) {  // Every key so far is masked for this row.
+      std::fill(row, row + cols, 0.0f);
+      continue;
+    }
+    const float alpha = std::exp(m[r] - m_new);
+    l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
+    if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
+    m[r] = m_new;
+  }
+  if (shared > 0) {
+    Gemm(false, false, bq, d, shared, 1.0f, s, bk, vp, d, 1.0f, acc, d);
+  }
   for (int64_t r0 = 0; r0 < bq; r0 += strip) {
     const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      float* row = s + r * bk;
-      const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
-      std::fill(row + limit, row + cols, kNegInf);
-      const float m_new =
-          cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols)) : m[r];
-      if (m_new == kNegInf) {  // Every key so far is masked for this row.
-        std::fill(row, row + cols, 0.0f);
-        continue;
-      }
-      const float alpha = std::exp(m[r] - m_new);
-      l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
-      if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
-      m[r] = m_new;
-    }
-    if (cols > 0) {
-      Gemm(false, false, rows, d, cols, 1.0f, s + r0 * bk, bk, vp, d, 1.0f,
-           acc + r0 * d, d);
+    if (cols > shared) {
+      Gemm(false, false, rows, d, cols - shared, 1.0f, s + r0 * bk + shared, bk,
+           vp + shared * d, d, 1.0f, acc + r0 * d, d);
     }
   }
 }
