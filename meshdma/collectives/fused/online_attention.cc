@@ -81,15 +81,8 @@ int64_t OnlineAttention::Attend(const float* q, const float* k, const float* v,
               if (k_pos[j0 + c] > p) row[c] = kNegInf;
             }
           }
-          const float m_new = std::max(m[r], kernels_internal::RowMax(row, bk));
-          if (m_new == kNegInf) {
-            std::fill(row, row + bk, 0.0f);
-            continue;
-          }
-          const float alpha = std::exp(m[r] - m_new);
-          l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, bk, m_new);
-          if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
-          m[r] = m_new;
+          kernels_internal::OnlineSoftmaxRow(row, bk, &m[r], &l[r], acc + r * d,
+                                             d);
         }
         // Step 3: acc += P V.
         Gemm(false, false, bq, d, bk, 1.0f, s, bk, vb, d, 1.0f, acc, d);

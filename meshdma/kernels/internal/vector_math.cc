@@ -1,5 +1,6 @@
 #include "meshdma/kernels/internal/vector_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -153,6 +154,19 @@ MESHDMA_CLONES void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha,
 
 MESHDMA_CLONES void Scale(float* y, int64_t n, float a) {
   for (int64_t k = 0; k < n; ++k) y[k] *= a;
+}
+
+void OnlineSoftmaxRow(float* row, int64_t n, float* m, float* l, float* acc,
+                      int64_t d) {
+  const float m_new = n > 0 ? std::max(*m, RowMax(row, n)) : *m;
+  if (m_new == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  const float alpha = std::exp(*m - m_new);
+  *l = alpha * *l + ExpShiftSum(row, n, m_new);
+  if (alpha != 1.0f) Scale(acc, d, alpha);
+  *m = m_new;
 }
 
 MESHDMA_CLONES void ToFloat(const uint16_t* in, float* out, int64_t n,

@@ -16,6 +16,13 @@ float RowMax(const float* x, int64_t n);
 float ExpShiftSum(float* x, int64_t n, float shift);
 // y[k] *= a.
 void Scale(float* y, int64_t n, float a);
+// One row's step of the online softmax: the row's scores `row[0..n)`
+// (masked entries -inf) join the running max `*m` and sum `*l`, the row's
+// accumulator `acc[0..d)` is rescaled by exp(m_old - m_new), and the row
+// becomes exp(score - m_new), ready for acc += P V. A row whose every key so
+// far is masked becomes zeros and leaves m, l and acc as they were.
+void OnlineSoftmaxRow(float* row, int64_t n, float* m, float* l, float* acc,
+                      int64_t d);
 // c[r, j] = alpha * dot(a[r, 0..k), bt[j, 0..k)) + beta * c[r, j] for r < m,
 // j < n, with 1 <= n <= kMaxNarrowN: a product against a narrow B given
 // transposed (`bt` [n, k], contiguous) that reads each row of `a` (leading

@@ -122,16 +122,7 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
     const int64_t cols = strip_cols(r / strip * strip);
     const int64_t limit = g.causal ? seen_by_rows_before(r + 1) : kv_valid;
     std::fill(row + limit, row + cols, kNegInf);
-    const float m_new =
-        cols > 0 ? std::max(m[r], kernels_internal::RowMax(row, cols)) : m[r];
-    if (m_new == kNegInf) {  // Every key so far is masked for this row.
-      std::fill(row, row + cols, 0.0f);
-      continue;
-    }
-    const float alpha = std::exp(m[r] - m_new);
-    l[r] = alpha * l[r] + kernels_internal::ExpShiftSum(row, cols, m_new);
-    if (alpha != 1.0f) kernels_internal::Scale(acc + r * d, d, alpha);
-    m[r] = m_new;
+    kernels_internal::OnlineSoftmaxRow(row, cols, &m[r], &l[r], acc + r * d, d);
   }
   if (shared > 0) {
     Gemm(false, false, bq, d, shared, 1.0f, s, bk, vp, d, 1.0f, acc, d);
