@@ -1,6 +1,9 @@
 // Compute kernels against naive references over many shapes, including
 // sizes the block sizes do not divide.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -65,10 +68,10 @@ TEST(GemmTest, BadSizesAreInvalidArgument) {
 // Gemm runs OpenBLAS on one thread but leaves the process's thread count as
 // it found it (other callers, such as torch's matmuls, keep theirs), also
 // when products on several threads overlap; each product still matches the
-// loop.
-TEST(GemmTest, LeavesTheProcessBlasThreadCountAsItFound) {
-  const int before = openblas_get_num_threads();
-  openblas_set_num_threads(2);
+// loop. It runs in a fresh process (a death test in the "threadsafe" style
+// re-executes the binary), so that these are the process's first products.
+TEST(GemmDeathTest, LeavesTheProcessBlasThreadCountAsItFound) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   constexpr int64_t n = 96;
   auto product_matches_loop = [](uint32_t seed) {
     std::vector<float> a = RandomVector(n * n, seed);
@@ -82,15 +85,25 @@ TEST(GemmTest, LeavesTheProcessBlasThreadCountAsItFound) {
               want.data(), n);
     return MaxAbsDiff(c, want) < 1e-3;
   };
-  EXPECT_TRUE(product_matches_loop(1));
-  EXPECT_EQ(openblas_get_num_threads(), 2);
-  bool matches[2] = {false, false};
-  std::thread other([&] { matches[1] = product_matches_loop(3); });
-  matches[0] = product_matches_loop(5);
-  other.join();
-  EXPECT_TRUE(matches[0] && matches[1]);
-  EXPECT_EQ(openblas_get_num_threads(), 2);
-  openblas_set_num_threads(before);
+  auto check = [&] {
+    openblas_set_num_threads(2);
+    if (!product_matches_loop(1)) return "a product differs from the loop";
+    if (openblas_get_num_threads() != 2) return "one product left the count";
+    bool matches[2] = {false, false};
+    std::thread other([&] { matches[1] = product_matches_loop(3); });
+    matches[0] = product_matches_loop(5);
+    other.join();
+    if (!matches[0] || !matches[1]) return "an overlapping product differs";
+    if (openblas_get_num_threads() != 2) return "overlapping products left it";
+    return "";
+  };
+  EXPECT_EXIT(
+      {
+        const std::string failure = check();
+        std::fprintf(stderr, "%s", failure.c_str());
+        std::exit(failure.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "^$");
 }
 
 // A narrow B (n <= 8) against a large A takes Gemm's row kernel instead of

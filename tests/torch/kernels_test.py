@@ -9,7 +9,8 @@ whose collectives still work after a kernel refused its input.
 
 Run: PYTHONPATH=<build>/python /usr/bin/python3 tests/torch/kernels_test.py
 """
-import ctypes
+import subprocess
+import sys
 import unittest
 
 import torch
@@ -176,22 +177,27 @@ class FlashAttentionTest(unittest.TestCase):
         # The device still serves.
         self.assertEqual(flash_attention(q, k, v).shape, q.shape)
 
-
     def test_leaves_torch_blas_threads_alone(self):
         # meshdma's products run OpenBLAS on one thread; torch's matmuls in
-        # the same process keep the thread count they had.
-        try:
-            blas = ctypes.CDLL("libopenblas.so.0")
-        except OSError:
+        # the same process keep the thread count they had. In a fresh
+        # interpreter, so that meshdma's kernel is the process's first.
+        script = """
+import ctypes, torch
+from meshdma.torch import flash_attention
+try:
+    blas = ctypes.CDLL("libopenblas.so.0")
+except OSError:
+    raise SystemExit(77)
+blas.openblas_set_num_threads(2)
+q = torch.randn(1, 2, 300, 64)
+flash_attention(q, q, q, causal=True).sum()
+print(blas.openblas_get_num_threads())
+"""
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        if run.returncode == 77:
             self.skipTest("OpenBLAS is not this process's BLAS")
-        before = blas.openblas_get_num_threads()
-        blas.openblas_set_num_threads(2)
-        try:
-            q = torch.randn(1, 2, 300, 64)
-            flash_attention(q, q, q, causal=True).sum()
-            self.assertEqual(blas.openblas_get_num_threads(), 2)
-        finally:
-            blas.openblas_set_num_threads(before)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.strip(), "2")
 
 
 class PagedAttentionTest(unittest.TestCase):

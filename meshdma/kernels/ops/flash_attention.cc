@@ -89,15 +89,14 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
         g.causal ? std::min(kv_valid, i * bq + row_end - j * bk) : kv_valid;
     return std::max<int64_t>(cols, 0);
   };
-  const bool crossed =
-      g.causal && seen_by_rows_before(1) < seen_by_rows_before(bq);
+  const int64_t first_row_cols = seen_by_rows_before(1);
+  const bool crossed = g.causal && first_row_cols < seen_by_rows_before(bq);
   const int64_t strip = crossed ? kDiagonalStripRows : bq;
   // The columns every row sees (left of where the diagonal enters the block),
   // when a strip's worth or more, go in one product of all bq rows; each
   // strip adds its own columns after them.
-  const int64_t shared = crossed && seen_by_rows_before(1) >= kDiagonalStripRows
-                             ? seen_by_rows_before(1)
-                             : 0;
+  const int64_t shared =
+      crossed && first_row_cols >= kDiagonalStripRows ? first_row_cols : 0;
   auto strip_cols = [&](int64_t r0) {
     return seen_by_rows_before(std::min(bq, r0 + strip));
   };
