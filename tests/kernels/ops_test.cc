@@ -133,6 +133,38 @@ TEST(GemmTest, NarrowProductMatchesTheLoop) {
   }
 }
 
+// A product with beta 0 overwrites C: whatever C held, NaN included, does
+// not reach the result, and the bytes between C's rows (ldc > n) are left as
+// they were. Every transpose, and k = 0 (C becomes zeros).
+TEST(GemmTest, BetaZeroOverwritesCAndOnlyC) {
+  const int64_t m = 70, n = 90, ldc = n + 5;
+  for (int64_t k : {0, 1, 130}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 1;
+      std::vector<float> a = RandomVector((ta ? k : m) * lda, 1);
+      std::vector<float> b = RandomVector((tb ? n : k) * ldb, 2);
+      std::vector<float> c(m * ldc, std::nanf("")), want = c;
+      Gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.0f, c.data(),
+           ldc);
+      GemmNaive(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 0.0f,
+                want.data(), ldc);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const float got = c[r * ldc + j], expected = want[r * ldc + j];
+          if (j >= n) {
+            ASSERT_TRUE(std::isnan(got)) << "gap (" << r << ", " << j << ")";
+          } else {
+            ASSERT_NEAR(got, expected, 1e-3)
+                << "k " << k << " transposes " << t << " at (" << r << ", " << j
+                << ")";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AddVectorsTest, ManyLengths) {
   RUN_ON_DEVICES({
     for (int64_t n : {1, 7, 64, 1000, 4096, 5000}) {
