@@ -2,7 +2,7 @@
 on one core, in one run.
 
     python3 bench/torch_kernels.py [--seqs 1024,2048,4096,8192]
-        [--head-dims 64,128] [--heads 1] [--causal] [--rounds 3]
+        [--head-dims 64,128] [--heads 1] [--causal] [--rounds 3] [--pairs 3]
         [--paged-batch 8] [--paged-seq 4096]
 
 (PYTHONPATH=build/python, or after cmake --install.)
@@ -12,7 +12,10 @@ against the same attention written in torch (matmul, softmax, matmul under
 autograd), float32, [1, heads, seq, head_dim]; the median of `--rounds`
 timed steps after a warm-up, and each one's peak resident memory, measured
 in a fresh process per case (ru_maxrss less the process's RSS before the
-step). `speedup` = torch's time / meshdma's.
+step). Each case runs `--pairs` such pairs of processes, the two in turn
+(which goes first alternates), so that a slow spell of a shared machine
+falls on both: the times are the medians over the pairs, `speedup` the
+median [min-max] over the pairs of torch's time / meshdma's.
 
 paged_attention: decode over a paged KV cache against torch's gather then
 attend (index_select of the pages, matmul, softmax, matmul), and the KV
@@ -83,18 +86,23 @@ def run_flash(args):
     print("flash_attention forward+backward, float32, one core "
           f"(heads {args.heads}{', causal' if args.causal else ''}; "
           "peak = the step's resident memory above the process's before it)")
-    print(f"{'seq':>6} {'d':>4} {'meshdma ms':>11} {'torch ms':>9} {'speedup':>8} "
+    print(f"{'seq':>6} {'d':>4} {'meshdma ms':>11} {'torch ms':>9} {'speedup [range]':>20} "
           f"{'meshdma MiB':>12} {'torch MiB':>10}")
     for seq in args.seqs:
         for d in args.head_dims:
-            row = {}
-            for impl in ("meshdma", "torch"):
-                cmd = [sys.executable, __file__, "--one", impl, str(seq), str(d),
-                       str(args.heads), str(int(args.causal)), str(args.rounds)]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-                row[impl] = json.loads(out.stdout.strip().splitlines()[-1])
-            (mt, mm), (tt, tm) = row["meshdma"], row["torch"]
-            print(f"{seq:>6} {d:>4} {mt * 1e3:>11.1f} {tt * 1e3:>9.1f} {tt / mt:>8.2f} "
+            runs = {"meshdma": [], "torch": []}
+            for pair in range(args.pairs):
+                order = ("meshdma", "torch") if pair % 2 == 0 else ("torch", "meshdma")
+                for impl in order:
+                    cmd = [sys.executable, __file__, "--one", impl, str(seq), str(d),
+                           str(args.heads), str(int(args.causal)), str(args.rounds)]
+                    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                    runs[impl].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            ratios = [t[0] / m[0] for m, t in zip(runs["meshdma"], runs["torch"])]
+            mt, tt = (statistics.median(r[0] for r in runs[i]) for i in ("meshdma", "torch"))
+            mm, tm = (max(r[1] for r in runs[i]) for i in ("meshdma", "torch"))
+            speedup = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
+            print(f"{seq:>6} {d:>4} {mt * 1e3:>11.1f} {tt * 1e3:>9.1f} {speedup:>20} "
                   f"{mm / 1024:>12.1f} {tm / 1024:>10.1f}", flush=True)
 
 
@@ -169,6 +177,8 @@ def main():
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="flash_attention: process pairs per case, in turn")
     parser.add_argument("--paged-batch", type=int, default=8)
     parser.add_argument("--paged-seq", type=int, default=4096)
     parser.add_argument("--skip", default="", help="flash, paged")
