@@ -24,6 +24,7 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 bench=$1 rounds=${2:-3} raw=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
 mpirun=${MPIRUN:-mpirun}
 ops="ppermute_call all_reduce all_gather reduce_scatter all_to_all"
 sizes=(-b 8 -e 16M -f 8)
@@ -60,41 +61,7 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 [[ -n $raw ]] && cp "$rows" "$raw"
 
-# Columns after the tags (meshdma-bench's): 1 size, 6 time, 17 vs_mpi,
-# 19 of_bound, 21 ip_of_bound; with the three tags in front, 4, 9, 20, 22,
-# 24.
 echo "launch op size: vs_mpi median [min-max]; of_bound median (one host;" \
   "in place where the op has that form)"
-sort -k1,1 -k2,2 -k4,4n "$rows" | awk '
-  function median(list,    n, a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; ++i) {
-      t = a[i]
-      for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; --j) a[j + 1] = a[j]
-      a[j + 1] = t
-    }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  function flush() {
-    if (key == "") return
-    n = split(vs, v, " ")
-    lo = v[1]; hi = v[1]
-    for (i = 2; i <= n; ++i) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
-    line = sprintf("%s: %.2f [%s-%s]", key, median(vs), lo, hi)
-    if (launch ~ /^one_host/ && bound != "") line = line sprintf("; of_bound %.2f", median(bound))
-    if (launch ~ /^one_host/ && ip_bound != "") line = line sprintf(", in place %.2f", median(ip_bound))
-    time[key] = median(times)
-    if (launch == "hosts_2x2_ring" && time["hosts_2x2 " op " " size] > 0) {
-      line = line sprintf("; auto over ring %.2f", time[key] / time["hosts_2x2 " op " " size])
-    }
-    print line
-  }
-  {
-    k = $1 " " $2 " " $4
-    if (k != key) { flush(); key = k; launch = $1; op = $2; size = $4; vs = ""; bound = ""; ip_bound = ""; times = "" }
-    vs = vs " " $20
-    times = times " " $9
-    if ($22 != "" && $22 != "N/A") bound = bound " " $22
-    if ($24 != "" && $24 != "N/A") ip_bound = ip_bound " " $24
-  }
-  END { flush() }'
+sort -k1,1 -k2,2 -k4,4n "$rows" |
+  awk -f "$here/medians.awk" -f "$here/status_summary.awk"
