@@ -357,7 +357,8 @@ TEST(FlashAttentionTest, MhaMqaGqaCausalRagged) {
                             FaCase{2, 6, 2, 40, 40, 64, 16, 16, true},
                             FaCase{1, 2, 2, 7, 100, 24, 8, 64, false},
                             FaCase{1, 2, 1, 65, 65, 128, 32, 64, true},
-                            // Query blocks the diagonal crosses in strips.
+                            // Query blocks the diagonal crosses in strips,
+                            // the rows below it in one product.
                             FaCase{1, 2, 1, 300, 300, 16, 128, 96, true},
                             FaCase{1, 2, 2, 200, 200, 8, 256, 64, true},
                             // Key blocks wider than query blocks: the

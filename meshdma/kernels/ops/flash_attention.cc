@@ -70,8 +70,9 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
 // update of m, l and acc. Only the key columns some row of a strip may see
 // are multiplied and exponentiated: those of a ragged last block, and left of
 // the causal diagonal. A block the diagonal crosses is taken in strips of
-// kDiagonalStripRows rows, so that about half of it is skipped, not none; the
-// rest of S is never read.
+// kDiagonalStripRows rows, so that about half of it is skipped, not none, and
+// the rows that see all its columns in one product; the rest of S is never
+// read.
 void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
                         int64_t j) {
   const int64_t bq = g.bq, bk = g.bk, d = g.d;
@@ -100,17 +101,27 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
   auto strip_cols = [&](int64_t r0) {
     return seen_by_rows_before(std::min(bq, r0 + strip));
   };
+  // The strips' products right of the shared columns: one per strip, but
+  // one for all the rows from the first strip that sees every column (the
+  // rows below the diagonal when query blocks are taller than key blocks).
+  const int64_t all_cols = seen_by_rows_before(bq);
+  auto for_each_strip = [&](auto&& product) {
+    for (int64_t r0 = 0; r0 < bq; r0 += strip) {
+      const int64_t cols = strip_cols(r0);
+      const int64_t rows =
+          cols == all_cols ? bq - r0 : std::min(strip, bq - r0);
+      if (cols > shared) product(r0, rows, cols);
+      if (cols == all_cols) return;
+    }
+  };
   // 2a: the scores, then the segment and bias masks.
   if (shared > 0) {
     Gemm(false, true, bq, shared, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
   }
-  for (int64_t r0 = 0; r0 < bq; r0 += strip) {
-    const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-    if (cols > shared) {
-      Gemm(false, true, rows, cols - shared, d, g.scale, qp + r0 * d, d,
-           kp + shared * d, d, 0.0f, s + r0 * bk + shared, bk);
-    }
-  }
+  for_each_strip([&](int64_t r0, int64_t rows, int64_t cols) {
+    Gemm(false, true, rows, cols - shared, d, g.scale, qp + r0 * d, d,
+         kp + shared * d, d, 0.0f, s + r0 * bk + shared, bk);
+  });
   kernels_internal::ApplyTileMasks(
       kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
       bq, bk, s);
@@ -126,13 +137,10 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
   if (shared > 0) {
     Gemm(false, false, bq, d, shared, 1.0f, s, bk, vp, d, 1.0f, acc, d);
   }
-  for (int64_t r0 = 0; r0 < bq; r0 += strip) {
-    const int64_t rows = std::min(strip, bq - r0), cols = strip_cols(r0);
-    if (cols > shared) {
-      Gemm(false, false, rows, d, cols - shared, 1.0f, s + r0 * bk + shared, bk,
-           vp + shared * d, d, 1.0f, acc + r0 * d, d);
-    }
-  }
+  for_each_strip([&](int64_t r0, int64_t rows, int64_t cols) {
+    Gemm(false, false, rows, d, cols - shared, 1.0f, s + r0 * bk + shared, bk,
+         vp + shared * d, d, 1.0f, acc + r0 * d, d);
+  });
 }
 
 // Step 3 of Body: O = acc / l in the output's dtype, and the log-sum-exp.
