@@ -1,7 +1,7 @@
 // meshdma-bench-kernels: compute-kernel throughput on one device.
 //
-//   meshdma-bench-kernels [--quick] [--sections 4,7] [--flash_blocks
-//                         default,256x512,128x128]
+//   meshdma-bench-kernels [--quick] [--sections 4,7] [--attention causal]
+//                         [--flash_blocks default,256x512,128x128]
 //
 // 1. Block matmul libraries: OpenBLAS sgemm, Eigen, a plain loop, at the
 //    block sizes the kernels use (the measurement behind kernels/blas.h).
@@ -56,6 +56,9 @@ ABSL_FLAG(std::string, sections, "",
           "the sections to run, comma-separated numbers from the list at the "
           "top of the source (1, 3-7; empty: all); the sgemm yardstick (2) "
           "always runs");
+ABSL_FLAG(std::string, attention, "both",
+          "which flash attention runs sections 4 and 7 time: both, causal or "
+          "non-causal");
 ABSL_FLAG(std::string, flash_blocks, "default,256x512",
           "flash attention forward block shapes to time, comma-separated: "
           "QxK (block_q x block_k) or 'default' (FlashAttentionOptions' own)");
@@ -178,12 +181,13 @@ void PrintAttentionRow(int64_t seq, bool causal, double flop, const Paired& p) {
 // length, non-causal and causal: GFLOP/s and the share of sgemm timed in turn
 // with it.
 absl::Status FlashForward(const std::vector<int64_t>& seqs, int64_t d,
+                          const std::vector<bool>& masks,
                           FlashAttentionOptions opts, int reps) {
   std::printf("\n## flash attention forward, head_dim %ld, f32, blocks %s\n",
               long(d),
               absl::StrCat("q ", opts.block_q, ", k ", opts.block_k).c_str());
   for (int64_t s : seqs) {
-    for (bool causal : {false, true}) {
+    for (bool causal : masks) {
       auto q = Random(s * d, 5), k = Random(s * d, 6), v = Random(s * d, 7);
       std::vector<float> o(s * d);
       opts.causal = causal;
@@ -206,6 +210,7 @@ struct BenchFlags {
   bool quick = false;
   std::vector<std::string> sections;  // Empty: all.
   std::vector<FlashBlocks> flash_blocks;
+  std::vector<bool> causal;  // The attention runs timed: causal or not.
 };
 
 absl::StatusOr<BenchFlags> ReadFlags() {
@@ -218,6 +223,15 @@ absl::StatusOr<BenchFlags> ReadFlags() {
       return absl::InvalidArgumentError(absl::StrCat(
           "--sections: '", n, "' is not a section (1, 3, 4, 5, 6 or 7)"));
     }
+  }
+  const std::string attention = absl::GetFlag(FLAGS_attention);
+  if (attention == "both") {
+    f.causal = {false, true};
+  } else if (attention == "causal" || attention == "non-causal") {
+    f.causal = {attention == "causal"};
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--attention: '", attention, "' is not both, causal or non-causal"));
   }
   absl::StatusOr<std::vector<FlashBlocks>> blocks =
       ParseFlashBlocks(absl::GetFlag(FLAGS_flash_blocks));
@@ -309,7 +323,8 @@ absl::Status Bench(const BenchFlags& flags) {
       FlashAttentionOptions opts;
       opts.block_q = blocks.q;
       opts.block_k = blocks.k;
-      MESHDMA_RETURN_IF_ERROR(FlashForward(seqs, d, opts, quick ? 5 : 7));
+      MESHDMA_RETURN_IF_ERROR(
+          FlashForward(seqs, d, flags.causal, opts, quick ? 5 : 7));
     }
   }
 
@@ -420,7 +435,7 @@ absl::Status Bench(const BenchFlags& flags) {
     std::vector<int64_t> bseqs = {1024, 2048};
     if (quick) bseqs = {1024};
     for (int64_t s : bseqs) {
-      for (bool causal : {false, true}) {
+      for (bool causal : flags.causal) {
         auto q = Random(s * d, 5), k = Random(s * d, 6), v = Random(s * d, 7),
              dout = Random(s * d, 12);
         std::vector<float> o(s * d), lse(s), dq(s * d), dk(s * d), dv(s * d);
@@ -455,7 +470,9 @@ absl::Status Bench(const BenchFlags& flags) {
 int main(int argc, char** argv) {
   static const meshdma::cli::Program kProgram = {
       .name = "meshdma-bench-kernels",
-      .synopsis = "[--quick] [--sections LIST] [--flash_blocks LIST]",
+      .synopsis =
+          "[--quick] [--sections LIST] [--attention WHICH] [--flash_blocks "
+          "LIST]",
       .summary =
           "Compute-kernel throughput on one device: block matmul "
           "libraries, matmul,\nflash attention (forward, backward), "
