@@ -43,10 +43,12 @@ MESHDMA_CLONES float RowMax(const float* x, int64_t n) {
 // exp(x - shift) by range reduction to [-ln2/2, ln2/2] and a degree-6
 // polynomial (Cephes expf coefficients), 16 lanes at a time with bit-mask
 // selections instead of branches; below -87.3 it is 0 (so -inf gives exactly
-// 0). The ragged tail runs as one more vector padded with -inf. The same
-// values and sum, bit for bit, as 16 scalar lanes would give.
+// 0), beyond float's range +inf. The ragged tail runs as one more vector padded
+// with -inf. The same values and sum, bit for bit, as 16 scalar lanes would
+// give.
 MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
   F8 sum[2] = {F8{} + 0.0f, F8{} + 0.0f};
+  const F8 hi = F8{} + 88.7f;
   float tail[kLanes];
   for (int64_t k = 0; k < n; k += kLanes) {
     const int64_t lanes = n - k < kLanes ? n - k : kLanes;
@@ -61,13 +63,11 @@ MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
       F8 v;
       std::memcpy(&v, p + h * kHalf, sizeof(v));
       v = v - shift;
+      // Lanes below -87.3 (-inf among them) compute garbage, which the
+      // final mask turns into 0; above 88.7 they are clamped there, whose
+      // result is already +inf (a NaN stays NaN: `hi < v` is false for it).
       const I8 underflow = v < -87.3f;
-      const I8 overflow = v > 88.7f;
-      v = reinterpret_cast<F8>((reinterpret_cast<I8>(v) & ~overflow) |
-                               (reinterpret_cast<I8>(F8{} + 88.7f) & overflow));
-      v = reinterpret_cast<F8>(
-          (reinterpret_cast<I8>(v) & ~underflow) |
-          (reinterpret_cast<I8>(F8{} - 87.3f) & underflow));
+      v = hi < v ? hi : v;
       F8 fx = v * 1.44269504088896341f;
       fx = (fx + 12582912.0f) - 12582912.0f;  // Round to nearest.
       const F8 r = v - fx * 0.693359375f + fx * 2.12194440e-4f;

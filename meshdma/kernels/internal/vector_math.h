@@ -12,7 +12,8 @@ namespace meshdma::kernels_internal {
 // max(x[0..n)), -inf for n == 0.
 float RowMax(const float* x, int64_t n);
 // x[k] = exp(x[k] - shift) in place; returns the sum of the results. Inputs
-// of -inf (masked) become exactly 0. Relative error about 2e-7.
+// of -inf (masked) become exactly 0, results beyond float's range +inf, a
+// NaN stays NaN. Relative error about 2e-7.
 float ExpShiftSum(float* x, int64_t n, float shift);
 // y[k] *= a.
 void Scale(float* y, int64_t n, float a);
