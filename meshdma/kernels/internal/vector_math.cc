@@ -48,7 +48,7 @@ MESHDMA_CLONES float RowMax(const float* x, int64_t n) {
 // give.
 MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
   F8 sum[2] = {F8{} + 0.0f, F8{} + 0.0f};
-  const F8 hi = F8{} + 88.7f;
+  const F8 hi = F8{} + 88.7f, lo = F8{} - 87.3f;
   float tail[kLanes];
   for (int64_t k = 0; k < n; k += kLanes) {
     const int64_t lanes = n - k < kLanes ? n - k : kLanes;
@@ -63,11 +63,12 @@ MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
       F8 v;
       std::memcpy(&v, p + h * kHalf, sizeof(v));
       v = v - shift;
-      // Lanes below -87.3 (-inf among them) compute garbage, which the
-      // final mask turns into 0; above 88.7 they are clamped there, whose
-      // result is already +inf (a NaN stays NaN: `hi < v` is false for it).
-      const I8 underflow = v < -87.3f;
+      // Clamped to [-87.3, 88.7] (a NaN stays NaN: both tests are false
+      // for it), so that the exponent's conversion to int below is defined;
+      // lanes below are zeroed at the end, above the result is already +inf.
+      const I8 underflow = v < lo;
       v = hi < v ? hi : v;
+      v = v < lo ? lo : v;
       F8 fx = v * 1.44269504088896341f;
       fx = (fx + 12582912.0f) - 12582912.0f;  // Round to nearest.
       const F8 r = v - fx * 0.693359375f + fx * 2.12194440e-4f;
