@@ -25,7 +25,9 @@
 //      current one; an output block is copied back when its index changes and
 //      at the end. Revisiting an output block after leaving it is an error
 //      (reported before the body first runs). ANY operands are passed
-//      through as the whole array, for the body's own DMAs.
+//      through as the whole array, for the body's own DMAs. An input whose
+//      spec sets `read_in_place` is not copied at all where its block is
+//      whole and one contiguous run of the array: the body reads it there.
 //   5. Ragged edges. A block shape need not divide the array: an edge block
 //      is partial. Its VMEM buffer keeps the full block shape, the valid part
 //      is copied in, the rest of an input buffer reads as zero, and only the
@@ -86,6 +88,12 @@ struct BlockSpec {
   std::vector<int64_t> block_shape;  // Empty: the whole array.
   IndexMap index_map;                // Empty: all zeros.
   MemorySpace memory_space = MemorySpace::kVmem;
+  // An input the body only reads: a block that lies wholly inside the array
+  // as one contiguous run is handed to the body where it lies, not copied
+  // (on a CPU, VMEM is the same memory; the copy would only cost time and
+  // cache). Partial and strided blocks are still staged. The body must not
+  // write the block. Ignored for outputs and ANY operands.
+  bool read_in_place = false;
 };
 // The spec of an operand the body reaches only by DMA (`pl.ANY`).
 inline BlockSpec AnySpec() { return BlockSpec{{}, {}, MemorySpace::kAny}; }
@@ -120,6 +128,9 @@ inline ScratchShape SemaphoreShape(SemaphoreType type, int count = 0) {
 // benchmarks).
 struct PipelineStats {
   std::vector<int64_t> input_copies;
+  // Input blocks read in place (`BlockSpec::read_in_place`) where a copy
+  // would otherwise have been made.
+  std::vector<int64_t> input_in_place;
   std::vector<int64_t> output_copies;
   int64_t grid_steps = 0;
   int64_t vmem_bytes = 0;  // Staging buffers plus buffer scratch.

@@ -184,6 +184,18 @@ absl::Status CheckOutShape(const PipelineRequest& req,
   return absl::OkStatus();
 }
 
+// Whether every whole `block` of `array` is one contiguous run of it (the
+// array's strides are the same at every block position).
+bool BlocksAreContiguous(const ArrayRef& array,
+                         const std::vector<int64_t>& block) {
+  for (size_t d = 0; d < block.size(); ++d) {
+    if (block[d] > array.dim(static_cast<int>(d))) return false;
+  }
+  const std::vector<int64_t> origin(block.size(), 0);
+  absl::StatusOr<ArrayRef> first = array.Block(origin, block);
+  return first.ok() && first->is_contiguous();
+}
+
 // Operand `i` (inputs, then outputs) with its spec resolved against its
 // unbatched shape (block, squeezed dimensions, index map), then lifted over
 // the batch layers onto the full grid. ANY operands get no block.
@@ -282,6 +294,9 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
     if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
   }
   op.map = std::move(map);
+  // Step 7: whether its whole blocks may be read in place.
+  op.in_place_blocks =
+      !out && spec.read_in_place && BlocksAreContiguous(op.array, op.block);
   return op;
 }
 
@@ -296,6 +311,7 @@ absl::Status ScheduleBlocks(const std::string& name,
   for (Operand& op : ops) {
     if (op.space == MemorySpace::kAny) continue;
     op.schedule.resize(static_cast<size_t>(steps) * op.block.size());
+    op.ever_staged = !op.in_place_blocks;  // Partial blocks set it below.
   }
   std::vector<std::set<std::vector<int64_t>>> finished(ops.size());
   for (int64_t s = 0; s < steps; ++s) {
@@ -318,6 +334,11 @@ absl::Status ScheduleBlocks(const std::string& name,
               " returned block ", Tuple(b), " at grid point ", Tuple(gidx),
               "; dimension ", d, " of ", op.array.ToString(), " has ", nb,
               " blocks of ", op.block[d]));
+        }
+      }
+      if (op.in_place_blocks && !op.ever_staged) {
+        for (int d = 0; d < rank; ++d) {
+          if ((b[d] + 1) * op.block[d] > op.array.dim(d)) op.ever_staged = true;
         }
       }
       int64_t* dst = op.schedule.data() + s * rank;
@@ -457,6 +478,7 @@ PipelineRunner::StepLoop::StepLoop(const PipelineRunner& runner,
   args_.out_valid_.resize(n_out);
   if (stats_ != nullptr) {
     stats_->input_copies.assign(n_in, 0);
+    stats_->input_in_place.assign(n_in, 0);
     stats_->output_copies.assign(n_out, 0);
     stats_->grid_steps = runner.steps_;
   }
@@ -476,6 +498,7 @@ absl::Status PipelineRunner::StepLoop::AllocateStages() {
       valid.assign(op.array.shape().begin(), op.array.shape().end());
       continue;
     }
+    if (!op.ever_staged) continue;  // Every block is read in place.
     st.nbuf = op.ever_changes ? 2 : 1;
     for (int b = 0; b < st.nbuf; ++b) {
       MESHDMA_ASSIGN_OR_RETURN(st.buf[b],
@@ -520,8 +543,12 @@ bool PipelineRunner::StepLoop::Changed(const Operand& op, int64_t s) const {
 absl::Status PipelineRunner::StepLoop::Fetch(size_t o, int64_t s, int slot) {
   const Operand& op = ops_[o];
   Stage& st = stages_[o];
-  if (Region(op, s))
-    std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
+  const bool partial = Region(op, s);
+  if (op.in_place_blocks && !partial) {
+    if (stats_ != nullptr) ++stats_->input_in_place[op.index];
+    return absl::OkStatus();  // BindBlocks hands the body the array's block.
+  }
+  if (partial) std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, op.array.Block(starts_, valid_full_));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
                            st.buf[slot].Block(zeros_, valid_full_));
@@ -571,7 +598,7 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
       st.cur ^= 1;
       MESHDMA_RETURN_IF_ERROR(WaitSlot(st, st.cur));
     }
-    Region(op, s);
+    const bool partial = Region(op, s);
     st.valid_view.clear();
     for (size_t d = 0; d < op.block.size(); ++d) {
       if (!op.squeezed[d]) st.valid_view.push_back(valid_full_[d]);
@@ -579,9 +606,16 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
     if (op.is_output) {
       args_.outputs_[op.index] = st.view[st.cur];
       args_.out_valid_[op.index] = st.valid_view;
+      continue;
+    }
+    args_.in_valid_[op.index] = st.valid_view;
+    if (op.in_place_blocks && !partial) {
+      MESHDMA_ASSIGN_OR_RETURN(ArrayRef block,
+                               op.array.Block(starts_, valid_full_));
+      MESHDMA_ASSIGN_OR_RETURN(args_.inputs_[op.index],
+                               block.Reshape(op.view_shape));
     } else {
       args_.inputs_[op.index] = st.view[st.cur];
-      args_.in_valid_[op.index] = st.valid_view;
     }
   }
   return absl::OkStatus();

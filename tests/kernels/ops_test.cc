@@ -417,7 +417,7 @@ TEST(FlashAttentionTest, MhaMqaGqaCausalRagged) {
   });
 }
 
-// A key block above the causal diagonal is never copied.
+// A key block above the causal diagonal is never fetched.
 TEST(FlashAttentionTest, CausalSkipsCopies) {
   RUN_ON_DEVICES({
     const int64_t s = 64, d = 8;
@@ -430,10 +430,11 @@ TEST(FlashAttentionTest, CausalSkipsCopies) {
         FlashAttention(View(q, {1, 1, s, d}), View(k, {1, 1, s, d}),
                        View(v, {1, 1, s, d}), View(o, {1, 1, s, d}), opts));
     // Query block i needs key blocks 0..i; the key index sequence is
-    // 0000 0111 0122 0123, and a copy happens only where it changes: 9
-    // copies instead of 16.
-    EXPECT_EQ(stats.input_copies[1], 9);
-    EXPECT_EQ(stats.input_copies[0], 4);
+    // 0000 0111 0122 0123, and a block is fetched only where it changes: 9
+    // fetches instead of 16. Whole blocks are read in place, not copied.
+    EXPECT_EQ(stats.input_in_place[1], 9);
+    EXPECT_EQ(stats.input_in_place[0], 4);
+    EXPECT_EQ(stats.input_copies[1], 0);
     return absl::OkStatus();
   });
 }

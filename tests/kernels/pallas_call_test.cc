@@ -145,6 +145,100 @@ TEST(PallasCallTest, GridOrderAndCopyCounts) {
       }).ok());
 }
 
+// `read_in_place`: whole contiguous blocks reach the body where they lie in
+// the array (no copy, no staging buffer); a ragged edge block is still
+// staged and reads as zero past the edge; strided blocks are always staged.
+TEST(PallasCallTest, ReadInPlaceBlocks) {
+  ASSERT_TRUE(
+      RunOnDevices([]() -> absl::Status {
+        // x [10, 4] in row blocks of 4: blocks 0 and 1 whole, block 2 ragged
+        // (2 valid rows). y [4, 10] in column blocks of 4: strided.
+        std::vector<float> x = RandomVector(40, 5), y = RandomVector(40, 6);
+        std::vector<float> o(3 * 4 * 4);
+        PallasCallParams p;
+        p.name = "in_place";
+        p.grid = {3};
+        auto row_block = [](G g) { return std::vector<int64_t>{g[0], 0}; };
+        auto col_block = [](G g) { return std::vector<int64_t>{0, g[0]}; };
+        p.in_specs = {{{4, 4}, row_block}, {{4, 4}, col_block}};
+        for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;
+        p.out_specs = {{{kSqueezed, 4, 4}, [](G g) {
+                          return std::vector<int64_t>{g[0], 0, 0};
+                        }}};
+        PipelineStats stats;
+        p.stats = &stats;
+        const ArrayRef ins[] = {View(x, {10, 4}), View(y, {4, 10})};
+        const ArrayRef outs[] = {View(o, {3, 4, 4})};
+        std::vector<const float*> seen;
+        MESHDMA_RETURN_IF_ERROR(pallas_call(
+            p,
+            [&](const KernelArgs& a) -> absl::Status {
+              seen.push_back(a.input(0).data_as<float>());
+              MESHDMA_ASSIGN_OR_RETURN(auto xr, a.in<float>(0));
+              MESHDMA_ASSIGN_OR_RETURN(auto yr, a.in<float>(1));
+              MESHDMA_ASSIGN_OR_RETURN(auto orf, a.out<float>(0));
+              return orf.Store(xr.Load() + yr.Load());
+            },
+            ins, outs));
+        // Whole x blocks are the array's own rows; the ragged one is a copy.
+        EXPECT_EQ(seen[0], x.data());
+        EXPECT_EQ(seen[1], x.data() + 16);
+        EXPECT_NE(seen[2], x.data() + 32);
+        EXPECT_EQ(stats.input_in_place[0], 2);
+        EXPECT_EQ(stats.input_copies[0], 1);
+        EXPECT_EQ(stats.input_in_place[1], 0);
+        EXPECT_EQ(stats.input_copies[1], 3);
+        for (int b = 0; b < 3; ++b) {
+          for (int r = 0; r < 4; ++r) {
+            for (int c = 0; c < 4; ++c) {
+              const int xr = b * 4 + r, yc = b * 4 + c;
+              const float xv = xr < 10 ? x[xr * 4 + c] : 0.0f;
+              const float yv = yc < 10 ? y[r * 10 + yc] : 0.0f;
+              EXPECT_EQ(o[(b * 4 + r) * 4 + c], xv + yv) << b << r << c;
+            }
+          }
+        }
+        return absl::OkStatus();
+      }).ok());
+}
+
+// Every block read in place: no staging buffer is allocated for the operand.
+TEST(PallasCallTest, ReadInPlaceNeedsNoBuffer) {
+  ASSERT_TRUE(RunOnDevices([]() -> absl::Status {
+                std::vector<float> x = RandomVector(64, 7), o(64);
+                auto run = [&](bool in_place) -> absl::StatusOr<int64_t> {
+                  PallasCallParams p;
+                  p.name = "in_place";
+                  p.grid = {4};
+                  auto by_i = [](G g) { return std::vector<int64_t>{g[0]}; };
+                  p.in_specs = {{{16}, by_i}};
+                  p.in_specs[0].read_in_place = in_place;
+                  p.out_specs = {{{16}, by_i}};
+                  PipelineStats stats;
+                  p.stats = &stats;
+                  const ArrayRef ins[] = {View(x, {64})};
+                  const ArrayRef outs[] = {View(o, {64})};
+                  MESHDMA_RETURN_IF_ERROR(pallas_call(
+                      p,
+                      [](const KernelArgs& a) -> absl::Status {
+                        MESHDMA_ASSIGN_OR_RETURN(auto xr, a.in<float>(0));
+                        MESHDMA_ASSIGN_OR_RETURN(auto orf, a.out<float>(0));
+                        return orf.Store(xr.Load() * 2.0f);
+                      },
+                      ins, outs));
+                  for (size_t i = 0; i < x.size(); ++i)
+                    EXPECT_EQ(o[i], 2 * x[i]);
+                  return stats.vmem_bytes;
+                };
+                MESHDMA_ASSIGN_OR_RETURN(const int64_t staged, run(false));
+                MESHDMA_ASSIGN_OR_RETURN(const int64_t in_place, run(true));
+                EXPECT_EQ(staged,
+                          4 * 16 * 4);  // Two input and two output buffers.
+                EXPECT_EQ(in_place, 2 * 16 * 4);  // The output's two alone.
+                return absl::OkStatus();
+              }).ok());
+}
+
 // An index map that returns to an earlier block re-fetches it (only when the
 // index changes from the previous step).
 TEST(PallasCallTest, RefetchOnlyWhenIndexChanges) {

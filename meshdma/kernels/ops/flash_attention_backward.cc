@@ -278,6 +278,7 @@ using TileMap = std::function<std::array<int64_t, 4>(G)>;
 
 // The inputs both kernels read, in the order LoadTile expects, with their
 // block specs from `tile`; then the masks' (setting their input indices).
+// The kernels only read them: whole blocks are read in place.
 void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
                const TileMap& tile, Geometry& g, PallasCallParams& p,
                std::vector<ArrayRef>& ins) {
@@ -325,6 +326,7 @@ void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
                           }});
     p.input_names.push_back("ab");
   }
+  for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;  // Read-only.
 }
 
 }  // namespace
