@@ -1,5 +1,6 @@
 // Compute kernels against naive references over many shapes, including
 // sizes the block sizes do not divide.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -170,42 +171,55 @@ TEST(GemmTest, BetaZeroOverwritesCAndOnlyC) {
 // The softmax's exponential: exp(x - shift) within 4e-7 of std::exp, -inf
 // and everything below -87.3 exactly 0, beyond float's range +inf, a NaN
 // kept; the returned sum is the results' sum. Lengths around the 16 lanes,
-// so that the ragged tail is covered.
+// so that the ragged tail is covered. Both lane shapes (this machine's, and
+// the 8x2 form machines without AVX-512 run), and RowMax.
 TEST(ExpShiftSumTest, AgainstStdExp) {
+  using ExpFn = float (*)(float*, int64_t, float);
+  const std::pair<ExpFn, const char*> forms[] = {
+      {kernels_internal::ExpShiftSum, "ExpShiftSum"},
+      {kernels_internal::ExpShiftSum8x2, "ExpShiftSum8x2"}};
   const float inf = std::numeric_limits<float>::infinity();
-  for (int64_t n : {1, 15, 16, 17, 40, 256}) {
-    std::vector<float> x = RandomVector(n, 7);
-    for (int64_t k = 0; k < n; ++k) x[k] = 40.0f * x[k] - 20.0f;
-    x[0] = -inf;
-    if (n > 5) x[1] = -100.0f, x[2] = 200.0f, x[3] = 3.0f, x[4] = std::nanf("");
-    std::vector<float> y = x;
-    const float shift = 3.0f;
-    const float sum = kernels_internal::ExpShiftSum(y.data(), n, shift);
-    double want_sum = 0;
-    bool nan = false;
-    for (int64_t k = 0; k < n; ++k) {
-      const float v = x[k] - shift;
-      if (std::isnan(v)) {
-        EXPECT_TRUE(std::isnan(y[k])) << "n " << n << " k " << k;
-        nan = true;
-        continue;
+  for (const auto& [exp_shift_sum, name] : forms) {
+    for (int64_t n : {1, 15, 16, 17, 40, 256}) {
+      SCOPED_TRACE(::testing::Message() << name << " n " << n);
+      std::vector<float> x = RandomVector(n, 7);
+      for (int64_t k = 0; k < n; ++k) x[k] = 40.0f * x[k] - 20.0f;
+      x[0] = -inf;
+      if (n > 5) {
+        x[1] = -100.0f, x[2] = 200.0f, x[3] = 3.0f, x[4] = std::nanf("");
+        const float want = *std::max_element(x.begin() + 5, x.end());
+        EXPECT_EQ(kernels_internal::RowMax(x.data() + 5, n - 5), want);
+        EXPECT_EQ(kernels_internal::RowMax8x2(x.data() + 5, n - 5), want);
       }
-      const double want = v < -87.3f ? 0.0 : std::exp(static_cast<double>(v));
-      if (want > std::numeric_limits<float>::max()) {
-        EXPECT_EQ(y[k], inf) << "n " << n << " x " << x[k];
-      } else if (want == 0.0) {
-        EXPECT_EQ(y[k], 0.0f) << "n " << n << " x " << x[k];
+      std::vector<float> y = x;
+      const float shift = 3.0f;
+      const float sum = exp_shift_sum(y.data(), n, shift);
+      double want_sum = 0;
+      bool nan = false;
+      for (int64_t k = 0; k < n; ++k) {
+        const float v = x[k] - shift;
+        if (std::isnan(v)) {
+          EXPECT_TRUE(std::isnan(y[k])) << "k " << k;
+          nan = true;
+          continue;
+        }
+        const double want = v < -87.3f ? 0.0 : std::exp(static_cast<double>(v));
+        if (want > std::numeric_limits<float>::max()) {
+          EXPECT_EQ(y[k], inf) << "x " << x[k];
+        } else if (want == 0.0) {
+          EXPECT_EQ(y[k], 0.0f) << "x " << x[k];
+        } else {
+          EXPECT_NEAR(y[k] / want, 1.0, 4e-7) << "x " << x[k];
+        }
+        want_sum += y[k];
+      }
+      if (nan) {
+        EXPECT_TRUE(std::isnan(sum));
+      } else if (std::isinf(want_sum)) {
+        EXPECT_EQ(sum, inf);
       } else {
-        EXPECT_NEAR(y[k] / want, 1.0, 4e-7) << "n " << n << " x " << x[k];
+        EXPECT_NEAR(sum, want_sum, 1e-6 * std::max(1.0, want_sum));
       }
-      want_sum += y[k];
-    }
-    if (nan) {
-      EXPECT_TRUE(std::isnan(sum)) << "n " << n;
-    } else if (std::isinf(want_sum)) {
-      EXPECT_EQ(sum, inf) << "n " << n;
-    } else {
-      EXPECT_NEAR(sum, want_sum, 1e-6 * std::max(1.0, want_sum)) << "n " << n;
     }
   }
 }

@@ -40,6 +40,11 @@ namespace meshdma::kernels_internal {
 inline constexpr int kF8Lanes = 8;
 typedef float F8 __attribute__((vector_size(4 * kF8Lanes)));
 typedef int32_t I8 __attribute__((vector_size(4 * kF8Lanes)));
+// 16 floats: one AVX-512 register in that clone, two AVX or four SSE
+// registers in the others (the row kernels that stream long rows use it).
+inline constexpr int kF32x16Lanes = 16;
+typedef float F32x16 __attribute__((vector_size(4 * kF32x16Lanes)));
+typedef int32_t I32x16 __attribute__((vector_size(4 * kF32x16Lanes)));
 
 }  // namespace meshdma::kernels_internal
 

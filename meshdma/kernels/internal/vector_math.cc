@@ -11,44 +11,68 @@
 namespace meshdma::kernels_internal {
 namespace {
 
-// The 16 lanes of the functions below are two `F8`s.
+// RowMax and ExpShiftSum stream rows 16 lanes at a time: one `F32x16` on
+// AVX-512, two `F8`s elsewhere (GCC turns an F32x16 comparison into 16
+// scalar ones on AVX2). NarrowProduct's 16 columns are two `F8`s.
 constexpr int kLanes = 16;
 constexpr int kHalf = kF8Lanes;
-static_assert(kLanes == 2 * kHalf);
+static_assert(kLanes == 2 * kHalf && kLanes == kF32x16Lanes);
 
-}  // namespace
+// The 16 lanes as `kParts` vectors of V (floats) and VI (their int twins).
+template <typename V, typename VI>
+struct Lanes {
+  static constexpr int kWidth = sizeof(V) / sizeof(float);
+  static constexpr int kParts = kLanes / kWidth;
+};
 
-MESHDMA_CLONES float RowMax(const float* x, int64_t n) {
-  F8 m[2] = {F8{} - std::numeric_limits<float>::infinity(),
-             F8{} - std::numeric_limits<float>::infinity()};
+template <typename V, typename VI>
+[[gnu::always_inline]] inline float RowMaxOf(const float* x, int64_t n) {
+  using L = Lanes<V, VI>;
+  V m[L::kParts];
+  for (V& part : m) part = V{} - std::numeric_limits<float>::infinity();
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
-    for (int h = 0; h < 2; ++h) {
-      F8 v;
-      std::memcpy(&v, x + k + h * kHalf, sizeof(v));
-      const I8 greater = v > m[h];
-      m[h] = reinterpret_cast<F8>((reinterpret_cast<I8>(v) & greater) |
-                                  (reinterpret_cast<I8>(m[h]) & ~greater));
+    for (int h = 0; h < L::kParts; ++h) {
+      V v;
+      std::memcpy(&v, x + k + h * L::kWidth, sizeof(v));
+      m[h] = v > m[h] ? v : m[h];
     }
   }
   float r = -std::numeric_limits<float>::infinity();
   for (int l = 0; l < kLanes; ++l) {
-    const float v = m[l / kHalf][l % kHalf];
+    const float v = m[l / L::kWidth][l % L::kWidth];
     r = v > r ? v : r;
   }
   for (; k < n; ++k) r = x[k] > r ? x[k] : r;
   return r;
 }
 
-// exp(x - shift) by range reduction to [-ln2/2, ln2/2] and a degree-6
-// polynomial (Cephes expf coefficients), 16 lanes at a time with bit-mask
-// selections instead of branches; below -87.3 it is 0 (so -inf gives exactly
-// 0), beyond float's range +inf. The ragged tail runs as one more vector padded
-// with -inf. The same values and sum, bit for bit, as 16 scalar lanes would
-// give.
-MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
-  F8 sum[2] = {F8{} + 0.0f, F8{} + 0.0f};
-  const F8 hi = F8{} + 88.7f, lo = F8{} - 87.3f;
+// v = exp(v) lane by lane, for v already clamped to [-87.3, 88.7] (or NaN):
+// range reduction to [-ln2/2, ln2/2] and a degree-6 polynomial (Cephes expf
+// coefficients). (By reference: a vector return value's ABI differs
+// between the clones.)
+template <typename V, typename VI>
+[[gnu::always_inline]] inline void ExpClampedInPlace(V& v) {
+  V fx = v * 1.44269504088896341f;
+  fx = (fx + 12582912.0f) - 12582912.0f;  // Round to nearest.
+  const V r = v - fx * 0.693359375f + fx * 2.12194440e-4f;
+  V y = r * 1.9875691500E-4f + 1.3981999507E-3f;
+  y = y * r + 8.3334519073E-3f;
+  y = y * r + 4.1665795894E-2f;
+  y = y * r + 1.6666665459E-1f;
+  y = y * r + 5.0000001201E-1f;
+  y = y * r * r + r + 1.0f;
+  const VI e = (__builtin_convertvector(fx, VI) + 127) << 23;
+  v = y * reinterpret_cast<V>(e);
+}
+
+template <typename V, typename VI>
+[[gnu::always_inline]] inline float ExpShiftSumOf(float* x, int64_t n,
+                                                  float shift) {
+  using L = Lanes<V, VI>;
+  V sum[L::kParts];
+  for (V& part : sum) part = V{} + 0.0f;
+  const V hi = V{} + 88.7f, lo = V{} - 87.3f;
   float tail[kLanes];
   for (int64_t k = 0; k < n; k += kLanes) {
     const int64_t lanes = n - k < kLanes ? n - k : kLanes;
@@ -59,40 +83,66 @@ MESHDMA_CLONES float ExpShiftSum(float* x, int64_t n, float shift) {
       }
       p = tail;
     }
-    for (int h = 0; h < 2; ++h) {
-      F8 v;
-      std::memcpy(&v, p + h * kHalf, sizeof(v));
+    for (int h = 0; h < L::kParts; ++h) {
+      V v;
+      std::memcpy(&v, p + h * L::kWidth, sizeof(v));
       v = v - shift;
-      // Clamped to [-87.3, 88.7] (a NaN stays NaN: both tests are false
-      // for it), so that the exponent's conversion to int below is defined;
-      // lanes below are zeroed at the end, above the result is already +inf.
-      const I8 underflow = v < lo;
+      // Clamped to [-87.3, 88.7] (a NaN stays NaN: both tests are false for
+      // it), so that the exponent's conversion to int is defined; lanes
+      // below are zeroed after, above the result is already +inf.
+      const VI underflow = v < lo;
       v = hi < v ? hi : v;
       v = v < lo ? lo : v;
-      F8 fx = v * 1.44269504088896341f;
-      fx = (fx + 12582912.0f) - 12582912.0f;  // Round to nearest.
-      const F8 r = v - fx * 0.693359375f + fx * 2.12194440e-4f;
-      F8 y = r * 1.9875691500E-4f + 1.3981999507E-3f;
-      y = y * r + 8.3334519073E-3f;
-      y = y * r + 4.1665795894E-2f;
-      y = y * r + 1.6666665459E-1f;
-      y = y * r + 5.0000001201E-1f;
-      y = y * r * r + r + 1.0f;
-      const I8 e = (__builtin_convertvector(fx, I8) + 127) << 23;
-      y = y * reinterpret_cast<F8>(e);
-      y = reinterpret_cast<F8>(reinterpret_cast<I8>(y) & ~underflow);
-      std::memcpy(p + h * kHalf, &y, sizeof(y));
-      if (p != tail) sum[h] += y;
+      ExpClampedInPlace<V, VI>(v);
+      v = reinterpret_cast<V>(reinterpret_cast<VI>(v) & ~underflow);
+      std::memcpy(p + h * L::kWidth, &v, sizeof(v));
+      if (p != tail) sum[h] += v;
     }
   }
   // The lanes' sums, then the tail's terms one by one.
   float r = 0;
-  for (int l = 0; l < kLanes; ++l) r += sum[l / kHalf][l % kHalf];
+  for (int l = 0; l < kLanes; ++l) r += sum[l / L::kWidth][l % L::kWidth];
   for (int64_t k = n - n % kLanes; k < n; ++k) {
     x[k] = tail[k % kLanes];
     r += x[k];
   }
   return r;
+}
+
+// AVX-512's shape of each (the other, 8x2, is declared in the header).
+[[gnu::target("avx512f")]] float RowMax16(const float* x, int64_t n) {
+  return RowMaxOf<F32x16, I32x16>(x, n);
+}
+[[gnu::target("avx512f")]] float ExpShiftSum16(float* x, int64_t n,
+                                               float shift) {
+  return ExpShiftSumOf<F32x16, I32x16>(x, n, shift);
+}
+
+bool HasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+}  // namespace
+
+MESHDMA_CLONES float RowMax8x2(const float* x, int64_t n) {
+  return RowMaxOf<F8, I8>(x, n);
+}
+
+MESHDMA_CLONES float ExpShiftSum8x2(float* x, int64_t n, float shift) {
+  return ExpShiftSumOf<F8, I8>(x, n, shift);
+}
+
+float RowMax(const float* x, int64_t n) {
+  return HasAvx512() ? RowMax16(x, n) : RowMax8x2(x, n);
+}
+
+// The ragged tail runs as one more 16 lanes padded with -inf. The 8x2 form
+// gives the same bits as 16 scalar lanes would; the AVX-512 form contracts
+// the polynomial's products and sums to FMA (a quarter of its time), which
+// may change a result's last bit.
+float ExpShiftSum(float* x, int64_t n, float shift) {
+  return HasAvx512() ? ExpShiftSum16(x, n, shift) : ExpShiftSum8x2(x, n, shift);
 }
 
 namespace {

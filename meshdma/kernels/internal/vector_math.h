@@ -1,7 +1,8 @@
 // Vectorised row kernels: attention's online softmax, and a product against
-// a narrow matrix. Each is compiled
-// for AVX-512, AVX2 and baseline x86-64 and picked at load time
-// (`target_clones`), so the library needs no -march flag.
+// a narrow matrix. Each is compiled for AVX-512, AVX2 and baseline x86-64
+// and picked at load time (`target_clones`), or at the first call (RowMax
+// and ExpShiftSum, whose AVX-512 form is shaped differently), so the
+// library needs no -march flag.
 #ifndef MESHDMA_KERNELS_INTERNAL_VECTOR_MATH_H_
 #define MESHDMA_KERNELS_INTERNAL_VECTOR_MATH_H_
 
@@ -15,6 +16,10 @@ float RowMax(const float* x, int64_t n);
 // of -inf (masked) become exactly 0, results beyond float's range +inf, a
 // NaN stays NaN. Relative error about 2e-7.
 float ExpShiftSum(float* x, int64_t n, float shift);
+// The two above as 16 lanes of two 8-float vectors: what they run where the
+// machine lacks AVX-512 (tests check both forms).
+float RowMax8x2(const float* x, int64_t n);
+float ExpShiftSum8x2(float* x, int64_t n, float shift);
 // y[k] *= a.
 void Scale(float* y, int64_t n, float a);
 // One row's step of the online softmax: the row's scores `row[0..n)`
