@@ -224,6 +224,27 @@ absl::StatusOr<ArrayRef> ArrayRef::At(int64_t index) const {
   return r;
 }
 
+absl::StatusOr<ArrayRef> ArrayRef::Squeeze(
+    const std::vector<bool>& drop) const {
+  if (static_cast<int>(drop.size()) != rank_) {
+    return absl::InvalidArgumentError(absl::StrCat("squeeze of ", ToString(),
+                                                   ": ", drop.size(),
+                                                   " flags for rank ", rank_));
+  }
+  ArrayRef r = *this;
+  r.rank_ = 0;
+  for (int d = 0; d < rank_; ++d) {
+    if (!drop[d]) {
+      r.shape_[r.rank_] = shape_[d];
+      r.strides_[r.rank_++] = strides_[d];
+    } else if (shape_[d] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "squeeze of ", ToString(), ": dimension ", d, " is not of size 1"));
+    }
+  }
+  return r;
+}
+
 absl::StatusOr<ArrayRef> ArrayRef::Reshape(
     std::span<const int64_t> shape) const {
   if (!is_contiguous()) {

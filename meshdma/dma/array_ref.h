@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "meshdma/base/dtype.h"
@@ -77,6 +78,9 @@ class ArrayRef {
                                  std::span<const int64_t> sizes) const;
   // Element `index` of dimension 0, with that dimension dropped.
   absl::StatusOr<ArrayRef> At(int64_t index) const;
+  // The same elements without the dimensions flagged in `drop` (one flag per
+  // dimension; each flagged one must have size 1), strides kept.
+  absl::StatusOr<ArrayRef> Squeeze(const std::vector<bool>& drop) const;
   // Same bytes viewed with another shape (contiguous views only).
   absl::StatusOr<ArrayRef> Reshape(std::span<const int64_t> shape) const;
   absl::StatusOr<ArrayRef> Reshape(std::initializer_list<int64_t> shape) const {

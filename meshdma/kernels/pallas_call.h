@@ -26,8 +26,8 @@
 //      at the end. Revisiting an output block after leaving it is an error
 //      (reported before the body first runs). ANY operands are passed
 //      through as the whole array, for the body's own DMAs. An input whose
-//      spec sets `read_in_place` is not copied at all where its block is
-//      whole and one contiguous run of the array: the body reads it there.
+//      spec sets `read_in_place` (InPlaceRead) is not copied where its block
+//      is whole and laid out as asked: the body reads it in the array.
 //   5. Ragged edges. A block shape need not divide the array: an edge block
 //      is partial. Its VMEM buffer keeps the full block shape, the valid part
 //      is copied in, the rest of an input buffer reads as zero, and only the
@@ -80,6 +80,19 @@ absl::string_view MemorySpaceName(MemorySpace space);
 // A block dimension of size 1 that the body does not see.
 inline constexpr int64_t kSqueezed = -1;
 
+// Whether an input's blocks may reach the body where they lie in the array
+// instead of being copied into a staging buffer: on a CPU, VMEM is the same
+// memory, and the copy costs only time and another core's cache. Only for
+// an input the body never writes; ignored for outputs and ANY operands. A
+// partial edge block is always staged (it must read as zero past the edge).
+enum class InPlaceRead {
+  kNever,       // Every block is staged, as in Pallas.
+  kContiguous,  // A whole block that is one contiguous run of the array.
+  // A whole block whose rows (last dimension) are unit-stride: the view may
+  // be strided, and the body reads it through `strides()`.
+  kStridedRows,
+};
+
 // Grid indices -> block indices (one per array dimension, in units of
 // blocks).
 using IndexMap = std::function<std::vector<int64_t>(std::span<const int64_t>)>;
@@ -88,12 +101,7 @@ struct BlockSpec {
   std::vector<int64_t> block_shape;  // Empty: the whole array.
   IndexMap index_map;                // Empty: all zeros.
   MemorySpace memory_space = MemorySpace::kVmem;
-  // An input the body only reads: a block that lies wholly inside the array
-  // as one contiguous run is handed to the body where it lies, not copied
-  // (on a CPU, VMEM is the same memory; the copy would only cost time and
-  // cache). Partial and strided blocks are still staged. The body must not
-  // write the block. Ignored for outputs and ANY operands.
-  bool read_in_place = false;
+  InPlaceRead read_in_place = InPlaceRead::kNever;
 };
 // The spec of an operand the body reaches only by DMA (`pl.ANY`).
 inline BlockSpec AnySpec() { return BlockSpec{{}, {}, MemorySpace::kAny}; }

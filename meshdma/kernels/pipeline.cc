@@ -184,16 +184,19 @@ absl::Status CheckOutShape(const PipelineRequest& req,
   return absl::OkStatus();
 }
 
-// Whether every whole `block` of `array` is one contiguous run of it (the
-// array's strides are the same at every block position).
-bool BlocksAreContiguous(const ArrayRef& array,
-                         const std::vector<int64_t>& block) {
+// Whether every whole `block` of `array` is laid out as `mode` asks to read
+// it in place (the array's strides are the same at every block position).
+bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
+                       const std::vector<int64_t>& block) {
+  if (mode == InPlaceRead::kNever) return false;
   for (size_t d = 0; d < block.size(); ++d) {
     if (block[d] > array.dim(static_cast<int>(d))) return false;
   }
   const std::vector<int64_t> origin(block.size(), 0);
   absl::StatusOr<ArrayRef> first = array.Block(origin, block);
-  return first.ok() && first->is_contiguous();
+  if (!first.ok()) return false;
+  if (mode == InPlaceRead::kContiguous) return first->is_contiguous();
+  return block.empty() || block.back() == 1 || first->strides().back() == 1;
 }
 
 // Operand `i` (inputs, then outputs) with its spec resolved against its
@@ -296,7 +299,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
   op.map = std::move(map);
   // Step 7: whether its whole blocks may be read in place.
   op.in_place_blocks =
-      !out && spec.read_in_place && BlocksAreContiguous(op.array, op.block);
+      !out && BlocksReadInPlace(spec.read_in_place, op.array, op.block);
   return op;
 }
 
@@ -613,7 +616,7 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef block,
                                op.array.Block(starts_, valid_full_));
       MESHDMA_ASSIGN_OR_RETURN(args_.inputs_[op.index],
-                               block.Reshape(op.view_shape));
+                               block.Squeeze(op.squeezed));
     } else {
       args_.inputs_[op.index] = st.view[st.cur];
     }

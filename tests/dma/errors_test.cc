@@ -459,6 +459,20 @@ TEST_F(ErrorsTest, SizeArithmeticOverflowIsAnError) {
     EXPECT_EQ(reshaped.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(reshaped.status().message(), HasSubstr("f32[4,8]"));
 
+    // Squeeze drops size-1 dimensions and keeps strides and the heap offset.
+    const int64_t col_start[] = {0, 3}, col_size[] = {4, 1};
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef col, f.Block(col_start, col_size));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef squeezed, col.Squeeze({false, true}));
+    EXPECT_EQ(squeezed.ToString(), "f32[4]{strides 8}");
+    EXPECT_EQ(squeezed.heap_offset(), col.heap_offset());
+    EXPECT_EQ(squeezed.data(), col.data());
+    auto bad = f.Squeeze({true, false});
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad.status().message(),
+                AllOf(HasSubstr("f32[4,8]"), HasSubstr("dimension 0")));
+    EXPECT_EQ(f.Squeeze({true}).status().code(),
+              absl::StatusCode::kInvalidArgument);
+
     std::vector<float> host(4);
     auto view = ArrayRef::FromPointer(host.data(), DType::kF32,
                                       std::vector<int64_t>{k32, k32});

@@ -145,56 +145,71 @@ TEST(PallasCallTest, GridOrderAndCopyCounts) {
       }).ok());
 }
 
-// `read_in_place`: whole contiguous blocks reach the body where they lie in
-// the array (no copy, no staging buffer); a ragged edge block is still
-// staged and reads as zero past the edge; strided blocks are always staged.
+// `read_in_place`: whole blocks laid out as asked reach the body where they
+// lie in the array (no copy); a ragged edge block is still staged and reads
+// as zero past the edge; kContiguous stages strided blocks, kStridedRows
+// hands them over with their strides.
 TEST(PallasCallTest, ReadInPlaceBlocks) {
   ASSERT_TRUE(
       RunOnDevices([]() -> absl::Status {
         // x [10, 4] in row blocks of 4: blocks 0 and 1 whole, block 2 ragged
-        // (2 valid rows). y [4, 10] in column blocks of 4: strided.
-        std::vector<float> x = RandomVector(40, 5), y = RandomVector(40, 6);
+        // (2 valid rows). y and z [4, 10] in column blocks of 4: strided.
+        std::vector<float> x = RandomVector(40, 5), y = RandomVector(40, 6),
+                           z = RandomVector(40, 7);
         std::vector<float> o(3 * 4 * 4);
         PallasCallParams p;
         p.name = "in_place";
         p.grid = {3};
         auto row_block = [](G g) { return std::vector<int64_t>{g[0], 0}; };
         auto col_block = [](G g) { return std::vector<int64_t>{0, g[0]}; };
-        p.in_specs = {{{4, 4}, row_block}, {{4, 4}, col_block}};
-        for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;
+        p.in_specs = {
+            {{4, 4}, row_block}, {{4, 4}, col_block}, {{4, 4}, col_block}};
+        p.in_specs[0].read_in_place = InPlaceRead::kContiguous;
+        p.in_specs[1].read_in_place = InPlaceRead::kStridedRows;
+        p.in_specs[2].read_in_place = InPlaceRead::kContiguous;
         p.out_specs = {{{kSqueezed, 4, 4}, [](G g) {
                           return std::vector<int64_t>{g[0], 0, 0};
                         }}};
         PipelineStats stats;
         p.stats = &stats;
-        const ArrayRef ins[] = {View(x, {10, 4}), View(y, {4, 10})};
+        const ArrayRef ins[] = {View(x, {10, 4}), View(y, {4, 10}),
+                                View(z, {4, 10})};
         const ArrayRef outs[] = {View(o, {3, 4, 4})};
-        std::vector<const float*> seen;
+        std::vector<const float*> seen_x, seen_y;
+        std::vector<int64_t> y_row_strides;
         MESHDMA_RETURN_IF_ERROR(pallas_call(
             p,
             [&](const KernelArgs& a) -> absl::Status {
-              seen.push_back(a.input(0).data_as<float>());
+              seen_x.push_back(a.input(0).data_as<float>());
+              seen_y.push_back(a.input(1).data_as<float>());
+              y_row_strides.push_back(a.input(1).strides()[0]);
               MESHDMA_ASSIGN_OR_RETURN(auto xr, a.in<float>(0));
               MESHDMA_ASSIGN_OR_RETURN(auto yr, a.in<float>(1));
+              MESHDMA_ASSIGN_OR_RETURN(auto zr, a.in<float>(2));
               MESHDMA_ASSIGN_OR_RETURN(auto orf, a.out<float>(0));
-              return orf.Store(xr.Load() + yr.Load());
+              return orf.Store(xr.Load() + yr.Load() + zr.Load());
             },
             ins, outs));
-        // Whole x blocks are the array's own rows; the ragged one is a copy.
-        EXPECT_EQ(seen[0], x.data());
-        EXPECT_EQ(seen[1], x.data() + 16);
-        EXPECT_NE(seen[2], x.data() + 32);
+        // Whole blocks are the arrays' own elements; the ragged ones copies.
+        EXPECT_EQ(seen_x[0], x.data());
+        EXPECT_EQ(seen_x[1], x.data() + 16);
+        EXPECT_NE(seen_x[2], x.data() + 32);
+        EXPECT_EQ(seen_y[1], y.data() + 4);
+        EXPECT_THAT(y_row_strides, ::testing::ElementsAre(10, 10, 4));
         EXPECT_EQ(stats.input_in_place[0], 2);
         EXPECT_EQ(stats.input_copies[0], 1);
-        EXPECT_EQ(stats.input_in_place[1], 0);
-        EXPECT_EQ(stats.input_copies[1], 3);
+        EXPECT_EQ(stats.input_in_place[1], 2);
+        EXPECT_EQ(stats.input_copies[1], 1);
+        EXPECT_EQ(stats.input_in_place[2], 0);
+        EXPECT_EQ(stats.input_copies[2], 3);
         for (int b = 0; b < 3; ++b) {
           for (int r = 0; r < 4; ++r) {
             for (int c = 0; c < 4; ++c) {
               const int xr = b * 4 + r, yc = b * 4 + c;
               const float xv = xr < 10 ? x[xr * 4 + c] : 0.0f;
               const float yv = yc < 10 ? y[r * 10 + yc] : 0.0f;
-              EXPECT_EQ(o[(b * 4 + r) * 4 + c], xv + yv) << b << r << c;
+              const float zv = yc < 10 ? z[r * 10 + yc] : 0.0f;
+              EXPECT_EQ(o[(b * 4 + r) * 4 + c], xv + yv + zv) << b << r << c;
             }
           }
         }
@@ -212,7 +227,8 @@ TEST(PallasCallTest, ReadInPlaceNeedsNoBuffer) {
                   p.grid = {4};
                   auto by_i = [](G g) { return std::vector<int64_t>{g[0]}; };
                   p.in_specs = {{{16}, by_i}};
-                  p.in_specs[0].read_in_place = in_place;
+                  p.in_specs[0].read_in_place =
+                      in_place ? InPlaceRead::kContiguous : InPlaceRead::kNever;
                   p.out_specs = {{{16}, by_i}};
                   PipelineStats stats;
                   p.stats = &stats;

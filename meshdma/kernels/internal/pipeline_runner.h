@@ -52,8 +52,8 @@ class PipelineRunner {
     IndexMap map;                     // Over the full (batched) grid.
     std::vector<int64_t> schedule;    // [steps][rank] block indices.
     bool ever_changes = false;
-    // `read_in_place` asked for and a whole block is one contiguous run
-    // (whether a step's block is read in place: InPlace).
+    // `read_in_place` asked for, and a whole block is laid out as it asks:
+    // every whole block is read in place.
     bool in_place_blocks = false;
     bool ever_staged = true;  // Some step's block needs a staging buffer.
   };

@@ -241,7 +241,8 @@ absl::StatusOr<Kernel> FlashAttentionKernel(int64_t sq, int64_t skv, int64_t d,
     return std::vector<int64_t>{std::min(x[1], LastKeyBlock(g, x[0])), 0};
   };
   p.in_specs = {{{g.bq, d}, q_map}, {{g.bk, d}, k_map}, {{g.bk, d}, k_map}};
-  for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;  // Read-only.
+  for (BlockSpec& spec : p.in_specs)
+    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
   p.out_specs = {{{g.bq, d}, q_map}};
   p.out_shape = {{dtype, {sq, d}}};
   p.scratch_shapes = Scratch(g);
@@ -379,7 +380,8 @@ absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
   p.input_names = {"q", "k", "v"};
   std::vector<ArrayRef> ins = {q, k, v};
   AddMaskOperands(masks, g, p, ins);
-  for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;  // Read-only.
+  for (BlockSpec& spec : p.in_specs)
+    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
   // Step 3: the outputs: out, and the log-sum-exp when asked for.
   p.out_specs = {{q_block, q_map}};
   p.out_shape = {{q.dtype(), {b, h, sq, d}}};

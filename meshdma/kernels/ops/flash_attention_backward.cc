@@ -326,7 +326,8 @@ void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
                           }});
     p.input_names.push_back("ab");
   }
-  for (BlockSpec& spec : p.in_specs) spec.read_in_place = true;  // Read-only.
+  for (BlockSpec& spec : p.in_specs)
+    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
 }
 
 }  // namespace

@@ -68,6 +68,11 @@ absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
                 {{bk, bn}, [](G g) {
                    return std::vector<int64_t>{g[2], g[1]};
                  }}};
+  // The body only reads x and y, through their row strides: whole blocks
+  // are read where they lie.
+  for (BlockSpec& spec : p.in_specs) {
+    spec.read_in_place = InPlaceRead::kStridedRows;
+  }
   p.out_specs = {{{bm, bn}, [](G g) {
                     return std::vector<int64_t>{g[0], g[1]};
                   }}};
@@ -84,8 +89,8 @@ absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> acc, a.scratch<float>(0));
     // Step 1: acc = 0 at the first k block, then acc += x_blk @ y_blk.
     const bool first = program_id(2) == 0;
-    Gemm(false, false, bm, bn, bk, 1.0f, x.data(), bk, y.data(), bn,
-         first ? 0.0f : 1.0f, acc.data(), bn);
+    Gemm(false, false, bm, bn, bk, 1.0f, x.data(), x.strides()[0], y.data(),
+         y.strides()[0], first ? 0.0f : 1.0f, acc.data(), bn);
     // Step 2: at the last k block, the fused activation into the output.
     if (program_id(2) == num_programs(2) - 1) {
       const float* s = acc.data();
