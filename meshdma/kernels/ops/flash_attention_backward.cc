@@ -43,7 +43,8 @@ int64_t FirstQueryBlock(const Geometry& g, int64_t j) {
   return std::min(g.nq - 1, (j * g.bk) / g.bq);
 }
 
-// Scratch of the kernel: 0 p[bq, bk], 1 ds[bq, bk], 2 delta[bq], 3 dk and
+// Scratch of the kernel: 0 p[bq, bk], 1 ds[bq, bk], 2 delta[group, nq * bq]
+// (rowsum(dO * O) of every query row of the group, at key block 0), 3 dk and
 // 4 dv [bk, d] (the current key block's accumulators), 5 dq [group, sq, d]
 // (the accumulators of every query row of the kv head's group), then
 // widened copies of 6 q, 7 o, 8 d_out [bq, d], 9 k, 10 v [bk, d] (bf16/f16
@@ -54,7 +55,7 @@ std::vector<ScratchShape> Scratch(const Geometry& g) {
   const bool wide = g.dtype != DType::kF32;
   return {VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.bq, g.bk}, DType::kF32),
-          VMEM({g.bq}, DType::kF32),
+          VMEM({g.group, g.nq * g.bq}, DType::kF32),
           VMEM({g.bk, g.d}, DType::kF32),
           VMEM({g.bk, g.d}, DType::kF32),
           VMEM({g.group, g.sq, g.d}, DType::kF32),
@@ -106,13 +107,14 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
 }
 
 // P = exp(scale (Q K^T + ab) - lse) (masked entries 0) into scratch kP, and
-// dS = P * (dO V^T - rowsum(dO * O)) into scratch kDs.
+// dS = P * (dO V^T - delta) into scratch kDs, where `delta` holds the tile's
+// rows of rowsum(dO * O): computed at key block 0 (every query block needs
+// it), read at the others.
 void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
-                int64_t i, int64_t j) {
+                int64_t i, int64_t j, float* delta) {
   const int64_t bq = g.bq, bk = g.bk, d = g.d;
   float* p = F32(a, kP);
   float* ds = F32(a, kDs);
-  float* delta = F32(a, kDelta);
   const int64_t q_valid = a.in_valid(0, 0);
   const int64_t kv_valid = a.in_valid(1, 0);
   Gemm(false, true, bq, bk, d, g.scale, t.q, d, t.k, d, 0.0f, p, bk);
@@ -126,9 +128,11 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
     limit = std::max<int64_t>(limit, 0);
     if (limit > 0) kernels_internal::ExpShiftSum(row, limit, t.lse[r]);
     std::fill(row + limit, row + bk, 0.0f);
-    float dot = 0;
-    for (int64_t c = 0; c < d; ++c) dot += t.dout[r * d + c] * t.o[r * d + c];
-    delta[r] = dot;
+    if (j == 0) {
+      float dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += t.dout[r * d + c] * t.o[r * d + c];
+      delta[r] = dot;
+    }
   }
   Gemm(false, true, bq, bk, d, 1.0f, t.dout, d, t.v, d, 0.0f, ds, bk);
   for (int64_t r = 0; r < bq; ++r) {
@@ -158,7 +162,7 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
   // Step 2: the tile's P and dS, then its share of every gradient.
   if (Needed(g, i, j)) {
     const Tile tile = LoadTile(g, a);
-    ProbsAndDs(g, a, tile, i, j);
+    ProbsAndDs(g, a, tile, i, j, F32(a, kDelta) + (head * g.nq + i) * g.bq);
     const float* p = F32(a, kP);
     const float* ds = F32(a, kDs);
     Gemm(true, false, g.bk, g.d, g.bq, 1.0f, p, g.bk, tile.dout, g.d, 1.0f, dv,
