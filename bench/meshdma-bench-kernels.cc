@@ -2,6 +2,7 @@
 //
 //   meshdma-bench-kernels [--quick] [--sections 4,7] [--attention causal]
 //                         [--flash_blocks default,256x512,128x128]
+//                         [--backward_blocks default,128x128]
 //
 // 1. Block matmul libraries: OpenBLAS sgemm, Eigen, a plain loop, at the
 //    block sizes the kernels use (the measurement behind kernels/blas.h).
@@ -22,8 +23,10 @@
 //    context lengths: decode tokens/s, GFLOP/s (4 * ctx * D per query head)
 //    and K/V read bandwidth.
 // 7. flash attention backward GFLOP/s (dq, dk, dv; 10*S*S*D flops per head,
-//    the five block products of FlashAttention-2, half when causal), its
-//    share of sgemm timed in turn with it as in 4.
+//    the five block products of FlashAttention-2, half when causal) at seq
+//    1024 and 2048, for each block shape of --backward_blocks (by default
+//    the kernel's own, which meshdma.torch's autograd runs); its share of
+//    sgemm timed in turn with it as in 4.
 // Medians of several runs after a warm-up.
 #include <algorithm>
 #include <chrono>
@@ -62,6 +65,8 @@ ABSL_FLAG(std::string, attention, "both",
 ABSL_FLAG(std::string, flash_blocks, "default,256x512",
           "flash attention forward block shapes to time, comma-separated: "
           "QxK (block_q x block_k) or 'default' (FlashAttentionOptions' own)");
+ABSL_FLAG(std::string, backward_blocks, "default",
+          "flash attention backward block shapes to time, as --flash_blocks");
 
 namespace meshdma {
 namespace {
@@ -116,7 +121,7 @@ struct FlashBlocks {
 };
 
 absl::StatusOr<std::vector<FlashBlocks>> ParseFlashBlocks(
-    const std::string& list) {
+    absl::string_view flag, const std::string& list) {
   std::vector<FlashBlocks> out;
   for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     FlashBlocks b;
@@ -128,7 +133,7 @@ absl::StatusOr<std::vector<FlashBlocks>> ParseFlashBlocks(
     if (qk.size() != 2 || !absl::SimpleAtoi(qk[0], &b.q) ||
         !absl::SimpleAtoi(qk[1], &b.k) || b.q < 1 || b.k < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--flash_blocks: '", item,
+          absl::StrCat("--", flag, ": '", item,
                        "' is neither 'default' nor QxK (e.g. 128x256)"));
     }
     out.push_back(b);
@@ -205,11 +210,45 @@ absl::Status FlashForward(const std::vector<int64_t>& seqs, int64_t d,
   return absl::OkStatus();
 }
 
+// Flash attention backward (dq, dk, dv) at head_dim `d`, one head, f32, at
+// each sequence length, non-causal and causal, as FlashForward.
+absl::Status FlashBackward(const std::vector<int64_t>& seqs, int64_t d,
+                           const std::vector<bool>& masks,
+                           FlashAttentionOptions opts, int reps) {
+  std::printf(
+      "\n## flash attention backward (dq, dk, dv), head_dim %ld, f32, blocks "
+      "%s\n",
+      long(d), absl::StrCat("q ", opts.block_q, ", k ", opts.block_k).c_str());
+  for (int64_t s : seqs) {
+    for (bool causal : masks) {
+      auto q = Random(s * d, 5), k = Random(s * d, 6), v = Random(s * d, 7),
+           dout = Random(s * d, 12);
+      std::vector<float> o(s * d), lse(s), dq(s * d), dk(s * d), dv(s * d);
+      opts.causal = causal;
+      const std::vector<int64_t> sh = {1, 1, s, d};
+      const ArrayRef lse_ref = View(lse, {1, 1, s});
+      MESHDMA_RETURN_IF_ERROR(FlashAttention(
+          View(q, sh), View(k, sh), View(v, sh), View(o, sh), opts, &lse_ref));
+      absl::Status st;
+      const double flop = 10.0 * s * s * d * (causal ? 0.5 : 1.0);
+      const Paired p = TimePaired(reps, flop, [&] {
+        st.Update(FlashAttentionBackward(
+            View(q, sh), View(k, sh), View(v, sh), View(o, sh), View(dout, sh),
+            lse_ref, View(dq, sh), View(dk, sh), View(dv, sh), opts));
+      });
+      MESHDMA_RETURN_IF_ERROR(st);
+      PrintAttentionRow(s, causal, flop, p);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // What the command line asks for, checked before the runtime starts.
 struct BenchFlags {
   bool quick = false;
   std::vector<std::string> sections;  // Empty: all.
   std::vector<FlashBlocks> flash_blocks;
+  std::vector<FlashBlocks> backward_blocks;
   std::vector<bool> causal;  // The attention runs timed: causal or not.
 };
 
@@ -234,9 +273,13 @@ absl::StatusOr<BenchFlags> ReadFlags() {
         "--attention: '", attention, "' is not both, causal or non-causal"));
   }
   absl::StatusOr<std::vector<FlashBlocks>> blocks =
-      ParseFlashBlocks(absl::GetFlag(FLAGS_flash_blocks));
+      ParseFlashBlocks("flash_blocks", absl::GetFlag(FLAGS_flash_blocks));
   if (!blocks.ok()) return blocks.status();  // No source line: a user error.
   f.flash_blocks = *std::move(blocks);
+  blocks =
+      ParseFlashBlocks("backward_blocks", absl::GetFlag(FLAGS_backward_blocks));
+  if (!blocks.ok()) return blocks.status();
+  f.backward_blocks = *std::move(blocks);
   return f;
 }
 
@@ -427,38 +470,16 @@ absl::Status Bench(const BenchFlags& flags) {
     }
   }
 
-  // 7. flash attention backward.
+  // 7. flash attention backward, once per block shape of --backward_blocks.
   if (want("7")) {
-    std::printf(
-        "\n## flash attention backward (dq, dk, dv), head_dim 128, f32 "
-        "(blocks q 128, k 128)\n");
-    std::vector<int64_t> bseqs = {1024, 2048};
-    if (quick) bseqs = {1024};
-    for (int64_t s : bseqs) {
-      for (bool causal : flags.causal) {
-        auto q = Random(s * d, 5), k = Random(s * d, 6), v = Random(s * d, 7),
-             dout = Random(s * d, 12);
-        std::vector<float> o(s * d), lse(s), dq(s * d), dk(s * d), dv(s * d);
-        FlashAttentionOptions opts;
-        opts.block_q = 128;
-        opts.block_k = 128;
-        opts.causal = causal;
-        const std::vector<int64_t> sh = {1, 1, s, d};
-        const ArrayRef lse_ref = View(lse, {1, 1, s});
-        MESHDMA_RETURN_IF_ERROR(FlashAttention(View(q, sh), View(k, sh),
-                                               View(v, sh), View(o, sh), opts,
-                                               &lse_ref));
-        absl::Status st;
-        const double flop = 10.0 * s * s * d * (causal ? 0.5 : 1.0);
-        const Paired p = TimePaired(quick ? 3 : 5, flop, [&] {
-          st.Update(FlashAttentionBackward(
-              View(q, sh), View(k, sh), View(v, sh), View(o, sh),
-              View(dout, sh), lse_ref, View(dq, sh), View(dk, sh), View(dv, sh),
-              opts));
-        });
-        MESHDMA_RETURN_IF_ERROR(st);
-        PrintAttentionRow(s, causal, flop, p);
-      }
+    std::vector<int64_t> seqs = {1024, 2048};
+    if (quick) seqs = {1024};
+    for (const FlashBlocks& blocks : flags.backward_blocks) {
+      FlashAttentionOptions opts;
+      opts.block_q = blocks.q;
+      opts.block_k = blocks.k;
+      MESHDMA_RETURN_IF_ERROR(
+          FlashBackward(seqs, d, flags.causal, opts, quick ? 3 : 5));
     }
   }
   return absl::OkStatus();
@@ -472,7 +493,7 @@ int main(int argc, char** argv) {
       .name = "meshdma-bench-kernels",
       .synopsis =
           "[--quick] [--sections LIST] [--attention WHICH] [--flash_blocks "
-          "LIST]",
+          "LIST] [--backward_blocks LIST]",
       .summary =
           "Compute-kernel throughput on one device: block matmul "
           "libraries, matmul,\nflash attention (forward, backward), "
