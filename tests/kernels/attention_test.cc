@@ -294,7 +294,13 @@ TEST(FlashAttentionBackwardTest, MhaMqaGqaCausalRagged) {
                              BwdCase{1, 4, 1, 33, 33, 8, 16, 8, true},
                              BwdCase{1, 6, 2, 40, 40, 32, 16, 16, true},
                              BwdCase{1, 2, 2, 7, 100, 24, 8, 64, false},
-                             BwdCase{1, 2, 1, 45, 30, 16, 8, 16, true}}) {
+                             BwdCase{1, 2, 1, 45, 30, 16, 8, 16, true},
+                             // Tiles the diagonal crosses, taken in strips
+                             // of 64 rows: square, taller and wider than the
+                             // key blocks, ragged.
+                             BwdCase{1, 2, 1, 300, 300, 8, 128, 128, true},
+                             BwdCase{1, 2, 2, 200, 260, 8, 192, 64, true},
+                             BwdCase{1, 1, 1, 150, 150, 8, 64, 128, true}}) {
       CheckBackward<float>(c, 1e-4);
     }
     CheckBackward<BFloat16>({1, 4, 2, 24, 24, 16, 8, 8, true}, 6e-2);

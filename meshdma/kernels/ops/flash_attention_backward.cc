@@ -106,10 +106,35 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
           a.input(5).data_as<float>()};
 }
 
+// Rows per strip of a tile the causal diagonal crosses: each strip's
+// products stop at the last key its last row sees, so that about a quarter
+// of a square diagonal tile is skipped instead of none.
+constexpr int64_t kDiagonalStripRows = 64;
+
+// Calls fn(r0, rows, cols) for the strips of tile (i, j): query rows [r0, r0
+// + rows) and the key columns [0, cols) some row of theirs sees. One strip
+// of every row and valid key unless the causal diagonal crosses the tile.
+template <typename Fn>
+void ForEachStrip(const Geometry& g, int64_t i, int64_t j, int64_t kv_valid,
+                  Fn&& fn) {
+  auto cols_seen_by_rows_before = [&](int64_t row_end) {
+    if (!g.causal) return kv_valid;
+    return std::clamp<int64_t>(i * g.bq + row_end - j * g.bk, 0, kv_valid);
+  };
+  const bool crossed =
+      cols_seen_by_rows_before(1) < cols_seen_by_rows_before(g.bq);
+  const int64_t strip = crossed ? kDiagonalStripRows : g.bq;
+  for (int64_t r0 = 0; r0 < g.bq; r0 += strip) {
+    const int64_t rows = std::min(strip, g.bq - r0);
+    const int64_t cols = cols_seen_by_rows_before(r0 + rows);
+    if (cols > 0) fn(r0, rows, cols);
+  }
+}
+
 // P = exp(scale (Q K^T + ab) - lse) (masked entries 0) into scratch kP, and
-// dS = P * (dO V^T - delta) into scratch kDs, where `delta` holds the tile's
-// rows of rowsum(dO * O): computed at key block 0 (every query block needs
-// it), read at the others.
+// dS = P * (dO V^T - delta) into scratch kDs, strip by strip (dS only left of
+// each strip's `cols`), where `delta` holds the tile's rows of rowsum(dO *
+// O): computed at key block 0 (every query row sees it), read at the others.
 void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
                 int64_t i, int64_t j, float* delta) {
   const int64_t bq = g.bq, bk = g.bk, d = g.d;
@@ -117,10 +142,16 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   float* ds = F32(a, kDs);
   const int64_t q_valid = a.in_valid(0, 0);
   const int64_t kv_valid = a.in_valid(1, 0);
-  Gemm(false, true, bq, bk, d, g.scale, t.q, d, t.k, d, 0.0f, p, bk);
+  // Step 1: the scores, then the masks.
+  ForEachStrip(g, i, j, kv_valid, [&](int64_t r0, int64_t rows, int64_t cols) {
+    Gemm(false, true, rows, cols, d, g.scale, t.q + r0 * d, d, t.k, d, 0.0f,
+         p + r0 * bk, bk);
+  });
   kernels_internal::ApplyTileMasks(
       kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
       bq, bk, p);
+  // Step 2: per row, the probabilities up to its last visible key, zeros
+  // after; delta at key block 0.
   for (int64_t r = 0; r < bq; ++r) {
     float* row = p + r * bk;
     int64_t limit = r < q_valid && t.lse[r] != kNegInf ? kv_valid : 0;
@@ -134,12 +165,16 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
       delta[r] = dot;
     }
   }
-  Gemm(false, true, bq, bk, d, 1.0f, t.dout, d, t.v, d, 0.0f, ds, bk);
-  for (int64_t r = 0; r < bq; ++r) {
-    for (int64_t c = 0; c < bk; ++c) {
-      ds[r * bk + c] = p[r * bk + c] * (ds[r * bk + c] - delta[r]);
+  // Step 3: dS.
+  ForEachStrip(g, i, j, kv_valid, [&](int64_t r0, int64_t rows, int64_t cols) {
+    Gemm(false, true, rows, cols, d, 1.0f, t.dout + r0 * d, d, t.v, d, 0.0f,
+         ds + r0 * bk, bk);
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        ds[r * bk + c] = p[r * bk + c] * (ds[r * bk + c] - delta[r]);
+      }
     }
-  }
+  });
 }
 
 // The kernel, grid (b, kv head, key block j, t = head in group * nq + i).
@@ -159,19 +194,26 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
     std::fill(dv, dv + g.bk * g.d, 0.0f);
     if (j == 0) std::fill(dq, dq + g.group * g.sq * g.d, 0.0f);
   }
-  // Step 2: the tile's P and dS, then its share of every gradient.
+  // Step 2: the tile's P and dS, then, strip by strip, its share of every
+  // gradient (dQ only for the rows inside the sequence).
   if (Needed(g, i, j)) {
     const Tile tile = LoadTile(g, a);
     ProbsAndDs(g, a, tile, i, j, F32(a, kDelta) + (head * g.nq + i) * g.bq);
     const float* p = F32(a, kP);
     const float* ds = F32(a, kDs);
-    Gemm(true, false, g.bk, g.d, g.bq, 1.0f, p, g.bk, tile.dout, g.d, 1.0f, dv,
-         g.d);
-    Gemm(true, false, g.bk, g.d, g.bq, g.scale, ds, g.bk, tile.q, g.d, 1.0f, dk,
-         g.d);
-    const int64_t rows = a.in_valid(0, 0);
-    Gemm(false, false, rows, g.d, g.bk, g.scale, ds, g.bk, tile.k, g.d, 1.0f,
-         dq + (head * g.sq + i * g.bq) * g.d, g.d);
+    const int64_t bk = g.bk, d = g.d, q_valid = a.in_valid(0, 0);
+    float* dq_rows = dq + (head * g.sq + i * g.bq) * d;
+    ForEachStrip(g, i, j, a.in_valid(1, 0),
+                 [&](int64_t r0, int64_t rows, int64_t cols) {
+                   Gemm(true, false, cols, d, rows, 1.0f, p + r0 * bk, bk,
+                        tile.dout + r0 * d, d, 1.0f, dv, d);
+                   Gemm(true, false, cols, d, rows, g.scale, ds + r0 * bk, bk,
+                        tile.q + r0 * d, d, 1.0f, dk, d);
+                   const int64_t dq_rows_here =
+                       std::clamp<int64_t>(q_valid - r0, 0, rows);
+                   Gemm(false, false, dq_rows_here, d, cols, g.scale,
+                        ds + r0 * bk, bk, tile.k, d, 1.0f, dq_rows + r0 * d, d);
+                 });
   }
   // Step 3: store what ends here.
   if (last_t) {
