@@ -83,13 +83,16 @@ inline constexpr int64_t kSqueezed = -1;
 // Whether an input's blocks may reach the body where they lie in the array
 // instead of being copied into a staging buffer: on a CPU, VMEM is the same
 // memory, and the copy costs only time and another core's cache. Only for
-// an input the body never writes; ignored for outputs and ANY operands. A
-// partial edge block is always staged (it must read as zero past the edge).
+// an input the body never writes; ignored for outputs and ANY operands.
 enum class InPlaceRead {
-  kNever,       // Every block is staged, as in Pallas.
-  kContiguous,  // A whole block that is one contiguous run of the array.
-  // A whole block whose rows (last dimension) are unit-stride: the view may
-  // be strided, and the body reads it through `strides()`.
+  kNever,  // Every block is staged, as in Pallas.
+  // A whole block that is one contiguous run of the array; a partial edge
+  // block is staged (it reads as zero past the edge).
+  kContiguous,
+  // Every block, whole or partial, of an array whose rows (last dimension)
+  // are unit-stride: the view may be strided, a partial block's covers only
+  // its valid part (its shape is `in_valid`), and the body reads it through
+  // `strides()`.
   kStridedRows,
 };
 

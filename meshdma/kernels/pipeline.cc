@@ -189,14 +189,16 @@ absl::Status CheckOutShape(const PipelineRequest& req,
 bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
                        const std::vector<int64_t>& block) {
   if (mode == InPlaceRead::kNever) return false;
+  if (mode == InPlaceRead::kStridedRows) {
+    return array.rank() == 0 || array.dim(array.rank() - 1) <= 1 ||
+           array.strides().back() == 1;
+  }
   for (size_t d = 0; d < block.size(); ++d) {
     if (block[d] > array.dim(static_cast<int>(d))) return false;
   }
   const std::vector<int64_t> origin(block.size(), 0);
   absl::StatusOr<ArrayRef> first = array.Block(origin, block);
-  if (!first.ok()) return false;
-  if (mode == InPlaceRead::kContiguous) return first->is_contiguous();
-  return block.empty() || block.back() == 1 || first->strides().back() == 1;
+  return first.ok() && first->is_contiguous();
 }
 
 // Operand `i` (inputs, then outputs) with its spec resolved against its
@@ -300,6 +302,8 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
   // Step 7: whether its whole blocks may be read in place.
   op.in_place_blocks =
       !out && BlocksReadInPlace(spec.read_in_place, op.array, op.block);
+  op.partial_in_place =
+      op.in_place_blocks && spec.read_in_place == InPlaceRead::kStridedRows;
   return op;
 }
 
@@ -339,7 +343,7 @@ absl::Status ScheduleBlocks(const std::string& name,
               " blocks of ", op.block[d]));
         }
       }
-      if (op.in_place_blocks && !op.ever_staged) {
+      if (op.in_place_blocks && !op.partial_in_place && !op.ever_staged) {
         for (int d = 0; d < rank; ++d) {
           if ((b[d] + 1) * op.block[d] > op.array.dim(d)) op.ever_staged = true;
         }
@@ -547,7 +551,7 @@ absl::Status PipelineRunner::StepLoop::Fetch(size_t o, int64_t s, int slot) {
   const Operand& op = ops_[o];
   Stage& st = stages_[o];
   const bool partial = Region(op, s);
-  if (op.in_place_blocks && !partial) {
+  if (op.in_place_blocks && (!partial || op.partial_in_place)) {
     if (stats_ != nullptr) ++stats_->input_in_place[op.index];
     return absl::OkStatus();  // BindBlocks hands the body the array's block.
   }
@@ -612,7 +616,7 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
       continue;
     }
     args_.in_valid_[op.index] = st.valid_view;
-    if (op.in_place_blocks && !partial) {
+    if (op.in_place_blocks && (!partial || op.partial_in_place)) {
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef block,
                                op.array.Block(starts_, valid_full_));
       MESHDMA_ASSIGN_OR_RETURN(args_.inputs_[op.index],

@@ -145,10 +145,10 @@ TEST(PallasCallTest, GridOrderAndCopyCounts) {
       }).ok());
 }
 
-// `read_in_place`: whole blocks laid out as asked reach the body where they
-// lie in the array (no copy); a ragged edge block is still staged and reads
-// as zero past the edge; kContiguous stages strided blocks, kStridedRows
-// hands them over with their strides.
+// `read_in_place`: blocks laid out as asked reach the body where they lie in
+// the array (no copy). kContiguous stages a ragged edge block (it reads as
+// zero past the edge) and strided blocks; kStridedRows hands every block
+// over with its strides, a ragged one as its valid part.
 TEST(PallasCallTest, ReadInPlaceBlocks) {
   ASSERT_TRUE(
       RunOnDevices([]() -> absl::Status {
@@ -176,30 +176,41 @@ TEST(PallasCallTest, ReadInPlaceBlocks) {
                                 View(z, {4, 10})};
         const ArrayRef outs[] = {View(o, {3, 4, 4})};
         std::vector<const float*> seen_x, seen_y;
-        std::vector<int64_t> y_row_strides;
+        std::vector<int64_t> y_row_strides, y_cols;
         MESHDMA_RETURN_IF_ERROR(pallas_call(
             p,
             [&](const KernelArgs& a) -> absl::Status {
               seen_x.push_back(a.input(0).data_as<float>());
               seen_y.push_back(a.input(1).data_as<float>());
               y_row_strides.push_back(a.input(1).strides()[0]);
+              y_cols.push_back(a.input(1).dim(1));
+              EXPECT_EQ(a.in_valid(1, 1), a.input(1).dim(1));
               MESHDMA_ASSIGN_OR_RETURN(auto xr, a.in<float>(0));
               MESHDMA_ASSIGN_OR_RETURN(auto yr, a.in<float>(1));
               MESHDMA_ASSIGN_OR_RETURN(auto zr, a.in<float>(2));
-              MESHDMA_ASSIGN_OR_RETURN(auto orf, a.out<float>(0));
-              return orf.Store(xr.Load() + yr.Load() + zr.Load());
+              float* out = a.output(0).data_as<float>();
+              for (int64_t r = 0; r < 4; ++r) {
+                for (int64_t c = 0; c < 4; ++c) {
+                  const float yv = c < yr.dim(1) ? yr(r, c) : 0.0f;
+                  out[r * 4 + c] = xr(r, c) + yv + zr(r, c);
+                }
+              }
+              return absl::OkStatus();
             },
             ins, outs));
         // Whole blocks are the arrays' own elements; the ragged ones copies.
         EXPECT_EQ(seen_x[0], x.data());
         EXPECT_EQ(seen_x[1], x.data() + 16);
         EXPECT_NE(seen_x[2], x.data() + 32);
+        // Every y block is y's own, the ragged one 2 columns wide.
         EXPECT_EQ(seen_y[1], y.data() + 4);
-        EXPECT_THAT(y_row_strides, ::testing::ElementsAre(10, 10, 4));
+        EXPECT_EQ(seen_y[2], y.data() + 8);
+        EXPECT_THAT(y_row_strides, ::testing::ElementsAre(10, 10, 10));
+        EXPECT_THAT(y_cols, ::testing::ElementsAre(4, 4, 2));
         EXPECT_EQ(stats.input_in_place[0], 2);
         EXPECT_EQ(stats.input_copies[0], 1);
-        EXPECT_EQ(stats.input_in_place[1], 2);
-        EXPECT_EQ(stats.input_copies[1], 1);
+        EXPECT_EQ(stats.input_in_place[1], 3);
+        EXPECT_EQ(stats.input_copies[1], 0);
         EXPECT_EQ(stats.input_in_place[2], 0);
         EXPECT_EQ(stats.input_copies[2], 3);
         for (int b = 0; b < 3; ++b) {
@@ -209,7 +220,7 @@ TEST(PallasCallTest, ReadInPlaceBlocks) {
               const float xv = xr < 10 ? x[xr * 4 + c] : 0.0f;
               const float yv = yc < 10 ? y[r * 10 + yc] : 0.0f;
               const float zv = yc < 10 ? z[r * 10 + yc] : 0.0f;
-              EXPECT_EQ(o[(b * 4 + r) * 4 + c], xv + yv + zv) << b << r << c;
+              EXPECT_EQ(o[(b * 4 + r) * 4 + c], (xv + yv) + zv) << b << r << c;
             }
           }
         }

@@ -53,8 +53,10 @@ class PipelineRunner {
     std::vector<int64_t> schedule;    // [steps][rank] block indices.
     bool ever_changes = false;
     // `read_in_place` asked for, and a whole block is laid out as it asks:
-    // every whole block is read in place.
+    // every whole block is read in place, and every partial one too where
+    // `partial_in_place` (kStridedRows).
     bool in_place_blocks = false;
+    bool partial_in_place = false;
     bool ever_staged = true;  // Some step's block needs a staging buffer.
   };
 

@@ -68,8 +68,8 @@ absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
                 {{bk, bn}, [](G g) {
                    return std::vector<int64_t>{g[2], g[1]};
                  }}};
-  // The body only reads x and y, through their row strides: whole blocks
-  // are read where they lie.
+  // The body only reads x and y, through their row strides and over their
+  // valid parts: every block is read where it lies.
   for (BlockSpec& spec : p.in_specs) {
     spec.read_in_place = InPlaceRead::kStridedRows;
   }
@@ -82,15 +82,18 @@ absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
   p.output_names = {"out"};
   p.stats = o.stats;
   const Activation act = o.activation;
-  kernel.body = [bm, bn, bk, act](const KernelArgs& a) -> absl::Status {
+  kernel.body = [bm, bn, act](const KernelArgs& a) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> x, a.in<float>(0));
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> y, a.in<float>(1));
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> out, a.out<float>(0));
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> acc, a.scratch<float>(0));
-    // Step 1: acc = 0 at the first k block, then acc += x_blk @ y_blk.
+    // Step 1: acc = 0 at the first k block, then acc += x_blk @ y_blk, over
+    // the blocks' valid parts (an edge block is read in place, unpadded; the
+    // rest of acc is never written back).
     const bool first = program_id(2) == 0;
-    Gemm(false, false, bm, bn, bk, 1.0f, x.data(), x.strides()[0], y.data(),
-         y.strides()[0], first ? 0.0f : 1.0f, acc.data(), bn);
+    Gemm(false, false, a.in_valid(0, 0), a.in_valid(1, 1), a.in_valid(0, 1),
+         1.0f, x.data(), x.strides()[0], y.data(), y.strides()[0],
+         first ? 0.0f : 1.0f, acc.data(), bn);
     // Step 2: at the last k block, the fused activation into the output.
     if (program_id(2) == num_programs(2) - 1) {
       const float* s = acc.data();
