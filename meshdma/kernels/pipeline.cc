@@ -201,6 +201,12 @@ bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
   return first.ok() && first->is_contiguous();
 }
 
+// Sets which of `op`'s blocks `mode` lets the body read in place.
+void SetInPlaceReads(InPlaceRead mode, Operand& op) {
+  op.in_place_blocks = BlocksReadInPlace(mode, op.array, op.block);
+  op.partial_in_place = op.in_place_blocks && mode == InPlaceRead::kStridedRows;
+}
+
 // Operand `i` (inputs, then outputs) with its spec resolved against its
 // unbatched shape (block, squeezed dimensions, index map), then lifted over
 // the batch layers onto the full grid. ANY operands get no block.
@@ -299,11 +305,8 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
     if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
   }
   op.map = std::move(map);
-  // Step 7: whether its whole blocks may be read in place.
-  op.in_place_blocks =
-      !out && BlocksReadInPlace(spec.read_in_place, op.array, op.block);
-  op.partial_in_place =
-      op.in_place_blocks && spec.read_in_place == InPlaceRead::kStridedRows;
+  // Step 7: which of its blocks the body may read in place.
+  SetInPlaceReads(out ? InPlaceRead::kNever : spec.read_in_place, op);
   return op;
 }
 
