@@ -26,11 +26,12 @@
 //      at the end. Revisiting an output block after leaving it is an error
 //      (reported before the body first runs). ANY operands are passed
 //      through as the whole array, for the body's own DMAs. An input whose
-//      spec sets `read_in_place` (InPlaceRead) is not copied where its block
-//      is whole and laid out as asked: the body reads it in the array.
+//      spec sets `read_in_place` is not copied where its block is laid out
+//      as that `InPlaceRead` asks: the body reads it in the array.
 //   5. Ragged edges. A block shape need not divide the array: an edge block
 //      is partial. Its VMEM buffer keeps the full block shape, the valid part
-//      is copied in, the rest of an input buffer reads as zero, and only the
+//      is copied in, the rest of an input buffer reads as zero (an input
+//      read in place with kStridedRows gets its valid part alone), and only the
 //      valid part of an output buffer is written back. The body asks
 //      `KernelArgs::in_valid(i, d)` / `out_valid(i, d)` for the valid extent
 //      and masks with `Ref::LoadMasked` / `StoreMasked`. A kernel that needs

@@ -184,8 +184,10 @@ absl::Status CheckOutShape(const PipelineRequest& req,
   return absl::OkStatus();
 }
 
-// Whether every whole `block` of `array` is laid out as `mode` asks to read
-// it in place (the array's strides are the same at every block position).
+// Whether `array`'s blocks of shape `block` are laid out as `mode` asks to
+// read them in place: its rows unit-stride (kStridedRows), or every whole
+// block one contiguous run (kContiguous; the strides are the same at every
+// block position).
 bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
                        const std::vector<int64_t>& block) {
   if (mode == InPlaceRead::kNever) return false;
@@ -201,10 +203,22 @@ bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
   return first.ok() && first->is_contiguous();
 }
 
-// Sets which of `op`'s blocks `mode` lets the body read in place.
-void SetInPlaceReads(InPlaceRead mode, Operand& op) {
-  op.in_place_blocks = BlocksReadInPlace(mode, op.array, op.block);
+// Sets which of `op`'s blocks `spec` lets the body read in place (none for
+// an output); InvalidArgument for a value outside InPlaceRead.
+absl::Status SetInPlaceReads(const std::string& name, const BlockSpec& spec,
+                             Operand& op) {
+  const InPlaceRead mode = spec.read_in_place;
+  if (mode != InPlaceRead::kNever && mode != InPlaceRead::kContiguous &&
+      mode != InPlaceRead::kStridedRows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", name, "': ", op.label, " has read_in_place ",
+        static_cast<int>(mode),
+        ", not one of kNever (0), kContiguous (1), kStridedRows (2)"));
+  }
+  op.in_place_blocks =
+      !op.is_output && BlocksReadInPlace(mode, op.array, op.block);
   op.partial_in_place = op.in_place_blocks && mode == InPlaceRead::kStridedRows;
+  return absl::OkStatus();
 }
 
 // Operand `i` (inputs, then outputs) with its spec resolved against its
@@ -306,7 +320,7 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
   }
   op.map = std::move(map);
   // Step 7: which of its blocks the body may read in place.
-  SetInPlaceReads(out ? InPlaceRead::kNever : spec.read_in_place, op);
+  MESHDMA_RETURN_IF_ERROR(SetInPlaceReads(name, spec, op));
   return op;
 }
 
@@ -455,6 +469,8 @@ class PipelineRunner::StepLoop {
   // The array region (`starts_`, `valid_full_`) of `op`'s block at step `s`;
   // true when the block is partial.
   bool Region(const Operand& op, int64_t s);
+  // Whether the body reads `op`'s block (partial or not) in the array.
+  static bool ReadInPlace(const Operand& op, bool partial);
   // Whether `op`'s block index at step `s` differs from step s - 1's.
   bool Changed(const Operand& op, int64_t s) const;
   absl::Status Fetch(size_t o, int64_t s, int slot);
@@ -544,6 +560,10 @@ bool PipelineRunner::StepLoop::Region(const Operand& op, int64_t s) {
   return partial;
 }
 
+bool PipelineRunner::StepLoop::ReadInPlace(const Operand& op, bool partial) {
+  return op.in_place_blocks && (!partial || op.partial_in_place);
+}
+
 bool PipelineRunner::StepLoop::Changed(const Operand& op, int64_t s) const {
   const size_t r = op.block.size();
   const int64_t* b = op.schedule.data() + s * r;
@@ -553,12 +573,13 @@ bool PipelineRunner::StepLoop::Changed(const Operand& op, int64_t s) const {
 absl::Status PipelineRunner::StepLoop::Fetch(size_t o, int64_t s, int slot) {
   const Operand& op = ops_[o];
   Stage& st = stages_[o];
-  const bool partial = Region(op, s);
-  if (op.in_place_blocks && (!partial || op.partial_in_place)) {
+  if (ReadInPlace(op, Region(op, s))) {
     if (stats_ != nullptr) ++stats_->input_in_place[op.index];
     return absl::OkStatus();  // BindBlocks hands the body the array's block.
   }
-  if (partial) std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
+  if (Region(op, s)) {
+    std::memset(st.buf[slot].data(), 0, st.buf[slot].size_bytes());
+  }
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef src, op.array.Block(starts_, valid_full_));
   MESHDMA_ASSIGN_OR_RETURN(ArrayRef dst,
                            st.buf[slot].Block(zeros_, valid_full_));
@@ -619,7 +640,7 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
       continue;
     }
     args_.in_valid_[op.index] = st.valid_view;
-    if (op.in_place_blocks && (!partial || op.partial_in_place)) {
+    if (ReadInPlace(op, partial)) {
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef block,
                                op.array.Block(starts_, valid_full_));
       MESHDMA_ASSIGN_OR_RETURN(args_.inputs_[op.index],

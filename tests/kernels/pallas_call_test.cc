@@ -609,6 +609,10 @@ TEST_F(BadInputTest, Messages) {
   std::get<BufferScratch>(p.scratch_shapes[0]).memory_space =
       static_cast<MemorySpace>(9);
   expect(p, {"kernel 'k'", "scratch 0", "not a valid VMEM/SMEM"});
+  // An InPlaceRead outside the enum.
+  p = Base();
+  p.in_specs[0].read_in_place = static_cast<InPlaceRead>(7);
+  expect(p, {"kernel 'k'", "input 0 ('x')", "read_in_place 7", "kStridedRows"});
   p = Base();
   expect(p, {"kernel 'k'", "grid point (1)", "boom"},
          [](const KernelArgs&) -> absl::Status {

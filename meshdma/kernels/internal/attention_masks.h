@@ -10,6 +10,12 @@
 
 namespace meshdma::kernels_internal {
 
+// Rows per strip of a tile the causal diagonal crosses, in the forward and
+// the backward: each strip's products stop at the last key its last row
+// sees, so that part of the tile above the diagonal is skipped, not none
+// (3/8 of a square 256-row tile, 1/4 of a 128-row one).
+inline constexpr int64_t kDiagonalStripRows = 64;
+
 // One [rows, cols] tile's blocks of the masking inputs; null when absent.
 struct TileMasks {
   const int32_t* q_segment_ids = nullptr;   // [rows]

@@ -15,10 +15,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Rows per strip of a block the causal diagonal crosses: each strip is
-// multiplied up to the last key its last row sees.
-constexpr int64_t kDiagonalStripRows = 64;
-
 struct Geometry {
   int64_t sq, skv, d, bq, bk;
   float scale;
@@ -70,7 +66,7 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
 // update of m, l and acc. Only the key columns some row of a strip may see
 // are multiplied and exponentiated: those of a ragged last block, and left of
 // the causal diagonal. A block the diagonal crosses is taken in strips of
-// kDiagonalStripRows rows, so that about half of it is skipped, not none, and
+// kernels_internal::kDiagonalStripRows rows, so that part of it is skipped, and
 // the rows that see all its columns in one product; the rest of S is never
 // read.
 void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
@@ -92,12 +88,14 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
   };
   const int64_t first_row_cols = seen_by_rows_before(1);
   const bool crossed = g.causal && first_row_cols < seen_by_rows_before(bq);
-  const int64_t strip = crossed ? kDiagonalStripRows : bq;
+  const int64_t strip = crossed ? kernels_internal::kDiagonalStripRows : bq;
   // The columns every row sees (left of where the diagonal enters the block),
   // when a strip's worth or more, go in one product of all bq rows; each
   // strip adds its own columns after them.
   const int64_t shared =
-      crossed && first_row_cols >= kDiagonalStripRows ? first_row_cols : 0;
+      crossed && first_row_cols >= kernels_internal::kDiagonalStripRows
+          ? first_row_cols
+          : 0;
   auto strip_cols = [&](int64_t r0) {
     return seen_by_rows_before(std::min(bq, r0 + strip));
   };

@@ -106,11 +106,6 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
           a.input(5).data_as<float>()};
 }
 
-// Rows per strip of a tile the causal diagonal crosses: each strip's
-// products stop at the last key its last row sees, so that about a quarter
-// of a square diagonal tile is skipped instead of none.
-constexpr int64_t kDiagonalStripRows = 64;
-
 // Calls fn(r0, rows, cols) for the strips of tile (i, j): query rows [r0, r0
 // + rows) and the key columns [0, cols) some row of theirs sees. One strip
 // of every row and valid key unless the causal diagonal crosses the tile.
@@ -123,7 +118,7 @@ void ForEachStrip(const Geometry& g, int64_t i, int64_t j, int64_t kv_valid,
   };
   const bool crossed =
       cols_seen_by_rows_before(1) < cols_seen_by_rows_before(g.bq);
-  const int64_t strip = crossed ? kDiagonalStripRows : g.bq;
+  const int64_t strip = crossed ? kernels_internal::kDiagonalStripRows : g.bq;
   for (int64_t r0 = 0; r0 < g.bq; r0 += strip) {
     const int64_t rows = std::min(strip, g.bq - r0);
     const int64_t cols = cols_seen_by_rows_before(r0 + rows);
@@ -322,9 +317,9 @@ using V = std::vector<int64_t>;
 // block.
 using TileMap = std::function<std::array<int64_t, 4>(G)>;
 
-// The inputs both kernels read, in the order LoadTile expects, with their
+// The inputs the kernel reads, in the order LoadTile expects, with their
 // block specs from `tile`; then the masks' (setting their input indices).
-// The kernels only read them: whole blocks are read in place.
+// The kernel only reads them: whole blocks are read in place.
 void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
                const TileMap& tile, Geometry& g, PallasCallParams& p,
                std::vector<ArrayRef>& ins) {
