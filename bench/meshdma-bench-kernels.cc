@@ -1,6 +1,7 @@
 // meshdma-bench-kernels: compute-kernel throughput on one device.
 //
 //   meshdma-bench-kernels [--quick] [--sections 4,7] [--attention causal]
+//                         [--matmul_blocks default,256x256x256]
 //                         [--flash_blocks default,256x512,128x128]
 //                         [--backward_blocks default,128x128]
 //
@@ -8,7 +9,10 @@
 //    block sizes the kernels use (the measurement behind kernels/blas.h).
 // 2. The single-core sgemm rate (OpenBLAS, 1 thread, 1024^3) in this run:
 //    the yardstick for everything below.
-// 3. matmul (pallas_call, 3-D grid) GFLOP/s.
+// 3. matmul + relu (pallas_call, 3-D grid) GFLOP/s at 512^3, 1024^3 and
+//    1000^3, for each block shape of --matmul_blocks (by default the
+//    kernel's own); its share of sgemm 1024^3 and of sgemm at the same size,
+//    each timed in turn with it as in 4.
 // 4. flash attention forward GFLOP/s at head_dim 128, seq 2048 and 4096,
 //    non-causal (4*S*S*D flops per head) and causal (half), for each block
 //    shape of --flash_blocks; its share of sgemm is taken from sgemm runs
@@ -62,6 +66,9 @@ ABSL_FLAG(std::string, sections, "",
 ABSL_FLAG(std::string, attention, "both",
           "which flash attention runs sections 4 and 7 time: both, causal or "
           "non-causal");
+ABSL_FLAG(std::string, matmul_blocks, "default",
+          "matmul block shapes to time, comma-separated: MxNxK (block_m x "
+          "block_n x block_k) or 'default' (MatmulOptions' own)");
 ABSL_FLAG(std::string, flash_blocks, "default,256x512",
           "flash attention forward block shapes to time, comma-separated: "
           "QxK (block_q x block_k) or 'default' (FlashAttentionOptions' own)");
@@ -113,28 +120,46 @@ double SgemmGflops(int64_t n, int reps) {
   return 2.0 * n * n * n / t / 1e9;
 }
 
-// A --flash_blocks entry: block_q x block_k (FlashAttentionOptions' own for
-// 'default').
+// A --flash_blocks or --backward_blocks entry: block_q x block_k
+// (FlashAttentionOptions' own for 'default').
 struct FlashBlocks {
+  static constexpr const char* kForm = "QxK (e.g. 128x256)";
   int64_t q = FlashAttentionOptions{}.block_q;
   int64_t k = FlashAttentionOptions{}.block_k;
+  std::vector<int64_t*> sizes() { return {&q, &k}; }
 };
 
-absl::StatusOr<std::vector<FlashBlocks>> ParseFlashBlocks(
-    absl::string_view flag, const std::string& list) {
-  std::vector<FlashBlocks> out;
+// A --matmul_blocks entry: block_m x block_n x block_k (MatmulOptions' own
+// for 'default').
+struct MatmulBlocks {
+  static constexpr const char* kForm = "MxNxK (e.g. 256x256x256)";
+  int64_t m = MatmulOptions{}.block_m;
+  int64_t n = MatmulOptions{}.block_n;
+  int64_t k = MatmulOptions{}.block_k;
+  std::vector<int64_t*> sizes() { return {&m, &n, &k}; }
+};
+
+// A comma-separated list of block shapes: each 'default' or positive sizes
+// joined by 'x', as many as `Blocks` has.
+template <typename Blocks>
+absl::StatusOr<std::vector<Blocks>> ParseBlocks(absl::string_view flag,
+                                                const std::string& list) {
+  std::vector<Blocks> out;
   for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-    FlashBlocks b;
-    const std::vector<absl::string_view> qk = absl::StrSplit(item, 'x');
+    Blocks b;
     if (item == "default") {
       out.push_back(b);
       continue;
     }
-    if (qk.size() != 2 || !absl::SimpleAtoi(qk[0], &b.q) ||
-        !absl::SimpleAtoi(qk[1], &b.k) || b.q < 1 || b.k < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", item,
-                       "' is neither 'default' nor QxK (e.g. 128x256)"));
+    const std::vector<absl::string_view> parts = absl::StrSplit(item, 'x');
+    std::vector<int64_t*> sizes = b.sizes();
+    bool ok = parts.size() == sizes.size();
+    for (size_t i = 0; ok && i < parts.size(); ++i) {
+      ok = absl::SimpleAtoi(parts[i], sizes[i]) && *sizes[i] >= 1;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": '", item, "' is neither 'default' nor ", b.kForm));
     }
     out.push_back(b);
   }
@@ -180,6 +205,40 @@ void PrintAttentionRow(int64_t seq, bool causal, double flop, const Paired& p) {
       "seq %5ld %-10s %7.1f ms %6.1f GFLOP/s = %3.0f%% of sgemm (in turn)\n",
       long(seq), causal ? "causal" : "non-causal", p.seconds * 1e3,
       flop / p.seconds / 1e9, 100 * p.share_of_sgemm);
+}
+
+// matmul + relu, square f32 operands of 512, 1024 and 1000 (ragged edges),
+// at one block shape: GFLOP/s, and the share of sgemm 1024^3 and of sgemm
+// at the same size (one OpenBLAS call), each timed in turn with it.
+absl::Status MatmulRates(const MatmulBlocks& blocks, int reps) {
+  std::printf("\n## matmul + relu (pallas_call, 3-D grid), f32, blocks %s\n",
+              absl::StrCat(blocks.m, "/", blocks.n, "/", blocks.k).c_str());
+  std::printf("%6s %9s %9s %18s %18s\n", "size", "ms", "GFLOP/s",
+              "of sgemm 1024^3", "of sgemm same size");
+  const MatmulOptions opts{.block_m = blocks.m,
+                           .block_n = blocks.n,
+                           .block_k = blocks.k,
+                           .activation = Activation::kRelu};
+  for (int64_t n : {512, 1024, 1000}) {
+    auto x = Random(n * n, 3), y = Random(n * n, 4);
+    std::vector<float> o(n * n);
+    absl::Status st;
+    const double flop = 2.0 * n * n * n;
+    const Paired kernel = TimePaired(reps, flop, [&] {
+      st.Update(
+          Matmul(View(x, {n, n}), View(y, {n, n}), View(o, {n, n}), opts));
+    });
+    MESHDMA_RETURN_IF_ERROR(st);
+    const Paired sgemm = TimePaired(reps, flop, [&] {
+      Gemm(false, false, n, n, n, 1.0f, x.data(), n, y.data(), n, 0.0f,
+           o.data(), n);
+    });
+    std::printf("%4ld^3 %9.2f %9.1f %17.0f%% %17.0f%%\n", long(n),
+                kernel.seconds * 1e3, flop / kernel.seconds / 1e9,
+                100 * kernel.share_of_sgemm,
+                100 * kernel.share_of_sgemm / sgemm.share_of_sgemm);
+  }
+  return absl::OkStatus();
 }
 
 // Flash attention forward at head_dim `d`, one head, f32, at each sequence
@@ -247,6 +306,7 @@ absl::Status FlashBackward(const std::vector<int64_t>& seqs, int64_t d,
 struct BenchFlags {
   bool quick = false;
   std::vector<std::string> sections;  // Empty: all.
+  std::vector<MatmulBlocks> matmul_blocks;
   std::vector<FlashBlocks> flash_blocks;
   std::vector<FlashBlocks> backward_blocks;
   std::vector<bool> causal;  // The attention runs timed: causal or not.
@@ -272,12 +332,17 @@ absl::StatusOr<BenchFlags> ReadFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--attention: '", attention, "' is not both, causal or non-causal"));
   }
-  absl::StatusOr<std::vector<FlashBlocks>> blocks =
-      ParseFlashBlocks("flash_blocks", absl::GetFlag(FLAGS_flash_blocks));
-  if (!blocks.ok()) return blocks.status();  // No source line: a user error.
+  absl::StatusOr<std::vector<MatmulBlocks>> matmul_blocks =
+      ParseBlocks<MatmulBlocks>("matmul_blocks",
+                                absl::GetFlag(FLAGS_matmul_blocks));
+  if (!matmul_blocks.ok()) return matmul_blocks.status();  // A user error.
+  f.matmul_blocks = *std::move(matmul_blocks);
+  absl::StatusOr<std::vector<FlashBlocks>> blocks = ParseBlocks<FlashBlocks>(
+      "flash_blocks", absl::GetFlag(FLAGS_flash_blocks));
+  if (!blocks.ok()) return blocks.status();
   f.flash_blocks = *std::move(blocks);
-  blocks =
-      ParseFlashBlocks("backward_blocks", absl::GetFlag(FLAGS_backward_blocks));
+  blocks = ParseBlocks<FlashBlocks>("backward_blocks",
+                                    absl::GetFlag(FLAGS_backward_blocks));
   if (!blocks.ok()) return blocks.status();
   f.backward_blocks = *std::move(blocks);
   return f;
@@ -339,21 +404,10 @@ absl::Status Bench(const BenchFlags& flags) {
   std::printf("\n## single-core sgemm (OpenBLAS, 1024^3): %.1f GFLOP/s\n",
               sgemm);
 
-  // 3. matmul kernel.
+  // 3. matmul kernel, once per block shape of --matmul_blocks.
   if (want("3")) {
-    std::printf("\n## matmul (pallas_call, 3-D grid, blocks 256/256/256)\n");
-    for (int64_t n : {512, 1024, 1000}) {
-      auto x = Random(n * n, 3), y = Random(n * n, 4);
-      std::vector<float> o(n * n);
-      absl::Status st;
-      double t = Time(3, [&] {
-        st.Update(Matmul(View(x, {n, n}), View(y, {n, n}), View(o, {n, n}),
-                         {256, 256, 256, Activation::kRelu}));
-      });
-      MESHDMA_RETURN_IF_ERROR(st);
-      const double g = 2.0 * n * n * n / t / 1e9;
-      std::printf("matmul %4ld^3 + relu: %6.1f GFLOP/s = %3.0f%% of sgemm\n",
-                  long(n), g, 100 * g / sgemm);
+    for (const MatmulBlocks& blocks : flags.matmul_blocks) {
+      MESHDMA_RETURN_IF_ERROR(MatmulRates(blocks, quick ? 3 : 5));
     }
   }
 
@@ -492,7 +546,8 @@ int main(int argc, char** argv) {
   static const meshdma::cli::Program kProgram = {
       .name = "meshdma-bench-kernels",
       .synopsis =
-          "[--quick] [--sections LIST] [--attention WHICH] [--flash_blocks "
+          "[--quick] [--sections LIST] [--attention WHICH] [--matmul_blocks "
+          "LIST] [--flash_blocks "
           "LIST] [--backward_blocks LIST]",
       .summary =
           "Compute-kernel throughput on one device: block matmul "

@@ -25,14 +25,14 @@
 //      current one; an output block is copied back when its index changes and
 //      at the end. Revisiting an output block after leaving it is an error
 //      (reported before the body first runs). ANY operands are passed
-//      through as the whole array, for the body's own DMAs. An input whose
-//      spec sets `read_in_place` is not copied where its block is laid out
-//      as that `InPlaceRead` asks: the body reads it in the array.
+//      through as the whole array, for the body's own DMAs. An operand
+//      whose spec sets `in_place` is not copied where its block is laid out
+//      as that `InPlace` asks: the body reads or writes it in the array.
 //   5. Ragged edges. A block shape need not divide the array: an edge block
 //      is partial. Its VMEM buffer keeps the full block shape, the valid part
-//      is copied in, the rest of an input buffer reads as zero (an input
-//      read in place with kStridedRows gets its valid part alone), and only the
-//      valid part of an output buffer is written back. The body asks
+//      is copied in, the rest of an input buffer reads as zero, and only the
+//      valid part of an output buffer is written back (an operand in place
+//      with kStridedRows gets its valid part alone). The body asks
 //      `KernelArgs::in_valid(i, d)` / `out_valid(i, d)` for the valid extent
 //      and masks with `Ref::LoadMasked` / `StoreMasked`. A kernel that needs
 //      divisibility sets `allow_partial_blocks = false`.
@@ -81,19 +81,23 @@ absl::string_view MemorySpaceName(MemorySpace space);
 // A block dimension of size 1 that the body does not see.
 inline constexpr int64_t kSqueezed = -1;
 
-// Whether an input's blocks may reach the body where they lie in the array
-// instead of being copied into a staging buffer: on a CPU, VMEM is the same
-// memory, and the copy costs only time and another core's cache. Only for
-// an input the body never writes; ignored for outputs and ANY operands.
-enum class InPlaceRead {
+// Whether an operand's blocks may reach the body where they lie in the array
+// instead of through a staging buffer: on a CPU, VMEM is the same memory,
+// and the copy costs only time and another core's cache. An input so read
+// must be one the body never writes; an output so written is written
+// straight into the array (no write-back copy), so the body must write all
+// of each block's valid part and may read back only what it wrote. Ignored
+// for ANY operands.
+enum class InPlace {
   kNever,  // Every block is staged, as in Pallas.
   // A whole block that is one contiguous run of the array; a partial edge
-  // block is staged (it reads as zero past the edge).
+  // block is staged (an input's reads as zero past the edge, an output's
+  // padding is never written back).
   kContiguous,
   // Every block, whole or partial, of an array whose rows (last dimension)
-  // are unit-stride: the view may be strided, a partial block's covers only
-  // its valid part (its shape is `in_valid`), and the body reads it through
-  // `strides()`.
+  // are unit-stride and do not overlap: the view may be strided, a partial
+  // block's covers only its valid part (its shape is `in_valid` / `out_valid`),
+  // and the body reads or writes it through `strides()`.
   kStridedRows,
 };
 
@@ -105,7 +109,7 @@ struct BlockSpec {
   std::vector<int64_t> block_shape;  // Empty: the whole array.
   IndexMap index_map;                // Empty: all zeros.
   MemorySpace memory_space = MemorySpace::kVmem;
-  InPlaceRead read_in_place = InPlaceRead::kNever;
+  InPlace in_place = InPlace::kNever;
 };
 // The spec of an operand the body reaches only by DMA (`pl.ANY`).
 inline BlockSpec AnySpec() { return BlockSpec{{}, {}, MemorySpace::kAny}; }
@@ -140,10 +144,13 @@ inline ScratchShape SemaphoreShape(SemaphoreType type, int count = 0) {
 // benchmarks).
 struct PipelineStats {
   std::vector<int64_t> input_copies;
-  // Input blocks read in place (`BlockSpec::read_in_place`) where a copy
+  // Input blocks read in place (`BlockSpec::in_place`) where a copy
   // would otherwise have been made.
   std::vector<int64_t> input_in_place;
   std::vector<int64_t> output_copies;
+  // Output blocks written in place where a write-back would otherwise have
+  // been made (counted when the body leaves the block).
+  std::vector<int64_t> output_in_place;
   int64_t grid_steps = 0;
   int64_t vmem_bytes = 0;  // Staging buffers plus buffer scratch.
 };

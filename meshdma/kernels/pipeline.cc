@@ -185,15 +185,20 @@ absl::Status CheckOutShape(const PipelineRequest& req,
 }
 
 // Whether `array`'s blocks of shape `block` are laid out as `mode` asks to
-// read them in place: its rows unit-stride (kStridedRows), or every whole
-// block one contiguous run (kContiguous; the strides are the same at every
-// block position).
-bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
-                       const std::vector<int64_t>& block) {
-  if (mode == InPlaceRead::kNever) return false;
-  if (mode == InPlaceRead::kStridedRows) {
-    return array.rank() == 0 || array.dim(array.rank() - 1) <= 1 ||
-           array.strides().back() == 1;
+// reach the body in place: its rows unit-stride and disjoint (kStridedRows), or
+// every whole block one contiguous run (kContiguous; the strides are the same
+// at every block position).
+bool BlocksInPlace(InPlace mode, const ArrayRef& array,
+                   const std::vector<int64_t>& block) {
+  if (mode == InPlace::kNever) return false;
+  if (mode == InPlace::kStridedRows) {
+    // Unit-stride rows that do not overlap (a broadcast view is staged).
+    const int r = array.rank();
+    if (r == 0) return true;
+    const bool unit_rows = array.dim(r - 1) <= 1 || array.strides()[r - 1] == 1;
+    const bool disjoint_rows = r == 1 || array.dim(r - 2) <= 1 ||
+                               array.strides()[r - 2] >= array.dim(r - 1);
+    return unit_rows && disjoint_rows;
   }
   for (size_t d = 0; d < block.size(); ++d) {
     if (block[d] > array.dim(static_cast<int>(d))) return false;
@@ -203,21 +208,20 @@ bool BlocksReadInPlace(InPlaceRead mode, const ArrayRef& array,
   return first.ok() && first->is_contiguous();
 }
 
-// Sets which of `op`'s blocks `spec` lets the body read in place (none for
-// an output); InvalidArgument for a value outside InPlaceRead.
-absl::Status SetInPlaceReads(const std::string& name, const BlockSpec& spec,
-                             Operand& op) {
-  const InPlaceRead mode = spec.read_in_place;
-  if (mode != InPlaceRead::kNever && mode != InPlaceRead::kContiguous &&
-      mode != InPlaceRead::kStridedRows) {
+// Sets which of `op`'s blocks `spec` lets the body read or write in place;
+// InvalidArgument for a value outside InPlace.
+absl::Status SetInPlaceBlocks(const std::string& name, const BlockSpec& spec,
+                              Operand& op) {
+  const InPlace mode = spec.in_place;
+  if (mode != InPlace::kNever && mode != InPlace::kContiguous &&
+      mode != InPlace::kStridedRows) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "kernel '", name, "': ", op.label, " has read_in_place ",
+        "kernel '", name, "': ", op.label, " has in_place ",
         static_cast<int>(mode),
         ", not one of kNever (0), kContiguous (1), kStridedRows (2)"));
   }
-  op.in_place_blocks =
-      !op.is_output && BlocksReadInPlace(mode, op.array, op.block);
-  op.partial_in_place = op.in_place_blocks && mode == InPlaceRead::kStridedRows;
+  op.in_place_blocks = BlocksInPlace(mode, op.array, op.block);
+  op.partial_in_place = op.in_place_blocks && mode == InPlace::kStridedRows;
   return absl::OkStatus();
 }
 
@@ -319,8 +323,8 @@ absl::StatusOr<Operand> ResolveOperand(const PipelineRequest& req,
     if (!op.squeezed[d]) op.view_shape.push_back(op.block[d]);
   }
   op.map = std::move(map);
-  // Step 7: which of its blocks the body may read in place.
-  MESHDMA_RETURN_IF_ERROR(SetInPlaceReads(name, spec, op));
+  // Step 7: which of its blocks the body may read or write in place.
+  MESHDMA_RETURN_IF_ERROR(SetInPlaceBlocks(name, spec, op));
   return op;
 }
 
@@ -469,8 +473,9 @@ class PipelineRunner::StepLoop {
   // The array region (`starts_`, `valid_full_`) of `op`'s block at step `s`;
   // true when the block is partial.
   bool Region(const Operand& op, int64_t s);
-  // Whether the body reads `op`'s block (partial or not) in the array.
-  static bool ReadInPlace(const Operand& op, bool partial);
+  // Whether the body reads or writes `op`'s block (partial or not) in the
+  // array.
+  static bool InPlaceBlock(const Operand& op, bool partial);
   // Whether `op`'s block index at step `s` differs from step s - 1's.
   bool Changed(const Operand& op, int64_t s) const;
   absl::Status Fetch(size_t o, int64_t s, int slot);
@@ -506,6 +511,7 @@ PipelineRunner::StepLoop::StepLoop(const PipelineRunner& runner,
     stats_->input_copies.assign(n_in, 0);
     stats_->input_in_place.assign(n_in, 0);
     stats_->output_copies.assign(n_out, 0);
+    stats_->output_in_place.assign(n_out, 0);
     stats_->grid_steps = runner.steps_;
   }
   stages_.resize(ops_.size());
@@ -560,7 +566,7 @@ bool PipelineRunner::StepLoop::Region(const Operand& op, int64_t s) {
   return partial;
 }
 
-bool PipelineRunner::StepLoop::ReadInPlace(const Operand& op, bool partial) {
+bool PipelineRunner::StepLoop::InPlaceBlock(const Operand& op, bool partial) {
   return op.in_place_blocks && (!partial || op.partial_in_place);
 }
 
@@ -573,7 +579,7 @@ bool PipelineRunner::StepLoop::Changed(const Operand& op, int64_t s) const {
 absl::Status PipelineRunner::StepLoop::Fetch(size_t o, int64_t s, int slot) {
   const Operand& op = ops_[o];
   Stage& st = stages_[o];
-  if (ReadInPlace(op, Region(op, s))) {
+  if (InPlaceBlock(op, Region(op, s))) {
     if (stats_ != nullptr) ++stats_->input_in_place[op.index];
     return absl::OkStatus();  // BindBlocks hands the body the array's block.
   }
@@ -634,19 +640,15 @@ absl::Status PipelineRunner::StepLoop::BindBlocks(int64_t s, bool last) {
     for (size_t d = 0; d < op.block.size(); ++d) {
       if (!op.squeezed[d]) st.valid_view.push_back(valid_full_[d]);
     }
-    if (op.is_output) {
-      args_.outputs_[op.index] = st.view[st.cur];
-      args_.out_valid_[op.index] = st.valid_view;
-      continue;
-    }
-    args_.in_valid_[op.index] = st.valid_view;
-    if (ReadInPlace(op, partial)) {
+    (op.is_output ? args_.out_valid_ : args_.in_valid_)[op.index] =
+        st.valid_view;
+    ArrayRef& arg = (op.is_output ? args_.outputs_ : args_.inputs_)[op.index];
+    if (InPlaceBlock(op, partial)) {
       MESHDMA_ASSIGN_OR_RETURN(ArrayRef block,
                                op.array.Block(starts_, valid_full_));
-      MESHDMA_ASSIGN_OR_RETURN(args_.inputs_[op.index],
-                               block.Squeeze(op.squeezed));
+      MESHDMA_ASSIGN_OR_RETURN(arg, block.Squeeze(op.squeezed));
     } else {
-      args_.inputs_[op.index] = st.view[st.cur];
+      arg = st.view[st.cur];
     }
   }
   return absl::OkStatus();
@@ -658,7 +660,9 @@ absl::Status PipelineRunner::StepLoop::FinishStep(int64_t s, bool last) {
     if (op.space == MemorySpace::kAny) continue;
     Stage& st = stages_[o];
     const bool leaves = last || Changed(op, s + 1);
-    if (op.is_output && leaves) {
+    if (op.is_output && leaves && InPlaceBlock(op, Region(op, s))) {
+      if (stats_ != nullptr) ++stats_->output_in_place[op.index];
+    } else if (op.is_output && leaves) {
       MESHDMA_RETURN_IF_ERROR(WriteBack(o, s, st.cur));
     } else if (!op.is_output && !last && Changed(op, s + 1)) {
       st.cur ^= 1;

@@ -306,9 +306,13 @@ TEST(MatmulTest, ShapesBlocksActivations) {
                                      View(o, {c.m, c.n}), opts));
       EXPECT_LT(MaxAbsDiff(o, NaiveMatmul(x, y, c.m, c.n, c.k, c.act)), 1e-4)
           << c.m << "x" << c.n << "x" << c.k;
+      // Every block, ragged ones too, is read and written where it lies.
       const int64_t bm = std::min(c.b, c.m), bn = std::min(c.b, c.n);
-      EXPECT_EQ(stats.output_copies[0],
+      EXPECT_EQ(stats.output_in_place[0],
                 ((c.m + bm - 1) / bm) * ((c.n + bn - 1) / bn));
+      EXPECT_EQ(stats.output_copies[0], 0);
+      EXPECT_EQ(stats.input_copies[0] + stats.input_copies[1], 0);
+      EXPECT_EQ(stats.vmem_bytes, 0);
     }
     // Batched matmul from the single kernel with vmap.
     const int64_t batch = 3, m = 20, n = 24, k = 40;
@@ -331,6 +335,58 @@ TEST(MatmulTest, ShapesBlocksActivations) {
     absl::Status s =
         Matmul(View(x, {m, k}), View(bad, {3, 2}), View(o, {m, 2}));
     EXPECT_THAT(std::string(s.message()), HasSubstr("input 1 ('y')"));
+    return absl::OkStatus();
+  });
+}
+
+// Operands that are views: x and out inside wider arrays (row strides
+// above their widths), y a broadcast of one row (row stride 0, staged). The
+// columns of out's array outside the view keep their values.
+TEST(MatmulTest, StridedViews) {
+  RUN_ON_DEVICES({
+    const int64_t m = 45, n = 37, k = 50, pad = 11;
+    auto xa = RandomVector(m * (k + pad), 7);
+    auto yrow = RandomVector(n, 8);
+    std::vector<float> oa(m * (n + pad), -7.0f);
+    const std::vector<int64_t> x_shape = {m, k}, y_shape = {k, n},
+                               o_shape = {m, n}, x_strides = {k + pad, 1},
+                               o_strides = {n + pad, 1}, y_strides = {0, 1};
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef x,
+        ArrayRef::FromPointer(xa.data(), DType::kF32, x_shape, x_strides));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef y,
+        ArrayRef::FromPointer(yrow.data(), DType::kF32, y_shape, y_strides));
+    MESHDMA_ASSIGN_OR_RETURN(
+        ArrayRef out,
+        ArrayRef::FromPointer(oa.data(), DType::kF32, o_shape, o_strides));
+    PipelineStats stats;
+    MESHDMA_RETURN_IF_ERROR(
+        Matmul(x, y, out, {16, 16, 16, Activation::kRelu, &stats}));
+    // The same product on dense copies, by the naive loop.
+    std::vector<float> xd(m * k), yd(k * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) xd[i * k + p] = xa[i * (k + pad) + p];
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) yd[p * n + j] = yrow[j];
+    const std::vector<float> want =
+        NaiveMatmul(xd, yd, m, n, k, Activation::kRelu);
+    double diff = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n + pad; ++j) {
+        const float got = oa[i * (n + pad) + j];
+        if (j >= n) {
+          EXPECT_EQ(got, -7.0f) << "row " << i << " column " << j;
+        } else {
+          diff = std::max<double>(diff, std::abs(got - want[i * n + j]));
+        }
+      }
+    }
+    EXPECT_LT(diff, 1e-4);
+    EXPECT_EQ(stats.input_copies[0], 0);  // x in place.
+    EXPECT_GT(stats.input_copies[1], 0);  // The broadcast y staged.
+    EXPECT_EQ(stats.output_copies[0], 0);
+    EXPECT_EQ(stats.output_in_place[0], 3 * 3);
     return absl::OkStatus();
   });
 }

@@ -145,7 +145,7 @@ TEST(PallasCallTest, GridOrderAndCopyCounts) {
       }).ok());
 }
 
-// `read_in_place`: blocks laid out as asked reach the body where they lie in
+// `in_place`: blocks laid out as asked reach the body where they lie in
 // the array (no copy). kContiguous stages a ragged edge block (it reads as
 // zero past the edge) and strided blocks; kStridedRows hands every block
 // over with its strides, a ragged one as its valid part.
@@ -164,9 +164,9 @@ TEST(PallasCallTest, ReadInPlaceBlocks) {
         auto col_block = [](G g) { return std::vector<int64_t>{0, g[0]}; };
         p.in_specs = {
             {{4, 4}, row_block}, {{4, 4}, col_block}, {{4, 4}, col_block}};
-        p.in_specs[0].read_in_place = InPlaceRead::kContiguous;
-        p.in_specs[1].read_in_place = InPlaceRead::kStridedRows;
-        p.in_specs[2].read_in_place = InPlaceRead::kContiguous;
+        p.in_specs[0].in_place = InPlace::kContiguous;
+        p.in_specs[1].in_place = InPlace::kStridedRows;
+        p.in_specs[2].in_place = InPlace::kContiguous;
         p.out_specs = {{{kSqueezed, 4, 4}, [](G g) {
                           return std::vector<int64_t>{g[0], 0, 0};
                         }}};
@@ -228,6 +228,93 @@ TEST(PallasCallTest, ReadInPlaceBlocks) {
       }).ok());
 }
 
+// `in_place` on outputs: the body writes blocks laid out as asked where
+// they lie in the array (no write-back), and an output block stays the same
+// memory while the grid sweeps it (here: written at j == 0, added to at
+// j == 1). kContiguous stages a ragged edge block and writes back its valid
+// part; kStridedRows hands every block over with its strides, a ragged one
+// as its valid part.
+TEST(PallasCallTest, WriteInPlaceBlocks) {
+  ASSERT_TRUE(
+      RunOnDevices([]() -> absl::Status {
+        // x [10, 4] in row blocks of 4 (block 2 ragged: 2 valid rows), read
+        // staged. rows [10, 4] in row blocks, cols [4, 10] in column blocks.
+        std::vector<float> x = RandomVector(40, 8);
+        std::vector<float> rows(40, -1.0f), cols(40, -1.0f);
+        PallasCallParams p;
+        p.name = "write_in_place";
+        p.grid = {3, 2};
+        auto row_block = [](G g) { return std::vector<int64_t>{g[0], 0}; };
+        auto col_block = [](G g) { return std::vector<int64_t>{0, g[0]}; };
+        p.in_specs = {{{4, 4}, row_block}};
+        p.out_specs = {{{4, 4}, row_block}, {{4, 4}, col_block}};
+        p.out_specs[0].in_place = InPlace::kContiguous;
+        p.out_specs[1].in_place = InPlace::kStridedRows;
+        PipelineStats stats;
+        p.stats = &stats;
+        const ArrayRef ins[] = {View(x, {10, 4})};
+        const ArrayRef outs[] = {View(rows, {10, 4}), View(cols, {4, 10})};
+        std::vector<const float*> seen_rows, seen_cols;
+        std::vector<int64_t> col_strides, col_widths;
+        MESHDMA_RETURN_IF_ERROR(pallas_call(
+            p,
+            [&](const KernelArgs& a) -> absl::Status {
+              MESHDMA_ASSIGN_OR_RETURN(auto xr, a.in<float>(0));
+              MESHDMA_ASSIGN_OR_RETURN(auto rr, a.out<float>(0));
+              MESHDMA_ASSIGN_OR_RETURN(auto cr, a.out<float>(1));
+              const bool first = program_id(1) == 0;
+              if (first) {
+                seen_rows.push_back(rr.data());
+                seen_cols.push_back(cr.data());
+                col_strides.push_back(cr.strides()[0]);
+                col_widths.push_back(cr.dim(1));
+                EXPECT_EQ(a.out_valid(1, 1), cr.dim(1));
+              }
+              // rows = 3x (x, then + 2x); cols(r, c) = x(r, c) + 10 (then
+              // + 100) over the valid part.
+              for (int64_t r = 0; r < 4; ++r) {
+                for (int64_t c = 0; c < 4; ++c) {
+                  rr(r, c) = first ? xr(r, c) : rr(r, c) + 2 * xr(r, c);
+                }
+                for (int64_t c = 0; c < a.out_valid(1, 1); ++c) {
+                  cr(r, c) = first ? xr(r, c) + 10 : cr(r, c) + 100;
+                }
+              }
+              return absl::OkStatus();
+            },
+            ins, outs));
+        // Whole row blocks are the array's own; the ragged one is staged.
+        EXPECT_THAT(seen_rows,
+                    ::testing::ElementsAre(rows.data(), rows.data() + 16,
+                                           ::testing::_));
+        EXPECT_NE(seen_rows[2], rows.data() + 32);
+        EXPECT_THAT(seen_cols,
+                    ::testing::ElementsAre(cols.data(), cols.data() + 4,
+                                           cols.data() + 8));
+        EXPECT_THAT(col_strides, ::testing::ElementsAre(10, 10, 10));
+        EXPECT_THAT(col_widths, ::testing::ElementsAre(4, 4, 2));
+        EXPECT_EQ(stats.output_in_place[0], 2);
+        EXPECT_EQ(stats.output_copies[0], 1);
+        EXPECT_EQ(stats.output_in_place[1], 3);
+        EXPECT_EQ(stats.output_copies[1], 0);
+        for (int r = 0; r < 10; ++r) {
+          for (int c = 0; c < 4; ++c) {
+            EXPECT_EQ(rows[r * 4 + c], 3 * x[r * 4 + c]) << r << c;
+          }
+        }
+        for (int r = 0; r < 4; ++r) {
+          for (int c = 0; c < 10; ++c) {
+            // Column block b of cols read x's row block b (its padding rows
+            // read as zero).
+            const int xr = (c / 4) * 4 + r;
+            const float xv = xr < 10 ? x[xr * 4 + c % 4] : 0.0f;
+            EXPECT_EQ(cols[r * 10 + c], (xv + 10) + 100) << r << c;
+          }
+        }
+        return absl::OkStatus();
+      }).ok());
+}
+
 // Every block read in place: no staging buffer is allocated for the operand.
 TEST(PallasCallTest, ReadInPlaceNeedsNoBuffer) {
   ASSERT_TRUE(RunOnDevices([]() -> absl::Status {
@@ -238,8 +325,8 @@ TEST(PallasCallTest, ReadInPlaceNeedsNoBuffer) {
                   p.grid = {4};
                   auto by_i = [](G g) { return std::vector<int64_t>{g[0]}; };
                   p.in_specs = {{{16}, by_i}};
-                  p.in_specs[0].read_in_place =
-                      in_place ? InPlaceRead::kContiguous : InPlaceRead::kNever;
+                  p.in_specs[0].in_place =
+                      in_place ? InPlace::kContiguous : InPlace::kNever;
                   p.out_specs = {{{16}, by_i}};
                   PipelineStats stats;
                   p.stats = &stats;
@@ -609,10 +696,10 @@ TEST_F(BadInputTest, Messages) {
   std::get<BufferScratch>(p.scratch_shapes[0]).memory_space =
       static_cast<MemorySpace>(9);
   expect(p, {"kernel 'k'", "scratch 0", "not a valid VMEM/SMEM"});
-  // An InPlaceRead outside the enum.
+  // An InPlace outside the enum.
   p = Base();
-  p.in_specs[0].read_in_place = static_cast<InPlaceRead>(7);
-  expect(p, {"kernel 'k'", "input 0 ('x')", "read_in_place 7", "kStridedRows"});
+  p.in_specs[0].in_place = static_cast<InPlace>(7);
+  expect(p, {"kernel 'k'", "input 0 ('x')", "in_place 7", "kStridedRows"});
   p = Base();
   expect(p, {"kernel 'k'", "grid point (1)", "boom"},
          [](const KernelArgs&) -> absl::Status {

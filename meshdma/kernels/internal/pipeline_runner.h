@@ -52,9 +52,9 @@ class PipelineRunner {
     IndexMap map;                     // Over the full (batched) grid.
     std::vector<int64_t> schedule;    // [steps][rank] block indices.
     bool ever_changes = false;
-    // `read_in_place` asked for, and a whole block is laid out as it asks:
-    // every whole block is read in place, and every partial one too where
-    // `partial_in_place` (kStridedRows).
+    // `in_place` asked for, and a whole block is laid out as it asks:
+    // every whole block is read or written in place, and every partial one
+    // too where `partial_in_place` (kStridedRows).
     bool in_place_blocks = false;
     bool partial_in_place = false;
     bool ever_staged = true;  // Some step's block needs a staging buffer.

@@ -240,8 +240,9 @@ absl::StatusOr<Kernel> FlashAttentionKernel(int64_t sq, int64_t skv, int64_t d,
   };
   p.in_specs = {{{g.bq, d}, q_map}, {{g.bk, d}, k_map}, {{g.bk, d}, k_map}};
   for (BlockSpec& spec : p.in_specs)
-    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
+    spec.in_place = InPlace::kContiguous;  // Read-only.
   p.out_specs = {{{g.bq, d}, q_map}};
+  p.out_specs[0].in_place = InPlace::kContiguous;  // Written whole, once.
   p.out_shape = {{dtype, {sq, d}}};
   p.scratch_shapes = Scratch(g);
   p.input_names = {"q", "k", "v"};
@@ -379,7 +380,7 @@ absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
   std::vector<ArrayRef> ins = {q, k, v};
   AddMaskOperands(masks, g, p, ins);
   for (BlockSpec& spec : p.in_specs)
-    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
+    spec.in_place = InPlace::kContiguous;  // Read-only.
   // Step 3: the outputs: out, and the log-sum-exp when asked for.
   p.out_specs = {{q_block, q_map}};
   p.out_shape = {{q.dtype(), {b, h, sq, d}}};
@@ -393,6 +394,8 @@ absl::Status FlashAttention(const ArrayRef& q, const ArrayRef& k,
     p.output_names.push_back("lse");
     outs.push_back(*lse);
   }
+  for (BlockSpec& spec : p.out_specs)
+    spec.in_place = InPlace::kContiguous;  // Written whole, once.
   p.scratch_shapes = Scratch(g);
   p.stats = o.stats;
   return pallas_call(

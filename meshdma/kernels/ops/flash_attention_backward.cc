@@ -368,7 +368,7 @@ void AddInputs(const ArrayRef (&operands)[6], const FlashAttentionMasks& m,
     p.input_names.push_back("ab");
   }
   for (BlockSpec& spec : p.in_specs)
-    spec.read_in_place = InPlaceRead::kContiguous;  // Read-only.
+    spec.in_place = InPlace::kContiguous;  // Read-only.
 }
 
 }  // namespace
@@ -411,6 +411,8 @@ absl::Status FlashAttentionBackward(const ArrayRef& q, const ArrayRef& k,
   p.out_specs = {{kv_block, kv_map},
                  {kv_block, kv_map},
                  {{kSqueezed, g.group, g.sq, g.d}, group_map}};
+  for (BlockSpec& spec : p.out_specs)
+    spec.in_place = InPlace::kContiguous;  // Written whole, once.
   p.scratch_shapes = Scratch(g);
   p.output_names = {"dk", "dv", "dq"};
   p.stats = o.stats;

@@ -38,6 +38,16 @@ float ApplyActivation(Activation a, float v) {
   return v;
 }
 
+namespace {
+
+// The leading dimension of a row-major block view of `rows` x `cols`, for
+// Gemm: its row stride, or `cols` where a single row makes it unused.
+int64_t LeadingDim(const Ref<float>& block, int64_t rows, int64_t cols) {
+  return rows > 1 ? block.strides()[0] : std::max<int64_t>(cols, 1);
+}
+
+}  // namespace
+
 absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
                                     const MatmulOptions& o) {
   if (ActivationName(o.activation) == "?") {
@@ -68,43 +78,41 @@ absl::StatusOr<Kernel> MatmulKernel(int64_t m, int64_t n, int64_t k,
                 {{bk, bn}, [](G g) {
                    return std::vector<int64_t>{g[2], g[1]};
                  }}};
-  // The body only reads x and y, through their row strides and over their
-  // valid parts: every block is read where it lies.
-  for (BlockSpec& spec : p.in_specs) {
-    spec.read_in_place = InPlaceRead::kStridedRows;
-  }
   p.out_specs = {{{bm, bn}, [](G g) {
                     return std::vector<int64_t>{g[0], g[1]};
                   }}};
+  // Every block of x, y and out is used where it lies in its array, through
+  // the row strides and over its valid part: no copies.
+  for (BlockSpec* spec : {&p.in_specs[0], &p.in_specs[1], &p.out_specs[0]}) {
+    spec->in_place = InPlace::kStridedRows;
+  }
   p.out_shape = {{DType::kF32, {m, n}}};
-  p.scratch_shapes = {VMEM({bm, bn}, DType::kF32)};
   p.input_names = {"x", "y"};
   p.output_names = {"out"};
   p.stats = o.stats;
   const Activation act = o.activation;
-  kernel.body = [bm, bn, act](const KernelArgs& a) -> absl::Status {
+  kernel.body = [act](const KernelArgs& a) -> absl::Status {
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> x, a.in<float>(0));
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> y, a.in<float>(1));
     MESHDMA_ASSIGN_OR_RETURN(Ref<float> out, a.out<float>(0));
-    MESHDMA_ASSIGN_OR_RETURN(Ref<float> acc, a.scratch<float>(0));
-    // Step 1: acc = 0 at the first k block, then acc += x_blk @ y_blk, over
-    // the blocks' valid parts (an edge block is read in place, unpadded; the
-    // rest of acc is never written back).
+    // Step 1: out = x_blk @ y_blk at the first k block, out += at the
+    // others: the output block, resident while k sweeps, is the accumulator.
     const bool first = program_id(2) == 0;
-    Gemm(false, false, a.in_valid(0, 0), a.in_valid(1, 1), a.in_valid(0, 1),
-         1.0f, x.data(), x.strides()[0], y.data(), y.strides()[0],
-         first ? 0.0f : 1.0f, acc.data(), bn);
-    // Step 2: at the last k block, the fused activation into the output.
-    if (program_id(2) == num_programs(2) - 1) {
-      const float* s = acc.data();
-      float* d = out.data();
-      const int64_t total = bm * bn;
-      if (act == Activation::kNone) {
-        std::copy(s, s + total, d);
-      } else if (act == Activation::kRelu) {
-        for (int64_t i = 0; i < total; ++i) d[i] = s[i] > 0 ? s[i] : 0.0f;
-      } else {
-        for (int64_t i = 0; i < total; ++i) d[i] = ApplyActivation(act, s[i]);
+    const int64_t rows = a.out_valid(0, 0), cols = a.out_valid(0, 1);
+    const int64_t depth = a.in_valid(0, 1);
+    const int64_t ldo = LeadingDim(out, rows, cols);
+    Gemm(false, false, rows, cols, depth, 1.0f, x.data(),
+         LeadingDim(x, rows, depth), y.data(), LeadingDim(y, depth, cols),
+         first ? 0.0f : 1.0f, out.data(), ldo);
+    // Step 2: at the last k block, the fused activation in place.
+    if (act != Activation::kNone && program_id(2) == num_programs(2) - 1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float* d = out.data() + r * ldo;
+        if (act == Activation::kRelu) {
+          for (int64_t c = 0; c < cols; ++c) d[c] = d[c] > 0 ? d[c] : 0.0f;
+        } else {
+          for (int64_t c = 0; c < cols; ++c) d[c] = ApplyActivation(act, d[c]);
+        }
       }
     }
     return absl::OkStatus();
