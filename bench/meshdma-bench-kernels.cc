@@ -1,6 +1,7 @@
 // meshdma-bench-kernels: compute-kernel throughput on one device.
 //
 //   meshdma-bench-kernels [--quick] [--sections 4,7] [--attention causal]
+//                         [--head_dim 64]
 //                         [--matmul_blocks default,256x256x256]
 //                         [--flash_blocks default,256x512,128x128]
 //                         [--backward_blocks default,128x128]
@@ -13,10 +14,11 @@
 //    1000^3, for each block shape of --matmul_blocks (by default the
 //    kernel's own); its share of sgemm 1024^3 and of sgemm at the same size,
 //    each timed in turn with it as in 4.
-// 4. flash attention forward GFLOP/s at head_dim 128, seq 2048 and 4096,
-//    non-causal (4*S*S*D flops per head) and causal (half), for each block
-//    shape of --flash_blocks; its share of sgemm is taken from sgemm runs
-//    timed in turn with it (the machine may be shared).
+// 4. flash attention forward GFLOP/s at head_dim 128 (or --head_dim; also
+//    in 5 and 7), seq 2048 and 4096, non-causal (4*S*S*D flops per head) and
+//    causal (half), for each block shape of --flash_blocks; its share of sgemm
+//    is taken from sgemm runs timed in turn with it (the machine may be
+//    shared).
 // 5. Peak attention memory per head versus sequence length, from the sizes
 //    each algorithm allocates: both hold q, k, v, o (linear in S); flash adds
 //    its staging buffers and scratch (counted by the pipeline, constant in
@@ -66,6 +68,9 @@ ABSL_FLAG(std::string, sections, "",
 ABSL_FLAG(std::string, attention, "both",
           "which flash attention runs sections 4 and 7 time: both, causal or "
           "non-causal");
+ABSL_FLAG(int64_t, head_dim, 128,
+          "flash attention head_dim in sections 4, 5 and 7 (decode attention, "
+          "section 6, keeps 128)");
 ABSL_FLAG(std::string, matmul_blocks, "default",
           "matmul block shapes to time, comma-separated: MxNxK (block_m x "
           "block_n x block_k) or 'default' (MatmulOptions' own)");
@@ -305,6 +310,7 @@ absl::Status FlashBackward(const std::vector<int64_t>& seqs, int64_t d,
 // What the command line asks for, checked before the runtime starts.
 struct BenchFlags {
   bool quick = false;
+  int64_t head_dim = 128;
   std::vector<std::string> sections;  // Empty: all.
   std::vector<MatmulBlocks> matmul_blocks;
   std::vector<FlashBlocks> flash_blocks;
@@ -315,6 +321,11 @@ struct BenchFlags {
 absl::StatusOr<BenchFlags> ReadFlags() {
   BenchFlags f;
   f.quick = absl::GetFlag(FLAGS_quick);
+  f.head_dim = absl::GetFlag(FLAGS_head_dim);
+  if (f.head_dim < 1 || f.head_dim > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--head_dim: '", f.head_dim, "' is not in [1, 1024]"));
+  }
   f.sections =
       absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty());
   for (const std::string& n : f.sections) {
@@ -357,7 +368,7 @@ absl::Status Bench(const BenchFlags& flags) {
     return sections.empty() ||
            std::find(sections.begin(), sections.end(), n) != sections.end();
   };
-  const int64_t d = 128;
+  const int64_t d = flags.head_dim;
   // 1. Block matmul libraries.
   if (want("1")) {
     std::printf(
@@ -427,7 +438,8 @@ absl::Status Bench(const BenchFlags& flags) {
 
   // 5. Memory growth.
   if (want("5")) {
-    std::printf("\n## attention working memory per head, head_dim 128, f32\n");
+    std::printf("\n## attention working memory per head, head_dim %ld, f32\n",
+                long(d));
     std::printf("%8s %14s %14s %14s %14s\n", "seq", "q,k,v,o", "flash work",
                 "flash total", "naive total");
     for (int64_t s : {1024, 2048, 4096, 8192, 16384}) {
@@ -459,6 +471,7 @@ absl::Status Bench(const BenchFlags& flags) {
         "\n## decode attention: paged (page 16, 8 pages per compute block, "
         "random page order) vs contiguous flash, 8 seqs, 32 q / 8 kv heads, "
         "head_dim 128, f32\n");
+    const int64_t d = 128;
     std::printf("%8s %-11s %10s %12s %10s %10s\n", "context", "kernel", "ms",
                 "tokens/s", "GFLOP/s", "KV GB/s");
     {
@@ -546,7 +559,8 @@ int main(int argc, char** argv) {
   static const meshdma::cli::Program kProgram = {
       .name = "meshdma-bench-kernels",
       .synopsis =
-          "[--quick] [--sections LIST] [--attention WHICH] [--matmul_blocks "
+          "[--quick] [--sections LIST] [--attention WHICH] [--head_dim D] "
+          "[--matmul_blocks "
           "LIST] [--flash_blocks "
           "LIST] [--backward_blocks LIST]",
       .summary =
