@@ -4,7 +4,7 @@ meshdma, checked against the same block on one rank.
     torchrun --nproc_per_node 2 examples/torch/tensor_parallel_block.py
     mpirun -np 2 python3 examples/torch/tensor_parallel_block.py
         [--seq 256] [--model 256] [--heads 8] [--ffn 1024] [--steps 5]
-        [--backend meshdma|gloo]
+        [--backend meshdma|gloo] [--parts]
 
 (PYTHONPATH=build/python, or after cmake --install.) Megatron's split:
 the attention's q/k/v projections and the MLP's first linear are
@@ -81,15 +81,55 @@ def shard(w, rank, n, heads):
             "w2": w["w2"][f].contiguous(), "heads": heads // n}
 
 
-def block_meshdma(x_rows, s):
-    """Sequence-parallel: x_rows [seq / n, model] -> [seq / n, model]."""
+def block_meshdma(x_rows, s, mark=lambda part: None):
+    """Sequence-parallel: x_rows [seq / n, model] -> [seq / n, model].
+    `mark(part)` is called as each part ends (--parts times them)."""
     qkv = meshdma.torch.all_gather_matmul(x_rows, s["qkv"])          # [seq, 3 model / n]
+    mark("all_gather_matmul q, k, v")
     q, k, v = (heads_of(t, s["heads"])[None] for t in qkv.chunk(3, dim=1))
     a = meshdma.torch.flash_attention(q, k, v, causal=True, sm_scale=q.shape[-1] ** -0.5)[0]
     a = a.transpose(0, 1).reshape(qkv.shape[0], -1)                 # [seq, model / n]
+    mark("flash_attention")
     h = x_rows + meshdma.torch.matmul_reduce_scatter(a, s["o"])      # [seq / n, model]
-    up = torch.nn.functional.gelu(meshdma.torch.all_gather_matmul(h, s["w1"]))
-    return h + meshdma.torch.matmul_reduce_scatter(up, s["w2"])
+    mark("matmul_reduce_scatter o")
+    up = meshdma.torch.all_gather_matmul(h, s["w1"])
+    mark("all_gather_matmul w1")
+    up = torch.nn.functional.gelu(up)
+    mark("gelu")
+    out = h + meshdma.torch.matmul_reduce_scatter(up, s["w2"])
+    mark("matmul_reduce_scatter w2")
+    return out
+
+
+def time_parts(x_rows, s, steps, seq, n):
+    """Median ms of each part of block_meshdma over `steps` steps, and of
+    torch's own matmul of each fused matmul's whole shape (both ranks at
+    once): what the one-core matmul rate allows."""
+    parts = {}
+    def mark(part):
+        nonlocal last
+        now = time.perf_counter()
+        parts.setdefault(part, []).append(now - last)
+        last = now
+    for _ in range(steps):
+        dist.barrier()
+        last = time.perf_counter()
+        block_meshdma(x_rows, s, mark)
+    shapes = {"all_gather_matmul q, k, v": (seq, s["qkv"]), "matmul_reduce_scatter o": (seq, s["o"]),
+              "all_gather_matmul w1": (seq, s["w1"]), "matmul_reduce_scatter w2": (seq, s["w2"])}
+    torch_mm = {}
+    for part, (rows, w) in shapes.items():
+        a = torch.randn(rows, w.shape[0])
+        times = []
+        for _ in range(steps + 1):
+            dist.barrier()
+            start = time.perf_counter()
+            torch.matmul(a, w)
+            times.append(time.perf_counter() - start)
+        torch_mm[part] = sorted(times[1:])[steps // 2]
+    med = lambda t: sorted(t)[len(t) // 2] * 1e3
+    return ", ".join(f"{p} {med(t):.2f}" + (f" (torch's matmul {torch_mm[p] * 1e3:.2f})" if p in torch_mm else "")
+                     for p, t in parts.items())
 
 
 def block_replicated(x, s):
@@ -112,6 +152,9 @@ def main():
     parser.add_argument("--ffn", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--backend", choices=["meshdma", "gloo"], default="meshdma")
+    parser.add_argument("--parts", action="store_true",
+                        help="meshdma: also time each part of the step, and torch's matmul of each "
+                             "fused matmul's shape")
     args = parser.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(args.backend)
@@ -145,6 +188,9 @@ def main():
           f"seq {args.seq}, model {args.model}, heads {args.heads}, ffn {args.ffn}: "
           f"step {times[len(times) // 2] * 1e3:.2f} ms (median of {args.steps}); "
           f"matches the one-rank block (max error {err:.1e})", flush=True)
+    if args.parts and args.backend == "meshdma":
+        parts = time_parts(x[rows].contiguous(), s, args.steps, args.seq, n)
+        print(f"rank {rank}: parts, ms (median of {args.steps}): {parts}", flush=True)
     dist.destroy_process_group()
 
 
