@@ -530,7 +530,7 @@ absl::Status PipelineRunner::StepLoop::AllocateStages() {
       valid.assign(op.array.shape().begin(), op.array.shape().end());
       continue;
     }
-    if (!op.ever_staged) continue;  // Every block is read in place.
+    if (!op.ever_staged) continue;  // Every block is used in place.
     st.nbuf = op.ever_changes ? 2 : 1;
     for (int b = 0; b < st.nbuf; ++b) {
       MESHDMA_ASSIGN_OR_RETURN(st.buf[b],
