@@ -19,6 +19,7 @@ absl::Span<const Variable* const> AllVariables() {
       &kRemoteTransport,
       &kTcpCongestion,
       &kFusedTransfer,
+      &kCollectiveMatmulSchedule,
       &kCheck,
       &kTrace,
       &kTraceMaxEvents,

@@ -121,6 +121,18 @@ inline constexpr Variable kFusedTransfer{
     "ring attention): the consumer's compute reading them in place where "
     "every member's memory is readable (auto, peer_read) or remote DMAs "
     "(dma)."};
+inline constexpr Variable kCollectiveMatmulSchedule{
+    "MESHDMA_COLLECTIVE_MATMUL_SCHEDULE",
+    Type::kChoice,
+    "auto",
+    0,
+    0,
+    "auto|ring|one_product",
+    "The collective matmuls' schedule: the ring, whose transfer of one rows "
+    "block overlaps the product of another (ring), or the collective and one "
+    "product, which reads the weight once (one_product, on one host); auto "
+    "takes one_product on one host where the ring would read the weight more "
+    "bytes than the collective moves."};
 inline constexpr Variable kCheck{
     "MESHDMA_CHECK",
     Type::kChoice,

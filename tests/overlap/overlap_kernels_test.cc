@@ -221,14 +221,27 @@ TEST(FusedKernels, EnumsOutsideTheEnum) {
 struct MatmulCase {
   OverlapMode mode;
   FusedTransfer transfer;
+  CollectiveMatmulSchedule schedule = CollectiveMatmulSchedule::kRing;
 };
 
 std::string MatmulCaseName(const ::testing::TestParamInfo<MatmulCase>& info) {
+  const absl::string_view schedule =
+      CollectiveMatmulScheduleName(info.param.schedule);
   return absl::StrCat(
       info.param.mode == OverlapMode::kOverlapped ? "Overlapped" : "Sequential",
       FusedTransferName(info.param.transfer) == "dma"    ? "Dma"
       : FusedTransferName(info.param.transfer) == "auto" ? "Auto"
-                                                         : "PeerRead");
+                                                         : "PeerRead",
+      schedule == "ring"   ? "Ring"
+      : schedule == "auto" ? "AutoSchedule"
+                           : "OneProduct");
+}
+
+// kOneProduct runs where every member's symmetric memory is reachable (one
+// host, checked mode off); kAuto picks it there for the tests' shapes.
+bool SkipOneProduct(const MatmulCase& mc) {
+  return mc.schedule == CollectiveMatmulSchedule::kOneProduct &&
+         !PeerReadRuns(false);
 }
 
 class CollectiveMatmulTest : public ::testing::TestWithParam<MatmulCase> {};
@@ -245,13 +258,17 @@ TEST_P(CollectiveMatmulTest, AllGatherMatmulMatchesUnsharded) {
   auto xs = ShardedArray::FromHost(rt, mesh, PartitionSpec{{"x"}}, x, {m, k});
   auto ws = ShardedArray::FromHost(rt, mesh, PartitionSpec{}, w, {k, c});
   const MatmulCase mc = GetParam();
-  if (mc.transfer == FusedTransfer::kPeerRead && !PeerReadRuns(true)) {
+  if (mc.transfer == FusedTransfer::kPeerRead &&
+      mc.schedule == CollectiveMatmulSchedule::kRing && !PeerReadRuns(true)) {
     GTEST_SKIP() << "the members are not threads of one process";
   }
+  if (SkipOneProduct(mc)) GTEST_SKIP() << "the members are not on one host";
   auto f = shard_map(
       [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
         return AllGatherMatmul(in[0], in[1], out[0],
-                               {.mode = mc.mode, .transfer = mc.transfer});
+                               {.mode = mc.mode,
+                                .transfer = mc.transfer,
+                                .schedule = mc.schedule});
       },
       mesh, {PartitionSpec{{"x"}}, PartitionSpec{}}, {PartitionSpec{}},
       {.check_replication = true});
@@ -278,10 +295,13 @@ TEST_P(CollectiveMatmulTest, MatmulReduceScatterMatchesUnsharded) {
   if (mc.transfer == FusedTransfer::kPeerRead && !PeerReadRuns(false)) {
     GTEST_SKIP() << "the members are not on one host (or checked mode is on)";
   }
+  if (SkipOneProduct(mc)) GTEST_SKIP() << "the members are not on one host";
   auto f = shard_map(
       [&](std::span<const ArrayRef> in, std::span<const ArrayRef> out) {
         return MatmulReduceScatter(in[0], in[1], out[0],
-                                   {.mode = mc.mode, .transfer = mc.transfer});
+                                   {.mode = mc.mode,
+                                    .transfer = mc.transfer,
+                                    .schedule = mc.schedule});
       },
       mesh, {PartitionSpec{{}, {"x"}}, PartitionSpec{{"x"}}},
       {PartitionSpec{{"x"}}});
@@ -299,8 +319,123 @@ INSTANTIATE_TEST_SUITE_P(
         MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kDma},
         MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kPeerRead},
         MatmulCase{OverlapMode::kSequential, FusedTransfer::kDma},
-        MatmulCase{OverlapMode::kSequential, FusedTransfer::kPeerRead}),
+        MatmulCase{OverlapMode::kSequential, FusedTransfer::kPeerRead},
+        MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kAuto,
+                   CollectiveMatmulSchedule::kAuto},
+        MatmulCase{OverlapMode::kOverlapped, FusedTransfer::kAuto,
+                   CollectiveMatmulSchedule::kOneProduct},
+        MatmulCase{OverlapMode::kSequential, FusedTransfer::kPeerRead,
+                   CollectiveMatmulSchedule::kOneProduct}),
     MatmulCaseName);
+
+// All-gather matmul in the modes that do not compute the result: the
+// compute-only mode multiplies local data only, the communication-only mode
+// computes nothing (out keeps what it held). Both schedules, where
+// kOneProduct runs.
+TEST(CollectiveMatmulModes,
+     ComputeOnlyIsLocalCommunicationOnlyComputesNothing) {
+  Runtime& rt = TestRuntime();
+  const Mesh mesh = *rt.MakeMesh1D("x");
+  const int n = mesh.size();
+  if (n < 2) GTEST_SKIP() << "needs a peer";
+  for (CollectiveMatmulSchedule schedule :
+       {CollectiveMatmulSchedule::kRing,
+        CollectiveMatmulSchedule::kOneProduct}) {
+    if (schedule == CollectiveMatmulSchedule::kOneProduct &&
+        !PeerReadRuns(false)) {
+      continue;
+    }
+    SCOPED_TRACE(CollectiveMatmulScheduleName(schedule));
+    absl::Status s = rt.Run(mesh, [&]() -> absl::Status {
+      MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+      const int64_t mb = 4, k = 6, c = 5;
+      std::vector<float> x(mb * k, 1.0f + me), w(k * c, 1.0f);
+      std::vector<float> out(n * mb * c, -7.0f);
+      auto view = [](std::vector<float>& v, std::vector<int64_t> shape) {
+        return *ArrayRef::FromPointer(v.data(), DType::kF32, shape);
+      };
+      const CollectiveMatmulOptions comm{
+          .mode = OverlapMode::kCommunicationOnly, .schedule = schedule};
+      MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(view(x, {mb, k}), view(w, {k, c}),
+                                              view(out, {n * mb, c}), comm));
+      for (float v : out) EXPECT_EQ(v, -7.0f);
+      MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(
+          view(x, {mb, k}), view(w, {k, c}), view(out, {n * mb, c}),
+          {.mode = OverlapMode::kComputeOnly, .schedule = schedule}));
+      // The ring multiplies my own block into every rows block (k * (1 +
+      // me) each); one product multiplies the gathered x, zero without the
+      // gather. No row holds a peer's block (k * (1 + j), j != me).
+      const float want = schedule == CollectiveMatmulSchedule::kRing
+                             ? static_cast<float>(k * (1 + me))
+                             : 0.0f;
+      for (int64_t i = 0; i < n * mb * c; ++i) {
+        EXPECT_EQ(out[i], want) << "element " << i;
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+// A schedule outside the enum, one product with the DMA transfer, one
+// product where a member cannot be reached, and one product over members
+// whose shapes differ are errors naming the kernel (and the member), on
+// every device, before anything moves.
+TEST(CollectiveMatmulModes, ScheduleErrorsNameTheKernel) {
+  Runtime& rt = TestRuntime();
+  const bool reachable = PeerReadRuns(false);
+  absl::Status s = rt.Run(*rt.MakeMesh1D("x"), [&]() -> absl::Status {
+    MESHDMA_ASSIGN_OR_RETURN(int n, axis_size("x"));
+    std::vector<float> x(2 * 8), w(8 * 8), out(2 * n * 8);
+    auto xr = *ArrayRef::FromPointer(x.data(), DType::kF32,
+                                     std::vector<int64_t>{2, 8});
+    auto wr = *ArrayRef::FromPointer(w.data(), DType::kF32,
+                                     std::vector<int64_t>{8, 8});
+    auto outr = *ArrayRef::FromPointer(out.data(), DType::kF32,
+                                       std::vector<int64_t>{2 * n, 8});
+    absl::Status st = AllGatherMatmul(
+        xr, wr, outr, {.schedule = static_cast<CollectiveMatmulSchedule>(5)});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(std::string(st.message())
+                  .find("kernel 'all_gather_matmul': options.schedule "
+                        "(CollectiveMatmulSchedule) 5 is not one of"),
+              std::string::npos)
+        << st;
+    if (n < 2) return absl::OkStatus();
+    st = AllGatherMatmul(xr, wr, outr,
+                         {.transfer = FusedTransfer::kDma,
+                          .schedule = CollectiveMatmulSchedule::kOneProduct});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(std::string(st.message()).find("but the transfer is dma"),
+              std::string::npos)
+        << st;
+    if (reachable) {
+      // Members whose shapes differ would allocate different buffers.
+      MESHDMA_ASSIGN_OR_RETURN(int me, axis_index("x"));
+      auto x1 = *ArrayRef::FromPointer(
+          x.data(), DType::kF32, std::vector<int64_t>{me == 0 ? 1 : 2, 8});
+      auto out1 = *ArrayRef::FromPointer(
+          out.data(), DType::kF32, std::vector<int64_t>{x1.dim(0) * n, 8});
+      st = AllGatherMatmul(x1, wr, out1,
+                           {.schedule = CollectiveMatmulSchedule::kOneProduct});
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_NE(std::string(st.message())
+                    .find(me == 0 ? "of member 1" : "of member 0"),
+                std::string::npos)
+          << st;
+    } else {
+      st = MatmulReduceScatter(
+          outr, wr, xr, {.schedule = CollectiveMatmulSchedule::kOneProduct});
+      EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+      EXPECT_NE(
+          std::string(st.message()).find("kernel 'matmul_reduce_scatter' on "),
+          std::string::npos)
+          << st;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
 
 // Reading in place where a member cannot be read is an error naming the
 // kernel and the member, on every device, before anything moves (checked

@@ -5,10 +5,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "meshdma/base/config.h"
+#include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
 #include "meshdma/collectives/fused/peer_read.h"
 #include "meshdma/collectives/fused/ring_slots.h"
 #include "meshdma/collectives/internal/common.h"
+#include "meshdma/collectives/internal/direct.h"
 #include "meshdma/dma/async_copy.h"
 #include "meshdma/dma/check.h"
 #include "meshdma/dma/kernel.h"
@@ -66,6 +69,56 @@ void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
   }
   Gemm(false, false, m, n, k, 1.0f, a.data_as<float>(), k, b.data_as<float>(),
        n, beta, c.data_as<float>(), n);
+}
+
+// The schedule `kernel` runs: `o.schedule`, else
+// MESHDMA_COLLECTIVE_MATMUL_SCHEDULE, resolved on `ring` (the same answer on
+// every member). `w_outweighs_rows`: w is at least the rows a member moves,
+// kAuto's test (collective_matmul.h).
+absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
+    absl::string_view kernel, const Group& ring,
+    const CollectiveMatmulOptions& o, bool w_outweighs_rows) {
+  using enum CollectiveMatmulSchedule;
+  // Step 1: the schedule asked for.
+  CollectiveMatmulSchedule asked = kAuto;
+  if (o.schedule.has_value()) {
+    asked = *o.schedule;
+    if (asked != kAuto && asked != kRing && asked != kOneProduct) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel '", kernel, "': options.schedule (CollectiveMatmulSchedule) ",
+          static_cast<int>(asked),
+          " is not one of kAuto (0), kRing (1), kOneProduct (2)"));
+    }
+  } else {
+    MESHDMA_ASSIGN_OR_RETURN(
+        std::optional<std::string> env,
+        base_internal::EnvChoice(config::kCollectiveMatmulSchedule));
+    if (env == "ring") asked = kRing;
+    if (env == "one_product") asked = kOneProduct;
+  }
+  if (asked == kRing || ring.size() == 1) return kRing;
+  // Step 2: a transfer asked for pins kAuto to the ring, whose blocks it
+  // moves; one product stores into the members' memory itself.
+  MESHDMA_ASSIGN_OR_RETURN(const FusedTransfer transfer,
+                           ResolveFusedTransfer(kernel, o.transfer));
+  if (asked == kAuto && transfer != FusedTransfer::kAuto) return kRing;
+  if (transfer == FusedTransfer::kDma) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel '", kernel,
+        "': schedule one_product stores the blocks itself, but the transfer "
+        "is dma; use FusedTransfer::kAuto or kPeerRead"));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(const bool reaches,
+                           collectives_internal::DirectReaches(ring));
+  if (!reaches) {
+    if (asked == kAuto) return kRing;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "kernel '", kernel, "' on ", ring.Describe(),
+        ": schedule one_product, but some member is not on this host (or "
+        "checked mode is on); use CollectiveMatmulSchedule::kRing or kAuto"));
+  }
+  // Step 3: kAuto's test.
+  return asked == kOneProduct || w_outweighs_rows ? kOneProduct : kRing;
 }
 
 // The algorithms below are kernel bodies, run by the entry points.
@@ -142,6 +195,46 @@ absl::Status AllGatherMatmulInPlace(const Group& ring, const InputBoard& board,
     }
   }
   return absl::OkStatus();
+}
+
+// The entry of a one-product kernel (run without the kernel's entry
+// barrier): a board of x, w and out (InputBoard), whose barrier is the entry
+// barrier and which fails, naming the member, where the members' shapes
+// differ and with them the symmetric buffers they would allocate. The peers
+// read my board after that barrier: the collective's last step (every peer
+// done with my memory) also says that they have; a kernel that runs no
+// collective (compute-only) ends with the board's Release instead.
+absl::StatusOr<InputBoard> EnterOneProduct(absl::string_view kernel,
+                                           const Group& ring, const ArrayRef& x,
+                                           const ArrayRef& w,
+                                           const ArrayRef& out) {
+  const ArrayRef operands[] = {x, w, out};
+  return InputBoard::Publish(kernel, ring, operands);
+}
+
+// One product: every member stores its x block into block `ring.index` of
+// every member's gathered x (DirectAllGather, which returns once every
+// peer's block has arrived here), then out = gathered @ w in one call.
+absl::Status AllGatherMatmulOneProduct(const Group& ring, const ArrayRef& x,
+                                       const ArrayRef& w, const ArrayRef& out,
+                                       OverlapMode mode) {
+  // Step 1: the members' shapes agree (EnterOneProduct).
+  MESHDMA_ASSIGN_OR_RETURN(const InputBoard board,
+                           EnterOneProduct(kAllGatherMatmul, ring, x, w, out));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef gathered,
+                           AllocateSymmetric<float>({out.dim(0), x.dim(1)}));
+  // Step 2: the gather (compute-only multiplies the zeros of the heap).
+  if (Communicates(mode)) {
+    TraceSpan span(absl::StrCat(kAllGatherMatmul, " gather"));
+    MESHDMA_RETURN_IF_ERROR(
+        collectives_internal::DirectAllGather(ring, x, gathered));
+  }
+  // Step 3: the product.
+  if (Computes(mode)) {
+    TraceSpan span(absl::StrCat(kAllGatherMatmul, " product"));
+    MatMul(gathered, w, out, 0.0f);
+  }
+  return Communicates(mode) ? absl::OkStatus() : board.Release(ring);
 }
 
 // The DMA ring (ring_slots.h): the running sum of step s is pushed into the
@@ -304,7 +397,65 @@ absl::Status MatmulReduceScatterInPlace(const Group& ring, const ArrayRef& x,
   return absl::OkStatus();
 }
 
+// One product: partial = x @ w into a symmetric [m, n_out]; once every
+// member's is complete (a signal to every peer, DirectFinish), each member
+// sums rows block `ring.index` of all of them into out, reading the peers'
+// in place (DirectReduceScatter, which returns once every peer has read
+// mine).
+absl::Status MatmulReduceScatterOneProduct(const Group& ring, const ArrayRef& x,
+                                           const ArrayRef& w,
+                                           const ArrayRef& out,
+                                           OverlapMode mode) {
+  const int n = ring.size();
+  const int64_t m = x.dim(0), n_out = w.dim(1), mb = out.dim(0);
+  // Step 1: the members' shapes agree (EnterOneProduct).
+  MESHDMA_ASSIGN_OR_RETURN(
+      const InputBoard board,
+      EnterOneProduct(kMatmulReduceScatter, ring, x, w, out));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef partial,
+                           AllocateSymmetric<float>({m * n_out}));
+  MESHDMA_ASSIGN_OR_RETURN(Semaphore complete,
+                           collectives_internal::AllocateDone());
+  // Step 2: the product.
+  if (Computes(mode)) {
+    TraceSpan span(absl::StrCat(kMatmulReduceScatter, " product"));
+    MESHDMA_ASSIGN_OR_RETURN(ArrayRef product,
+                             partial.Reshape(std::vector<int64_t>{m, n_out}));
+    MatMul(x, w, product, 0.0f);
+  }
+  // Step 3: the sums of every member's rows block `ring.index`
+  // (compute-only: of my own n rows blocks, the same adds on local data).
+  TraceSpan span(absl::StrCat(kMatmulReduceScatter, " sum"));
+  MESHDMA_ASSIGN_OR_RETURN(ArrayRef mine,
+                           out.Reshape(std::vector<int64_t>{mb * n_out}));
+  if (!Communicates(mode)) {
+    const float* p = partial.data_as<float>();
+    float* sum = mine.data_as<float>();
+    std::copy_n(p, mb * n_out, sum);
+    for (int b = 1; b < n; ++b) {
+      for (int64_t i = 0; i < mb * n_out; ++i) sum[i] += p[b * mb * n_out + i];
+    }
+    return board.Release(ring);
+  }
+  MESHDMA_RETURN_IF_ERROR(collectives_internal::DirectFinish(ring, complete));
+  return collectives_internal::DirectReduceScatter<float>(
+      ring, ReduceOp::kSum, partial, mine, nullptr);
+}
+
 }  // namespace
+
+absl::string_view CollectiveMatmulScheduleName(
+    CollectiveMatmulSchedule schedule) {
+  switch (schedule) {
+    case CollectiveMatmulSchedule::kAuto:
+      return "auto";
+    case CollectiveMatmulSchedule::kRing:
+      return "ring";
+    case CollectiveMatmulSchedule::kOneProduct:
+      return "one_product";
+  }
+  return "?";
+}
 
 absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
                              const ArrayRef& out,
@@ -321,6 +472,15 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
         " and out ", out.ToString(), " do not fit: expected w [", k,
         ", n_out] and out [", mb * n, ", n_out] over mesh axis '", o.axis,
         "' of size ", n));
+  }
+  MESHDMA_ASSIGN_OR_RETURN(const CollectiveMatmulSchedule schedule,
+                           ResolveSchedule(kName, ring, o, n_out >= mb));
+  if (schedule == CollectiveMatmulSchedule::kOneProduct) {
+    return RunKernel(
+        {.name = std::string(kName),
+         .entry_barrier = false,
+         .collective_id = std::nullopt},
+        [&] { return AllGatherMatmulOneProduct(ring, x, w, out, o.mode); });
   }
   MESHDMA_ASSIGN_OR_RETURN(
       const bool may_read,
@@ -351,14 +511,20 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
         ", n_out], x rows divisible by ", n, " (mesh axis '", o.axis,
         "') and out [", m / n, ", n_out]"));
   }
+  MESHDMA_ASSIGN_OR_RETURN(const CollectiveMatmulSchedule schedule,
+                           ResolveSchedule(kName, ring, o, k >= m / n));
   MESHDMA_ASSIGN_OR_RETURN(
       const bool in_place,
       ReadsInPlace(kName, ring, o.transfer, PeerMemory::kSymmetric));
+  const bool one_product = schedule == CollectiveMatmulSchedule::kOneProduct;
   return RunKernel(
       {.name = std::string(kName),
-       .entry_barrier = true,
+       .entry_barrier = !one_product,
        .collective_id = std::nullopt},
       [&] {
+        if (one_product) {
+          return MatmulReduceScatterOneProduct(ring, x, w, out, o.mode);
+        }
         return in_place ? MatmulReduceScatterInPlace(ring, x, w, out, o.mode)
                         : MatmulReduceScatterDma(ring, x, w, out, o.mode);
       });

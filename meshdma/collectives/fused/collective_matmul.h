@@ -28,6 +28,26 @@
 // reduce-scatter adds its left neighbour's running sum straight from the
 // neighbour's slot (any member of the same host). `kAuto`, the default,
 // reads in place wherever the members allow it.
+//
+// Schedules (`options.schedule`). The ring above multiplies w once per rows
+// block: a BLAS call reads (packs) all of w each time, so the ring reads w
+// n times where one product of the whole rows reads it once. Where every
+// member's symmetric memory can be loaded and stored (one host, checked mode
+// off), `kOneProduct` runs the collective and one product instead:
+// all-gather matmul stores each member's x block into every member's
+// gathered x ([m, k], symmetric; collectives/internal/direct.h) and then
+// multiplies it whole; matmul reduce-scatter multiplies x whole into a
+// symmetric partial product ([m, n_out]) and each member sums its rows block
+// of every member's partial product. Nothing overlaps: the collective costs
+// its bytes once, where the ring costs n - 1 more passes over w. `kAuto`
+// takes kOneProduct where it may run, the transfer is kAuto (a transfer
+// asked for is the ring's), and w is at least the rows a member
+// moves (all-gather matmul: n_out >= m/n, the ring's n - 1 passes over k x
+// n_out against the gather's over m/n x k; matmul reduce-scatter: k >= m/n,
+// against the sums' over m/n x n_out), else the ring. The modes keep their
+// meaning in kOneProduct: kSequential runs as kOverlapped (nothing to
+// overlap), kComputeOnly multiplies the zero gathered x, or sums the
+// member's own partial products, kCommunicationOnly runs the collective.
 #ifndef MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
 #define MESHDMA_COLLECTIVES_FUSED_COLLECTIVE_MATMUL_H_
 
@@ -35,16 +55,33 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "meshdma/collectives/fused/overlap.h"
 #include "meshdma/dma/array_ref.h"
 
 namespace meshdma {
+
+// The schedule of a collective matmul (above).
+enum class CollectiveMatmulSchedule {
+  kAuto,
+  // Per rows block, each block's transfer overlapping another's product.
+  kRing,
+  // The collective, then one product. FailedPrecondition, naming the
+  // kernel, where some member's memory cannot be reached (another host,
+  // checked mode); InvalidArgument with FusedTransfer::kDma.
+  kOneProduct,
+};
+
+absl::string_view CollectiveMatmulScheduleName(
+    CollectiveMatmulSchedule schedule);
 
 struct CollectiveMatmulOptions {
   std::string axis = "x";
   OverlapMode mode = OverlapMode::kOverlapped;
   // Unset: MESHDMA_FUSED_TRANSFER, else FusedTransfer::kAuto.
   std::optional<FusedTransfer> transfer;
+  // Unset: MESHDMA_COLLECTIVE_MATMUL_SCHEDULE, else kAuto.
+  std::optional<CollectiveMatmulSchedule> schedule;
 };
 
 // x f32 [m/n, k], w f32 [k, n_out], out f32 [m, n_out] (contiguous). Call on
