@@ -136,6 +136,45 @@ TEST(GemmTest, NarrowProductMatchesTheLoop) {
   }
 }
 
+// RowTileProduct (attention's P V and dS K without packing) against the
+// loop: rows that do not fill a tile, a, b and c with leading dimensions
+// wider than their rows, one and two 64-column tiles, k = 0 and k beyond
+// one sweep, beta 0 (c's NaNs ignored) and 1, alpha; a width it does not take
+// (or a machine without AVX-512) leaves c as it was and says so.
+TEST(GemmTest, RowTileProductMatchesTheLoop) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  for (int64_t n : {64, 128, 48}) {
+    for (int64_t m : {1, 6, 13}) {
+      for (int64_t k : {0, 1, 37, 200}) {
+        for (float beta : {0.0f, 1.0f}) {
+          const int64_t lda = k + 5, ldb = n + 16, ldc = n + 3;
+          std::vector<float> a = RandomVector(m * lda, 4);
+          std::vector<float> b = RandomVector(std::max<int64_t>(k, 1) * ldb, 5);
+          std::vector<float> c = RandomVector(m * ldc, 6);
+          if (beta == 0.0f) c[0] = std::numeric_limits<float>::quiet_NaN();
+          std::vector<float> want = c;
+          const bool ran = kernels_internal::RowTileProduct(
+              m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+          EXPECT_EQ(ran, avx512 && n % 64 == 0) << "n " << n;
+          if (ran) {
+            GemmNaive(false, false, m, n, k, 0.5f, a.data(), lda, b.data(), ldb,
+                      beta, want.data(), ldc);
+          }
+          double worst = 0;
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t j = 0; j < ldc; ++j) {
+              const double diff = std::abs(c[r * ldc + j] - want[r * ldc + j]);
+              worst = std::max(worst, j < n ? diff : diff * 1e9);  // Untouched.
+            }
+          }
+          EXPECT_LT(worst, 1e-3)
+              << "n " << n << " m " << m << " k " << k << " beta " << beta;
+        }
+      }
+    }
+  }
+}
+
 // A product with beta 0 overwrites C: whatever C held, NaN included, does
 // not reach the result, and the bytes between C's rows (ldc > n) are left as
 // they were. Every transpose, and k = 0 (C becomes zeros).
