@@ -6,7 +6,11 @@
 // callers in the process (torch's matmuls) keep their threads. The choice
 // was measured against Eigen and a hand loop: at the kernels' block sizes
 // (64-512) OpenBLAS ran 4-6x Eigen built with the library's portable flags
-// and 10x the loop (`build/bench/meshdma-bench-kernels`).
+// and 10x the loop (`build/bench/meshdma-bench-kernels`). Two shapes skip
+// OpenBLAS, whose packing of A costs most where B is narrow (2n flops per
+// element of A packed): B of at most 8 columns (a row kernel that reads A
+// once), and, on AVX-512, B of 64 or 128 columns with alpha 1, attention's
+// P V (row tiles that read A where it lies; kernels_internal::RowTileProduct).
 #ifndef MESHDMA_KERNELS_BLAS_H_
 #define MESHDMA_KERNELS_BLAS_H_
 

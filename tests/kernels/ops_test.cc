@@ -139,8 +139,8 @@ TEST(GemmTest, NarrowProductMatchesTheLoop) {
 // RowTileProduct (attention's P V and dS K without packing) against the
 // loop: rows that do not fill a tile, a, b and c with leading dimensions
 // wider than their rows, one and two 64-column tiles, k = 0 and k beyond
-// one sweep, beta 0 (c's NaNs ignored) and 1, alpha; a width it does not take
-// (or a machine without AVX-512) leaves c as it was and says so.
+// one sweep, beta 0 (c's NaNs ignored) and 1; a width or an alpha it does
+// not take (or a machine without AVX-512) leaves c as it was and says so.
 TEST(GemmTest, RowTileProductMatchesTheLoop) {
   const bool avx512 = __builtin_cpu_supports("avx512f");
   for (int64_t n : {64, 128, 48}) {
@@ -154,10 +154,13 @@ TEST(GemmTest, RowTileProductMatchesTheLoop) {
           if (beta == 0.0f) c[0] = std::numeric_limits<float>::quiet_NaN();
           std::vector<float> want = c;
           const bool ran = kernels_internal::RowTileProduct(
-              m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+              m, n, k, 1.0f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
           EXPECT_EQ(ran, avx512 && n % 64 == 0) << "n " << n;
+          EXPECT_FALSE(kernels_internal::RowTileProduct(
+              m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc))
+              << "alpha 0.5";
           if (ran) {
-            GemmNaive(false, false, m, n, k, 0.5f, a.data(), lda, b.data(), ldb,
+            GemmNaive(false, false, m, n, k, 1.0f, a.data(), lda, b.data(), ldb,
                       beta, want.data(), ldc);
           }
           double worst = 0;

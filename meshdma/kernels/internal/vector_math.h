@@ -37,13 +37,14 @@ inline constexpr int64_t kMaxNarrowN = 8;
 void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    int64_t lda, const float* bt, float beta, float* c,
                    int64_t ldc);
-// c[r, j] = alpha * sum over i < k of a[r, i] b[i, j] + beta * c[r, j] for
-// r < m, j < n, beta 0 or 1 (beta == 0 ignores c's old values): a product
-// that reads a and b where they lie, with 6 rows by 64 columns of c in
-// registers while 64 rows of b, kept in L1, stream past. A BLAS call first
-// packs a, which costs most where n is small: attention's P V and dS K (n
-// the head dimension). Runs on AVX-512 for n a multiple of 64 and returns
-// true; else returns false and leaves c untouched.
+// c[r, j] = sum over i < k of a[r, i] b[i, j] + beta * c[r, j] for r < m,
+// j < n, beta 0 or 1 (beta == 0 ignores c's old values): a product that
+// reads a and b where they lie, with 6 rows by 64 columns of c in registers
+// while 64 rows of b, kept in L1, stream past. A BLAS call first packs a,
+// which costs most where n is small: attention's P V (n the head
+// dimension). Runs on AVX-512 for n a multiple of 64 and alpha 1 (the
+// signature is Gemm's) and returns true; else returns false and leaves c
+// untouched.
 inline constexpr int64_t kRowTileColumns = 64;
 bool RowTileProduct(int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb,
