@@ -127,9 +127,11 @@ void ForEachStrip(const Geometry& g, int64_t i, int64_t j, int64_t kv_valid,
 }
 
 // P = exp(scale (Q K^T + ab) - lse) (masked entries 0) into scratch kP, and
-// dS = P * (dO V^T - delta) into scratch kDs, strip by strip (dS only left of
-// each strip's `cols`), where `delta` holds the tile's rows of rowsum(dO *
-// O): computed at key block 0 (every query row sees it), read at the others.
+// scale * dS = scale * P * (dO V^T - delta) into scratch kDs, strip by strip
+// (only left of each strip's `cols`), where `delta` holds the tile's rows of
+// rowsum(dO * O): computed at key block 0 (every query row sees it), read at
+// the others. (dS comes scaled: dK and dQ are scale * dS^T Q and scale * dS
+// K, products with alpha 1, which Gemm's row tiles take.)
 void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
                 int64_t i, int64_t j, float* delta) {
   const int64_t bq = g.bq, bk = g.bk, d = g.d;
@@ -160,13 +162,13 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
       delta[r] = dot;
     }
   }
-  // Step 3: dS.
+  // Step 3: scale * dS.
   ForEachStrip(g, i, j, kv_valid, [&](int64_t r0, int64_t rows, int64_t cols) {
     Gemm(false, true, rows, cols, d, 1.0f, t.dout + r0 * d, d, t.v, d, 0.0f,
          ds + r0 * bk, bk);
     for (int64_t r = r0; r < r0 + rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        ds[r * bk + c] = p[r * bk + c] * (ds[r * bk + c] - delta[r]);
+        ds[r * bk + c] = g.scale * p[r * bk + c] * (ds[r * bk + c] - delta[r]);
       }
     }
   });
@@ -189,8 +191,8 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
     std::fill(dv, dv + g.bk * g.d, 0.0f);
     if (j == 0) std::fill(dq, dq + g.group * g.sq * g.d, 0.0f);
   }
-  // Step 2: the tile's P and dS, then, strip by strip, its share of every
-  // gradient (dQ only for the rows inside the sequence).
+  // Step 2: the tile's P and scale * dS, then, strip by strip, its share of
+  // every gradient (dQ only for the rows inside the sequence).
   if (Needed(g, i, j)) {
     const Tile tile = LoadTile(g, a);
     ProbsAndDs(g, a, tile, i, j, F32(a, kDelta) + (head * g.nq + i) * g.bq);
@@ -202,12 +204,12 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
                  [&](int64_t r0, int64_t rows, int64_t cols) {
                    Gemm(true, false, cols, d, rows, 1.0f, p + r0 * bk, bk,
                         tile.dout + r0 * d, d, 1.0f, dv, d);
-                   Gemm(true, false, cols, d, rows, g.scale, ds + r0 * bk, bk,
+                   Gemm(true, false, cols, d, rows, 1.0f, ds + r0 * bk, bk,
                         tile.q + r0 * d, d, 1.0f, dk, d);
                    const int64_t dq_rows_here =
                        std::clamp<int64_t>(q_valid - r0, 0, rows);
-                   Gemm(false, false, dq_rows_here, d, cols, g.scale,
-                        ds + r0 * bk, bk, tile.k, d, 1.0f, dq_rows + r0 * d, d);
+                   Gemm(false, false, dq_rows_here, d, cols, 1.0f, ds + r0 * bk,
+                        bk, tile.k, d, 1.0f, dq_rows + r0 * d, d);
                  });
   }
   // Step 3: store what ends here.
