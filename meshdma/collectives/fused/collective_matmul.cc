@@ -73,11 +73,15 @@ void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
 
 // The schedule `kernel` runs: `o.schedule`, else
 // MESHDMA_COLLECTIVE_MATMUL_SCHEDULE, resolved on `ring` (the same answer on
-// every member). `w_outweighs_rows`: w is at least the rows a member moves,
-// kAuto's test (collective_matmul.h).
+// every member). kAuto's tests (collective_matmul.h): `w_outweighs_rows`, w
+// is at least the rows a member moves; and one product's buffer, of
+// `one_product_bytes`, takes at most half the free heap (the same on every
+// member: the heaps are symmetric), so that a call the ring's two slots
+// allow does not fail for want of heap.
 absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
     absl::string_view kernel, const Group& ring,
-    const CollectiveMatmulOptions& o, bool w_outweighs_rows) {
+    const CollectiveMatmulOptions& o, bool w_outweighs_rows,
+    int64_t one_product_bytes) {
   using enum CollectiveMatmulSchedule;
   // Step 1: the schedule asked for.
   CollectiveMatmulSchedule asked = kAuto;
@@ -118,7 +122,10 @@ absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
         "checked mode is on); use CollectiveMatmulSchedule::kRing or kAuto"));
   }
   // Step 3: kAuto's test.
-  return asked == kOneProduct || w_outweighs_rows ? kOneProduct : kRing;
+  if (asked == kOneProduct) return kOneProduct;
+  MESHDMA_ASSIGN_OR_RETURN(const int64_t heap_free, SymmetricBytesFree());
+  return w_outweighs_rows && one_product_bytes <= heap_free / 2 ? kOneProduct
+                                                                : kRing;
 }
 
 // The algorithms below are kernel bodies, run by the entry points.
@@ -474,7 +481,8 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
         "' of size ", n));
   }
   MESHDMA_ASSIGN_OR_RETURN(const CollectiveMatmulSchedule schedule,
-                           ResolveSchedule(kName, ring, o, n_out >= mb));
+                           ResolveSchedule(kName, ring, o, n_out >= mb,
+                                           out.dim(0) * k * sizeof(float)));
   if (schedule == CollectiveMatmulSchedule::kOneProduct) {
     return RunKernel(
         {.name = std::string(kName),
@@ -511,8 +519,9 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
         ", n_out], x rows divisible by ", n, " (mesh axis '", o.axis,
         "') and out [", m / n, ", n_out]"));
   }
-  MESHDMA_ASSIGN_OR_RETURN(const CollectiveMatmulSchedule schedule,
-                           ResolveSchedule(kName, ring, o, k >= m / n));
+  MESHDMA_ASSIGN_OR_RETURN(
+      const CollectiveMatmulSchedule schedule,
+      ResolveSchedule(kName, ring, o, k >= m / n, m * n_out * sizeof(float)));
   MESHDMA_ASSIGN_OR_RETURN(
       const bool in_place,
       ReadsInPlace(kName, ring, o.transfer, PeerMemory::kSymmetric));

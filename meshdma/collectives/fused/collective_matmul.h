@@ -41,10 +41,11 @@
 // of every member's partial product. Nothing overlaps: the collective costs
 // its bytes once, where the ring costs n - 1 more passes over w. `kAuto`
 // takes kOneProduct where it may run, the transfer is kAuto (a transfer
-// asked for is the ring's), and w is at least the rows a member
-// moves (all-gather matmul: n_out >= m/n, the ring's n - 1 passes over k x
-// n_out against the gather's over m/n x k; matmul reduce-scatter: k >= m/n,
-// against the sums' over m/n x n_out), else the ring. The modes keep their
+// asked for is the ring's), its buffer takes at most half the free
+// symmetric heap, and w is at least the rows a member moves (all-gather
+// matmul: n_out >= m/n, the ring's n - 1 passes over k x n_out against the
+// gather's over m/n x k; matmul reduce-scatter: k >= m/n, against the sums'
+// over m/n x n_out), else the ring. The modes keep their
 // meaning in kOneProduct: kSequential runs as kOverlapped (nothing to
 // overlap), kComputeOnly multiplies the zero gathered x, or sums the
 // member's own partial products, kCommunicationOnly runs the collective.
