@@ -814,7 +814,9 @@ TEST(KvTransferCacheTest, PairsTheHalvesOfOneAxis) {
   ASSERT_TRUE(s.ok()) << s;
   for (int me = half; me < mesh.size(); ++me) {
     // -1: a decode device of another process, which checks its own.
-    if (wrong[me] >= 0) EXPECT_EQ(wrong[me], 0) << "decode device " << me;
+    if (wrong[me] >= 0) {
+      EXPECT_EQ(wrong[me], 0) << "decode device " << me;
+    }
   }
 }
 
@@ -974,7 +976,9 @@ TEST(KvTransferCacheTest, RejectsPairsThatDisagreeOnThePrompt) {
   const KvTransferOptions& o = kSmallCache;
   const std::vector<int32_t> table = {4, 1, 0, 2};
   // Tokens (pages of 4) on the prefill and the decode device.
-  for (const auto [prefill_seq, decode_seq] : {std::pair{7, 13}, {13, 7}}) {
+  for (const std::pair<int, int>& lengths :
+       {std::pair{7, 13}, std::pair{13, 7}}) {
+    const int prefill_seq = lengths.first, decode_seq = lengths.second;
     SCOPED_TRACE(absl::StrCat("prefill ", prefill_seq, ", decode ", decode_seq,
                               " tokens"));
     absl::Status s = rt.Run(mesh, [&]() -> absl::Status {

@@ -96,7 +96,9 @@ TEST(Trace, RingAttentionTimeline) {
     EXPECT_EQ(r[3], r[2]) << "every DMA completes";
     EXPECT_GE(r[4], 4 * (n - 1)) << "wait_send and wait_recv per DMA";
     // The entry barrier's waits carry the name its errors give them.
-    if (n > 1) EXPECT_GE(r[5], 1) << "device barrier waits";
+    if (n > 1) {
+      EXPECT_GE(r[5], 1) << "device barrier waits";
+    }
   }
 }
 
