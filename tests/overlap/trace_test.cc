@@ -11,7 +11,9 @@
 
 #include "gtest/gtest.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/fused/collective_matmul.h"
 #include "meshdma/collectives/fused/ring_attention.h"
+#include "meshdma/dma/peer_view.h"
 #include "meshdma/dma/runtime.h"
 #include "overlap_test_util.h"
 
@@ -99,6 +101,91 @@ TEST(Trace, RingAttentionTimeline) {
     if (n > 1) {
       EXPECT_GE(r[5], 1) << "device barrier waits";
     }
+  }
+}
+
+// Per device track: the compute spans of each collective matmul schedule,
+// "ag_product ag_steps rs_product rs_steps".
+constexpr char kScheduleCounter[] = R"PY(
+import json, sys, collections
+events = json.load(open(sys.argv[1]))
+if isinstance(events, dict): events = events["traceEvents"]
+names = ["all_gather_matmul product", "all_gather_matmul step",
+         "matmul_reduce_scatter product", "matmul_reduce_scatter step"]
+c = collections.defaultdict(lambda: [0] * len(names))
+for e in events:
+    if e.get("cat") != "compute" or e.get("ph") != "B": continue
+    for i, name in enumerate(names):
+        if e["name"].startswith(name): c[(e["pid"], e["tid"])][i] += 1
+for key in sorted(c): print(*c[key])
+)PY";
+
+// kAuto's choice on the timeline: one product where the members are
+// reachable and w is at least the rows a member moves, the ring (one span
+// per step) where w is narrower or a member is out of reach.
+TEST(Trace, CollectiveMatmulScheduleFollowsTheShapes) {
+  const std::string dir = ::testing::TempDir();
+  const std::string trace = dir + "/collective_matmul_trace.json";
+  const std::string script = dir + "/count_schedule_spans.py";
+  const std::string counts = dir + "/schedule_counts.txt";
+  std::remove(trace.c_str());
+  int n = 0;
+  bool reachable = true;
+  {
+    RuntimeOptions o = testing::OverlapTestOptions();
+    o.trace_path = trace;
+    auto rt = Runtime::Create(o);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    const Mesh mesh = *(*rt)->MakeMesh1D("x");
+    n = mesh.size();
+    absl::Status s = (*rt)->Run(mesh, [&]() -> absl::Status {
+      for (int j = 0; j < n; ++j) {
+        MESHDMA_ASSIGN_OR_RETURN(
+            bool yes, peer_view_reaches(DeviceId(j), DeviceIdType::kLogical));
+        if (!yes) reachable = false;  // Every device writes the same answer.
+      }
+      auto matrix = [](std::vector<float>& v, int64_t rows, int64_t cols) {
+        v.assign(rows * cols, 1.0f);
+        return *ArrayRef::FromPointer(v.data(), DType::kF32,
+                                      std::vector<int64_t>{rows, cols});
+      };
+      std::vector<float> x, w, out;
+      // All-gather matmul, rows per member 4: w of 16 columns, then of 2.
+      for (int64_t n_out : {16, 2}) {
+        MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(
+            matrix(x, 4, 8), matrix(w, 8, n_out), matrix(out, 4 * n, n_out)));
+      }
+      // Matmul reduce-scatter, contraction 8 per member: 4 rows per member
+      // of out, then 16.
+      for (int64_t rows : {4, 16}) {
+        MESHDMA_RETURN_IF_ERROR(MatmulReduceScatter(
+            matrix(x, rows * n, 8), matrix(w, 8, 4), matrix(out, rows, 4)));
+      }
+      return absl::OkStatus();
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE((*rt)->Shutdown().ok());
+  }
+  std::ofstream(script) << kScheduleCounter;
+  const std::string cmd =
+      "python3 " + script + " " + trace + " > " + counts + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the trace did not parse";
+  std::ifstream in(counts);
+  std::vector<std::vector<int>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<int> row(4);
+    for (int& x : row) ls >> x;
+    rows.push_back(row);
+  }
+  ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
+  const bool one_product = reachable && n > 1;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r[0], one_product ? 1 : 0) << "all-gather matmul products";
+    EXPECT_EQ(r[1], one_product ? n : 2 * n) << "all-gather matmul steps";
+    EXPECT_EQ(r[2], one_product ? 1 : 0) << "matmul reduce-scatter products";
+    EXPECT_EQ(r[3], one_product ? n : 2 * n) << "matmul reduce-scatter steps";
   }
 }
 
