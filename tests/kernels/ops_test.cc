@@ -178,6 +178,28 @@ TEST(GemmTest, RowTileProductMatchesTheLoop) {
   }
 }
 
+// TransposeScaled against the loop: whole 16 x 16 blocks, ragged rows and
+// columns, a destination row wider than the block.
+TEST(GemmTest, TransposeScaledMatchesTheLoop) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 16},
+                            {256, 64},
+                            {64, 128},
+                            {37, 21},
+                            {3, 40},
+                            {48, 5}}) {
+    const int64_t ld = rows + 7;
+    std::vector<float> src = RandomVector(rows * cols, 8);
+    std::vector<float> dst(cols * ld, -1.0f), want = dst;
+    kernels_internal::TransposeScaled(src.data(), rows, cols, 0.5f, dst.data(),
+                                      ld);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < cols; ++j)
+        want[j * ld + i] = 0.5f * src[i * cols + j];
+    }
+    EXPECT_EQ(dst, want) << rows << " x " << cols;
+  }
+}
+
 // A product with beta 0 overwrites C: whatever C held, NaN included, does
 // not reach the result, and the bytes between C's rows (ldc > n) are left as
 // they were. Every transpose, and k = 0 (C becomes zeros).

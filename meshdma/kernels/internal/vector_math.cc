@@ -286,6 +286,79 @@ void OnlineSoftmaxRow(float* row, int64_t n, float* m, float* l, float* acc,
   *m = m_new;
 }
 
+namespace {
+
+// Rows r[0..16) become columns: the classic three rounds of 2 x 2 block
+// swaps (floats, pairs of floats, then 128-bit lanes twice).
+[[gnu::target("avx512f"), gnu::always_inline]] inline void Transpose16(
+    __m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(t[i + h]);
+      const __m512d b = _mm512_castps_pd(t[i + 2 + h]);
+      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  }
+  // r[4q + p] holds, in lane L, the 4 x 4 block (rows 4q.., column 4L + p).
+  for (int q = 0; q < 16; q += 8) {
+    for (int p = 0; p < 4; ++p) {
+      t[q + p] = _mm512_shuffle_f32x4(r[q + p], r[q + 4 + p], 0x88);
+      t[q + 4 + p] = _mm512_shuffle_f32x4(r[q + p], r[q + 4 + p], 0xdd);
+    }
+  }
+  for (int p = 0; p < 8; ++p) {
+    r[p] = _mm512_shuffle_f32x4(t[p], t[8 + p], 0x88);
+    r[8 + p] = _mm512_shuffle_f32x4(t[p], t[8 + p], 0xdd);
+  }
+}
+
+// The whole 16 x 16 blocks of rows16 x cols16 of src (leading dimension
+// ld_src).
+[[gnu::target("avx512f")]] void TransposeScaled16(const float* src,
+                                                  int64_t ld_src,
+                                                  int64_t rows16,
+                                                  int64_t cols16, float scale,
+                                                  float* dst, int64_t ld_dst) {
+  const __m512 f = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < rows16; i += 16) {
+    for (int64_t j = 0; j < cols16; j += 16) {
+      __m512 r[16];
+      for (int k = 0; k < 16; ++k) {
+        r[k] = _mm512_mul_ps(f, _mm512_loadu_ps(src + (i + k) * ld_src + j));
+      }
+      Transpose16(r);
+      for (int k = 0; k < 16; ++k) {
+        _mm512_storeu_ps(dst + (j + k) * ld_dst + i, r[k]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool RowTilesRun() { return HasAvx512(); }
+
+void TransposeScaled(const float* src, int64_t rows, int64_t cols, float scale,
+                     float* dst, int64_t ld_dst) {
+  // The 16 x 16 blocks, then the ragged rows and columns one by one.
+  const int64_t rows16 = HasAvx512() ? rows / 16 * 16 : 0;
+  const int64_t cols16 = HasAvx512() ? cols / 16 * 16 : 0;
+  if (rows16 > 0 && cols16 > 0) {
+    TransposeScaled16(src, cols, rows16, cols16, scale, dst, ld_dst);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = i < rows16 ? cols16 : 0; j < cols; ++j) {
+      dst[j * ld_dst + i] = scale * src[i * cols + j];
+    }
+  }
+}
+
 bool RowTileProduct(int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb,
                     float beta, float* c, int64_t ldc) {

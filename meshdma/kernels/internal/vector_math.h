@@ -46,9 +46,17 @@ void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
 // signature is Gemm's) and returns true; else returns false and leaves c
 // untouched.
 inline constexpr int64_t kRowTileColumns = 64;
+// True where RowTileProduct runs (AVX-512).
+bool RowTilesRun();
 bool RowTileProduct(int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb,
                     float beta, float* c, int64_t ldc);
+// dst[j * ld_dst + i] = scale * src[i * cols + j] for i < rows, j < cols:
+// a scaled transpose of a contiguous block (attention's K block into the
+// K^T that RowTileProduct multiplies Q by), in 16 x 16 register blocks on
+// AVX-512.
+void TransposeScaled(const float* src, int64_t rows, int64_t cols, float scale,
+                     float* dst, int64_t ld_dst);
 // Widening conversions of a contiguous run.
 void ToFloat(const uint16_t* bf16_or_f16, float* out, int64_t n, bool is_bf16);
 

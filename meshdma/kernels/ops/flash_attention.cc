@@ -38,16 +38,20 @@ int64_t LastKeyBlock(const Geometry& g, int64_t i) {
 }
 
 // Scratch: 0 m[bq], 1 l[bq], 2 acc[bq, d], 3 s[bq, bk], 4 qf[bq, d],
-// 5 kf[bk, d], 6 vf[bk, d] (the last three widen bf16/f16 blocks).
+// 5 kf[bk, d], 6 vf[bk, d] (4-6 widen bf16/f16 blocks), 7 kt[d, bk] (scale
+// * K^T, where the score products run in Gemm's row tiles).
+constexpr int kKt = 7;
 std::vector<ScratchShape> Scratch(const Geometry& g) {
   const bool wide = g.dtype != DType::kF32;
+  const bool tiles = kernels_internal::RowTilesRun();
   return {VMEM({g.bq}, DType::kF32),
           VMEM({g.bq}, DType::kF32),
           VMEM({g.bq, g.d}, DType::kF32),
           VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
-          VMEM({wide ? g.bk : 1, g.d}, DType::kF32)};
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
+          VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32)};
 }
 
 float* F32(const KernelArgs& a, int scratch) {
@@ -60,6 +64,20 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
   kernels_internal::ToFloat(block.data_as<uint16_t>(), buf, n,
                             dtype == DType::kBF16);
   return buf;
+}
+
+// S[rows, c0 .. c0 + cols) = scale * Q K^T (q the rows' first, s their row
+// of S): in Gemm's row tiles against `kt` (scale * K^T, made where they
+// run; RowTileProduct takes widths of 64), else by BLAS against K.
+void ScoreProduct(const Geometry& g, int64_t rows, int64_t c0, int64_t cols,
+                  const float* q, const float* kp, const float* kt, float* s) {
+  if (kt != nullptr &&
+      kernels_internal::RowTileProduct(rows, cols, g.d, 1.0f, q, g.d, kt + c0,
+                                       g.bk, 0.0f, s + c0, g.bk)) {
+    return;
+  }
+  Gemm(false, true, rows, cols, g.d, g.scale, q, g.d, kp + c0 * g.d, g.d, 0.0f,
+       s + c0, g.bk);
 }
 
 // Step 2 of Body: S = scale * Q K^T for key block j and the online softmax
@@ -112,13 +130,17 @@ void AccumulateKeyBlock(const Geometry& g, const KernelArgs& a, int64_t i,
       if (cols == all_cols) return;
     }
   };
-  // 2a: the scores, then the segment and bias masks.
-  if (shared > 0) {
-    Gemm(false, true, bq, shared, d, g.scale, qp, d, kp, d, 0.0f, s, bk);
+  // 2a: the scores (from scale * K^T's columns that some row sees, where
+  // row tiles run), then the segment and bias masks.
+  float* kt = nullptr;
+  if (kernels_internal::RowTilesRun()) {
+    kt = F32(a, kKt);
+    kernels_internal::TransposeScaled(kp, all_cols, d, g.scale, kt, bk);
   }
+  if (shared > 0) ScoreProduct(g, bq, 0, shared, qp, kp, kt, s);
   for_each_strip([&](int64_t r0, int64_t rows, int64_t cols) {
-    Gemm(false, true, rows, cols - shared, d, g.scale, qp + r0 * d, d,
-         kp + shared * d, d, 0.0f, s + r0 * bk + shared, bk);
+    ScoreProduct(g, rows, shared, cols - shared, qp + r0 * d, kp, kt,
+                 s + r0 * bk);
   });
   kernels_internal::ApplyTileMasks(
       kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
