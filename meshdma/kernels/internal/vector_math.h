@@ -41,10 +41,11 @@ void NarrowProduct(int64_t m, int64_t n, int64_t k, float alpha, const float* a,
 // j < n, beta 0 or 1 (beta == 0 ignores c's old values): a product that
 // reads a and b where they lie, with 6 rows by 64 columns of c in registers
 // while 64 rows of b, kept in L1, stream past. A BLAS call first packs a,
-// which costs most where n is small: attention's P V (n the head
-// dimension). Runs on AVX-512 for n a multiple of 64 and alpha 1 (the
-// signature is Gemm's) and returns true; else returns false and leaves c
-// untouched.
+// which costs most where n or k is small: attention's P V (n the head
+// dimension), and its scores Q K^T (k the head dimension, against K
+// transposed by TransposeScaled). Runs on AVX-512 for n a multiple of 64
+// and alpha 1 (the signature is Gemm's) and returns true; else returns
+// false and leaves c untouched.
 inline constexpr int64_t kRowTileColumns = 64;
 // True where RowTileProduct runs (AVX-512).
 bool RowTilesRun();
