@@ -20,12 +20,44 @@
 namespace meshdma {
 namespace {
 
-// Prints one line per device: "kernels spans dma_begin dma_end waits
-// barrier_waits".
-constexpr char kCounter[] = R"PY(
+// What every counter starts with: the timeline's events, as `events`.
+constexpr char kLoadEvents[] = R"PY(
 import json, sys, collections
 events = json.load(open(sys.argv[1]))
 if isinstance(events, dict): events = events["traceEvents"]
+)PY";
+
+// Runs the Python `counter` (kCounter below, or kScheduleCounter) after
+// kLoadEvents on the timeline `trace` in `dir`: one row of `width` counts
+// per device track. An empty result, with a test failure, where the trace
+// does not parse.
+std::vector<std::vector<int>> CountEvents(const std::string& dir,
+                                          const char* counter,
+                                          const std::string& trace, int width) {
+  const std::string script = dir + "/count_trace_events.py";
+  const std::string counts = dir + "/trace_counts.txt";
+  std::ofstream(script) << kLoadEvents << counter;
+  const std::string cmd =
+      "python3 " + script + " " + trace + " > " + counts + " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << "the trace did not parse";
+    return {};
+  }
+  std::ifstream in(counts);
+  std::vector<std::vector<int>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::vector<int> row(width);
+    for (int& x : row) ls >> x;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Prints one line per device: "kernels spans dma_begin dma_end waits
+// barrier_waits".
+constexpr char kCounter[] = R"PY(
 c = collections.defaultdict(lambda: [0, 0, 0, 0, 0, 0])
 for e in events:
     if e.get("ph") in ("M", "C"): continue  # metadata, per-process counters
@@ -42,8 +74,6 @@ for key in sorted(c): print(*c[key])
 TEST(Trace, RingAttentionTimeline) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/ring_attention_trace.json";
-  const std::string script = dir + "/count_trace_events.py";
-  const std::string counts = dir + "/trace_counts.txt";
   std::remove(trace.c_str());
   int n = 0;
   {
@@ -76,19 +106,8 @@ TEST(Trace, RingAttentionTimeline) {
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE((*rt)->Shutdown().ok());
   }
-  std::ofstream(script) << kCounter;
-  const std::string cmd =
-      "python3 " + script + " " + trace + " > " + counts + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the trace did not parse";
-  std::ifstream in(counts);
-  std::vector<std::vector<int>> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::vector<int> row(6);
-    for (int& x : row) ls >> x;
-    rows.push_back(row);
-  }
+  const std::vector<std::vector<int>> rows =
+      CountEvents(dir, kCounter, trace, 6);
   ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
   for (const auto& r : rows) {
     EXPECT_EQ(r[0], 1) << "one ring_attention kernel per device";
@@ -107,9 +126,6 @@ TEST(Trace, RingAttentionTimeline) {
 // Per device track: the compute spans of each collective matmul schedule,
 // "ag_product ag_steps rs_product rs_steps".
 constexpr char kScheduleCounter[] = R"PY(
-import json, sys, collections
-events = json.load(open(sys.argv[1]))
-if isinstance(events, dict): events = events["traceEvents"]
 names = ["all_gather_matmul product", "all_gather_matmul step",
          "matmul_reduce_scatter product", "matmul_reduce_scatter step"]
 c = collections.defaultdict(lambda: [0] * len(names))
@@ -126,8 +142,6 @@ for key in sorted(c): print(*c[key])
 TEST(Trace, CollectiveMatmulScheduleFollowsTheShapes) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/collective_matmul_trace.json";
-  const std::string script = dir + "/count_schedule_spans.py";
-  const std::string counts = dir + "/schedule_counts.txt";
   std::remove(trace.c_str());
   int n = 0;
   bool reachable = true;
@@ -166,19 +180,8 @@ TEST(Trace, CollectiveMatmulScheduleFollowsTheShapes) {
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE((*rt)->Shutdown().ok());
   }
-  std::ofstream(script) << kScheduleCounter;
-  const std::string cmd =
-      "python3 " + script + " " + trace + " > " + counts + " 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the trace did not parse";
-  std::ifstream in(counts);
-  std::vector<std::vector<int>> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::vector<int> row(4);
-    for (int& x : row) ls >> x;
-    rows.push_back(row);
-  }
+  const std::vector<std::vector<int>> rows =
+      CountEvents(dir, kScheduleCounter, trace, 4);
   ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
   const bool one_product = reachable && n > 1;
   for (const auto& r : rows) {
