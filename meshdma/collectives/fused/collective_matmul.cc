@@ -522,10 +522,12 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_ASSIGN_OR_RETURN(
       const CollectiveMatmulSchedule schedule,
       ResolveSchedule(kName, ring, o, k >= m / n, m * n_out * sizeof(float)));
-  MESHDMA_ASSIGN_OR_RETURN(
-      const bool in_place,
-      ReadsInPlace(kName, ring, o.transfer, PeerMemory::kSymmetric));
   const bool one_product = schedule == CollectiveMatmulSchedule::kOneProduct;
+  bool in_place = false;  // The ring's transfer.
+  if (!one_product) {
+    MESHDMA_ASSIGN_OR_RETURN(in_place, ReadsInPlace(kName, ring, o.transfer,
+                                                    PeerMemory::kSymmetric));
+  }
   return RunKernel(
       {.name = std::string(kName),
        .entry_barrier = !one_product,
