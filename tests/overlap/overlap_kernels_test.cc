@@ -378,9 +378,9 @@ TEST(CollectiveMatmulModes,
 }
 
 // A schedule outside the enum, one product with the DMA transfer, one
-// product where a member cannot be reached, and one product over members
-// whose shapes differ are errors naming the kernel (and the member), on
-// every device, before anything moves.
+// product where a member cannot be reached, and one product, or kAuto, over
+// members whose shapes differ are errors naming the kernel (and the
+// member), on every device, before anything moves.
 TEST(CollectiveMatmulModes, ScheduleErrorsNameTheKernel) {
   Runtime& rt = TestRuntime();
   const bool reachable = PeerReadRuns(false);
@@ -422,6 +422,23 @@ TEST(CollectiveMatmulModes, ScheduleErrorsNameTheKernel) {
       EXPECT_NE(std::string(st.message())
                     .find(me == 0 ? "of member 1" : "of member 0"),
                 std::string::npos)
+          << st;
+      // kAuto over shapes on both sides of its test (n_out >= m/n: one
+      // product on member 0, the ring elsewhere) would enter different
+      // kernels.
+      const int64_t n_out = me == 0 ? 2 : 1;
+      auto w2 = *ArrayRef::FromPointer(w.data(), DType::kF32,
+                                       std::vector<int64_t>{8, n_out});
+      auto out2 = *ArrayRef::FromPointer(out.data(), DType::kF32,
+                                         std::vector<int64_t>{2 * n, n_out});
+      st = AllGatherMatmul(xr, w2, out2,
+                           {.schedule = CollectiveMatmulSchedule::kAuto});
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_NE(
+          std::string(st.message())
+              .find(me == 0 ? "schedule kAuto is ring on member 1"
+                            : "schedule kAuto is one_product on member 0"),
+          std::string::npos)
           << st;
     } else {
       st = MatmulReduceScatter(

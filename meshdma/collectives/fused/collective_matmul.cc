@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "meshdma/base/config.h"
 #include "meshdma/base/env.h"
 #include "meshdma/base/status_macros.h"
+#include "meshdma/collectives/all_gather.h"
 #include "meshdma/collectives/fused/peer_read.h"
 #include "meshdma/collectives/fused/ring_slots.h"
 #include "meshdma/collectives/internal/common.h"
@@ -57,6 +59,13 @@ absl::StatusOr<Group> CheckOperands(absl::string_view kernel, const ArrayRef& x,
   return collectives_internal::ResolveGroup(kernel, axes);
 }
 
+// "x f32[2, 8], w f32[8, 8] and out f32[4, 8]", for errors.
+std::string Operands(const ArrayRef& x, const ArrayRef& w,
+                     const ArrayRef& out) {
+  return absl::StrCat("x ", x.ToString(), ", w ", w.ToString(), " and out ",
+                      out.ToString());
+}
+
 // c[m, n] (+)= a[m, k] b[k, n], row-major contiguous; checked mode sees the
 // reads of a and b and the write of c.
 void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
@@ -71,17 +80,51 @@ void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
        n, beta, c.data_as<float>(), n);
 }
 
+// kAuto's answer on every member: each member's `mine` is gathered over
+// `ring` (one word each). Members whose shapes differ across kAuto's test
+// would enter different kernels and wait for each other until the timeout;
+// instead every member gets InvalidArgument naming the first member whose
+// answer differs and this device's `operands`.
+absl::Status AgreeOnSchedule(absl::string_view kernel, const Group& ring,
+                             CollectiveMatmulSchedule mine,
+                             absl::string_view operands) {
+  return run_scoped([&]() -> absl::Status {
+    const int32_t answer = static_cast<int32_t>(mine);
+    MESHDMA_ASSIGN_OR_RETURN(
+        const ArrayRef in,
+        ArrayRef::FromPointer(const_cast<int32_t*>(&answer), DType::kI32,
+                              std::vector<int64_t>{1}));
+    MESHDMA_ASSIGN_OR_RETURN(const ArrayRef answers,
+                             AllocateSymmetric<int32_t>({ring.size()}));
+    const std::vector<std::string> axes(ring.axes.begin(), ring.axes.end());
+    MESHDMA_RETURN_IF_ERROR(all_gather(in, answers, axes, /*tiled=*/true));
+    for (int p = 0; p < ring.size(); ++p) {
+      const int32_t theirs = answers.data_as<int32_t>()[p];
+      if (theirs == answer) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kernel '", kernel, "' on ", ring.Describe(), ": schedule kAuto is ",
+          CollectiveMatmulScheduleName(
+              static_cast<CollectiveMatmulSchedule>(theirs)),
+          " on member ", ring.members[p], " (logical) but ",
+          CollectiveMatmulScheduleName(mine), " for this device's ", operands,
+          ": every member passes the same shapes"));
+    }
+    return absl::OkStatus();
+  });
+}
+
 // The schedule `kernel` runs: `o.schedule`, else
 // MESHDMA_COLLECTIVE_MATMUL_SCHEDULE, resolved on `ring` (the same answer on
-// every member). kAuto's tests (collective_matmul.h): `w_outweighs_rows`, w
-// is at least the rows a member moves; and one product's buffer, of
-// `one_product_bytes`, takes at most half the free heap (the same on every
-// member: the heaps are symmetric), so that a call the ring's two slots
-// allow does not fail for want of heap.
+// every member, AgreeOnSchedule). kAuto's tests (collective_matmul.h):
+// `w_outweighs_rows`, w is at least the rows a member moves; and one
+// product's buffer, of `one_product_bytes`, takes at most half the free heap
+// (the same on every member: the heaps are symmetric), so that a call the
+// ring's two slots allow does not fail for want of heap. `operands`
+// describes this device's x, w and out for errors.
 absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
     absl::string_view kernel, const Group& ring,
     const CollectiveMatmulOptions& o, bool w_outweighs_rows,
-    int64_t one_product_bytes) {
+    int64_t one_product_bytes, absl::string_view operands) {
   using enum CollectiveMatmulSchedule;
   // Step 1: the schedule asked for.
   CollectiveMatmulSchedule asked = kAuto;
@@ -121,11 +164,14 @@ absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
         ": schedule one_product, but some member is not on this host (or "
         "checked mode is on); use CollectiveMatmulSchedule::kRing or kAuto"));
   }
-  // Step 3: kAuto's test.
+  // Step 3: kAuto's test on this member's shapes, then every member's.
   if (asked == kOneProduct) return kOneProduct;
   MESHDMA_ASSIGN_OR_RETURN(const int64_t heap_free, SymmetricBytesFree());
-  return w_outweighs_rows && one_product_bytes <= heap_free / 2 ? kOneProduct
-                                                                : kRing;
+  const CollectiveMatmulSchedule mine =
+      w_outweighs_rows && one_product_bytes <= heap_free / 2 ? kOneProduct
+                                                             : kRing;
+  MESHDMA_RETURN_IF_ERROR(AgreeOnSchedule(kernel, ring, mine, operands));
+  return mine;
 }
 
 // The algorithms below are kernel bodies, run by the entry points.
@@ -480,9 +526,10 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
         ", n_out] and out [", mb * n, ", n_out] over mesh axis '", o.axis,
         "' of size ", n));
   }
-  MESHDMA_ASSIGN_OR_RETURN(const CollectiveMatmulSchedule schedule,
-                           ResolveSchedule(kName, ring, o, n_out >= mb,
-                                           out.dim(0) * k * sizeof(float)));
+  MESHDMA_ASSIGN_OR_RETURN(
+      const CollectiveMatmulSchedule schedule,
+      ResolveSchedule(kName, ring, o, n_out >= mb,
+                      out.dim(0) * k * sizeof(float), Operands(x, w, out)));
   if (schedule == CollectiveMatmulSchedule::kOneProduct) {
     return RunKernel(
         {.name = std::string(kName),
@@ -521,7 +568,8 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
   }
   MESHDMA_ASSIGN_OR_RETURN(
       const CollectiveMatmulSchedule schedule,
-      ResolveSchedule(kName, ring, o, k >= m / n, m * n_out * sizeof(float)));
+      ResolveSchedule(kName, ring, o, k >= m / n, m * n_out * sizeof(float),
+                      Operands(x, w, out)));
   const bool one_product = schedule == CollectiveMatmulSchedule::kOneProduct;
   bool in_place = false;  // The ring's transfer.
   if (!one_product) {

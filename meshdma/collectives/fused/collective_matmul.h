@@ -45,7 +45,10 @@
 // symmetric heap, and w is at least the rows a member moves (all-gather
 // matmul: n_out >= m/n, the ring's n - 1 passes over k x n_out against the
 // gather's over m/n x k; matmul reduce-scatter: k >= m/n, against the sums'
-// over m/n x n_out), else the ring. The modes keep their
+// over m/n x n_out), else the ring. Every member's answer is gathered (one
+// word each) before the kernel: members whose shapes fall on both sides of
+// the test get InvalidArgument naming the member, where they would enter
+// different kernels. The modes keep their
 // meaning in kOneProduct: kSequential runs as kOverlapped (nothing to
 // overlap), kComputeOnly multiplies the zero gathered x, or sums the
 // member's own partial products, kCommunicationOnly runs the collective.
