@@ -1,11 +1,15 @@
-// The optional masking inputs of flash attention's forward and backward
-// (`FlashAttentionMasks`, kernels/ops/flash_attention.h) on one score tile.
+// What flash attention's forward and backward share on one score tile: the
+// optional masking inputs (`FlashAttentionMasks`,
+// kernels/ops/flash_attention.h) and the products against a transposed key
+// or value block.
 #ifndef MESHDMA_KERNELS_INTERNAL_ATTENTION_MASKS_H_
 #define MESHDMA_KERNELS_INTERNAL_ATTENTION_MASKS_H_
 
 #include <cstdint>
 #include <limits>
 
+#include "meshdma/kernels/blas.h"
+#include "meshdma/kernels/internal/vector_math.h"
 #include "meshdma/kernels/pallas_call.h"
 
 namespace meshdma::kernels_internal {
@@ -55,6 +59,23 @@ inline void ApplyTileMasks(const TileMasks& m, float scale, int64_t rows,
       }
     }
   }
+}
+
+// c[rows, cols] = alpha * a[rows, d] b^T, b the first `cols` rows of a
+// contiguous [*, d] block (Q K^T, dO V^T; lda d, ldc `ldc`). Where row tiles
+// run, `bt` is alpha * b^T with leading dimension `ld_bt`
+// (TransposeScaled, made once per key block) and the product runs in the
+// row tiles, reading a where it lies; else (`bt` null, or cols not a
+// multiple of kRowTileColumns) by BLAS against b.
+inline void ProductTransposed(int64_t rows, int64_t cols, int64_t d,
+                              float alpha, const float* a, const float* b,
+                              const float* bt, int64_t ld_bt, float* c,
+                              int64_t ldc) {
+  if (bt != nullptr &&
+      RowTileProduct(rows, cols, d, 1.0f, a, d, bt, ld_bt, 0.0f, c, ldc)) {
+    return;
+  }
+  Gemm(false, true, rows, cols, d, alpha, a, d, b, d, 0.0f, c, ldc);
 }
 
 }  // namespace meshdma::kernels_internal

@@ -67,17 +67,12 @@ const float* Widen(const ArrayRef& block, float* buf, int64_t n, DType dtype) {
 }
 
 // S[rows, c0 .. c0 + cols) = scale * Q K^T (q the rows' first, s their row
-// of S): in Gemm's row tiles against `kt` (scale * K^T, made where they
-// run; RowTileProduct takes widths of 64), else by BLAS against K.
+// of S), against `kt` (scale * K^T, made where row tiles run) or K.
 void ScoreProduct(const Geometry& g, int64_t rows, int64_t c0, int64_t cols,
                   const float* q, const float* kp, const float* kt, float* s) {
-  if (kt != nullptr &&
-      kernels_internal::RowTileProduct(rows, cols, g.d, 1.0f, q, g.d, kt + c0,
-                                       g.bk, 0.0f, s + c0, g.bk)) {
-    return;
-  }
-  Gemm(false, true, rows, cols, g.d, g.scale, q, g.d, kp + c0 * g.d, g.d, 0.0f,
-       s + c0, g.bk);
+  kernels_internal::ProductTransposed(
+      rows, cols, g.d, g.scale, q, kp + c0 * g.d,
+      kt == nullptr ? nullptr : kt + c0, g.bk, s + c0, g.bk);
 }
 
 // Step 2 of Body: S = scale * Q K^T for key block j and the online softmax

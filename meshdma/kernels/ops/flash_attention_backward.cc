@@ -48,11 +48,27 @@ int64_t FirstQueryBlock(const Geometry& g, int64_t j) {
 // 4 dv [bk, d] (the current key block's accumulators), 5 dq [group, sq, d]
 // (the accumulators of every query row of the kv head's group), then
 // widened copies of 6 q, 7 o, 8 d_out [bq, d], 9 k, 10 v [bk, d] (bf16/f16
-// only).
-enum : int { kP = 0, kDs, kDelta, kDk, kDv, kDq, kQf, kOf, kDof, kKf, kVf };
+// only), 11 scale * K^T and 12 V^T [d, bk] of the current key block (where
+// the score products run in Gemm's row tiles).
+enum : int {
+  kP = 0,
+  kDs,
+  kDelta,
+  kDk,
+  kDv,
+  kDq,
+  kQf,
+  kOf,
+  kDof,
+  kKf,
+  kVf,
+  kKt,
+  kVt
+};
 
 std::vector<ScratchShape> Scratch(const Geometry& g) {
   const bool wide = g.dtype != DType::kF32;
+  const bool tiles = kernels_internal::RowTilesRun();
   return {VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.group, g.nq * g.bq}, DType::kF32),
@@ -63,7 +79,9 @@ std::vector<ScratchShape> Scratch(const Geometry& g) {
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bq : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
-          VMEM({wide ? g.bk : 1, g.d}, DType::kF32)};
+          VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
+          VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32),
+          VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32)};
 }
 
 float* F32(const KernelArgs& a, int scratch) {
@@ -96,6 +114,8 @@ void StoreBlock(const float* src, const ArrayRef& dst, float alpha,
 // lse in both kernels.
 struct Tile {
   const float *q, *k, *v, *o, *dout, *lse;
+  // scale * K^T and V^T (kKt, kVt), null where row tiles do not run.
+  const float *kt, *vt;
 };
 Tile LoadTile(const Geometry& g, const KernelArgs& a) {
   return {Widen(a.input(0), F32(a, kQf), g.dtype),
@@ -103,7 +123,20 @@ Tile LoadTile(const Geometry& g, const KernelArgs& a) {
           Widen(a.input(2), F32(a, kVf), g.dtype),
           Widen(a.input(3), F32(a, kOf), g.dtype),
           Widen(a.input(4), F32(a, kDof), g.dtype),
-          a.input(5).data_as<float>()};
+          a.input(5).data_as<float>(),
+          kernels_internal::RowTilesRun() ? F32(a, kKt) : nullptr,
+          kernels_internal::RowTilesRun() ? F32(a, kVt) : nullptr};
+}
+
+// At a key block's first grid point, where row tiles run: scale * K^T and
+// V^T of its valid rows, which every query block's products then read.
+void TransposeKeyBlock(const Geometry& g, const KernelArgs& a) {
+  if (!kernels_internal::RowTilesRun()) return;
+  const int64_t kv_valid = a.in_valid(1, 0);
+  kernels_internal::TransposeScaled(Widen(a.input(1), F32(a, kKf), g.dtype),
+                                    kv_valid, g.d, g.scale, F32(a, kKt), g.bk);
+  kernels_internal::TransposeScaled(Widen(a.input(2), F32(a, kVf), g.dtype),
+                                    kv_valid, g.d, 1.0f, F32(a, kVt), g.bk);
 }
 
 // Calls fn(r0, rows, cols) for the strips of tile (i, j): query rows [r0, r0
@@ -141,8 +174,8 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   const int64_t kv_valid = a.in_valid(1, 0);
   // Step 1: the scores, then the masks.
   ForEachStrip(g, i, j, kv_valid, [&](int64_t r0, int64_t rows, int64_t cols) {
-    Gemm(false, true, rows, cols, d, g.scale, t.q + r0 * d, d, t.k, d, 0.0f,
-         p + r0 * bk, bk);
+    kernels_internal::ProductTransposed(rows, cols, d, g.scale, t.q + r0 * d,
+                                        t.k, t.kt, bk, p + r0 * bk, bk);
   });
   kernels_internal::ApplyTileMasks(
       kernels_internal::TileMasksOf(a, g.q_segment_input, g.ab_input), g.scale,
@@ -164,8 +197,8 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   }
   // Step 3: scale * dS.
   ForEachStrip(g, i, j, kv_valid, [&](int64_t r0, int64_t rows, int64_t cols) {
-    Gemm(false, true, rows, cols, d, 1.0f, t.dout + r0 * d, d, t.v, d, 0.0f,
-         ds + r0 * bk, bk);
+    kernels_internal::ProductTransposed(rows, cols, d, 1.0f, t.dout + r0 * d,
+                                        t.v, t.vt, bk, ds + r0 * bk, bk);
     for (int64_t r = r0; r < r0 + rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         ds[r * bk + c] = g.scale * p[r * bk + c] * (ds[r * bk + c] - delta[r]);
@@ -185,11 +218,13 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
   float* dk = F32(a, kDk);
   float* dv = F32(a, kDv);
   float* dq = F32(a, kDq);
-  // Step 1: zero the accumulators that start here.
+  // Step 1: zero the accumulators that start here; a new key block is
+  // transposed for the score products.
   if (first_t) {
     std::fill(dk, dk + g.bk * g.d, 0.0f);
     std::fill(dv, dv + g.bk * g.d, 0.0f);
     if (j == 0) std::fill(dq, dq + g.group * g.sq * g.d, 0.0f);
+    TransposeKeyBlock(g, a);
   }
   // Step 2: the tile's P and scale * dS, then, strip by strip, its share of
   // every gradient (dQ only for the rows inside the sequence).
