@@ -300,7 +300,13 @@ TEST(FlashAttentionBackwardTest, MhaMqaGqaCausalRagged) {
                              // key blocks, ragged.
                              BwdCase{1, 2, 1, 300, 300, 8, 128, 128, true},
                              BwdCase{1, 2, 2, 200, 260, 8, 192, 64, true},
-                             BwdCase{1, 1, 1, 150, 150, 8, 64, 128, true}}) {
+                             BwdCase{1, 1, 1, 150, 150, 8, 64, 128, true},
+                             // head_dim 64: dV and dK against P and dS
+                             // transposed, where row tiles run (key blocks
+                             // of up to 128), ragged and causal.
+                             BwdCase{1, 2, 1, 200, 200, 64, 128, 64, true},
+                             BwdCase{1, 1, 1, 130, 190, 64, 64, 128, false},
+                             BwdCase{1, 1, 1, 96, 96, 128, 32, 128, true}}) {
       CheckBackward<float>(c, 1e-4);
     }
     CheckBackward<BFloat16>({1, 4, 2, 24, 24, 16, 8, 8, true}, 6e-2);

@@ -29,6 +29,19 @@ struct Geometry {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether dV += P^T dO and dK += dS^T Q run in Gemm's row tiles, against P
+// and dS transposed per tile: where the tiles run, d is a width they take,
+// and key blocks are at most 128 rows. The tiles load and store the [bk, d]
+// accumulator once per 64 query rows; at 256-row key blocks that costs more
+// than OpenBLAS's packing of P^T (three alternated rounds of
+// `meshdma-bench-kernels --sections 7 --backward_blocks
+// default,128x128,128x256,256x128`, head_dim 64 and 128: 4-7% faster at
+// 128 x 128, 4-5% slower at 256 x 256).
+bool TransposedTiles(const Geometry& g) {
+  return kernels_internal::RowTilesRun() &&
+         g.d % kernels_internal::kRowTileColumns == 0 && g.bk <= 128;
+}
+
 // Row index of the last valid query of block i.
 int64_t LastQuery(const Geometry& g, int64_t i) {
   return std::min(g.sq, (i + 1) * g.bq) - 1;
@@ -49,7 +62,8 @@ int64_t FirstQueryBlock(const Geometry& g, int64_t j) {
 // (the accumulators of every query row of the kv head's group), then
 // widened copies of 6 q, 7 o, 8 d_out [bq, d], 9 k, 10 v [bk, d] (bf16/f16
 // only), 11 scale * K^T and 12 V^T [d, bk] of the current key block (where
-// the score products run in Gemm's row tiles).
+// the score products run in Gemm's row tiles), and 13 P^T and 14 (scale *
+// dS)^T [bk, bq] of the tile (TransposedTiles).
 enum : int {
   kP = 0,
   kDs,
@@ -63,12 +77,15 @@ enum : int {
   kKf,
   kVf,
   kKt,
-  kVt
+  kVt,
+  kPt,
+  kDst
 };
 
 std::vector<ScratchShape> Scratch(const Geometry& g) {
   const bool wide = g.dtype != DType::kF32;
   const bool tiles = kernels_internal::RowTilesRun();
+  const bool transposed = TransposedTiles(g);
   return {VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.bq, g.bk}, DType::kF32),
           VMEM({g.group, g.nq * g.bq}, DType::kF32),
@@ -81,7 +98,9 @@ std::vector<ScratchShape> Scratch(const Geometry& g) {
           VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
           VMEM({wide ? g.bk : 1, g.d}, DType::kF32),
           VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32),
-          VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32)};
+          VMEM({tiles ? g.d : 1, tiles ? g.bk : 1}, DType::kF32),
+          VMEM({transposed ? g.bk : 1, transposed ? g.bq : 1}, DType::kF32),
+          VMEM({transposed ? g.bk : 1, transposed ? g.bq : 1}, DType::kF32)};
 }
 
 float* F32(const KernelArgs& a, int scratch) {
@@ -207,6 +226,19 @@ void ProbsAndDs(const Geometry& g, const KernelArgs& a, const Tile& t,
   });
 }
 
+// c[m, d] += a^T b, a [k, m] (leading dimension lda) and b [k, d]: in row
+// tiles against `at` = a^T (leading dimension ld_at) where given, else by
+// BLAS.
+void AccumulateTransposedProduct(int64_t m, int64_t d, int64_t k,
+                                 const float* a, int64_t lda, const float* at,
+                                 int64_t ld_at, const float* b, float* c) {
+  if (at != nullptr && kernels_internal::RowTileProduct(
+                           m, d, k, 1.0f, at, ld_at, b, d, 1.0f, c, d)) {
+    return;
+  }
+  Gemm(true, false, m, d, k, 1.0f, a, lda, b, d, 1.0f, c, d);
+}
+
 // The kernel, grid (b, kv head, key block j, t = head in group * nq + i).
 // dK_j and dV_j accumulate over t and are stored when t ends; dQ of every
 // query row of the group accumulates over (j, t) and is stored at the
@@ -233,19 +265,30 @@ absl::Status BackwardBody(const Geometry& g, const KernelArgs& a) {
     ProbsAndDs(g, a, tile, i, j, F32(a, kDelta) + (head * g.nq + i) * g.bq);
     const float* p = F32(a, kP);
     const float* ds = F32(a, kDs);
-    const int64_t bk = g.bk, d = g.d, q_valid = a.in_valid(0, 0);
-    float* dq_rows = dq + (head * g.sq + i * g.bq) * d;
-    ForEachStrip(g, i, j, a.in_valid(1, 0),
-                 [&](int64_t r0, int64_t rows, int64_t cols) {
-                   Gemm(true, false, cols, d, rows, 1.0f, p + r0 * bk, bk,
-                        tile.dout + r0 * d, d, 1.0f, dv, d);
-                   Gemm(true, false, cols, d, rows, 1.0f, ds + r0 * bk, bk,
-                        tile.q + r0 * d, d, 1.0f, dk, d);
-                   const int64_t dq_rows_here =
-                       std::clamp<int64_t>(q_valid - r0, 0, rows);
-                   Gemm(false, false, dq_rows_here, d, cols, 1.0f, ds + r0 * bk,
-                        bk, tile.k, d, 1.0f, dq_rows + r0 * d, d);
-                 });
+    const int64_t bq = g.bq, bk = g.bk, d = g.d, q_valid = a.in_valid(0, 0);
+    float* dq_rows = dq + (head * g.sq + i * bq) * d;
+    // P^T and (scale * dS)^T, for dV and dK in row tiles (TransposedTiles).
+    float* pt = nullptr;
+    float* dst = nullptr;
+    if (TransposedTiles(g)) {
+      pt = F32(a, kPt);
+      dst = F32(a, kDst);
+      kernels_internal::TransposeScaled(p, bq, bk, 1.0f, pt, bq);
+      kernels_internal::TransposeScaled(ds, bq, bk, 1.0f, dst, bq);
+    }
+    ForEachStrip(
+        g, i, j, a.in_valid(1, 0), [&](int64_t r0, int64_t rows, int64_t cols) {
+          AccumulateTransposedProduct(cols, d, rows, p + r0 * bk, bk,
+                                      pt == nullptr ? nullptr : pt + r0, bq,
+                                      tile.dout + r0 * d, dv);
+          AccumulateTransposedProduct(cols, d, rows, ds + r0 * bk, bk,
+                                      dst == nullptr ? nullptr : dst + r0, bq,
+                                      tile.q + r0 * d, dk);
+          const int64_t dq_rows_here =
+              std::clamp<int64_t>(q_valid - r0, 0, rows);
+          Gemm(false, false, dq_rows_here, d, cols, 1.0f, ds + r0 * bk, bk,
+               tile.k, d, 1.0f, dq_rows + r0 * d, d);
+        });
   }
   // Step 3: store what ends here.
   if (last_t) {
