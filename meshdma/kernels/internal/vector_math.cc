@@ -20,9 +20,10 @@
 namespace meshdma::kernels_internal {
 namespace {
 
-// RowMax and ExpShiftSum stream rows 16 lanes at a time: one `F32x16` on
-// AVX-512, two `F8`s elsewhere (GCC turns an F32x16 comparison into 16
-// scalar ones on AVX2). NarrowProduct's 16 columns are two `F8`s.
+// RowMax and ExpShiftSum stream rows 16 lanes at a time: in AVX-512
+// intrinsics (RowMax16, ExpShiftSum16), elsewhere as two `F8`s through the
+// templates below (GCC turns an F32x16 comparison into 16 scalar ones on
+// AVX2). NarrowProduct's 16 columns are two `F8`s.
 constexpr int kLanes = 16;
 constexpr int kHalf = kF8Lanes;
 static_assert(kLanes == 2 * kHalf && kLanes == kF32x16Lanes);

@@ -33,10 +33,10 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // and dS transposed per tile: where the tiles run, d is a width they take,
 // and key blocks are at most 128 rows. The tiles load and store the [bk, d]
 // accumulator once per 64 query rows; at 256-row key blocks that costs more
-// than OpenBLAS's packing of P^T (three alternated rounds of
+// than OpenBLAS's packing of P^T (two alternated rounds each of
 // `meshdma-bench-kernels --sections 7 --backward_blocks
-// default,128x128,128x256,256x128`, head_dim 64 and 128: 4-7% faster at
-// 128 x 128, 4-5% slower at 256 x 256).
+// default,128x128[,128x256,256x128]` at head_dim 64 and 128: 4-7% faster at
+// 128 x 128, 4-5% slower at 256 x 256, even at 128 x 256 and 256 x 128).
 bool TransposedTiles(const Geometry& g) {
   return kernels_internal::RowTilesRun() &&
          g.d % kernels_internal::kRowTileColumns == 0 && g.bk <= 128;
