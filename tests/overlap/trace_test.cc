@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -55,6 +56,31 @@ std::vector<std::vector<int>> CountEvents(const std::string& dir,
   return rows;
 }
 
+// Runs `body(n)` on every device of a fresh runtime (the overlap tests'
+// options, n devices along "x") that writes its timeline to `trace`, and
+// shuts the runtime down, which writes the file. Returns n; 0, with a test
+// failure, where the runtime or the run fails.
+int RunTraced(const std::string& trace,
+              const std::function<absl::Status(int n)>& body) {
+  std::remove(trace.c_str());
+  RuntimeOptions o = testing::OverlapTestOptions();
+  o.trace_path = trace;
+  auto rt = Runtime::Create(o);
+  if (!rt.ok()) {
+    ADD_FAILURE() << rt.status();
+    return 0;
+  }
+  const Mesh mesh = *(*rt)->MakeMesh1D("x");
+  const int n = mesh.size();
+  const absl::Status s = (*rt)->Run(mesh, [&] { return body(n); });
+  const absl::Status down = (*rt)->Shutdown();
+  if (!s.ok() || !down.ok()) {
+    ADD_FAILURE() << (s.ok() ? down : s);
+    return 0;
+  }
+  return n;
+}
+
 // Prints one line per device: "kernels spans dma_begin dma_end waits
 // barrier_waits".
 constexpr char kCounter[] = R"PY(
@@ -74,38 +100,27 @@ for key in sorted(c): print(*c[key])
 TEST(Trace, RingAttentionTimeline) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/ring_attention_trace.json";
-  std::remove(trace.c_str());
-  int n = 0;
-  {
-    RuntimeOptions o = testing::OverlapTestOptions();
-    o.trace_path = trace;
-    auto rt = Runtime::Create(o);
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    const Mesh mesh = *(*rt)->MakeMesh1D("x");
-    n = mesh.size();
+  const int n = RunTraced(trace, [](int) -> absl::Status {
     const int64_t h = 2, s_local = 16, d = 8;
-    absl::Status s = (*rt)->Run(mesh, [&]() -> absl::Status {
-      std::vector<float> q = testing::RandomVector(h * s_local * d, 1);
-      std::vector<float> k = q, v = q, out(q.size());
-      const std::vector<int64_t> shape = {h, s_local, d};
-      MESHDMA_ASSIGN_OR_RETURN(
-          auto qr, ArrayRef::FromPointer(q.data(), DType::kF32, shape));
-      MESHDMA_ASSIGN_OR_RETURN(
-          auto kr, ArrayRef::FromPointer(k.data(), DType::kF32, shape));
-      MESHDMA_ASSIGN_OR_RETURN(
-          auto vr, ArrayRef::FromPointer(v.data(), DType::kF32, shape));
-      MESHDMA_ASSIGN_OR_RETURN(
-          auto orf, ArrayRef::FromPointer(out.data(), DType::kF32, shape));
-      // The DMA ring's timeline (threads of one process would otherwise
-      // read the blocks in place, with no DMA to trace).
-      return RingAttention(qr, kr, vr, orf,
-                           {.causal = true,
-                            .layout = SequenceLayout::kZigZag,
-                            .transfer = FusedTransfer::kDma});
-    });
-    ASSERT_TRUE(s.ok()) << s;
-    ASSERT_TRUE((*rt)->Shutdown().ok());
-  }
+    std::vector<float> q = testing::RandomVector(h * s_local * d, 1);
+    std::vector<float> k = q, v = q, out(q.size());
+    const std::vector<int64_t> shape = {h, s_local, d};
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto qr, ArrayRef::FromPointer(q.data(), DType::kF32, shape));
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto kr, ArrayRef::FromPointer(k.data(), DType::kF32, shape));
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto vr, ArrayRef::FromPointer(v.data(), DType::kF32, shape));
+    MESHDMA_ASSIGN_OR_RETURN(
+        auto orf, ArrayRef::FromPointer(out.data(), DType::kF32, shape));
+    // The DMA ring's timeline (threads of one process would otherwise
+    // read the blocks in place, with no DMA to trace).
+    return RingAttention(qr, kr, vr, orf,
+                         {.causal = true,
+                          .layout = SequenceLayout::kZigZag,
+                          .transfer = FusedTransfer::kDma});
+  });
+  ASSERT_GT(n, 0);
   const std::vector<std::vector<int>> rows =
       CountEvents(dir, kCounter, trace, 6);
   ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
@@ -142,44 +157,33 @@ for key in sorted(c): print(*c[key])
 TEST(Trace, CollectiveMatmulScheduleFollowsTheShapes) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/collective_matmul_trace.json";
-  std::remove(trace.c_str());
-  int n = 0;
   bool reachable = true;
-  {
-    RuntimeOptions o = testing::OverlapTestOptions();
-    o.trace_path = trace;
-    auto rt = Runtime::Create(o);
-    ASSERT_TRUE(rt.ok()) << rt.status();
-    const Mesh mesh = *(*rt)->MakeMesh1D("x");
-    n = mesh.size();
-    absl::Status s = (*rt)->Run(mesh, [&]() -> absl::Status {
-      for (int j = 0; j < n; ++j) {
-        MESHDMA_ASSIGN_OR_RETURN(
-            bool yes, peer_view_reaches(DeviceId(j), DeviceIdType::kLogical));
-        if (!yes) reachable = false;  // Every device writes the same answer.
-      }
-      auto matrix = [](std::vector<float>& v, int64_t rows, int64_t cols) {
-        v.assign(rows * cols, 1.0f);
-        return *ArrayRef::FromPointer(v.data(), DType::kF32,
-                                      std::vector<int64_t>{rows, cols});
-      };
-      std::vector<float> x, w, out;
-      // All-gather matmul, rows per member 4: w of 16 columns, then of 2.
-      for (int64_t n_out : {16, 2}) {
-        MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(
-            matrix(x, 4, 8), matrix(w, 8, n_out), matrix(out, 4 * n, n_out)));
-      }
-      // Matmul reduce-scatter, contraction 8 per member: 4 rows per member
-      // of out, then 16.
-      for (int64_t rows : {4, 16}) {
-        MESHDMA_RETURN_IF_ERROR(MatmulReduceScatter(
-            matrix(x, rows * n, 8), matrix(w, 8, 4), matrix(out, rows, 4)));
-      }
-      return absl::OkStatus();
-    });
-    ASSERT_TRUE(s.ok()) << s;
-    ASSERT_TRUE((*rt)->Shutdown().ok());
-  }
+  const int n = RunTraced(trace, [&](int n) -> absl::Status {
+    for (int j = 0; j < n; ++j) {
+      MESHDMA_ASSIGN_OR_RETURN(
+          bool yes, peer_view_reaches(DeviceId(j), DeviceIdType::kLogical));
+      if (!yes) reachable = false;  // Every device writes the same answer.
+    }
+    auto matrix = [](std::vector<float>& v, int64_t rows, int64_t cols) {
+      v.assign(rows * cols, 1.0f);
+      return *ArrayRef::FromPointer(v.data(), DType::kF32,
+                                    std::vector<int64_t>{rows, cols});
+    };
+    std::vector<float> x, w, out;
+    // All-gather matmul, rows per member 4: w of 16 columns, then of 2.
+    for (int64_t n_out : {16, 2}) {
+      MESHDMA_RETURN_IF_ERROR(AllGatherMatmul(
+          matrix(x, 4, 8), matrix(w, 8, n_out), matrix(out, 4 * n, n_out)));
+    }
+    // Matmul reduce-scatter, contraction 8 per member: 4 rows per member
+    // of out, then 16.
+    for (int64_t rows : {4, 16}) {
+      MESHDMA_RETURN_IF_ERROR(MatmulReduceScatter(
+          matrix(x, rows * n, 8), matrix(w, 8, 4), matrix(out, rows, 4)));
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_GT(n, 0);
   const std::vector<std::vector<int>> rows =
       CountEvents(dir, kScheduleCounter, trace, 4);
   ASSERT_EQ(static_cast<int>(rows.size()), n) << "one track per device";
