@@ -59,12 +59,17 @@ absl::StatusOr<Group> CheckOperands(absl::string_view kernel, const ArrayRef& x,
   return collectives_internal::ResolveGroup(kernel, axes);
 }
 
-// "x f32[2, 8], w f32[8, 8] and out f32[4, 8]", for errors.
-std::string Operands(const ArrayRef& x, const ArrayRef& w,
-                     const ArrayRef& out) {
-  return absl::StrCat("x ", x.ToString(), ", w ", w.ToString(), " and out ",
-                      out.ToString());
-}
+// A kernel's operands, described for its errors only ("x f32[2, 8], w
+// f32[8, 8] and out f32[4, 8]").
+struct Operands {
+  const ArrayRef& x;
+  const ArrayRef& w;
+  const ArrayRef& out;
+  std::string ToString() const {
+    return absl::StrCat("x ", x.ToString(), ", w ", w.ToString(), " and out ",
+                        out.ToString());
+  }
+};
 
 // c[m, n] (+)= a[m, k] b[k, n], row-major contiguous; checked mode sees the
 // reads of a and b and the write of c.
@@ -87,7 +92,7 @@ void MatMul(const ArrayRef& a, const ArrayRef& b, const ArrayRef& c,
 // answer differs and this device's `operands`.
 absl::Status AgreeOnSchedule(absl::string_view kernel, const Group& ring,
                              CollectiveMatmulSchedule mine,
-                             absl::string_view operands) {
+                             const Operands& operands) {
   return run_scoped([&]() -> absl::Status {
     const int32_t answer = static_cast<int32_t>(mine);
     MESHDMA_ASSIGN_OR_RETURN(
@@ -106,8 +111,8 @@ absl::Status AgreeOnSchedule(absl::string_view kernel, const Group& ring,
           CollectiveMatmulScheduleName(
               static_cast<CollectiveMatmulSchedule>(theirs)),
           " on member ", ring.members[p], " (logical) but ",
-          CollectiveMatmulScheduleName(mine), " for this device's ", operands,
-          ": every member passes the same shapes"));
+          CollectiveMatmulScheduleName(mine), " for this device's ",
+          operands.ToString(), ": every member passes the same shapes"));
     }
     return absl::OkStatus();
   });
@@ -124,7 +129,7 @@ absl::Status AgreeOnSchedule(absl::string_view kernel, const Group& ring,
 absl::StatusOr<CollectiveMatmulSchedule> ResolveSchedule(
     absl::string_view kernel, const Group& ring,
     const CollectiveMatmulOptions& o, bool w_outweighs_rows,
-    int64_t one_product_bytes, absl::string_view operands) {
+    int64_t one_product_bytes, const Operands& operands) {
   using enum CollectiveMatmulSchedule;
   // Step 1: the schedule asked for.
   CollectiveMatmulSchedule asked = kAuto;
@@ -529,7 +534,7 @@ absl::Status AllGatherMatmul(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_ASSIGN_OR_RETURN(
       const CollectiveMatmulSchedule schedule,
       ResolveSchedule(kName, ring, o, n_out >= mb,
-                      out.dim(0) * k * sizeof(float), Operands(x, w, out)));
+                      out.dim(0) * k * sizeof(float), Operands{x, w, out}));
   if (schedule == CollectiveMatmulSchedule::kOneProduct) {
     return RunKernel(
         {.name = std::string(kName),
@@ -569,7 +574,7 @@ absl::Status MatmulReduceScatter(const ArrayRef& x, const ArrayRef& w,
   MESHDMA_ASSIGN_OR_RETURN(
       const CollectiveMatmulSchedule schedule,
       ResolveSchedule(kName, ring, o, k >= m / n, m * n_out * sizeof(float),
-                      Operands(x, w, out)));
+                      Operands{x, w, out}));
   const bool one_product = schedule == CollectiveMatmulSchedule::kOneProduct;
   bool in_place = false;  // The ring's transfer.
   if (!one_product) {
